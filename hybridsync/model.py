@@ -1,0 +1,643 @@
+"""The single declaration of the data model: tables, keys, GSIs, stream, TTL and entity <-> SQL mappings.
+
+Everything else renders from here: the CDK data stack, the local tables, the SQL schema and the
+key of every item the pipeline writes. Change the model here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from decimal import Decimal
+from enum import Enum, StrEnum
+from typing import Any
+
+from hybridsync import keys
+
+# Attributes every entity item carries.
+ENTITY = "Entity"  # which entity an item is: how a stream record is routed
+VERSION = "Version"  # grows on every write, across delete and re-create: the order-safety guard
+ORIGIN = "Origin"  # "sql" when the SQL -> DynamoDB propagation wrote it: never written back
+EXPIRES_AT = "ExpiresAt"  # TTL (epoch seconds) of cache items
+
+ORIGIN_SQL = "sql"
+
+# Shard counts of the write-sharded GSI partitions (pattern 7). Readers scatter over all of them.
+ORDER_TIME_SHARDS = 8
+OPEN_ORDER_SHARDS = 4
+RANKING_SHARDS = 4
+LEADERBOARD_SHARDS = 8
+
+
+class Side(StrEnum):
+    """Where an entity is mastered; the other side holds a view the pipeline keeps in sync."""
+
+    DYNAMODB = "dynamodb"  # written in DynamoDB, written back to PostgreSQL
+    POSTGRESQL = "postgresql"  # written in PostgreSQL, cached / propagated into DynamoDB
+    DERIVED = "derived"  # computed by the pipeline (aggregates, watermarks); no SQL table
+
+
+class FieldType(Enum):
+    """A value's type on both sides: (DynamoDB attribute type, SQL type name)."""
+
+    STRING = ("S", "text")
+    INTEGER = ("N", "bigint")
+    DECIMAL = ("N", "numeric")
+    TIMESTAMP = ("S", "timestamptz")  # ISO-8601 ms UTC string in DynamoDB (sorts as time)
+    BOOLEAN = ("BOOL", "boolean")
+    JSON = ("M", "jsonb")  # nested maps, lists and sets
+
+    @property
+    def dynamodb(self) -> str:
+        return self.value[0]
+
+    @property
+    def sql(self) -> str:
+        return self.value[1]
+
+
+class Projection(StrEnum):
+    ALL = "ALL"
+    KEYS_ONLY = "KEYS_ONLY"
+    INCLUDE = "INCLUDE"
+
+
+class StreamView(StrEnum):
+    NEW_AND_OLD_IMAGES = "NEW_AND_OLD_IMAGES"
+
+
+@dataclass(frozen=True)
+class KeyAttribute:
+    name: str
+    type: str = "S"  # S | N | B
+
+
+@dataclass(frozen=True)
+class Index:
+    """A GSI. `shards` > 1 means its partition values are write-sharded and readers scatter."""
+
+    name: str
+    partition: KeyAttribute
+    sort: KeyAttribute | None
+    projection: Projection
+    purpose: str
+    non_key_attributes: tuple[str, ...] = ()
+    shards: int = 1
+
+
+@dataclass(frozen=True)
+class Table:
+    """A DynamoDB table. `name` is logical; deployments prefix it (`hybridsync-main`)."""
+
+    name: str
+    partition: KeyAttribute
+    sort: KeyAttribute | None = None
+    indexes: tuple[Index, ...] = ()
+    stream: StreamView | None = None
+    ttl_attribute: str | None = None
+    purpose: str = ""
+
+    def index(self, name: str) -> Index:
+        for index in self.indexes:
+            if index.name == name:
+                return index
+        raise KeyError(f"table {self.name!r} has no index {name!r}")
+
+    def key_schema(self) -> list[KeyAttribute]:
+        return [self.partition] + ([self.sort] if self.sort else [])
+
+    def attribute_definitions(self) -> list[KeyAttribute]:
+        """Every key attribute of the table and its indexes, once (what CreateTable wants)."""
+        seen: dict[str, KeyAttribute] = {}
+        for attr in self.key_schema() + [
+            a for i in self.indexes for a in (i.partition, i.sort) if a is not None
+        ]:
+            if seen.setdefault(attr.name, attr).type != attr.type:
+                raise ValueError(f"{self.name}: key attribute {attr.name} declared with two types")
+        return list(seen.values())
+
+
+# --- key builders: small callables the entities compose; each returns None to leave a key out
+# (which is how an item stays out of a sparse index).
+
+KeyBuilder = Callable[[Mapping[str, Any]], Any]
+
+
+@dataclass(frozen=True)
+class Template:
+    """`Template("CUSTOMER#{CustomerId}")`; None when a placeholder has no value."""
+
+    pattern: str
+
+    def __call__(self, values: Mapping[str, Any]) -> str | None:
+        try:
+            return self.pattern.format_map(_KeyText(values))
+        except _Missing:
+            return None
+
+
+class _Missing(Exception):
+    pass
+
+
+class _KeyText(dict):
+    """format_map view that renders values the way `keys` does and signals absent ones."""
+
+    def __init__(self, values: Mapping[str, Any]):
+        super().__init__()
+        self._values = values
+
+    def __missing__(self, name: str) -> Any:
+        value = self._values.get(name)
+        if value is None or value == "":
+            raise _Missing(name)
+        text = keys.key_text(value)
+        # numbers stay numbers so a pattern can pad them (`{LineNo:04d}`); strings stay as given
+        return int(text) if isinstance(value, int | Decimal) and text.lstrip("-").isdigit() else text
+
+
+@dataclass(frozen=True)
+class Sharded:
+    """Calculated write shard: `Sharded("ORDERS", "OrderId", 8)` -> `ORDERS#5` (pattern 7)."""
+
+    prefix: str
+    by: str
+    shards: int
+
+    def __call__(self, values: Mapping[str, Any]) -> str | None:
+        prefix = Template(self.prefix)(values)
+        value = values.get(self.by)
+        if prefix is None or value is None:
+            return None
+        return keys.sharded(prefix, value, self.shards)
+
+
+@dataclass(frozen=True)
+class Copy:
+    """The value of another attribute, e.g. a score as a GSI sort key."""
+
+    attribute: str
+
+    def __call__(self, values: Mapping[str, Any]) -> Any:
+        return values.get(self.attribute)
+
+
+@dataclass(frozen=True)
+class When:
+    """A key only while `attribute` is one of `allowed` (sparse index, pattern 9)."""
+
+    attribute: str
+    allowed: tuple[Any, ...]
+    then: KeyBuilder
+
+    def __call__(self, values: Mapping[str, Any]) -> Any:
+        return self.then(values) if values.get(self.attribute) in self.allowed else None
+
+
+@dataclass(frozen=True)
+class Field:
+    """One attribute of an entity and the SQL column it maps to."""
+
+    attribute: str
+    type: FieldType
+    column: str = ""
+    required: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.column:
+            object.__setattr__(self, "column", _snake(self.attribute))
+
+
+def _snake(name: str) -> str:
+    return "".join(f"_{c.lower()}" if c.isupper() and i else c.lower() for i, c in enumerate(name))
+
+
+@dataclass(frozen=True)
+class Entity:
+    """An entity: where it lives, how its keys are built, where it is mastered, its SQL table."""
+
+    name: str
+    table: Table
+    master: Side
+    fields: tuple[Field, ...]
+    keys: Mapping[str, KeyBuilder]
+    sql_table: str | None = None
+    sql_key: tuple[str, ...] = ()  # attributes forming the SQL primary key
+    description: str = ""
+    versioned: bool = field(default=True)
+
+    def __post_init__(self) -> None:
+        missing = {a.name for a in self.table.key_schema()} - set(self.keys)
+        if missing:
+            raise ValueError(f"{self.name}: no builder for table key(s) {sorted(missing)}")
+        if (self.sql_table is None) != (not self.sql_key):
+            raise ValueError(f"{self.name}: sql_table and sql_key go together")
+        unknown = set(self.sql_key) - {f.attribute for f in self.fields}
+        if unknown:
+            raise ValueError(f"{self.name}: sql_key names unknown attributes {sorted(unknown)}")
+
+    @property
+    def all_fields(self) -> tuple[Field, ...]:
+        """The declared fields plus the version every synced entity carries."""
+        if not self.versioned:
+            return self.fields
+        return (*self.fields, Field(VERSION, FieldType.INTEGER))
+
+    def field(self, attribute: str) -> Field:
+        for f in self.all_fields:
+            if f.attribute == attribute:
+                return f
+        raise KeyError(f"{self.name} has no field {attribute!r}")
+
+    def key(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """The table's primary key of the item with these values."""
+        out = {}
+        for attr in self.table.key_schema():
+            value = self.keys[attr.name](values)
+            if value is None:
+                raise ValueError(f"{self.name}: cannot build {attr.name} from {dict(values)!r}")
+            out[attr.name] = value
+        return out
+
+    def item(self, values: Mapping[str, Any]) -> dict[str, Any]:
+        """A complete item: its fields, entity tag and every key it qualifies for.
+
+        Index keys that do not apply (sparse indexes) are left out, never written empty.
+        """
+        known = {f.attribute for f in self.all_fields} | {ORIGIN, EXPIRES_AT}
+        extra = set(values) - known
+        if extra:
+            raise ValueError(f"{self.name}: unknown attribute(s) {sorted(extra)}")
+        for f in self.all_fields:
+            if f.required and values.get(f.attribute) is None:
+                raise ValueError(f"{self.name}: missing required attribute {f.attribute!r}")
+        item = {k: v for k, v in values.items() if v is not None}
+        item[ENTITY] = self.name
+        item.update(self.key(values))
+        for name, build in self.keys.items():
+            if name not in item:
+                value = build(values)
+                if value is not None:
+                    item[name] = value
+        return item
+
+
+@dataclass(frozen=True)
+class Model:
+    tables: tuple[Table, ...]
+    entities: tuple[Entity, ...]
+
+    def entity(self, name: str) -> Entity:
+        for entity in self.entities:
+            if entity.name == name:
+                return entity
+        raise KeyError(f"no entity named {name!r}")
+
+    def table(self, name: str) -> Table:
+        for table in self.tables:
+            if table.name == name:
+                return table
+        raise KeyError(f"no table named {name!r}")
+
+    def mastered_in(self, side: Side) -> tuple[Entity, ...]:
+        return tuple(e for e in self.entities if e.master is side)
+
+    def synced(self) -> tuple[Entity, ...]:
+        """Entities with a SQL table on the other side of the pipeline."""
+        return tuple(e for e in self.entities if e.sql_table)
+
+
+def _s(name: str) -> KeyAttribute:
+    return KeyAttribute(name, "S")
+
+
+def _n(name: str) -> KeyAttribute:
+    return KeyAttribute(name, "N")
+
+
+ORDER_SUMMARY = ("OrderId", "CustomerId", "Status", "Total", "CreatedAt")
+
+MAIN = Table(
+    name="main",
+    partition=_s("PK"),
+    sort=_s("SK"),
+    stream=StreamView.NEW_AND_OLD_IMAGES,
+    ttl_attribute=EXPIRES_AT,
+    purpose="every entity, as item collections keyed Entity#Value",
+    indexes=(
+        Index(
+            "OrdersByTime",
+            _s("TimeShard"),
+            _s("CreatedAt"),
+            Projection.INCLUDE,
+            "all orders by time across customers (last 24 h / 7 d, newest N) in one Query per "
+            "shard; the constant partition is write-sharded by order id (patterns 5, 7)",
+            non_key_attributes=ORDER_SUMMARY[:-1],
+            shards=ORDER_TIME_SHARDS,
+        ),
+        Index(
+            "OpenOrders",
+            _s("OpenShard"),
+            _s("OrderOpenDate"),
+            Projection.INCLUDE,
+            "sparse: only open orders carry OrderOpenDate, so the index lists exactly the open "
+            "ones by open date; shards 0..N allow a time-range scatter read (patterns 8, 9)",
+            non_key_attributes=ORDER_SUMMARY,
+            shards=OPEN_ORDER_SHARDS,
+        ),
+        Index(
+            "Rankings",
+            _s("RankPK"),
+            _n("RankSK"),
+            Projection.ALL,
+            "overloaded and sparse: top sellers per day/month, top customers per month and the "
+            "game leaderboard; only aggregates and scores carry it; write-sharded partitions, "
+            "top N = one descending Query per shard, merged (patterns 6, 8, 10, 11)",
+            shards=RANKING_SHARDS,
+        ),
+        Index(
+            "Inverted",
+            _s("GSI1PK"),
+            _s("GSI1SK"),
+            Projection.ALL,
+            "overloaded inverted edges: who follows A (PK/SK of follow edges swapped) and a "
+            "customer's reviews (the product -> review edge read from the author's side) "
+            "(patterns 4, 10, 19)",
+        ),
+        Index(
+            "DistinctKeys",
+            _s("StaticPK"),
+            None,
+            Projection.KEYS_ONLY,
+            "sparse KEYS_ONLY: one #static item per item collection, so listing every partition "
+            "key reads a tiny index instead of scanning the table (pattern 20)",
+        ),
+    ),
+)
+
+CHUNKS = Table(
+    name="chunks",
+    partition=_s("ChunkKey"),
+    purpose="chunks of large attributes, simple key <parentPK>#<parentSK>#<version>#<seq> (pattern 18)",
+)
+
+STATIC_SK = "#static"
+
+CUSTOMER = Entity(
+    "Customer",
+    MAIN,
+    Side.POSTGRESQL,
+    fields=(
+        Field("CustomerId", FieldType.STRING),
+        Field("Name", FieldType.STRING),
+        Field("Email", FieldType.STRING),
+        Field("Tier", FieldType.STRING, required=False),
+    ),
+    keys={"PK": Template("CUSTOMER#{CustomerId}"), "SK": Template("PROFILE")},
+    sql_table="customers",
+    sql_key=("CustomerId",),
+    description="customer profile, cached from PostgreSQL on read",
+)
+
+PRODUCT_DETAILS = Entity(
+    "ProductDetails",
+    MAIN,
+    Side.POSTGRESQL,
+    fields=(
+        Field("ProductId", FieldType.STRING),
+        Field("Name", FieldType.STRING),
+        Field("Category", FieldType.STRING),
+        Field("Description", FieldType.STRING, required=False),
+        Field("Attributes", FieldType.JSON, required=False),
+    ),
+    keys={"PK": Template("PRODUCT#{ProductId}"), "SK": Template("DETAILS")},
+    sql_table="products",
+    sql_key=("ProductId",),
+    description="large, static catalog part of a product (pattern 16)",
+)
+
+PRODUCT_AVAILABILITY = Entity(
+    "ProductAvailability",
+    MAIN,
+    Side.POSTGRESQL,
+    fields=(
+        Field("ProductId", FieldType.STRING),
+        Field("Price", FieldType.DECIMAL),
+        Field("Stock", FieldType.INTEGER),
+    ),
+    keys={"PK": Template("PRODUCT#{ProductId}"), "SK": Template("AVAILABILITY")},
+    sql_table="product_availability",
+    sql_key=("ProductId",),
+    description="small, fast-changing price and stock: a price change rewrites only this (pattern 16)",
+)
+
+_ORDER_FIELDS = (
+    Field("OrderId", FieldType.STRING),
+    Field("CustomerId", FieldType.STRING),
+    Field("CreatedAt", FieldType.TIMESTAMP),
+    Field("Status", FieldType.STRING),
+)
+OPEN_STATUSES = ("OPEN",)
+
+ORDER = Entity(
+    "Order",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(
+        *_ORDER_FIELDS,
+        Field("Total", FieldType.DECIMAL),
+        Field("ShippingAddress", FieldType.JSON, required=False),
+    ),
+    keys={
+        "PK": Template("CUSTOMER#{CustomerId}"),
+        "SK": Template("ORDER#{CreatedAt}#{OrderId}"),
+        "TimeShard": Sharded("ORDERS", "OrderId", ORDER_TIME_SHARDS),
+        "OpenShard": When("Status", OPEN_STATUSES, Sharded("OPEN", "OrderId", OPEN_ORDER_SHARDS)),
+        "OrderOpenDate": When("Status", OPEN_STATUSES, Copy("CreatedAt")),
+    },
+    sql_table="orders",
+    sql_key=("OrderId",),
+    description="order header in the customer's collection: a date range is one Query (pattern 2)",
+)
+
+ORDER_LINE = Entity(
+    "OrderLine",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(
+        *_ORDER_FIELDS,
+        Field("LineNo", FieldType.INTEGER),
+        Field("ProductId", FieldType.STRING),
+        Field("Quantity", FieldType.INTEGER),
+        Field("UnitPrice", FieldType.DECIMAL),
+    ),
+    keys={
+        "PK": Template("CUSTOMER#{CustomerId}"),
+        "SK": Template("ORDER#{CreatedAt}#{OrderId}#LINE#{LineNo:04d}"),
+    },
+    sql_table="order_lines",
+    sql_key=("OrderId", "LineNo"),
+    description="order line next to its order: begins_with(SK, ORDER#<time>#<id>) reads both",
+)
+
+PLAYER_SCORE = Entity(
+    "PlayerScore",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(Field("PlayerId", FieldType.STRING), Field("Score", FieldType.INTEGER)),
+    keys={
+        "PK": Template("PLAYER#{PlayerId}"),
+        "SK": Template("SCORE"),
+        "RankPK": Sharded("LEADERBOARD", "PlayerId", LEADERBOARD_SHARDS),
+        "RankSK": Copy("Score"),
+    },
+    sql_table="player_scores",
+    sql_key=("PlayerId",),
+    description="loyalty game score; the score is a GSI sort key, never a primary key (pattern 6)",
+)
+
+FOLLOW = Entity(
+    "Follow",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(
+        Field("FollowerId", FieldType.STRING),
+        Field("FolloweeId", FieldType.STRING),
+        Field("CreatedAt", FieldType.TIMESTAMP),
+    ),
+    keys={
+        "PK": Template("USER#{FollowerId}"),
+        "SK": Template("FOLLOWS#{FolloweeId}"),
+        "GSI1PK": Template("FOLLOWS#{FolloweeId}"),
+        "GSI1SK": Template("USER#{FollowerId}"),
+    },
+    sql_table="follows",
+    sql_key=("FollowerId", "FolloweeId"),
+    description="adjacency list edge; the Inverted GSI answers who follows A (pattern 19)",
+)
+
+REVIEW = Entity(
+    "Review",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(
+        Field("ReviewId", FieldType.STRING),
+        Field("ProductId", FieldType.STRING),
+        Field("CustomerId", FieldType.STRING),
+        Field("CreatedAt", FieldType.TIMESTAMP),
+        Field("Rating", FieldType.INTEGER),
+        Field("Title", FieldType.STRING),
+        Field("ChunkCount", FieldType.INTEGER),
+        Field("ChunkVersion", FieldType.INTEGER),
+    ),
+    keys={
+        "PK": Template("PRODUCT#{ProductId}"),
+        "SK": Template("REVIEW#{ReviewId}"),
+        "GSI1PK": Template("CUSTOMER#{CustomerId}"),
+        "GSI1SK": Template("REVIEW#{CreatedAt}"),
+    },
+    description="large review: the body lives in the chunks table (pattern 18); DynamoDB only",
+)
+
+REVIEW_CHUNK = Entity(
+    "ReviewChunk",
+    CHUNKS,
+    Side.DYNAMODB,
+    fields=(
+        Field("ParentPK", FieldType.STRING),
+        Field("ParentSK", FieldType.STRING),
+        Field("ChunkVersion", FieldType.INTEGER),
+        Field("Seq", FieldType.INTEGER),
+        Field("Data", FieldType.STRING),
+    ),
+    keys={"ChunkKey": Template("{ParentPK}#{ParentSK}#{ChunkVersion}#{Seq}")},
+    description="one chunk of a large attribute; a new ChunkVersion never mixes with the old",
+    versioned=False,
+)
+
+COLLECTION = Entity(
+    "Collection",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(Field("CollectionPK", FieldType.STRING),),
+    keys={
+        "PK": Template("{CollectionPK}"),
+        "SK": Template(STATIC_SK),
+        "StaticPK": Template("{CollectionPK}"),
+    },
+    description="the #static marker of an item collection, listed by the DistinctKeys GSI",
+    versioned=False,
+)
+
+SALES = Entity(
+    "Sales",
+    MAIN,
+    Side.DERIVED,
+    fields=(
+        Field("ProductId", FieldType.STRING),
+        Field("Period", FieldType.STRING),  # 2026-11-22 (day) or 2026-11 (month)
+        Field("Units", FieldType.INTEGER),
+        Field("Revenue", FieldType.DECIMAL),
+    ),
+    keys={
+        "PK": Template("PRODUCT#{ProductId}"),
+        "SK": Template("SALES#{Period}"),
+        "RankPK": Sharded("SALES#{Period}", "ProductId", RANKING_SHARDS),
+        "RankSK": Copy("Units"),
+    },
+    description="units and revenue of a product in a day or month (pattern 11)",
+    versioned=False,
+)
+
+CUSTOMER_SPEND = Entity(
+    "CustomerSpend",
+    MAIN,
+    Side.DERIVED,
+    fields=(
+        Field("CustomerId", FieldType.STRING),
+        Field("Period", FieldType.STRING),  # 2026-11
+        Field("Spend", FieldType.DECIMAL),
+        Field("Points", FieldType.INTEGER),
+    ),
+    keys={
+        "PK": Template("CUSTOMER#{CustomerId}"),
+        "SK": Template("SPEND#{Period}"),
+        "RankPK": Sharded("SPEND#{Period}", "CustomerId", RANKING_SHARDS),
+        "RankSK": Copy("Points"),
+    },
+    description="spend and loyalty points of a customer in a month (top customers)",
+    versioned=False,
+)
+
+WATERMARK = Entity(
+    "Watermark",
+    MAIN,
+    Side.DERIVED,
+    fields=(
+        Field("Consumer", FieldType.STRING),
+        Field("ShardId", FieldType.STRING),
+        Field("SequenceNumber", FieldType.STRING),
+    ),
+    keys={"PK": Template("WATERMARK#{Consumer}"), "SK": Template("SHARD#{ShardId}")},
+    description="last stream sequence number a consumer applied, per stream shard (exactly once)",
+    versioned=False,
+)
+
+MODEL = Model(
+    tables=(MAIN, CHUNKS),
+    entities=(
+        CUSTOMER,
+        PRODUCT_DETAILS,
+        PRODUCT_AVAILABILITY,
+        ORDER,
+        ORDER_LINE,
+        PLAYER_SCORE,
+        FOLLOW,
+        REVIEW,
+        REVIEW_CHUNK,
+        COLLECTION,
+        SALES,
+        CUSTOMER_SPEND,
+        WATERMARK,
+    ),
+)

@@ -1,0 +1,86 @@
+"""The PostgreSQL schema as SQLAlchemy Core metadata, rendered from the model's SQL mappings.
+
+Alembic migrations create and upgrade it; a test checks that the migrations and this metadata agree.
+"""
+
+from __future__ import annotations
+
+import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import JSONB
+
+from hybridsync.model import MODEL, Entity, FieldType, Side
+
+SQL_TYPES: dict[FieldType, sa.types.TypeEngine] = {
+    FieldType.STRING: sa.Text(),
+    FieldType.INTEGER: sa.BigInteger(),
+    FieldType.DECIMAL: sa.Numeric(),  # unbounded: DynamoDB numbers carry 38 digits
+    FieldType.TIMESTAMP: sa.DateTime(timezone=True),
+    FieldType.BOOLEAN: sa.Boolean(),
+    FieldType.JSON: JSONB(),
+}
+
+metadata = sa.MetaData(
+    naming_convention={
+        "pk": "pk_%(table_name)s",
+        "ix": "ix_%(table_name)s_%(column_0_name)s",
+        "uq": "uq_%(table_name)s_%(column_0_name)s",
+    }
+)
+
+# Epoch milliseconds: the unit of every `version` (a hybrid logical clock on the DynamoDB side).
+NOW_MS = sa.text("(extract(epoch from clock_timestamp()) * 1000)::bigint")
+
+
+def _entity_table(entity: Entity) -> sa.Table:
+    assert entity.sql_table
+    columns = [
+        sa.Column(
+            f.column,
+            SQL_TYPES[f.type],
+            primary_key=f.attribute in entity.sql_key,
+            nullable=not f.required,
+        )
+        for f in entity.fields
+    ]
+    if entity.master is Side.DYNAMODB:
+        # Written back: the item's version guards every upsert; a tombstone keeps a deleted
+        # row's version so a late replay of an older image cannot resurrect it.
+        columns += [
+            sa.Column("version", sa.BigInteger, nullable=False),
+            sa.Column("deleted", sa.Boolean, nullable=False, server_default=sa.false()),
+        ]
+    else:
+        columns += [sa.Column("version", sa.BigInteger, nullable=False, server_default=NOW_MS)]
+    columns.append(
+        sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now())
+    )
+    return sa.Table(entity.sql_table, metadata, *columns, comment=entity.description)
+
+
+entity_tables: dict[str, sa.Table] = {e.name: _entity_table(e) for e in MODEL.synced()}
+
+outbox = sa.Table(
+    "outbox",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column("table_name", sa.Text, nullable=False),
+    sa.Column("operation", sa.Text, nullable=False),  # INSERT | UPDATE | DELETE
+    sa.Column("row_key", JSONB, nullable=False),
+    sa.Column("version", sa.BigInteger, nullable=False),
+    sa.Column("payload", JSONB, nullable=True),
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    comment="one row per change of a table mastered in PostgreSQL, drained into DynamoDB",
+)
+
+dead_letters = sa.Table(
+    "dead_letters",
+    metadata,
+    sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
+    sa.Column("source", sa.Text, nullable=False),  # which consumer gave up on it
+    sa.Column("reason", sa.Text, nullable=False),
+    sa.Column("record", JSONB, nullable=False),  # the full record, as received
+    sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
+    sa.Column("redriven_at", sa.DateTime(timezone=True), nullable=True),
+    sa.Index("ix_dead_letters_pending", "source", "id", postgresql_where=sa.text("redriven_at IS NULL")),
+    comment="records a consumer could not apply, with the reason; redriven by the CLI",
+)

@@ -1,0 +1,48 @@
+"""Configuration from the environment the stacks set, validated with errors that name the variable."""
+
+from __future__ import annotations
+
+import os
+
+import sqlalchemy as sa
+
+
+class ConfigurationError(RuntimeError):
+    pass
+
+
+def required(name: str) -> str:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        raise ConfigurationError(f"environment variable {name} is not set")
+    return value
+
+
+def table_name(logical: str) -> str:
+    """Physical name of a declared table: `TABLE_MAIN`, `TABLE_CHUNKS`, ..."""
+    return required(f"TABLE_{logical.upper()}")
+
+
+def database_url() -> str:
+    """`DATABASE_URL` when given (local, tests); in AWS the Secrets Manager secret `DB_SECRET_ARN`,
+    reached through `DB_HOST` (the RDS Proxy) when the stack sets it."""
+    if url := os.environ.get("DATABASE_URL", "").strip():
+        return url
+    from aws_lambda_powertools.utilities import parameters
+
+    secret = parameters.get_secret(required("DB_SECRET_ARN"), transform="json", max_age=300)
+    if not isinstance(secret, dict):
+        raise ConfigurationError("DB_SECRET_ARN does not hold a JSON secret")
+    try:
+        url = sa.URL.create(
+            "postgresql+psycopg",
+            username=secret["username"],
+            password=secret["password"],
+            host=os.environ.get("DB_HOST") or secret["host"],
+            port=int(secret.get("port", 5432)),
+            database=os.environ.get("DB_NAME") or secret.get("dbname") or "postgres",
+            query={"sslmode": "require"},
+        )
+    except KeyError as missing:
+        raise ConfigurationError(f"database secret lacks the field {missing}") from None
+    return url.render_as_string(hide_password=False)

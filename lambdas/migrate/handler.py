@@ -1,0 +1,20 @@
+"""CloudFormation custom resource: bring the PostgreSQL schema to the head Alembic revision on deploy."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from hybridsync import db, settings
+
+logger = Logger()
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    url = settings.database_url()
+    # Deleting the stack never drops data: only Create and Update migrate.
+    if event["RequestType"] in ("Create", "Update"):
+        db.upgrade(url)
+    revision = db.current_revision(url)
+    logger.info("schema at revision", extra={"revision": revision, "request": event["RequestType"]})
+    return {"PhysicalResourceId": "hybridsync-schema", "Data": {"Revision": revision or ""}}

@@ -1,0 +1,32 @@
+"""CDK stacks: data (DynamoDB), database (PostgreSQL), pipeline (functions). Synth makes no AWS calls."""
+
+from __future__ import annotations
+
+from aws_cdk import App, Aspects
+from cdk_nag import AwsSolutionsChecks
+
+from stacks.data import DataStack
+from stacks.database import DatabaseStack
+from stacks.pipeline import PipelineStack
+
+
+def _flag(app: App, name: str) -> bool:
+    return str(app.node.try_get_context(name) or "false").lower() in ("true", "1", "yes")
+
+
+def build(app: App) -> dict[str, object]:
+    """The whole deployment. Context: `prefix`, `dev`, `existing_db_secret_arn`, `tracing`."""
+    prefix = app.node.try_get_context("prefix") or "HybridSync"
+    dev = _flag(app, "dev")
+    data = DataStack(app, f"{prefix}-data", dev=dev)
+    database = DatabaseStack(
+        app,
+        f"{prefix}-database",
+        existing_secret_arn=app.node.try_get_context("existing_db_secret_arn") or None,
+        dev=dev,
+    )
+    pipeline = PipelineStack(
+        app, f"{prefix}-pipeline", data=data, database=database, tracing=_flag(app, "tracing")
+    )
+    Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    return {"data": data, "database": database, "pipeline": pipeline}

@@ -51,13 +51,16 @@ def shard_of(value: object, shards: int) -> int:
 
 
 def sharded(prefix: str, value: object, shards: int) -> str:
-    """`sharded("ORDERS", order_id, 8)` -> `ORDERS#5`: the GSI partition of one item."""
-    return key(prefix, shard_of(value, shards))
+    """`sharded("ORDERS", order_id, 8)` -> `ORDERS#5`: the GSI partition of one item. The prefix
+    may itself be a key (`SALES#2026-11-22`)."""
+    if not prefix:
+        raise ValueError("shard prefix must be non-empty")
+    return f"{prefix}{SEPARATOR}{shard_of(value, shards)}"
 
 
 def all_shards(prefix: str, shards: int) -> list[str]:
     """Every partition a scatter-gather read must query."""
-    return [key(prefix, n) for n in range(shards)]
+    return [f"{prefix}{SEPARATOR}{n}" for n in range(shards)]
 
 
 def iso_ms(moment: datetime) -> str:

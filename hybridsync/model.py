@@ -315,7 +315,7 @@ def _n(name: str) -> KeyAttribute:
     return KeyAttribute(name, "N")
 
 
-ORDER_SUMMARY = ("OrderId", "CustomerId", "Status", "Total", "CreatedAt")
+ORDER_SUMMARY = (ENTITY, "OrderId", "CustomerId", "Status", "Total", "CreatedAt")
 
 MAIN = Table(
     name="main",

@@ -118,4 +118,3 @@ class DatabaseStack(Stack):
             env["DB_HOST"] = self.proxy.endpoint  # connect through the proxy, not the cluster
             env["DB_NAME"] = DATABASE_NAME
         return env
-

@@ -72,7 +72,12 @@ class PipelineStack(Stack):
         )  # fmt: skip
 
     def function(
-        self, id: str, *, name: str, sql: bool = False, environment: dict[str, str] | None = None,
+        self,
+        id: str,
+        *,
+        name: str,
+        sql: bool = False,
+        environment: dict[str, str] | None = None,
         **options: Any,
     ) -> HandlerFunction:
         """A handler with the table names in its environment; with `sql`, also network access to

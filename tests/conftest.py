@@ -1,0 +1,68 @@
+"""Session-scoped services: one embedded DynamoDB + PostgreSQL stack, one `cdk synth` per session."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import sqlalchemy as sa
+
+from hybridsync import db, local
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The folder a test lives in is its marker: `-m unit` runs without any service."""
+    for item in items:
+        kind = Path(str(item.fspath)).relative_to(ROOT / "tests").parts[0]
+        if kind in ("unit", "integration", "infra"):
+            item.add_marker(kind)
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local.LocalStack]:
+    """Embedded moto server + PostgreSQL (or DYNAMODB_ENDPOINT / DATABASE_URL), tables and schema."""
+    with local.start(tmp_path_factory.mktemp("state"), prefix="test") as running:
+        yield running
+
+
+@pytest.fixture(scope="session")
+def dynamodb(stack: local.LocalStack) -> Any:
+    return stack.client("dynamodb")
+
+
+@pytest.fixture(scope="session")
+def engine(stack: local.LocalStack) -> Iterator[sa.Engine]:
+    engine = db.create_engine(stack.database_url)
+    yield engine
+    engine.dispose()
+
+
+@pytest.fixture(scope="session")
+def cloud_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real CLI (`npx cdk synth`, pinned in package.json) with no AWS credentials at all."""
+    out = tmp_path_factory.mktemp("cdk.out")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+    env |= {"AWS_EC2_METADATA_DISABLED": "true", "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1"}
+    cdk = ROOT / "node_modules" / ".bin" / "cdk"
+    result = subprocess.run(
+        [str(cdk), "synth", "--quiet", "--ignore-errors", "--no-notices", "--output", str(out)],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
+    return out
+
+
+def load_template(assembly: Path, stack_suffix: str) -> dict[str, Any]:
+    (path,) = assembly.glob(f"*-{stack_suffix}.template.json")
+    return json.loads(path.read_text())

@@ -1,0 +1,129 @@
+"""The synthesized templates (real `cdk synth`) render exactly the model's declaration."""
+
+import pytest
+from aws_cdk.assertions import Match, Template
+
+from hybridsync.local import create_table_request
+from hybridsync.model import MODEL
+from tests.conftest import load_template
+
+
+@pytest.fixture(scope="module")
+def data(cloud_assembly):
+    return load_template(cloud_assembly, "data")
+
+
+@pytest.fixture(scope="module")
+def pipeline(cloud_assembly):
+    return load_template(cloud_assembly, "pipeline")
+
+
+@pytest.fixture(scope="module")
+def database(cloud_assembly):
+    return load_template(cloud_assembly, "database")
+
+
+def table_resource(template, logical_name):
+    (props,) = [
+        r["Properties"]
+        for rid, r in template["Resources"].items()
+        if r["Type"] == "AWS::DynamoDB::GlobalTable" and rid.startswith(f"{logical_name.title()}Table")
+    ]
+    return props
+
+
+def by_name(items, key="AttributeName"):
+    return {i[key]: i for i in items}
+
+
+@pytest.mark.parametrize("table", MODEL.tables, ids=lambda t: t.name)
+def test_template_table_equals_the_declaration(data, table):
+    props = table_resource(data, table.name)
+    declared = create_table_request(table, "x")
+    assert props["KeySchema"] == declared["KeySchema"]
+    assert by_name(props["AttributeDefinitions"]) == by_name(declared["AttributeDefinitions"])
+    rendered = {g["IndexName"]: g for g in props.get("GlobalSecondaryIndexes", [])}
+    expected = {g["IndexName"]: g for g in declared.get("GlobalSecondaryIndexes", [])}
+    assert rendered.keys() == expected.keys()
+    for name, index in expected.items():
+        assert rendered[name]["KeySchema"] == index["KeySchema"], name
+        assert rendered[name]["Projection"]["ProjectionType"] == index["Projection"]["ProjectionType"]
+        assert rendered[name]["Projection"].get("NonKeyAttributes", []) == index["Projection"].get(
+            "NonKeyAttributes", []
+        )
+    if table.stream:
+        assert props["StreamSpecification"] == {"StreamViewType": table.stream.value}
+    else:
+        assert "StreamSpecification" not in props
+    if table.ttl_attribute:
+        assert props["TimeToLiveSpecification"] == {"AttributeName": table.ttl_attribute, "Enabled": True}
+
+
+def test_tables_are_protected_encrypted_and_recoverable(data):
+    tables = Template.from_json(data).find_resources("AWS::DynamoDB::GlobalTable")
+    assert len(tables) == len(MODEL.tables)
+    for resource in tables.values():
+        props = resource["Properties"]
+        assert props["SSESpecification"]["SSEEnabled"] is True
+        (replica,) = props["Replicas"]
+        assert replica["DeletionProtectionEnabled"] is True
+        assert replica["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+        assert resource["DeletionPolicy"] == "Retain"
+
+
+def test_database_is_aurora_serverless_behind_a_tls_proxy_in_a_natless_vpc(database):
+    template = Template.from_json(database)
+    template.has_resource_properties(
+        "AWS::RDS::DBCluster",
+        {"Engine": "aurora-postgresql", "StorageEncrypted": True, "DeletionProtection": True,
+         "ServerlessV2ScalingConfiguration": Match.object_like({"MinCapacity": 0.5})},
+    )  # fmt: skip
+    template.has_resource_properties("AWS::RDS::DBInstance", {"DBInstanceClass": "db.serverless"})
+    template.has_resource_properties("AWS::RDS::DBProxy", {"RequireTLS": True, "EngineFamily": "POSTGRESQL"})
+    template.resource_count_is("AWS::EC2::NatGateway", 0)
+    template.resource_count_is("AWS::EC2::InternetGateway", 0)
+    template.has_resource_properties(
+        "AWS::EC2::VPCEndpoint",
+        {"VpcEndpointType": "Gateway", "ServiceName": Match.object_like({"Fn::Join": Match.any_value()})},
+    )
+    template.resource_count_is("AWS::SecretsManager::Secret", 1)
+
+
+def test_function_construct_defaults(pipeline):
+    template = Template.from_json(pipeline)
+    template.has_resource_properties(
+        "AWS::Lambda::Function",
+        {"Runtime": "python3.12", "Handler": "handler.handler", "Architectures": ["x86_64"],
+         "Layers": Match.any_value(), "TracingConfig": Match.absent(),  # tracing is opt-in
+         "VpcConfig": Match.object_like({"SubnetIds": Match.any_value()}),
+         "Environment": {"Variables": Match.object_like({
+             "TABLE_MAIN": Match.any_value(), "TABLE_CHUNKS": Match.any_value(),
+             "DB_SECRET_ARN": Match.any_value(), "DB_HOST": Match.any_value()})}},
+    )  # fmt: skip
+    template.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
+    template.has_resource_properties(
+        "AWS::Lambda::LayerVersion",
+        {"CompatibleRuntimes": ["python3.12"], "CompatibleArchitectures": ["x86_64"]},
+    )
+    template.has_resource_properties(
+        "AWS::CloudFormation::CustomResource", {"MigrationsDigest": Match.any_value()}
+    )
+
+
+def test_layer_was_bundled_without_docker_for_the_lambda_platform(cloud_assembly):
+    layers = [p for p in cloud_assembly.glob("asset.*/python") if (p / "psycopg_binary").is_dir()]
+    assert layers, "the dependency layer asset is missing"
+    (layer,) = layers
+    assert list((layer / "psycopg_binary").glob("_psycopg.cpython-312-x86_64-linux-gnu.so"))
+    for package in ("aws_lambda_powertools", "sqlalchemy", "alembic", "psycopg"):
+        assert (layer / package).is_dir(), package
+
+
+def test_function_bundle_ships_the_library_but_not_the_local_tools(cloud_assembly):
+    bundles = [p.parent.parent for p in cloud_assembly.glob("asset.*/hybridsync/model.py")]
+    assert bundles
+    for bundle in bundles:
+        assert (bundle / "handler.py").is_file()
+        assert (bundle / "hybridsync" / "migrations" / "versions").is_dir()
+        assert not (bundle / "hybridsync" / "local.py").exists()
+        assert not (bundle / "hybridsync" / "cli.py").exists()

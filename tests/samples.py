@@ -1,0 +1,39 @@
+"""One realistic set of values per entity: what the tables must accept."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+SAMPLES: dict[str, list[dict[str, Any]]] = {
+    "Customer": [{"CustomerId": "c-1", "Name": "Zoë O'Brien", "Email": "zoe@example.com", "Tier": "gold"}],
+    "ProductDetails": [
+        {"ProductId": "p-1", "Name": "Kettle", "Category": "kitchen", "Description": "1.7 l",
+         "Attributes": {"colors": ["red", "black"], "watts": 2200}},
+    ],
+    "ProductAvailability": [{"ProductId": "p-1", "Price": Decimal("24.99"), "Stock": 12}],
+    "Order": [
+        {"OrderId": "o-1", "CustomerId": "c-1", "CreatedAt": "2026-11-22T07:00:00.000Z",
+         "Status": "OPEN", "Total": Decimal("49.98"), "ShippingAddress": {"city": "Zürich"}},
+        {"OrderId": "o-2", "CustomerId": "c-1", "CreatedAt": "2026-11-21T09:30:00.000Z",
+         "Status": "SHIPPED", "Total": Decimal("5.00")},
+    ],
+    "OrderLine": [
+        {"OrderId": "o-1", "CustomerId": "c-1", "CreatedAt": "2026-11-22T07:00:00.000Z",
+         "Status": "OPEN", "LineNo": 1, "ProductId": "p-1", "Quantity": 2, "UnitPrice": Decimal("24.99")},
+    ],
+    "PlayerScore": [{"PlayerId": "c-1", "Score": 1200}, {"PlayerId": "c-2", "Score": 900}],
+    "Follow": [{"FollowerId": "c-2", "FolloweeId": "c-1", "CreatedAt": "2026-11-20T10:00:00.000Z"}],
+    "Review": [
+        {"ReviewId": "r-1", "ProductId": "p-1", "CustomerId": "c-1", "CreatedAt": "2026-11-22T08:00:00.000Z",
+         "Rating": 5, "Title": "Boils fast", "ChunkCount": 2, "ChunkVersion": 1},
+    ],
+    "ReviewChunk": [
+        {"ParentPK": "PRODUCT#p-1", "ParentSK": "REVIEW#r-1", "ChunkVersion": 1, "Seq": 0,
+         "Data": "x" * 1000},
+    ],
+    "Collection": [{"CollectionPK": "CUSTOMER#c-1"}, {"CollectionPK": "PRODUCT#p-1"}],
+    "Sales": [{"ProductId": "p-1", "Period": "2026-11-22", "Units": 2, "Revenue": Decimal("49.98")}],
+    "CustomerSpend": [{"CustomerId": "c-1", "Period": "2026-11", "Spend": Decimal("49.98"), "Points": 49}],
+    "Watermark": [{"Consumer": "aggregate", "ShardId": "shardId-0001", "SequenceNumber": "100"}],
+}  # fmt: skip

@@ -65,6 +65,63 @@ def _db(args: argparse.Namespace) -> int:
     return 0
 
 
+def _table_name(args: argparse.Namespace) -> str:
+    name = args.table or os.environ.get("TABLE_MAIN")
+    if not name:
+        raise SystemExit("no table: pass --table or set TABLE_MAIN (e.g. `source .local/env`)")
+    return name
+
+
+def _show_keys(keys: list, limit: int = 10) -> str:
+    shown = ", ".join("/".join(map(str, k)) for k in keys[:limit])
+    return shown + (f" ... (+{len(keys) - limit})" if len(keys) > limit else "")
+
+
+def _reconcile(args: argparse.Namespace) -> int:
+    from hybridsync import aws
+    from hybridsync.reconcile import reconcile
+
+    engine = db.create_engine(_database_url(args))
+    report = reconcile(aws.client("dynamodb"), _table_name(args), engine, repair=args.repair)
+    print(f"{'entity':12} {'checked':>8} {'missing':>8} {'stale':>6} {'extra':>6} {'unmappable':>10}")
+    for name, drift in report.items():
+        print(f"{name:12} {drift.checked:8} {len(drift.missing):8} {len(drift.stale):6} "
+              f"{len(drift.extra):6} {len(drift.unmappable):10}")  # fmt: skip
+        for label in ("missing", "stale", "extra"):
+            if keys := getattr(drift, label):
+                print(f"  {label}: {_show_keys(keys)}")
+        for label in ("unmappable", "unrepaired"):
+            for problem in getattr(drift, label)[:10]:
+                print(f"  {label}: {problem}")
+    drifted = sum(d.total for d in report.values())
+    if args.repair and drifted:
+        unrepaired = sum(len(d.unrepaired) for d in report.values())
+        print(f"repaired {drifted - unrepaired} row(s) from DynamoDB, {unrepaired} refused by PostgreSQL")
+        return 1 if unrepaired else 0
+    return 1 if drifted else 0
+
+
+def _dead_letters(args: argparse.Namespace) -> int:
+    from hybridsync import deadletters, writeback
+
+    engine = db.create_engine(_database_url(args))
+    if args.action == "list":
+        with engine.connect() as conn:
+            rows = deadletters.pending(conn, args.source, args.id)
+        for row in rows:
+            event = row.record.get("eventName", "?") if isinstance(row.record, dict) else "?"
+            print(f"{row.id:6} {row.created_at:%Y-%m-%d %H:%M:%S} {row.source:10} {event:7} {row.reason}")
+        print(f"{len(rows)} pending dead letter(s)")
+        return 0
+    if args.source not in (None, writeback.SOURCE):
+        raise SystemExit(f"redrive knows the sources: {writeback.SOURCE}")
+    landed, still = writeback.redrive(engine, args.id)
+    print(f"redriven: {landed} landed, {len(still)} still rejected")
+    for letter in still:
+        print(f"  {letter.record.get('eventID', '?')}: {letter.reason}")
+    return 1 if still else 0
+
+
 def _model(_: argparse.Namespace) -> int:
     for table in MODEL.tables:
         keys = " + ".join(a.name for a in table.key_schema())
@@ -95,6 +152,21 @@ def parser() -> argparse.ArgumentParser:
     migrate.add_argument("revision", nargs="?", help="target revision (default head for upgrade)")
     migrate.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
     migrate.set_defaults(run=_db)
+
+    check = commands.add_parser(
+        "reconcile", help="compare written-back entities in DynamoDB with PostgreSQL; exit 1 on drift"
+    )
+    check.add_argument("--repair", action="store_true", help="re-apply DynamoDB's state to PostgreSQL")
+    check.add_argument("--table", help="DynamoDB table (default $TABLE_MAIN)")
+    check.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
+    check.set_defaults(run=_reconcile)
+
+    letters = commands.add_parser("dead-letters", help="list or redrive records a consumer rejected")
+    letters.add_argument("action", choices=["list", "redrive"])
+    letters.add_argument("--source", help="only this consumer's (e.g. write_back)")
+    letters.add_argument("--id", type=int, action="append", help="only this id (repeatable)")
+    letters.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
+    letters.set_defaults(run=_dead_letters)
 
     model = commands.add_parser("model", help="print the tables, GSIs and entities")
     model.set_defaults(run=_model)

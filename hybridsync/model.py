@@ -21,6 +21,7 @@ ORIGIN = "Origin"  # "sql" when the SQL -> DynamoDB propagation wrote it: never 
 EXPIRES_AT = "ExpiresAt"  # TTL (epoch seconds) of cache items
 
 ORIGIN_SQL = "sql"
+ID_LENGTH = 128
 
 # Shard counts of the write-sharded GSI partitions (pattern 7). Readers scatter over all of them.
 ORDER_TIME_SHARDS = 8
@@ -202,6 +203,7 @@ class Field:
     type: FieldType
     column: str = ""
     required: bool = True
+    max_length: int | None = None  # strings longer than this are rejected, not truncated
 
     def __post_init__(self) -> None:
         if not self.column:
@@ -388,9 +390,9 @@ CUSTOMER = Entity(
     MAIN,
     Side.POSTGRESQL,
     fields=(
-        Field("CustomerId", FieldType.STRING),
+        Field("CustomerId", FieldType.STRING, max_length=ID_LENGTH),
         Field("Name", FieldType.STRING),
-        Field("Email", FieldType.STRING),
+        Field("Email", FieldType.STRING, max_length=320),
         Field("Tier", FieldType.STRING, required=False),
     ),
     keys={"PK": Template("CUSTOMER#{CustomerId}"), "SK": Template("PROFILE")},
@@ -404,7 +406,7 @@ PRODUCT_DETAILS = Entity(
     MAIN,
     Side.POSTGRESQL,
     fields=(
-        Field("ProductId", FieldType.STRING),
+        Field("ProductId", FieldType.STRING, max_length=ID_LENGTH),
         Field("Name", FieldType.STRING),
         Field("Category", FieldType.STRING),
         Field("Description", FieldType.STRING, required=False),
@@ -421,7 +423,7 @@ PRODUCT_AVAILABILITY = Entity(
     MAIN,
     Side.POSTGRESQL,
     fields=(
-        Field("ProductId", FieldType.STRING),
+        Field("ProductId", FieldType.STRING, max_length=ID_LENGTH),
         Field("Price", FieldType.DECIMAL),
         Field("Stock", FieldType.INTEGER),
     ),
@@ -432,10 +434,10 @@ PRODUCT_AVAILABILITY = Entity(
 )
 
 _ORDER_FIELDS = (
-    Field("OrderId", FieldType.STRING),
-    Field("CustomerId", FieldType.STRING),
+    Field("OrderId", FieldType.STRING, max_length=ID_LENGTH),
+    Field("CustomerId", FieldType.STRING, max_length=ID_LENGTH),
     Field("CreatedAt", FieldType.TIMESTAMP),
-    Field("Status", FieldType.STRING),
+    Field("Status", FieldType.STRING, max_length=32),
 )
 OPEN_STATUSES = ("OPEN",)
 
@@ -467,7 +469,7 @@ ORDER_LINE = Entity(
     fields=(
         *_ORDER_FIELDS,
         Field("LineNo", FieldType.INTEGER),
-        Field("ProductId", FieldType.STRING),
+        Field("ProductId", FieldType.STRING, max_length=ID_LENGTH),
         Field("Quantity", FieldType.INTEGER),
         Field("UnitPrice", FieldType.DECIMAL),
     ),
@@ -484,7 +486,7 @@ PLAYER_SCORE = Entity(
     "PlayerScore",
     MAIN,
     Side.DYNAMODB,
-    fields=(Field("PlayerId", FieldType.STRING), Field("Score", FieldType.INTEGER)),
+    fields=(Field("PlayerId", FieldType.STRING, max_length=ID_LENGTH), Field("Score", FieldType.INTEGER)),
     keys={
         "PK": Template("PLAYER#{PlayerId}"),
         "SK": Template("SCORE"),
@@ -501,8 +503,8 @@ FOLLOW = Entity(
     MAIN,
     Side.DYNAMODB,
     fields=(
-        Field("FollowerId", FieldType.STRING),
-        Field("FolloweeId", FieldType.STRING),
+        Field("FollowerId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("FolloweeId", FieldType.STRING, max_length=ID_LENGTH),
         Field("CreatedAt", FieldType.TIMESTAMP),
     ),
     keys={
@@ -521,9 +523,9 @@ REVIEW = Entity(
     MAIN,
     Side.DYNAMODB,
     fields=(
-        Field("ReviewId", FieldType.STRING),
-        Field("ProductId", FieldType.STRING),
-        Field("CustomerId", FieldType.STRING),
+        Field("ReviewId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("ProductId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("CustomerId", FieldType.STRING, max_length=ID_LENGTH),
         Field("CreatedAt", FieldType.TIMESTAMP),
         Field("Rating", FieldType.INTEGER),
         Field("Title", FieldType.STRING),
@@ -574,7 +576,7 @@ SALES = Entity(
     MAIN,
     Side.DERIVED,
     fields=(
-        Field("ProductId", FieldType.STRING),
+        Field("ProductId", FieldType.STRING, max_length=ID_LENGTH),
         Field("Period", FieldType.STRING),  # 2026-11-22 (day) or 2026-11 (month)
         Field("Units", FieldType.INTEGER),
         Field("Revenue", FieldType.DECIMAL),
@@ -594,7 +596,7 @@ CUSTOMER_SPEND = Entity(
     MAIN,
     Side.DERIVED,
     fields=(
-        Field("CustomerId", FieldType.STRING),
+        Field("CustomerId", FieldType.STRING, max_length=ID_LENGTH),
         Field("Period", FieldType.STRING),  # 2026-11
         Field("Spend", FieldType.DECIMAL),
         Field("Points", FieldType.INTEGER),

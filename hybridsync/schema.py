@@ -6,7 +6,7 @@ Alembic migrations create and upgrade it; a test checks that the migrations and 
 from __future__ import annotations
 
 import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.dialects.postgresql import JSON, JSONB
 
 from hybridsync.model import MODEL, Entity, FieldType, Side
 
@@ -78,7 +78,8 @@ dead_letters = sa.Table(
     sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
     sa.Column("source", sa.Text, nullable=False),  # which consumer gave up on it
     sa.Column("reason", sa.Text, nullable=False),
-    sa.Column("record", JSONB, nullable=False),  # the full record, as received
+    # json, not jsonb: json keeps the text as received, including \u0000 that jsonb refuses.
+    sa.Column("record", JSON, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
     sa.Column("redriven_at", sa.DateTime(timezone=True), nullable=True),
     sa.Index("ix_dead_letters_pending", "source", "id", postgresql_where=sa.text("redriven_at IS NULL")),

@@ -5,12 +5,17 @@ from __future__ import annotations
 import hashlib
 from typing import Any
 
-from aws_cdk import CustomResource, Duration, Stack
+from aws_cdk import CfnOutput, CustomResource, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from hybridsync import writeback
 from hybridsync.db import MIGRATIONS
 from stacks.data import DataStack
 from stacks.database import DatabaseStack
@@ -23,6 +28,16 @@ def _migrations_digest() -> str:
     for path in sorted(MIGRATIONS.rglob("*.py")):
         digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+# Event source mapping settings, each overridable with `-c name=value`.
+STREAM_DEFAULTS = {
+    "stream_batch_size": 1000,  # records per invocation (DynamoDB streams allow up to 10,000)
+    "stream_batching_window_s": 5,  # wait up to this long to fill a batch: fewer, larger statements
+    "stream_retry_attempts": 10,  # then the batch's metadata goes to the failure queue
+    "stream_max_record_age_h": 24,  # the stream keeps records 24 h
+    "iterator_age_alarm_s": 300,  # alarm when the consumer is this far behind
+}
 
 
 class PipelineStack(Stack):
@@ -58,6 +73,10 @@ class PipelineStack(Stack):
             service_token=provider.service_token,
             properties={"MigrationsDigest": _migrations_digest()},
         )
+        self.write_back = self.stream_consumer(
+            "WriteBack", name="write_back", sql=True, filters=writeback.EVENT_FILTERS, memory_size=1024
+        )
+
         NagSuppressions.add_resource_suppressions(
             provider,
             [
@@ -70,6 +89,71 @@ class PipelineStack(Stack):
             ],
             apply_to_children=True,
         )  # fmt: skip
+
+    def setting(self, name: str) -> int:
+        value = self.node.try_get_context(name)
+        return int(value) if value is not None else STREAM_DEFAULTS[name]
+
+    def stream_consumer(
+        self, id: str, *, name: str, filters: list[dict], sql: bool = False, **options: object
+    ) -> HandlerFunction:
+        """A function fed by the main table's stream: in order per shard (TRIM_HORIZON, one batch
+        per shard at a time), bisect on error, bounded retries and age, partial-failure reports,
+        failed batches to a queue, and alarms on lag, dead letters and failed batches."""
+        handler = self.function(id, name=name, sql=sql, timeout=Duration.minutes(2), **options)
+        failures = sqs.Queue(
+            self,
+            f"{id}Failures",
+            encryption=sqs.QueueEncryption.SQS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        NagSuppressions.add_resource_suppressions(
+            failures,
+            [{"id": "AwsSolutions-SQS3", "reason": "This queue is itself the dead-letter destination of "
+              "the event source mapping."}],
+        )  # fmt: skip
+        handler.function.add_event_source(
+            sources.DynamoEventSource(
+                self.data.tables["main"],
+                starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+                batch_size=self.setting("stream_batch_size"),
+                max_batching_window=Duration.seconds(self.setting("stream_batching_window_s")),
+                bisect_batch_on_error=True,
+                retry_attempts=self.setting("stream_retry_attempts"),
+                max_record_age=Duration.hours(self.setting("stream_max_record_age_h")),
+                report_batch_item_failures=True,
+                parallelization_factor=1,  # keeps one shard's records in order
+                on_failure=sources.SqsDlq(failures),
+                filters=[lambda_.FilterCriteria.filter(pattern) for pattern in filters],
+            )
+        )
+        lag = handler.function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))
+        dead_letters = cloudwatch.Metric(
+            namespace="hybridsync",
+            metric_name="DeadLetters",
+            dimensions_map={"service": f"hybridsync-{name}"},
+            statistic="Sum",
+            period=Duration.minutes(5),
+        )
+        alarms = {
+            "IteratorAge": (lag, self.setting("iterator_age_alarm_s") * 1000, 5),
+            "DeadLetters": (dead_letters, 0, 1),
+            "FailedBatches": (failures.metric_approximate_number_of_messages_visible(), 0, 1),
+        }
+        for alarm, (metric, threshold, periods) in alarms.items():
+            cloudwatch.Alarm(
+                self,
+                f"{id}{alarm}",
+                metric=metric,
+                threshold=threshold,
+                evaluation_periods=periods,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"{name}: {alarm} above {threshold}",
+            )
+        CfnOutput(self, f"{id}FailureQueueUrl", value=failures.queue_url)
+        return handler
 
     def function(
         self,

@@ -1,5 +1,7 @@
 """The synthesized templates (real `cdk synth`) render exactly the model's declaration."""
 
+import json
+
 import pytest
 from aws_cdk.assertions import Match, Template
 
@@ -127,3 +129,36 @@ def test_function_bundle_ships_the_library_but_not_the_local_tools(cloud_assembl
         assert (bundle / "hybridsync" / "migrations" / "versions").is_dir()
         assert not (bundle / "hybridsync" / "local.py").exists()
         assert not (bundle / "hybridsync" / "cli.py").exists()
+
+
+def test_write_back_consumes_the_stream_with_safe_retry_settings(pipeline):
+    from hybridsync import writeback
+
+    template = Template.from_json(pipeline)
+    template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {"StartingPosition": "TRIM_HORIZON", "BatchSize": 1000, "MaximumBatchingWindowInSeconds": 5,
+         "BisectBatchOnFunctionError": True, "MaximumRetryAttempts": 10, "MaximumRecordAgeInSeconds": 86400,
+         "FunctionResponseTypes": ["ReportBatchItemFailures"], "ParallelizationFactor": 1,
+         "DestinationConfig": {"OnFailure": {"Destination": Match.any_value()}},
+         "FilterCriteria": {"Filters": [{"Pattern": json.dumps(f, separators=(",", ":"))}
+                                        for f in writeback.EVENT_FILTERS]}},
+    )  # fmt: skip
+    template.has_resource_properties("AWS::SQS::Queue", {"SqsManagedSseEnabled": True})
+    alarms = template.find_resources("AWS::CloudWatch::Alarm")
+    names = {a["Properties"].get("MetricName") for a in alarms.values()}
+    assert {"IteratorAge", "DeadLetters", "ApproximateNumberOfMessagesVisible"} <= names
+
+
+def test_write_back_role_reads_the_stream_and_the_secret_and_nothing_more(pipeline):
+    policies = [
+        r["Properties"]["PolicyDocument"]["Statement"]
+        for rid, r in pipeline["Resources"].items()
+        if r["Type"] == "AWS::IAM::Policy" and rid.startswith("WriteBack")
+    ]
+    actions = {a for statements in policies for s in statements for a in s["Action"]}
+    assert actions == {
+        "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
+        "secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
+        "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage",
+    }  # fmt: skip

@@ -1,0 +1,58 @@
+"""The dead-letter store: records a consumer could not apply, with the reason, kept in PostgreSQL."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+import sqlalchemy as sa
+
+from hybridsync.schema import dead_letters
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    record: dict[str, Any]
+    reason: str
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    return str(value)
+
+
+def as_json(record: dict[str, Any]) -> Any:
+    """The record as JSON-safe data, whatever client produced it (Lambda event or boto3)."""
+    return json.loads(json.dumps(record, default=_json_default))
+
+
+def store(conn: sa.Connection, source: str, letters: Iterable[DeadLetter]) -> int:
+    rows = [{"source": source, "reason": d.reason, "record": as_json(d.record)} for d in letters]
+    if rows:
+        conn.execute(dead_letters.insert(), rows)
+    return len(rows)
+
+
+def pending(conn: sa.Connection, source: str | None = None, ids: list[int] | None = None) -> list[Any]:
+    query = sa.select(dead_letters).where(dead_letters.c.redriven_at.is_(None)).order_by(dead_letters.c.id)
+    if source:
+        query = query.where(dead_letters.c.source == source)
+    if ids:
+        query = query.where(dead_letters.c.id.in_(ids))
+    return list(conn.execute(query))
+
+
+def mark_redriven(conn: sa.Connection, ids: list[int]) -> None:
+    if ids:
+        conn.execute(
+            dead_letters.update().where(dead_letters.c.id.in_(ids)).values(redriven_at=sa.func.now())
+        )

@@ -1,0 +1,126 @@
+"""Reconcile: compare every written-back entity in DynamoDB with its PostgreSQL rows, row by row
+(like a DMS validation task), and optionally repair PostgreSQL from DynamoDB."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from decimal import Decimal
+from typing import Any
+
+import sqlalchemy as sa
+from boto3.dynamodb.types import TypeDeserializer
+
+from hybridsync.model import ENTITY, MODEL, VERSION, Entity, FieldType, Side
+from hybridsync.schema import entity_tables
+from hybridsync.writeback import Change, Rejected, apply_changes, to_row
+
+_deserializer = TypeDeserializer()
+
+
+@dataclass
+class Drift:
+    missing: list[tuple[Any, ...]] = field(default_factory=list)  # in DynamoDB, not live in SQL
+    stale: list[tuple[Any, ...]] = field(default_factory=list)  # both, but SQL differs
+    extra: list[tuple[Any, ...]] = field(default_factory=list)  # live in SQL, gone from DynamoDB
+    unmappable: list[str] = field(default_factory=list)  # DynamoDB items the mapping rejects
+    unrepaired: list[str] = field(default_factory=list)  # rows PostgreSQL refused during repair
+    checked: int = 0
+
+    @property
+    def total(self) -> int:
+        return len(self.missing) + len(self.stale) + len(self.extra)
+
+
+def written_back() -> tuple[Entity, ...]:
+    return tuple(e for e in MODEL.mastered_in(Side.DYNAMODB) if e.sql_table)
+
+
+def _comparable(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
+    """Values as both sides can compare them: JSON parsed with exact numbers."""
+    out = {}
+    for f in entity.fields:
+        value = row[f.column]
+        if f.type is FieldType.JSON and value is not None:
+            value = json.loads(value, parse_float=Decimal, parse_int=Decimal)
+        out[f.column] = value
+    return out
+
+
+def _dynamodb_items(client: Any, table_name: str, entities: tuple[Entity, ...]) -> dict[str, list[dict]]:
+    names = {f":e{i}": {"S": e.name} for i, e in enumerate(entities)}
+    items: dict[str, list[dict]] = {e.name: [] for e in entities}
+    pages = client.get_paginator("scan").paginate(
+        TableName=table_name,
+        FilterExpression=f"#entity IN ({', '.join(names)})",
+        ExpressionAttributeNames={"#entity": ENTITY},
+        ExpressionAttributeValues=names,
+        ConsistentRead=True,
+    )
+    for page in pages:
+        for raw in page["Items"]:
+            item = {k: _deserializer.deserialize(v) for k, v in raw.items()}
+            items[item[ENTITY]].append(item)
+    return items
+
+
+def _sql_rows(conn: sa.Connection, entity: Entity) -> dict[tuple[Any, ...], dict[str, Any]]:
+    table = entity_tables[entity.name]
+    columns = [
+        sa.cast(table.c[f.column], sa.Text).label(f.column) if f.type is FieldType.JSON else table.c[f.column]
+        for f in entity.fields
+    ]
+    key = [entity.field(a).column for a in entity.sql_key]
+    query = sa.select(*columns, table.c.version).where(table.c.deleted.is_(False))
+    return {tuple(r[c] for c in key): r for r in (row._asdict() for row in conn.execute(query))}
+
+
+def reconcile(client: Any, table_name: str, engine: sa.Engine, *, repair: bool = False) -> dict[str, Drift]:
+    """Drift per entity. With `repair`, DynamoDB's state is written over SQL's (never over a newer
+    SQL version) and rows gone from DynamoDB are tombstoned."""
+    entities = written_back()
+    dynamo = _dynamodb_items(client, table_name, entities)
+    report: dict[str, Drift] = {}
+    fixes: list[Change] = []
+    with engine.connect() as conn:
+        for entity in entities:
+            drift = report.setdefault(entity.name, Drift())
+            sql = _sql_rows(conn, entity)
+            seen = set()
+            for item in dynamo[entity.name]:
+                drift.checked += 1
+                try:
+                    row = to_row(entity, item)
+                except Rejected as rejected:
+                    drift.unmappable.append(f"{item.get('PK')}/{item.get('SK')}: {rejected.reason}")
+                    continue
+                key = tuple(row[entity.field(a).column] for a in entity.sql_key)
+                seen.add(key)
+                version = int(item[VERSION])
+                current = sql.get(key)
+                if current is None:
+                    drift.missing.append(key)
+                elif current["version"] != version or _comparable(entity, current) != _comparable(
+                    entity, row
+                ):
+                    drift.stale.append(key)
+                else:
+                    continue
+                fixes.append(Change(entity, key, version, False, row, {"entity": entity.name, "key": key}))
+            for key, current in sql.items():
+                if key not in seen:
+                    drift.extra.append(key)
+                    row = {f.column: current[f.column] for f in entity.fields}
+                    fixes.append(
+                        Change(
+                            entity, key, current["version"], True, row, {"entity": entity.name, "key": key}
+                        )
+                    )
+    if repair and fixes:
+        with engine.begin() as conn:
+            for letter in apply_changes(conn, fixes, force=True):
+                where = letter.record
+                report[where["entity"]].unrepaired.append(
+                    f"{'/'.join(map(str, where['key']))}: {letter.reason}"
+                )
+    return report

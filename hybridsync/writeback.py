@@ -105,41 +105,70 @@ def decode(record: dict[str, Any]) -> Change | None:
     if not isinstance(raw, dict) or not raw:
         raise Rejected(f"{event} record without {side} (the stream must be NEW_AND_OLD_IMAGES)")
     try:
-        image = {name: _deserializer.deserialize(value) for name, value in raw.items()}
+        name = _value(raw[ENTITY]) if ENTITY in raw else None
+        if not isinstance(name, str):
+            raise Rejected(f"item has no {ENTITY} attribute")
+        try:
+            entity = MODEL.entity(name)
+        except KeyError:
+            raise Rejected(f"unknown entity {name!r}") from None
+        if entity.master is not Side.DYNAMODB or not entity.sql_table:
+            return None
+        # Only the attributes the mapping reads are decoded: keys and GSI attributes are not.
+        image = {a: _value(raw[a]) for a in (*_MAPPED[entity.name], ORIGIN) if a in raw}
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
         raise Rejected(f"undecodable image: {type(error).__name__}: {error}") from None
-
-    name = image.get(ENTITY)
-    if not isinstance(name, str):
-        raise Rejected(f"item has no {ENTITY} attribute")
-    try:
-        entity = MODEL.entity(name)
-    except KeyError:
-        raise Rejected(f"unknown entity {name!r}") from None
-    if entity.master is not Side.DYNAMODB or not entity.sql_table or image.get(ORIGIN) == ORIGIN_SQL:
+    if image.get(ORIGIN) == ORIGIN_SQL:
         return None
     version = _integer(entity.field(VERSION), image.get(VERSION))
     if version is None or version < 0:
         raise Rejected(f"{name}: {VERSION} must be a non-negative integer, got {image.get(VERSION)!r}")
     row = to_row(entity, image)
-    key = tuple(row[entity.field(a).column] for a in entity.sql_key)
-    return Change(entity, key, version, event == "REMOVE", row, record)
+    return Change(
+        entity, tuple(row[c] for c in entity.sql_key_columns), version, event == "REMOVE", row, record
+    )
+
+
+_MAPPED = {e.name: tuple(f.attribute for f in e.all_fields) for e in MODEL.entities}
+
+
+def _value(attribute: dict[str, Any]) -> Any:
+    """One DynamoDB-JSON attribute value; scalars on a fast path, the rest through boto3."""
+    ((kind, raw),) = attribute.items()
+    if kind == "S":
+        return raw
+    if kind == "N":
+        return Decimal(raw)  # raises on a malformed number, where boto3 would return NaN
+    if kind == "BOOL":
+        return raw
+    if kind == "NULL":
+        return None
+    return _deserializer.deserialize(attribute)
 
 
 def to_row(entity: Entity, image: dict[str, Any]) -> dict[str, Any]:
     """An item's values as the SQL row its mapping declares; raises Rejected naming the attribute."""
     row = {}
-    for f in entity.fields:
+    for f, column, convert, required, is_key in _plan(entity.name):
         value = image.get(f.attribute)
         if value is None:
-            if f.attribute in entity.sql_key:
+            if is_key:
                 raise Rejected(f"{entity.name}: missing key attribute {f.attribute}")
-            if f.required:
+            if required:
                 raise Rejected(f"{entity.name}: missing required attribute {f.attribute}")
-            row[f.column] = None
-            continue
-        row[f.column] = _CONVERTERS[f.type](f, value)
+            row[column] = None
+        else:
+            row[column] = convert(f, value)
     return row
+
+
+@functools.cache
+def _plan(entity_name: str) -> tuple[tuple[Field, str, Callable[[Field, Any], Any], bool, bool], ...]:
+    """Per field: what `to_row` needs, looked up once (it runs for every record)."""
+    entity = MODEL.entity(entity_name)
+    return tuple(
+        (f, f.column, _CONVERTERS[f.type], f.required, f.attribute in entity.sql_key) for f in entity.fields
+    )
 
 
 def _reject(f: Field, expected: str, value: Any) -> Rejected:

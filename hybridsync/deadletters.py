@@ -10,6 +10,7 @@ from datetime import datetime
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
 
 from hybridsync.schema import dead_letters
 
@@ -36,10 +37,21 @@ def as_json(record: dict[str, Any]) -> Any:
 
 
 def store(conn: sa.Connection, source: str, letters: Iterable[DeadLetter]) -> int:
-    rows = [{"source": source, "reason": d.reason, "record": as_json(d.record)} for d in letters]
+    """Store dead letters; one whose record (by eventID) is already stored is not stored twice,
+    so replaying a batch does not multiply its dead letters."""
+    rows = [
+        {"source": source, "event_id": _event_id(d.record), "reason": d.reason, "record": as_json(d.record)}
+        for d in letters
+    ]
     if rows:
-        conn.execute(dead_letters.insert(), rows)
+        statement = insert(dead_letters).on_conflict_do_nothing(constraint="uq_dead_letters_source_event")
+        conn.execute(statement, rows)
     return len(rows)
+
+
+def _event_id(record: dict[str, Any]) -> str | None:
+    event_id = record.get("eventID") if isinstance(record, dict) else None
+    return str(event_id) if event_id else None
 
 
 def pending(conn: sa.Connection, source: str | None = None, ids: list[int] | None = None) -> list[Any]:

@@ -609,6 +609,9 @@ CUSTOMER_SPEND = Entity(
         Field("Period", FieldType.STRING),  # 2026-11
         Field("Spend", FieldType.DECIMAL),
         Field("Points", FieldType.INTEGER),
+        # The stream sequence number of the last order-line record folded into this customer's
+        # month: the exactly-once watermark of that lane (see hybridsync.aggregate).
+        Field("AppliedSeq", FieldType.STRING, required=False),
     ),
     keys={
         "PK": Template("CUSTOMER#{CustomerId}"),
@@ -616,21 +619,8 @@ CUSTOMER_SPEND = Entity(
         "RankPK": Sharded("SPEND#{Period}", "CustomerId", RANKING_SHARDS),
         "RankSK": Copy("Points"),
     },
-    description="spend and loyalty points of a customer in a month (top customers)",
-    versioned=False,
-)
-
-WATERMARK = Entity(
-    "Watermark",
-    MAIN,
-    Side.DERIVED,
-    fields=(
-        Field("Consumer", FieldType.STRING),
-        Field("ShardId", FieldType.STRING),
-        Field("SequenceNumber", FieldType.STRING),
-    ),
-    keys={"PK": Template("WATERMARK#{Consumer}"), "SK": Template("SHARD#{ShardId}")},
-    description="last stream sequence number a consumer applied, per stream shard (exactly once)",
+    description="spend and loyalty points of a customer in a month (top customers); carries the "
+    "aggregation watermark of the customer's order lines of that month",
     versioned=False,
 )
 
@@ -649,6 +639,5 @@ MODEL = Model(
         COLLECTION,
         SALES,
         CUSTOMER_SPEND,
-        WATERMARK,
     ),
 )

@@ -77,11 +77,13 @@ dead_letters = sa.Table(
     metadata,
     sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
     sa.Column("source", sa.Text, nullable=False),  # which consumer gave up on it
+    sa.Column("event_id", sa.Text, nullable=True),  # the stream record's eventID: a replay stores it once
     sa.Column("reason", sa.Text, nullable=False),
     # json, not jsonb: json keeps the text as received, including \u0000 that jsonb refuses.
     sa.Column("record", JSON, nullable=False),
     sa.Column("created_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now()),
     sa.Column("redriven_at", sa.DateTime(timezone=True), nullable=True),
     sa.Index("ix_dead_letters_pending", "source", "id", postgresql_where=sa.text("redriven_at IS NULL")),
+    sa.UniqueConstraint("source", "event_id", name="uq_dead_letters_source_event"),
     comment="records a consumer could not apply, with the reason; redriven by the CLI",
 )

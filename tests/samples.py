@@ -35,5 +35,4 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
     "Collection": [{"CollectionPK": "CUSTOMER#c-1"}, {"CollectionPK": "PRODUCT#p-1"}],
     "Sales": [{"ProductId": "p-1", "Period": "2026-11-22", "Units": 2, "Revenue": Decimal("49.98")}],
     "CustomerSpend": [{"CustomerId": "c-1", "Period": "2026-11", "Spend": Decimal("49.98"), "Points": 49}],
-    "Watermark": [{"Consumer": "aggregate", "ShardId": "shardId-0001", "SequenceNumber": "100"}],
 }  # fmt: skip

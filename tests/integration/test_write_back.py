@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import itertools
 from decimal import Decimal
 
 import pytest
@@ -248,11 +249,14 @@ def poison_variants(valid):
 
     def edit(fn):
         record = copy.deepcopy(valid)
+        record["eventID"] = f"{valid['eventID']}-{next(numbers)}"  # every stream record has its own id
         fn(record)
         return record
 
+    numbers = itertools.count()
+
     image = lambda r: r["dynamodb"]["NewImage"]  # noqa: E731
-    return {
+    cases = {
         "unknown eventName": (edit(lambda r: r.update(eventName="TRUNCATE")), "unknown eventName"),
         "no dynamodb section": (edit(lambda r: r.pop("dynamodb")), "no dynamodb section"),
         "REMOVE without old image": (
@@ -283,6 +287,7 @@ def poison_variants(valid):
             "rejected by PostgreSQL",
         ),
     }
+    return cases
 
 
 def test_poison_records_become_dead_letters_and_the_rest_lands(
@@ -442,3 +447,15 @@ def test_redrive_applies_fixed_dead_letters_once(engine, workload, stream):
     assert writeback.redrive(engine, [letter.id]) == (1, [])
     assert orders(engine, oid)[oid].total == Decimal("10.00")
     assert writeback.redrive(engine, [letter.id]) == (0, [])  # nothing pending any more
+
+
+def test_a_replayed_batch_does_not_multiply_its_dead_letters(engine, workload, stream):
+    oid = workload.id("o")
+    workload.order(oid)
+    (record,) = stream.read()
+    broken = copy.deepcopy(record)
+    broken["dynamodb"]["NewImage"].pop("Version")
+    before = last_dead_letter_id(engine)
+    for _ in range(3):
+        writeback.write_back([broken], engine)
+    assert len(dead_letters(engine, before)) == 1

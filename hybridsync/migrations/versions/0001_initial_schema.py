@@ -36,11 +36,13 @@ def upgrade() -> None:
         "dead_letters",
         sa.Column("id", sa.BigInteger(), sa.Identity(always=True), nullable=False),
         sa.Column("source", sa.Text(), nullable=False),
+        sa.Column("event_id", sa.Text(), nullable=True),
         sa.Column("reason", sa.Text(), nullable=False),
         sa.Column("record", postgresql.JSON(astext_type=sa.Text()), nullable=False),
         sa.Column("created_at", sa.DateTime(timezone=True), server_default=sa.text("now()"), nullable=False),
         sa.Column("redriven_at", sa.DateTime(timezone=True), nullable=True),
         sa.PrimaryKeyConstraint("id", name=op.f("pk_dead_letters")),
+        sa.UniqueConstraint("source", "event_id", name="uq_dead_letters_source_event"),
         comment="records a consumer could not apply, with the reason; redriven by the CLI",
     )
     op.create_index(

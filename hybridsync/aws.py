@@ -11,7 +11,7 @@ from botocore.config import Config
 LOCAL_REGION = "us-east-1"
 
 
-def client(service: str, endpoint: str | None = None, **config: Any) -> Any:
+def client(service: str, endpoint: str | None = None, region: str | None = None, **config: Any) -> Any:
     """A client for `dynamodb` or `dynamodbstreams`. With an endpoint (moto server, DynamoDB Local),
     placeholder credentials are used so nothing depends on the caller's AWS profile."""
     endpoint = endpoint or os.environ.get("DYNAMODB_ENDPOINT") or None
@@ -25,7 +25,7 @@ def client(service: str, endpoint: str | None = None, **config: Any) -> Any:
     if endpoint:
         kwargs |= {
             "endpoint_url": endpoint,
-            "region_name": os.environ.get("AWS_REGION") or LOCAL_REGION,
+            "region_name": region or os.environ.get("AWS_REGION") or LOCAL_REGION,
             "aws_access_key_id": "local",
             "aws_secret_access_key": "local",
         }

@@ -49,15 +49,21 @@ def create_table_request(table: Table, name: str) -> dict[str, Any]:
     return request
 
 
-def create_tables(client: Any, prefix: str = DEFAULT_PREFIX, model: Model = MODEL) -> dict[str, str]:
-    """Create every declared table that does not exist yet; returns logical -> physical names."""
+def create_tables(
+    client: Any, prefix: str = DEFAULT_PREFIX, model: Model = MODEL, streams: bool = True
+) -> dict[str, str]:
+    """Create every declared table that does not exist yet; returns logical -> physical names.
+    `streams=False` leaves the streams off (a table that only receives derived items)."""
     names = {table.name: f"{prefix}-{table.name}" for table in model.tables}
     existing = set(client.get_paginator("list_tables").paginate().build_full_result()["TableNames"])
     for table in model.tables:
         name = names[table.name]
         if name in existing:
             continue
-        client.create_table(**create_table_request(table, name))
+        request = create_table_request(table, name)
+        if not streams:
+            request.pop("StreamSpecification", None)
+        client.create_table(**request)
         client.get_waiter("table_exists").wait(TableName=name)
         if table.ttl_attribute:
             client.update_time_to_live(
@@ -97,18 +103,25 @@ class LocalStack:
     table_names: dict[str, str]
     embedded: list[str] = field(default_factory=list)
     _closer: ExitStack = field(default_factory=ExitStack, repr=False)
+    region: str = aws.LOCAL_REGION
 
     def client(self, service: str = "dynamodb") -> Any:
-        return aws.client(service, self.dynamodb_endpoint)
+        return aws.client(service, self.dynamodb_endpoint, self.region)
 
     def environment(self) -> dict[str, str]:
         """What a handler running against this stack reads (the stacks set the same names in AWS)."""
         return {
             "DYNAMODB_ENDPOINT": self.dynamodb_endpoint,
             "DATABASE_URL": self.database_url,
-            "AWS_REGION": aws.LOCAL_REGION,
+            "AWS_REGION": self.region,
             **{f"TABLE_{name.upper()}": physical for name, physical in self.table_names.items()},
         }
+
+    def in_region(self, region: str, prefix: str = DEFAULT_PREFIX, streams: bool = True) -> LocalStack:
+        """The same servers with tables of their own in another region (moto keeps one backend
+        per region): isolation for work that must not share tables."""
+        names = create_tables(aws.client("dynamodb", self.dynamodb_endpoint, region), prefix, streams=streams)
+        return LocalStack(self.dynamodb_endpoint, self.database_url, names, self.embedded, region=region)
 
     def close(self) -> None:
         self._closer.close()

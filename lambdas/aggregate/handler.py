@@ -1,0 +1,48 @@
+"""DynamoDB stream (order lines) -> sales and spend aggregates, exactly once (hybridsync.aggregate)."""
+
+import functools
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from hybridsync import aggregate, aws, db, deadletters, settings
+from hybridsync.deadletters import DeadLetter
+
+logger = Logger()
+metrics = Metrics()
+
+
+@functools.cache
+def dynamodb() -> Any:
+    return aws.client("dynamodb")
+
+
+@functools.cache
+def engine() -> Any:
+    # Only built when a batch has dead letters: the counters never wait on PostgreSQL.
+    return db.create_engine(settings.database_url())
+
+
+def store_dead_letters(letters: list[DeadLetter]) -> None:
+    with engine().begin() as conn:
+        deadletters.store(conn, aggregate.SOURCE, letters)
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    outcome = aggregate.aggregate(
+        event["Records"], dynamodb(), settings.table_name("main"), dead_letter=store_dead_letters
+    )
+    metrics.add_metric("AggregatedRecords", MetricUnit.Count, outcome.applied)
+    metrics.add_metric("DuplicateRecords", MetricUnit.Count, outcome.duplicates)
+    metrics.add_metric("AggregateTransactions", MetricUnit.Count, outcome.transactions)
+    metrics.add_metric("DeadLetters", MetricUnit.Count, len(outcome.rejected))
+    for letter in outcome.rejected:
+        logger.warning(
+            "dead letter", extra={"reason": letter.reason, "eventID": letter.record.get("eventID")}
+        )
+    # Every committed transaction advanced its watermarks, so a failure raises and the whole batch
+    # is retried: the records already applied are skipped, which a partial report cannot do better.
+    return {"batchItemFailures": []}

@@ -1,0 +1,331 @@
+"""Aggregation on real components: moto server stream records -> handler -> aggregate items + GSI."""
+
+from __future__ import annotations
+
+import copy
+import uuid
+from collections import defaultdict
+from decimal import Decimal
+
+import pytest
+import sqlalchemy as sa
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from hybridsync import aggregate, keys, rankings, store
+from hybridsync.model import CUSTOMER_SPEND, PLAYER_SCORE, SALES
+from tests.handlers import LambdaContext, load
+from tests.schedules import schedules
+
+DAY = "2026-11-22"
+
+
+@pytest.fixture(scope="module")
+def target(stack):
+    """Where the aggregates go: a table of its own, without a stream, in another region. moto
+    deep-copies the whole table (stream included) once per item of every transaction, so
+    aggregating into the shared, busy main table would make these tests crawl. The order lines
+    still come from the main table's real stream."""
+    return stack.in_region("eu-west-1", prefix="agg", streams=False)
+
+
+@pytest.fixture(scope="module")
+def agg(target):
+    return target.client("dynamodb")
+
+
+@pytest.fixture
+def handler(handler_env, target, monkeypatch):
+    monkeypatch.setenv("TABLE_MAIN", target.table_names["main"])
+    monkeypatch.setenv("AWS_REGION", target.region)
+    return load("aggregate")
+
+
+class Shop:
+    """Order lines of this test's own customers and products, so aggregates never collide."""
+
+    def __init__(self, workload, day=DAY):
+        self.workload = workload
+        self.tag = uuid.uuid4().hex[:6]
+        self.day = day
+        self.products: set[str] = set()
+        self.customers: set[str] = set()
+
+    def product(self, n):
+        return f"{self.tag}-p{n}"
+
+    def line(self, order, line_no, product, quantity, price="2.50", customer="c1", **changes):
+        product_id, customer_id = self.product(product), f"{self.tag}-{customer}"
+        self.products.add(product_id)
+        self.customers.add(customer_id)
+        return self.workload.line(
+            f"{self.tag}-{order}", line_no, CustomerId=customer_id, ProductId=product_id, Quantity=quantity,
+            UnitPrice=Decimal(price), CreatedAt=f"{self.day}T10:00:00.000Z", **changes,
+        )  # fmt: skip
+
+
+@pytest.fixture
+def shop(workload):
+    return Shop(workload)
+
+
+def recount(dynamodb, table, tag):
+    """The clean answer: fold the order lines the table holds now."""
+    totals = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    pages = dynamodb.get_paginator("scan").paginate(
+        TableName=table, FilterExpression="Entity = :e AND begins_with(ProductId, :t)",
+        ExpressionAttributeValues={":e": {"S": "OrderLine"}, ":t": {"S": tag}},
+    )  # fmt: skip
+    for page in pages:
+        for raw in page["Items"]:
+            line = store.unmarshal(raw)
+            if line["Status"] == aggregate.CANCELLED:
+                continue
+            revenue = line["Quantity"] * line["UnitPrice"]
+            day = line["CreatedAt"][:10]
+            for period in (day, day[:7]):
+                totals[("Sales", line["ProductId"], period)][0] += line["Quantity"]
+                totals[("Sales", line["ProductId"], period)][1] += revenue
+            totals[("CustomerSpend", line["CustomerId"], day[:7])][0] += aggregate.points(revenue)
+            totals[("CustomerSpend", line["CustomerId"], day[:7])][1] += revenue
+    return {k: tuple(v) for k, v in totals.items() if v != [0, 0]}
+
+
+def stored(dynamodb, table, tag, shop=None, products=(), customers=()):
+    """The aggregates of these products and customers as stored (zero counters count as absent):
+    one Query per owner, not a scan of the shared table."""
+    if shop is not None:
+        products, customers = shop.products, shop.customers
+    out = {}
+    owners = [f"PRODUCT#{p}" for p in products] + [f"CUSTOMER#{c}" for c in customers]
+    for pk in owners:
+        prefix = "SALES#" if pk.startswith("PRODUCT#") else "SPEND#"
+        page = dynamodb.query(
+            TableName=table, KeyConditionExpression="PK = :pk AND begins_with(SK, :s)",
+            ExpressionAttributeValues={":pk": {"S": pk}, ":s": {"S": prefix}}, ConsistentRead=True,
+        )  # fmt: skip
+        for raw in page["Items"]:
+            item = store.unmarshal(raw)
+            if item["Entity"] == "Sales":
+                key = ("Sales", item["ProductId"], item["Period"])
+                value = (item["Units"], item["Revenue"])
+            else:
+                key = ("CustomerSpend", item["CustomerId"], item["Period"])
+                value = (item["Points"], item["Spend"])
+            assert item["RankSK"] == value[0]
+            if value != (0, 0):
+                out[key] = value
+    return out
+
+
+def test_counts_are_exact_after_duplicate_deliveries(handler, stack, dynamodb, agg, target, shop, stream):
+    shop.line("o1", 1, product=1, quantity=2)
+    shop.line("o1", 2, product=2, quantity=1)
+    first = stream.read()
+    shop.line("o2", 1, product=1, quantity=3, customer="c2")
+    second = stream.read()
+    table, out = stack.table_names["main"], target.table_names["main"]
+    for batch in (first, first, second, first, second):
+        invoke = handler.handler({"Records": batch}, LambdaContext())
+        assert invoke == {"batchItemFailures": []}
+    assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
+    day = stored(agg, out, shop.tag, shop)[("Sales", shop.product(1), DAY)]
+    assert day == (5, Decimal("12.50"))
+
+
+def test_cancellations_and_quantity_edits_move_counts_both_ways(stack, dynamodb, agg, target, shop, stream):
+    table, out = stack.table_names["main"], target.table_names["main"]
+    shop.line("o1", 1, product=1, quantity=2)
+    shop.line("o1", 1, product=1, quantity=5)  # edit up
+    shop.line("o1", 1, product=1, quantity=4)  # edit down
+    shop.line("o2", 1, product=1, quantity=7)
+    shop.line("o2", 1, product=1, quantity=7, Status=aggregate.CANCELLED)  # cancelled: counts leave
+    removed = shop.line("o3", 1, product=1, quantity=1)
+    shop.workload.delete("OrderLine", **removed)  # deleted: counts leave
+    aggregate.aggregate(stream.read(), agg, out)
+    assert stored(agg, out, shop.tag, shop)[("Sales", shop.product(1), DAY)] == (4, Decimal("10.00"))
+    assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
+
+    shop.line("o2", 1, product=1, quantity=7, Status="OPEN")  # un-cancelled
+    aggregate.aggregate(stream.read(), agg, out)
+    assert stored(agg, out, shop.tag, shop)[("Sales", shop.product(1), DAY)] == (11, Decimal("27.50"))
+
+
+def test_a_batch_over_one_transaction_is_cut_into_sequence_ranges(stack, dynamodb, agg, target, shop, stream):
+    table, out = stack.table_names["main"], target.table_names["main"]
+    for n in range(70):  # 70 products x (day, month) + customers > 100 items
+        shop.line(f"o{n}", 1, product=n, quantity=1, customer=f"c{n % 3}")
+    records = stream.read()
+    outcome = aggregate.aggregate(records, agg, out)
+    assert outcome.transactions >= 2 and outcome.applied == 70
+    assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
+    again = aggregate.aggregate(records, agg, out)
+    assert (again.applied, again.duplicates, again.transactions) == (0, 70, 0)
+
+
+class CrashOnSecondTransaction:
+    """A DynamoDB client that dies after the first transaction of a batch has committed."""
+
+    def __init__(self, client):
+        self._client = client
+        self.transactions = 0
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def transact_write_items(self, **kwargs):
+        self.transactions += 1
+        if self.transactions == 2:
+            raise ConnectionError("container killed between two transactions")
+        return self._client.transact_write_items(**kwargs)
+
+
+def test_crash_between_two_transactions_of_one_batch(stack, dynamodb, agg, target, shop, stream):
+    table, out = stack.table_names["main"], target.table_names["main"]
+    for n in range(70):
+        shop.line(f"o{n}", 1, product=n, quantity=2, customer=f"c{n % 2}")
+    records = stream.read()
+    with pytest.raises(ConnectionError):
+        aggregate.aggregate(records, CrashOnSecondTransaction(agg), out)
+    partial = stored(agg, out, shop.tag, shop)
+    assert partial and partial != recount(dynamodb, table, shop.tag)
+    retry = aggregate.aggregate(records, agg, out)  # the platform retries the whole batch
+    assert retry.duplicates > 0
+    assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
+
+
+@pytest.fixture(scope="module")
+def order_history(stack):
+    """Real stream records: lines added, edited, cancelled, deleted, re-created over 4 customers."""
+    from hybridsync import local
+    from tests.integration.conftest import Workload
+
+    shop = Shop(Workload(stack))
+    client = stack.client()
+    arn = client.describe_table(TableName=stack.table_names["main"])["Table"]["LatestStreamArn"]
+    reader = local.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
+    reader.read()
+    for round_ in range(3):
+        for n in range(6):
+            line = shop.line(f"o{n}", 1, product=n % 3, quantity=round_ + n, customer=f"c{n % 4}")
+        shop.line("o0", 2, product=2, quantity=1, Status=aggregate.CANCELLED if round_ == 1 else "OPEN")
+        if round_ < 2:
+            shop.workload.delete("OrderLine", **line)
+    records = reader.read()
+    expected = recount(stack.client(), stack.table_names["main"], shop.tag)
+    return shop.tag, records, expected
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_any_delivery_schedule_gives_the_clean_pass_counts(agg, target, order_history, data):
+    tag, records, clean = order_history
+    out = target.table_names["main"]
+    # a fresh copy of the customers and products for every example, so examples do not add up
+    fresh = uuid.uuid4().hex[:6]
+    renamed = [_retag(r, tag, fresh, n) for n, r in enumerate(records)]
+    for a, b in data.draw(schedules(len(renamed))):
+        aggregate.aggregate(renamed[a:b], agg, out)
+    expected = {(k[0], k[1].replace(tag, fresh, 1), k[2]): v for k, v in clean.items()}
+    products = {k[1] for k in expected if k[0] == "Sales"}
+    customers = {k[1] for k in expected if k[0] == "CustomerSpend"}
+    assert stored(agg, out, fresh, products=products, customers=customers) == expected
+
+
+def _retag(record, tag, fresh, n):
+    """The same record about other customers and products (sequence numbers kept)."""
+    record = copy.deepcopy(record)
+    record["eventID"] = f"{record['eventID']}-{fresh}"
+    for side in ("NewImage", "OldImage"):
+        image = record["dynamodb"].get(side)
+        if image:
+            for name in ("ProductId", "CustomerId"):
+                image[name]["S"] = image[name]["S"].replace(tag, fresh, 1)
+    return record
+
+
+def test_bad_records_go_to_dead_letters_and_the_rest_is_counted(handler, agg, target, engine, shop, stream):
+    out = target.table_names["main"]
+    shop.line("o1", 1, product=1, quantity=2)
+    shop.line("o2", 1, product=1, quantity=3)
+    good = stream.read()
+    bad_quantity = copy.deepcopy(good[0])
+    bad_quantity["eventID"] += "-q"
+    bad_quantity["dynamodb"]["NewImage"]["Quantity"] = {"S": "two"}
+    no_sequence = copy.deepcopy(good[0])
+    no_sequence["eventID"] += "-s"
+    no_sequence["dynamodb"].pop("SequenceNumber")
+    with engine.connect() as conn:
+        before = conn.execute(sa.text("SELECT coalesce(max(id), 0) FROM dead_letters")).scalar_one()
+    handler.handler({"Records": [good[0], bad_quantity, no_sequence, good[1]]}, LambdaContext())
+    assert stored(agg, out, shop.tag, shop)[("Sales", shop.product(1), DAY)] == (5, Decimal("12.50"))
+    with engine.connect() as conn:
+        letters = conn.execute(
+            sa.text("SELECT source, reason FROM dead_letters WHERE id > :i ORDER BY id"), {"i": before}
+        ).all()
+    assert [source for source, _ in letters] == ["aggregate", "aggregate"]
+    assert "Quantity must be an integer" in letters[0].reason
+    assert "SequenceNumber" in letters[1].reason
+
+
+def test_sparse_gsi_holds_only_aggregates_and_scores(stack, dynamodb, agg, target, shop, stream):
+    shop.line("o1", 1, product=1, quantity=2)
+    aggregate.aggregate(stream.read(), agg, target.table_names["main"])
+    pages = agg.get_paginator("scan").paginate(TableName=target.table_names["main"], IndexName="Rankings")
+    entities = {i["Entity"]["S"] for page in pages for i in page["Items"]}
+    assert entities <= {SALES.name, CUSTOMER_SPEND.name, PLAYER_SCORE.name}
+    assert SALES.name in entities
+
+
+def test_top_sellers_merge_every_shard_and_order_ties_stably(agg, target, workload, stream):
+    out = target.table_names["main"]
+    shop = Shop(workload, day="2026-10-05")  # a day no other test sells on
+    day = shop.day
+    units = {n: q for n, q in enumerate([9, 7, 7, 7, 5, 3, 3, 1, 8, 2, 6, 4])}
+    for n, quantity in units.items():
+        shop.line(f"o{n}", 1, product=n, quantity=quantity)
+    aggregate.aggregate(stream.read(), agg, out)
+    shards = {keys.shard_of(shop.product(n), 4) for n in units}
+    assert len(shards) > 1  # the products really are spread over several GSI partitions
+
+    # Compare with the full ranking of the day, restricted to this test's products.
+    everything = rankings.top_sellers(agg, out, day, n=100)
+    ours = [(i["ProductId"], i["Units"]) for i in everything if i["ProductId"].startswith(shop.tag)]
+    expected = sorted(
+        ((shop.product(n), q) for n, q in units.items()), key=lambda p: (-p[1], f"PRODUCT#{p[0]}")
+    )
+    assert ours == expected
+    assert rankings.top_sellers(agg, out, day, n=3) == everything[:3]
+    assert [i["Units"] for i in everything] == sorted((i["Units"] for i in everything), reverse=True)
+    month = rankings.top_sellers(agg, out, day[:7], n=100)
+    assert {i["ProductId"] for i in month} >= {shop.product(n) for n in units}
+
+
+def test_top_n_validates_its_arguments(agg, target):
+    out = target.table_names["main"]
+    with pytest.raises(ValueError, match="n must be between 1 and 100"):
+        rankings.top_sellers(agg, out, DAY, n=0)
+    with pytest.raises(ValueError, match="day must look like"):
+        rankings.period_of(day="22/11/2026")
+    with pytest.raises(ValueError, match="exactly one"):
+        rankings.period_of()
+
+
+def test_leaderboard_top_n_and_a_players_neighbourhood(stack, dynamodb, workload):
+    table = stack.table_names["main"]
+    scores = {
+        f"{workload.prefix}-pl{n}": 10_000_000 + s for n, s in enumerate([50, 90, 70, 90, 10, 60, 80, 30])
+    }
+    for player_id, score in scores.items():
+        workload.put("PlayerScore", PlayerId=player_id, Score=score)
+    board = rankings.leaderboard(dynamodb, table, n=5)
+    assert [i["Score"] for i in board] == sorted(scores.values(), reverse=True)[:5]
+    ties = [i["PlayerId"] for i in board if i["Score"] == 10_000_090]
+    assert ties == sorted(ties)  # same score: stable order by key
+
+    me = f"{workload.prefix}-pl5"  # 60: below 90, 90, 80, 70
+    view = rankings.player(dynamodb, table, me, neighbours=2)
+    assert view["Rank"] == 5 and view["Score"] == 10_000_060
+    assert [i["Score"] for i in view["Above"]] == [10_000_080, 10_000_070]
+    assert [i["Score"] for i in view["Below"]] == [10_000_050, 10_000_030]
+    assert rankings.player(dynamodb, table, "nobody") is None

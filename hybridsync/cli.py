@@ -122,6 +122,41 @@ def _dead_letters(args: argparse.Namespace) -> int:
     return 1 if still else 0
 
 
+def _top_sellers(args: argparse.Namespace) -> int:
+    from hybridsync import aws, rankings
+
+    try:
+        period = rankings.period_of(args.day, args.month)
+        rows = rankings.top_sellers(aws.client("dynamodb"), _table_name(args), period, args.n)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    print(f"top {args.n} products by units, {period}")
+    for place, row in enumerate(rows, 1):
+        print(f"{place:4}. {row['ProductId']:30} {int(row['Units']):>8} units {row['Revenue']:>12} revenue")
+    return 0
+
+
+def _leaderboard(args: argparse.Namespace) -> int:
+    from hybridsync import aws, rankings
+
+    client, table = aws.client("dynamodb"), _table_name(args)
+    try:
+        rows = rankings.leaderboard(client, table, args.top)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    for place, row in enumerate(rows, 1):
+        print(f"{place:4}. {row['PlayerId']:30} {int(row['Score']):>10}")
+    if args.player:
+        view = rankings.player(client, table, args.player, neighbours=2)
+        if view is None:
+            raise SystemExit(f"no score for player {args.player!r}")
+        print(f"\n{args.player}: score {view['Score']}, rank {view['Rank']}")
+        for label in ("Above", "Below"):
+            for row in view[label]:
+                print(f"  {label.lower():5} {row['PlayerId']:30} {int(row['Score']):>10}")
+    return 0
+
+
 def _model(_: argparse.Namespace) -> int:
     for table in MODEL.tables:
         keys = " + ".join(a.name for a in table.key_schema())
@@ -167,6 +202,20 @@ def parser() -> argparse.ArgumentParser:
     letters.add_argument("--id", type=int, action="append", help="only this id (repeatable)")
     letters.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
     letters.set_defaults(run=_dead_letters)
+
+    sellers = commands.add_parser("top-sellers", help="top products of a day or month (sparse GSI)")
+    when = sellers.add_mutually_exclusive_group(required=True)
+    when.add_argument("--day", help="YYYY-MM-DD")
+    when.add_argument("--month", help="YYYY-MM")
+    sellers.add_argument("--n", type=int, default=10, help="how many (1-100, default 10)")
+    sellers.add_argument("--table", help="DynamoDB table (default $TABLE_MAIN)")
+    sellers.set_defaults(run=_top_sellers)
+
+    board = commands.add_parser("leaderboard", help="top players, and one player's rank and neighbours")
+    board.add_argument("--top", type=int, default=10, help="how many (1-100, default 10)")
+    board.add_argument("--player", help="also show this player's score, rank and neighbours")
+    board.add_argument("--table", help="DynamoDB table (default $TABLE_MAIN)")
+    board.set_defaults(run=_leaderboard)
 
     model = commands.add_parser("model", help="print the tables, GSIs and entities")
     model.set_defaults(run=_model)

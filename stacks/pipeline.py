@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_cdk import CfnOutput, CustomResource, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
@@ -15,7 +16,7 @@ from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import writeback
+from hybridsync import aggregate, writeback
 from hybridsync.db import MIGRATIONS
 from stacks.data import DataStack
 from stacks.database import DatabaseStack
@@ -75,6 +76,21 @@ class PipelineStack(Stack):
         )
         self.write_back = self.stream_consumer(
             "WriteBack", name="write_back", sql=True, filters=writeback.EVENT_FILTERS, memory_size=1024
+        )
+        # sql=True only for its dead letters; the counters themselves never touch PostgreSQL.
+        self.aggregate = self.stream_consumer(
+            "Aggregate", name="aggregate", sql=True, filters=aggregate.EVENT_FILTERS, memory_size=512
+        )
+        # The table itself, not its indexes (Table.grant would add `<arn>/index/*`).
+        self.aggregate.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "dynamodb:BatchGetItem",  # watermarks
+                    "dynamodb:UpdateItem",  # counters and watermarks, inside TransactWriteItems
+                    "dynamodb:ConditionCheckItem",
+                ],
+                resources=[data.tables["main"].table_arn],
+            )
         )
 
         NagSuppressions.add_resource_suppressions(

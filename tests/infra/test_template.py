@@ -162,3 +162,26 @@ def test_write_back_role_reads_the_stream_and_the_secret_and_nothing_more(pipeli
         "secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
         "sqs:GetQueueAttributes", "sqs:GetQueueUrl", "sqs:SendMessage",
     }  # fmt: skip
+
+
+def test_aggregate_consumes_only_order_lines_and_may_only_update_the_table(pipeline):
+    from hybridsync import aggregate
+
+    template = Template.from_json(pipeline)
+    template.has_resource_properties(
+        "AWS::Lambda::EventSourceMapping",
+        {"BisectBatchOnFunctionError": True, "FunctionResponseTypes": ["ReportBatchItemFailures"],
+         "FilterCriteria": {"Filters": [{"Pattern": json.dumps(f, separators=(",", ":"))}
+                                        for f in aggregate.EVENT_FILTERS]}},
+    )  # fmt: skip
+    statements = [
+        s
+        for rid, r in pipeline["Resources"].items()
+        if r["Type"] == "AWS::IAM::Policy" and rid.startswith("Aggregate")
+        for s in r["Properties"]["PolicyDocument"]["Statement"]
+    ]
+    table_actions = {a for s in statements for a in s["Action"] if a.startswith("dynamodb:")}
+    assert table_actions == {
+        "dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem",
+        "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
+    }  # fmt: skip

@@ -171,6 +171,7 @@ def test_aggregate_consumes_only_order_lines_and_may_only_update_the_table(pipel
     template.has_resource_properties(
         "AWS::Lambda::EventSourceMapping",
         {"BisectBatchOnFunctionError": True, "FunctionResponseTypes": ["ReportBatchItemFailures"],
+         "BatchSize": 5000, "MaximumBatchingWindowInSeconds": 30, "StartingPosition": "TRIM_HORIZON",
          "FilterCriteria": {"Filters": [{"Pattern": json.dumps(f, separators=(",", ":"))}
                                         for f in aggregate.EVENT_FILTERS]}},
     )  # fmt: skip

@@ -17,7 +17,7 @@ the handler's counts equal a clean recount of the lines in the table; the naive 
 shown double-counting after one redelivered batch.
 
 Usage: python bench/aggregate.py [--quick]
-  --quick: the deployed batch size only, and the naive loop timed on the first 1,000 records
+  --quick: the deployed batch size only, and the naive loop timed on the first 300 records
   (its calls and write units are counted for all 10,000 either way: one update per delta).
 """
 
@@ -55,7 +55,7 @@ def zipf(n: int, s: float, rng: random.Random) -> Any:
     return lambda: min(bisect.bisect_left(cumulative, rng.random()), n - 1)
 
 
-def workload(stack: local.LocalStack) -> list[dict[str, Any]]:
+def workload(stack: local.LocalStack) -> tuple[list[dict[str, Any]], str]:
     rng = random.Random(20261122)
     product, customer = zipf(500, 1.2, rng), zipf(2000, 1.1, rng)
     lines = []
@@ -67,7 +67,8 @@ def workload(stack: local.LocalStack) -> list[dict[str, Any]]:
             lines.append({
                 "OrderId": f"o{order}", "CustomerId": who, "LineNo": line_no, "Status": "OPEN",
                 "CreatedAt": f"2026-11-22T{order % 24:02d}:00:00.000Z", "ProductId": f"p{product()}",
-                "Quantity": rng.randint(1, 3), "UnitPrice": Decimal(rng.randint(100, 9999)) / 100, "Version": 1,
+                "Quantity": rng.randint(1, 3), "UnitPrice": Decimal(rng.randint(100, 9999)) / 100,
+                "Version": 1,
             })  # fmt: skip
     edits = RECORDS // 20
     changes = [line | {"Quantity": line["Quantity"] + 1, "Version": 2} for line in rng.sample(lines, edits)]
@@ -87,7 +88,7 @@ def workload(stack: local.LocalStack) -> list[dict[str, Any]]:
         client.put_item(TableName=table, Item=store.marshal(ORDER_LINE.item(line)))
     records = reader.read()
     assert len(records) == RECORDS, len(records)
-    return records
+    return records, reader.shard
 
 
 def recount(records: list[dict[str, Any]]) -> dict[tuple, tuple]:
@@ -134,13 +135,15 @@ def naive_updates(records: list[dict[str, Any]]) -> list[tuple]:
 
 def naive(client: Any, table: str, records: list[dict[str, Any]]) -> None:
     for item, values in naive_updates(records):
-        client.update_item(**aggregate._update(table, item, values, None)["Update"])
+        client.update_item(**aggregate._update(table, item, values)["Update"])
 
 
-def handler_run(client: Any, table: str, records: list[dict[str, Any]], batch: int) -> aggregate.Outcome:
+def handler_run(
+    client: Any, table: str, records: list[dict[str, Any]], batch: int, shard: str
+) -> aggregate.Outcome:
     total = aggregate.Outcome()
     for start in range(0, len(records), batch):
-        outcome = aggregate.aggregate(records[start : start + batch], client, table)
+        outcome = aggregate.aggregate(records[start : start + batch], client, table, shard)
         total.calls += outcome.calls
         total.write_units += outcome.write_units
         total.transactions += outcome.transactions
@@ -157,7 +160,7 @@ def main() -> None:
     batches = [DEPLOYED_BATCH] if args.quick else [DEPLOYED_BATCH, 1000]
 
     with local.start(Path(tempfile.mkdtemp(prefix="bench-")), prefix="bench") as stack:
-        records = workload(stack)
+        records, shard = workload(stack)
         clean = recount(records)
         print(f"{RECORDS:,} records, {len(clean):,} aggregate items in the clean recount")
         print(f"{'method':>22} {'calls':>8} {'write units':>12} {'records/s':>10} {'exact':>6}")
@@ -168,10 +171,10 @@ def main() -> None:
             target = stack.in_region(f"eu-west-{n + 1}", prefix="agg", streams=False)
             client, table = target.client(), target.table_names["main"]
             started = time.perf_counter()
-            outcome = handler_run(client, table, records, batch)
+            outcome = handler_run(client, table, records, batch, shard)
             elapsed = time.perf_counter() - started
             exact = stored(client, table) == clean
-            replay = handler_run(client, table, records[:batch], batch)  # a redelivered batch
+            replay = handler_run(client, table, records[:batch], batch, shard)  # a redelivered batch
             exact = exact and replay.applied == 0 and stored(client, table) == clean
             results[batch] = (outcome, elapsed, exact)
             print(f"{f'handler, batch {batch:,}':>22} {outcome.calls:>8,} {outcome.write_units:>12,} "
@@ -179,14 +182,14 @@ def main() -> None:
 
         naive_calls = len(naive_updates(records))
         naive_units = naive_calls * NAIVE_UNITS_PER_UPDATE
-        sample = records[:1000] if args.quick else records
+        sample = records[:300] if args.quick else records
         target = stack.in_region("eu-central-1", prefix="naive", streams=False)
         client, table = target.client(), target.table_names["main"]
         started = time.perf_counter()
         naive(client, table, sample)
         naive_elapsed = (time.perf_counter() - started) * len(records) / len(sample)
         naive_exact = stored(client, table) == recount(sample)
-        naive(client, table, sample[:1000])  # one redelivered batch of 1,000
+        naive(client, table, sample[:300])  # one redelivered batch
         replayed_exact = stored(client, table) == recount(sample)
         print(f"{'naive loop':>22} {naive_calls:>8,} {naive_units:>12,} {RECORDS / naive_elapsed:>10,.0f} "
               f"{naive_exact!s:>6}  (after one redelivered batch: exact={replayed_exact})")  # fmt: skip

@@ -1,29 +1,43 @@
 """Materialized aggregation: order-line stream records folded into sales and spend aggregates,
 each record applied exactly once although the stream delivers at least once.
 
-Plain `ADD` counters double-count a retried batch. Here every record belongs to a *lane*, the
-customer's month (a line's customer and creation time never change, and all of a customer's items
-share a partition key, hence a stream shard, hence one increasing sequence order). The lane's
-CustomerSpend item stores the sequence number of the last record folded into it (`AppliedSeq`),
-updated in the same TransactWriteItems as every counter that record moves, under a condition on
-the value read before. Records at or below their lane's watermark are skipped, so replays,
-bisections and retried batches that arrive late change nothing. (A per-shard watermark would need
-the shard id, which Lambda does not pass to a DynamoDB stream handler.) A batch that touches more
-items than one transaction holds is cut into consecutive sequence ranges, each its own transaction
-advancing the watermarks of the records it covers: a crash between two of them loses nothing and
-applies nothing twice.
+Plain `ADD` counters double-count a retried batch. Here, per stream shard (Lambda passes the
+shard id when the event source mapping uses a tumbling window):
+
+1. A cursor item holds the shard's watermark, the last sequence number journaled. Records at or
+   below it are skipped: replays, bisected halves and retried batches arriving late change nothing.
+2. The remaining records are summed into net deltas per aggregate item (a hot product is written
+   once per batch, not once per record), stored as a journal, and the watermark advanced: one
+   TransactWriteItems, conditional on the watermark read.
+3. The journal is applied in chunks of 99 aggregates, each chunk in one TransactWriteItems with the
+   cursor's progress counter, so a crash between two chunks resumes at the next chunk, on the
+   retry of any batch of the shard, without applying a chunk twice. Then the journal is deleted.
+
+Cursors carry a TTL renewed on every batch: a closed shard's cursor expires on its own 48 h after
+its last batch (the stream keeps records 24 h). A DynamoDB-JSON `ClientRequestToken` would not do:
+it lasts 10 minutes, and moto ignores it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+import json
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 from hybridsync import store
 from hybridsync.deadletters import DeadLetter
-from hybridsync.model import CUSTOMER_SPEND, ENTITY, ORDER_LINE, SALES
+from hybridsync.model import (
+    AGGREGATION_CURSOR,
+    AGGREGATION_JOURNAL,
+    CUSTOMER_SPEND,
+    ENTITY,
+    EXPIRES_AT,
+    ORDER_LINE,
+    SALES,
+)
 from hybridsync.writeback import Rejected, _value, to_row
 
 SOURCE = "aggregate"
@@ -49,10 +63,9 @@ def points(revenue: Decimal) -> int:
 
 @dataclass(frozen=True)
 class RecordDelta:
-    """What one stream record changes: counter deltas per aggregate item, and its lane."""
+    """What one stream record changes: counter deltas per aggregate item."""
 
     sequence: int
-    lane: tuple[str, str]  # (customer id, month)
     deltas: dict[Aggregate, tuple[Decimal, Decimal]]  # (ranked counter, other): units/revenue, points/spend
     record: dict[str, Any] = field(repr=False, compare=False)
 
@@ -89,8 +102,6 @@ def parse(record: dict[str, Any]) -> RecordDelta | None:
     try:
         sequence = int(data["SequenceNumber"])
         before, after = _contribution(old), _contribution(new)
-        customer = _value(image["CustomerId"])
-        month = str(_value(image["CreatedAt"]))[:7]
     except Rejected:
         raise
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
@@ -101,123 +112,48 @@ def parse(record: dict[str, Any]) -> RecordDelta | None:
         delta = (a[0] - b[0], a[1] - b[1])
         if delta != (0, 0):
             deltas[item] = delta
-    return RecordDelta(sequence, (customer, month), deltas, record)
+    return RecordDelta(sequence, deltas, record)
 
 
 @dataclass
 class Outcome:
     received: int = 0
     applied: int = 0  # records folded into counters by this call
-    duplicates: int = 0  # records at or below their lane's watermark: already applied
+    duplicates: int = 0  # records at or below the shard's watermark: already applied
     skipped: int = 0  # not order lines, or no counter changes
     transactions: int = 0
     calls: int = 0  # DynamoDB requests made
-    write_units: int = 0  # by DynamoDB's rules: 1 KB per unit, transactions double, GSI writes
+    write_units: int = 0  # by DynamoDB's rules (see `write_units`)
     rejected: list[DeadLetter] = field(default_factory=list)
 
 
-def _lane_key(lane: tuple[str, str]) -> dict[str, Any]:
-    return CUSTOMER_SPEND.key({"CustomerId": lane[0], "Period": lane[1]})
-
-
-def read_watermarks(client: Any, table: str, lanes: Iterable[tuple[str, str]], outcome: Outcome) -> dict:
-    """The applied sequence number of every lane (0 when none yet), strongly consistent."""
-    lanes = list(lanes)
-    marks: dict[tuple[str, str], int] = {lane: 0 for lane in lanes}
-    by_key = {(k["PK"], k["SK"]): lane for lane in lanes for k in [_lane_key(lane)]}
-    for start in range(0, len(lanes), 100):
-        keys = [store.marshal(_lane_key(lane)) for lane in lanes[start : start + 100]]
-        request = {
-            table: {"Keys": keys, "ProjectionExpression": "PK, SK, AppliedSeq", "ConsistentRead": True}
-        }
-        while request:
-            response = client.batch_get_item(RequestItems=request)
-            outcome.calls += 1
-            for item in response["Responses"].get(table, []):
-                lane = by_key[(item["PK"]["S"], item["SK"]["S"])]
-                marks[lane] = int(item.get("AppliedSeq", {}).get("S", "0"))
-            request = response.get("UnprocessedKeys") or None
-    return marks
-
-
-def _groups(records: Sequence[RecordDelta]) -> list[list[RecordDelta]]:
-    """Consecutive runs of records (in sequence order) touching at most 100 distinct items."""
-    groups: list[list[RecordDelta]] = []
-    items: set[Aggregate] = set()
-    for record in records:
-        touched = set(record.deltas) | {(CUSTOMER_SPEND.name, *record.lane)}
-        if groups and len(items | touched) <= MAX_TRANSACTION_ITEMS:
-            groups[-1].append(record)
-            items |= touched
-        else:
-            groups.append([record])
-            items = touched
-    return groups
-
-
-def _update(
-    table: str, item: Aggregate, delta: tuple[Decimal, Decimal], mark: tuple[int, int] | None
-) -> dict:
-    """One aggregate's update: counters + rank sort key (the new count), and for a lane item its
-    watermark, conditional on the value this batch read."""
-    name, owner, period = item
-    entity = SALES if name == SALES.name else CUSTOMER_SPEND
-    first, second = ("Units", "Revenue") if entity is SALES else ("Points", "Spend")
-    values = entity.item(
-        {("ProductId" if entity is SALES else "CustomerId"): owner, "Period": period, first: 0, second: 0}
-    )
-    names = {"#a": first, "#b": second, "#e": ENTITY, "#o": "ProductId" if entity is SALES else "CustomerId"}
-    expression = (
-        "SET #a = if_not_exists(#a, :zero) + :da, #b = if_not_exists(#b, :zero) + :db, "
-        "RankSK = if_not_exists(#a, :zero) + :da, RankPK = :rank, #e = :entity, #o = :owner, Period = :period"
-    )
-    attribute_values = {
-        ":zero": 0, ":da": delta[0], ":db": delta[1], ":rank": values["RankPK"], ":entity": entity.name,
-        ":owner": owner, ":period": period,
-    }  # fmt: skip
-    update: dict[str, Any] = {"TableName": table, "Key": store.marshal(entity.key(values))}
-    if mark is not None:
-        previous, applied = mark
-        expression += ", AppliedSeq = :applied"
-        attribute_values[":applied"] = str(applied)
-        if previous:
-            update["ConditionExpression"] = "AppliedSeq = :previous"
-            attribute_values[":previous"] = str(previous)
-        else:
-            update["ConditionExpression"] = "attribute_not_exists(AppliedSeq)"
-    update |= {
-        "UpdateExpression": expression,
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": store.marshal(attribute_values),
-    }
-    return {"Update": update}
+CHUNK = MAX_TRANSACTION_ITEMS - 1  # aggregates per transaction, beside the cursor
+JOURNAL_PART_BYTES = 300_000  # a journal item stays well under DynamoDB's 400 KB
+CURSOR_TTL_S = 48 * 3600
 
 
 class ConcurrentUpdate(Exception):
-    """Another consumer moved a watermark between our read and our write."""
+    """Another invocation moved the shard's cursor between our read and our write."""
 
 
-def _apply_group(client: Any, table: str, group: list[RecordDelta], marks: dict, outcome: Outcome) -> None:
-    totals: dict[Aggregate, list[Decimal]] = {}
-    last_seq: dict[tuple[str, str], int] = {}
-    for record in group:
-        for item, (a, b) in record.deltas.items():
-            total = totals.setdefault(item, [Decimal(0), Decimal(0)])
-            total[0] += a
-            total[1] += b
-        totals.setdefault((CUSTOMER_SPEND.name, *record.lane), [Decimal(0), Decimal(0)])
-        last_seq[record.lane] = record.sequence
-    items = [
-        _update(
-            table,
-            item,
-            (total[0], total[1]),
-            (marks[item[1:]], last_seq[item[1:]])
-            if item[0] == CUSTOMER_SPEND.name and item[1:] in last_seq
-            else None,
-        )
-        for item, total in totals.items()
-    ]
+def write_units(item_bytes: int, *, transactional: bool, gsi_moves: int = 0) -> int:
+    """DynamoDB's rule: 1 unit per started KB, doubled in a transaction; each GSI entry that
+    moves (its sort key changes) costs a delete and a put of ~1 KB."""
+    units = -(-item_bytes // 1024)
+    return units * (2 if transactional else 1) + 2 * gsi_moves
+
+
+def _cursor_key(shard: str) -> dict[str, Any]:
+    return store.marshal(AGGREGATION_CURSOR.key({"ShardId": shard}))
+
+
+def _read_cursor(client: Any, table: str, shard: str, outcome: Outcome) -> dict[str, Any]:
+    got = client.get_item(TableName=table, Key=_cursor_key(shard), ConsistentRead=True)
+    outcome.calls += 1
+    return store.unmarshal(got["Item"]) if "Item" in got else {}
+
+
+def _transact(client: Any, items: list[dict], outcome: Outcome, units: int) -> None:
     try:
         client.transact_write_items(TransactItems=items)
     except client.exceptions.TransactionCanceledException as error:
@@ -228,23 +164,152 @@ def _apply_group(client: Any, table: str, group: list[RecordDelta], marks: dict,
         raise
     outcome.calls += 1
     outcome.transactions += 1
-    # Aggregate items are ~200 bytes: 1 KB -> 1 unit, doubled in a transaction, plus 2 units on
-    # the Rankings GSI (its sort key changes: delete the old entry, put the new one).
-    outcome.write_units += len(items) * (2 * 1 + 2)
-    outcome.applied += len(group)
-    for lane, sequence in last_seq.items():
-        marks[lane] = sequence
+    outcome.write_units += units
+
+
+def _journal(
+    client: Any, table: str, shard: str, cursor: dict, pending: list[RecordDelta], outcome: Outcome
+) -> None:
+    """Store the batch's net deltas and advance the watermark, in one transaction."""
+    totals: dict[Aggregate, list[Decimal]] = {}
+    for record in pending:
+        for item, (a, b) in record.deltas.items():
+            total = totals.setdefault(item, [Decimal(0), Decimal(0)])
+            total[0] += a
+            total[1] += b
+    rows = [[*item, str(a), str(b)] for item, (a, b) in totals.items() if (a, b) != (0, 0)]
+    chunks = [rows[i : i + CHUNK] for i in range(0, len(rows), CHUNK)]
+    journal = str(pending[-1].sequence)
+    parts: list[list[list[str]]] = [[]]
+    size = 0
+    for chunk in chunks:  # parts hold whole chunks, so a chunk is read from one part
+        chunk_bytes = len(json.dumps(chunk))
+        if parts[-1] and size + chunk_bytes > JOURNAL_PART_BYTES:
+            parts.append([])
+            size = 0
+        parts[-1].extend(chunk)
+        size += chunk_bytes
+    items: list[dict] = []
+    units = 0
+    for number, part in enumerate(parts):
+        body = json.dumps(part)
+        values = {"ShardId": shard, "JournalId": journal, "Part": number, "Deltas": body}
+        items.append({"Put": {"TableName": table, "Item": store.marshal(AGGREGATION_JOURNAL.item(values))}})
+        units += write_units(len(body) + 100, transactional=True)
+    previous = cursor.get("Watermark")
+    names = {"#w": "Watermark", "#p": "Pending", "#c": "Chunks", "#g": "Progress", "#t": EXPIRES_AT,
+             "#s": "ShardId", "#e": ENTITY}  # fmt: skip
+    values = {":w": str(pending[-1].sequence), ":p": journal, ":c": len(chunks), ":g": 0, ":s": shard,
+              ":t": int(time.time()) + CURSOR_TTL_S, ":e": AGGREGATION_CURSOR.name}  # fmt: skip
+    update = {
+        "TableName": table,
+        "Key": _cursor_key(shard),
+        "UpdateExpression": "SET #w = :w, #p = :p, #c = :c, #g = :g, #t = :t, #s = :s, #e = :e",
+        "ConditionExpression": "attribute_not_exists(#w)" if previous is None else "#w = :prev",
+        "ExpressionAttributeNames": names,
+    }
+    if previous is not None:
+        values[":prev"] = previous
+    update["ExpressionAttributeValues"] = store.marshal(values)
+    items.append({"Update": update})
+    _transact(client, items, outcome, units + write_units(200, transactional=True))
+    outcome.applied += len(pending)
+    cursor.update({"Watermark": journal, "Pending": journal, "Chunks": len(chunks), "Progress": 0})
+
+
+def _load_journal(
+    client: Any, table: str, shard: str, journal: str, outcome: Outcome
+) -> tuple[list[list[str]], list[dict]]:
+    """The journal's delta rows, in order, and the keys of its parts."""
+    prefix = AGGREGATION_JOURNAL.key({"ShardId": shard, "JournalId": journal, "Part": 0})["SK"][:-4]
+    rows: list[list[str]] = []
+    part_keys: list[dict] = []
+    request = {"TableName": table, "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
+               "ExpressionAttributeValues": store.marshal({":pk": f"AGGREGATE#{shard}", ":sk": prefix}),
+               "ConsistentRead": True}  # fmt: skip
+    while True:
+        page = client.query(**request)
+        outcome.calls += 1
+        for raw in page["Items"]:
+            rows += json.loads(raw["Deltas"]["S"])
+            part_keys.append({"PK": raw["PK"], "SK": raw["SK"]})
+        if "LastEvaluatedKey" not in page:
+            return rows, part_keys
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _apply_journal(client: Any, table: str, shard: str, cursor: dict, outcome: Outcome) -> None:
+    """Apply the pending journal's remaining chunks, each with the cursor's progress, then drop it."""
+    journal = cursor["Pending"]
+    rows, parts = _load_journal(client, table, shard, journal, outcome)
+    chunks = [rows[i : i + CHUNK] for i in range(0, len(rows), CHUNK)]
+    progress = int(cursor.get("Progress", 0))
+    for number in range(progress, len(chunks)):
+        items = [
+            _update(table, (name, owner, period), (Decimal(a), Decimal(b)))
+            for name, owner, period, a, b in chunks[number]
+        ]
+        items.append({"Update": {
+            "TableName": table, "Key": _cursor_key(shard),
+            "UpdateExpression": "SET Progress = :next",
+            "ConditionExpression": "Pending = :j AND Progress = :at",
+            "ExpressionAttributeValues": store.marshal({":next": number + 1, ":j": journal, ":at": number}),
+        }})  # fmt: skip
+        units = len(chunks[number]) * write_units(200, transactional=True, gsi_moves=1)
+        _transact(client, items, outcome, units + write_units(200, transactional=True))
+    # Done: forget the journal, then delete its parts (a crash in between leaves only garbage:
+    # no cursor points at them any more).
+    client.update_item(
+        TableName=table, Key=_cursor_key(shard), UpdateExpression="REMOVE Pending, Chunks, Progress",
+        ConditionExpression="Pending = :j", ExpressionAttributeValues=store.marshal({":j": journal}),
+    )  # fmt: skip
+    outcome.calls += 1
+    outcome.write_units += write_units(200, transactional=False)
+    part_bytes = len(json.dumps(rows)) // max(len(parts), 1) + 100
+    for start in range(0, len(parts), 25):
+        batch = parts[start : start + 25]
+        client.batch_write_item(RequestItems={table: [{"DeleteRequest": {"Key": k}} for k in batch]})
+        outcome.calls += 1
+        outcome.write_units += len(batch) * write_units(part_bytes, transactional=False)
+    cursor.pop("Pending", None)
+
+
+def _update(table: str, item: Aggregate, delta: tuple[Decimal, Decimal]) -> dict:
+    """One aggregate's update: its counters and its rank sort key (the new count)."""
+    name, owner, period = item
+    entity = SALES if name == SALES.name else CUSTOMER_SPEND
+    first, second = ("Units", "Revenue") if entity is SALES else ("Points", "Spend")
+    owner_attribute = "ProductId" if entity is SALES else "CustomerId"
+    values = entity.item({owner_attribute: owner, "Period": period, first: 0, second: 0})
+    attribute_values = {
+        ":zero": 0, ":da": delta[0], ":db": delta[1], ":rank": values["RankPK"], ":entity": entity.name,
+        ":owner": owner, ":period": period,
+    }  # fmt: skip
+    return {"Update": {
+        "TableName": table,
+        "Key": store.marshal(entity.key(values)),
+        "UpdateExpression": (
+            "SET #a = if_not_exists(#a, :zero) + :da, #b = if_not_exists(#b, :zero) + :db, "
+            "RankSK = if_not_exists(#a, :zero) + :da, "
+            "RankPK = :rank, #e = :entity, #o = :owner, Period = :period"
+        ),
+        "ExpressionAttributeNames": {"#a": first, "#b": second, "#e": ENTITY, "#o": owner_attribute},
+        "ExpressionAttributeValues": store.marshal(attribute_values),
+    }}  # fmt: skip
 
 
 def aggregate(
     records: Sequence[dict[str, Any]],
     client: Any,
     table: str,
+    shard: str,
     *,
     dead_letter: Callable[[list[DeadLetter]], None] | None = None,
 ) -> Outcome:
-    """Fold one batch into the aggregates, exactly once. DynamoDB failures raise (the platform
-    retries the batch; what was committed is skipped on the retry)."""
+    """Fold one batch of one shard into the aggregates, exactly once. DynamoDB failures raise:
+    the platform retries the batch, and the retry resumes where this call stopped."""
+    if not shard:
+        raise ValueError("the shard id is required (the event source mapping needs a tumbling window)")
     outcome = Outcome(received=len(records))
     deltas = []
     for record in records:
@@ -259,13 +324,16 @@ def aggregate(
             deltas.append(delta)
     deltas.sort(key=lambda d: d.sequence)
     for attempt in range(1, CONCURRENT_RETRIES + 1):
-        marks = read_watermarks(client, table, {d.lane for d in deltas}, outcome)
-        pending = [d for d in deltas if d.sequence > marks[d.lane]]
-        if attempt == 1:
-            outcome.duplicates = len(deltas) - len(pending)
         try:
-            for group in _groups(pending):
-                _apply_group(client, table, group, marks, outcome)
+            cursor = _read_cursor(client, table, shard, outcome)
+            if cursor.get("Pending"):  # an earlier call stopped between chunks: finish it first
+                _apply_journal(client, table, shard, cursor, outcome)
+            watermark = int(cursor.get("Watermark", 0))
+            pending = [d for d in deltas if d.sequence > watermark]
+            outcome.duplicates = len(deltas) - len(pending)
+            if pending:
+                _journal(client, table, shard, cursor, pending, outcome)
+                _apply_journal(client, table, shard, cursor, outcome)
             break
         except ConcurrentUpdate:
             if attempt == CONCURRENT_RETRIES:

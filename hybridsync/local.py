@@ -210,6 +210,13 @@ class StreamReader:
         description = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
         return [shard["ShardId"] for shard in description["Shards"]]
 
+    @property
+    def shard(self) -> str:
+        """The stream's only shard (moto keeps one per table), as Lambda names it in a
+        tumbling-window event's `shardId`."""
+        (only,) = self._shards()
+        return only
+
     def read(self) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
         for shard in self._shards():

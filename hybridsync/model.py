@@ -609,9 +609,6 @@ CUSTOMER_SPEND = Entity(
         Field("Period", FieldType.STRING),  # 2026-11
         Field("Spend", FieldType.DECIMAL),
         Field("Points", FieldType.INTEGER),
-        # The stream sequence number of the last order-line record folded into this customer's
-        # month: the exactly-once watermark of that lane (see hybridsync.aggregate).
-        Field("AppliedSeq", FieldType.STRING, required=False),
     ),
     keys={
         "PK": Template("CUSTOMER#{CustomerId}"),
@@ -619,8 +616,38 @@ CUSTOMER_SPEND = Entity(
         "RankPK": Sharded("SPEND#{Period}", "CustomerId", RANKING_SHARDS),
         "RankSK": Copy("Points"),
     },
-    description="spend and loyalty points of a customer in a month (top customers); carries the "
-    "aggregation watermark of the customer's order lines of that month",
+    description="spend and loyalty points of a customer in a month (top customers)",
+    versioned=False,
+)
+
+AGGREGATION_CURSOR = Entity(
+    "AggregationCursor",
+    MAIN,
+    Side.DERIVED,
+    fields=(
+        Field("ShardId", FieldType.STRING),
+        Field("Watermark", FieldType.STRING),  # last stream sequence number journaled
+        Field("Pending", FieldType.STRING, required=False),  # journal being applied, if any
+        Field("Chunks", FieldType.INTEGER, required=False),  # its delta chunks
+        Field("Progress", FieldType.INTEGER, required=False),  # delta chunks applied so far
+    ),
+    keys={"PK": Template("AGGREGATE#{ShardId}"), "SK": Template("CURSOR")},
+    description="exactly-once state of the aggregation per stream shard; TTL prunes closed shards",
+    versioned=False,
+)
+
+AGGREGATION_JOURNAL = Entity(
+    "AggregationJournal",
+    MAIN,
+    Side.DERIVED,
+    fields=(
+        Field("ShardId", FieldType.STRING),
+        Field("JournalId", FieldType.STRING),
+        Field("Part", FieldType.INTEGER),
+        Field("Deltas", FieldType.STRING),  # JSON [[entity, owner, period, a, b], ...]
+    ),
+    keys={"PK": Template("AGGREGATE#{ShardId}"), "SK": Template("JOURNAL#{JournalId}#{Part:04d}")},
+    description="a batch's net counter deltas, kept until every one is applied (a crash resumes them)",
     versioned=False,
 )
 
@@ -639,5 +666,7 @@ MODEL = Model(
         COLLECTION,
         SALES,
         CUSTOMER_SPEND,
+        AGGREGATION_CURSOR,
+        AGGREGATION_JOURNAL,
     ),
 )

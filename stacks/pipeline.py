@@ -39,6 +39,8 @@ STREAM_DEFAULTS = {
     # order lines stay under Lambda's 6 MB payload, and top-N may lag by the window.
     "aggregate_batch_size": 5000,
     "aggregate_batching_window_s": 30,
+    # A tumbling window makes Lambda pass the shard id, the key of the exactly-once cursor.
+    "aggregate_tumbling_window_s": 60,
     "stream_retry_attempts": 10,  # then the batch's metadata goes to the failure queue
     "stream_max_record_age_h": 24,  # the stream keeps records 24 h
     "iterator_age_alarm_s": 300,  # alarm when the consumer is this far behind
@@ -88,15 +90,19 @@ class PipelineStack(Stack):
             sql=True,
             filters=aggregate.EVENT_FILTERS,
             batching="aggregate",
+            tumbling_window=True,
             memory_size=512,
         )
         # The table itself, not its indexes (Table.grant would add `<arn>/index/*`).
         self.aggregate.function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=[
-                    "dynamodb:BatchGetItem",  # watermarks
-                    "dynamodb:UpdateItem",  # counters and watermarks, inside TransactWriteItems
-                    "dynamodb:ConditionCheckItem",
+                    "dynamodb:GetItem",  # the shard's cursor
+                    "dynamodb:Query",  # its journal
+                    "dynamodb:UpdateItem",  # counters and cursor, inside TransactWriteItems
+                    "dynamodb:PutItem",  # journal parts
+                    "dynamodb:BatchWriteItem",  # dropping an applied journal
+                    "dynamodb:DeleteItem",
                 ],
                 resources=[data.tables["main"].table_arn],
             )
@@ -127,6 +133,7 @@ class PipelineStack(Stack):
         filters: list[dict],
         sql: bool = False,
         batching: str = "stream",
+        tumbling_window: bool = False,
         **options: object,
     ) -> HandlerFunction:
         """A function fed by the main table's stream: in order per shard (TRIM_HORIZON, one batch
@@ -158,6 +165,9 @@ class PipelineStack(Stack):
                 parallelization_factor=1,  # keeps one shard's records in order
                 on_failure=sources.SqsDlq(failures),
                 filters=[lambda_.FilterCriteria.filter(pattern) for pattern in filters],
+                tumbling_window=Duration.seconds(self.setting(f"{batching}_tumbling_window_s"))
+                if tumbling_window
+                else None,
             )
         )
         lag = handler.function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))

@@ -34,5 +34,8 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
     ],
     "Collection": [{"CollectionPK": "CUSTOMER#c-1"}, {"CollectionPK": "PRODUCT#p-1"}],
     "Sales": [{"ProductId": "p-1", "Period": "2026-11-22", "Units": 2, "Revenue": Decimal("49.98")}],
+    "AggregationCursor": [{"ShardId": "shardId-0001", "Watermark": "100", "Pending": "100", "Chunks": 1,
+                           "Progress": 0}],
+    "AggregationJournal": [{"ShardId": "shardId-0001", "JournalId": "100", "Part": 0, "Deltas": "[]"}],
     "CustomerSpend": [{"CustomerId": "c-1", "Period": "2026-11", "Spend": Decimal("49.98"), "Points": 49}],
 }  # fmt: skip

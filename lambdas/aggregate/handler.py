@@ -32,8 +32,13 @@ def store_dead_letters(letters: list[DeadLetter]) -> None:
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    # With a tumbling window Lambda names the shard of the batch: the key of its exactly-once cursor.
     outcome = aggregate.aggregate(
-        event["Records"], dynamodb(), settings.table_name("main"), dead_letter=store_dead_letters
+        event["Records"],
+        dynamodb(),
+        settings.table_name("main"),
+        event.get("shardId", ""),
+        dead_letter=store_dead_letters,
     )
     metrics.add_metric("AggregatedRecords", MetricUnit.Count, outcome.applied)
     metrics.add_metric("DuplicateRecords", MetricUnit.Count, outcome.duplicates)
@@ -43,6 +48,6 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
         logger.warning(
             "dead letter", extra={"reason": letter.reason, "eventID": letter.record.get("eventID")}
         )
-    # Every committed transaction advanced its watermarks, so a failure raises and the whole batch
-    # is retried: the records already applied are skipped, which a partial report cannot do better.
+    # A failure raises and the whole batch is retried: the retry skips what was journaled and
+    # resumes the journal, which a partial report could not do better.
     return {"batchItemFailures": []}

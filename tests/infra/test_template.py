@@ -172,6 +172,7 @@ def test_aggregate_consumes_only_order_lines_and_may_only_update_the_table(pipel
         "AWS::Lambda::EventSourceMapping",
         {"BisectBatchOnFunctionError": True, "FunctionResponseTypes": ["ReportBatchItemFailures"],
          "BatchSize": 5000, "MaximumBatchingWindowInSeconds": 30, "StartingPosition": "TRIM_HORIZON",
+         "TumblingWindowInSeconds": 60,
          "FilterCriteria": {"Filters": [{"Pattern": json.dumps(f, separators=(",", ":"))}
                                         for f in aggregate.EVENT_FILTERS]}},
     )  # fmt: skip
@@ -183,6 +184,7 @@ def test_aggregate_consumes_only_order_lines_and_may_only_update_the_table(pipel
     ]
     table_actions = {a for s in statements for a in s["Action"] if a.startswith("dynamodb:")}
     assert table_actions == {
-        "dynamodb:BatchGetItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem",
+        "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:PutItem",
+        "dynamodb:BatchWriteItem", "dynamodb:DeleteItem",
         "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
     }  # fmt: skip

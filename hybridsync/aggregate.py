@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 from hybridsync import store
-from hybridsync.deadletters import DeadLetter
+from hybridsync.deadletters import DeadLetter, Rejected, triage
 from hybridsync.model import (
     AGGREGATION_CURSOR,
     AGGREGATION_JOURNAL,
@@ -38,7 +38,7 @@ from hybridsync.model import (
     ORDER_LINE,
     SALES,
 )
-from hybridsync.writeback import Rejected, _value, to_row
+from hybridsync.writeback import attribute_value, to_row
 
 SOURCE = "aggregate"
 CANCELLED = "CANCELLED"
@@ -76,7 +76,7 @@ _LINE_FIELDS = tuple(f.attribute for f in ORDER_LINE.fields)
 def _contribution(image: dict[str, Any] | None) -> dict[Aggregate, tuple[Decimal, Decimal]]:
     if image is None:
         return {}
-    row = to_row(ORDER_LINE, {name: _value(image[name]) for name in _LINE_FIELDS if name in image})
+    row = to_row(ORDER_LINE, {name: attribute_value(image[name]) for name in _LINE_FIELDS if name in image})
     if row["status"] == CANCELLED:
         return {}
     quantity, revenue = Decimal(row["quantity"]), row["quantity"] * row["unit_price"]
@@ -97,7 +97,7 @@ def parse(record: dict[str, Any]) -> RecordDelta | None:
         raise Rejected("record has no dynamodb section")
     old, new = data.get("OldImage"), data.get("NewImage")
     image = new or old
-    if not isinstance(image, dict) or _value(image.get(ENTITY, {"NULL": True})) != ORDER_LINE.name:
+    if not isinstance(image, dict) or attribute_value(image.get(ENTITY, {"NULL": True})) != ORDER_LINE.name:
         return None
     try:
         sequence = int(data["SequenceNumber"])
@@ -310,19 +310,9 @@ def aggregate(
     the platform retries the batch, and the retry resumes where this call stopped."""
     if not shard:
         raise ValueError("the shard id is required (the event source mapping needs a tumbling window)")
-    outcome = Outcome(received=len(records))
-    deltas = []
-    for record in records:
-        try:
-            delta = parse(record)
-        except Rejected as rejected:
-            outcome.rejected.append(DeadLetter(record, rejected.reason))
-            continue
-        if delta is None or not delta.deltas:
-            outcome.skipped += 1
-        else:
-            deltas.append(delta)
-    deltas.sort(key=lambda d: d.sequence)
+    parsed, rejected, skipped = triage(records, parse)
+    deltas = sorted((d for d in parsed if d.deltas), key=lambda d: d.sequence)
+    outcome = Outcome(received=len(records), skipped=skipped + len(parsed) - len(deltas), rejected=rejected)
     for attempt in range(1, CONCURRENT_RETRIES + 1):
         try:
             cursor = _read_cursor(client, table, shard, outcome)

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import base64
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, TypeVar
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import insert
@@ -19,6 +19,38 @@ from hybridsync.schema import dead_letters
 class DeadLetter:
     record: dict[str, Any]
     reason: str
+
+
+class Rejected(Exception):
+    """A record that can never be applied as it is: it becomes a dead letter with this reason."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+T = TypeVar("T")
+
+
+def triage(
+    records: Iterable[dict[str, Any]], parse: Callable[[dict[str, Any]], T | None]
+) -> tuple[list[T], list[DeadLetter], int]:
+    """Parse each record: (what parsed, dead letters for the rejected ones, how many were not for
+    this consumer). One bad record never stops the others."""
+    parsed: list[T] = []
+    rejected: list[DeadLetter] = []
+    skipped = 0
+    for record in records:
+        try:
+            result = parse(record)
+        except Rejected as error:
+            rejected.append(DeadLetter(record, error.reason))
+            continue
+        if result is None:
+            skipped += 1
+        else:
+            parsed.append(result)
+    return parsed, rejected, skipped
 
 
 def _json_default(value: Any) -> Any:

@@ -11,9 +11,10 @@ from typing import Any
 import sqlalchemy as sa
 from boto3.dynamodb.types import TypeDeserializer
 
+from hybridsync.deadletters import Rejected
 from hybridsync.model import ENTITY, MODEL, VERSION, Entity, FieldType, Side
 from hybridsync.schema import entity_tables
-from hybridsync.writeback import Change, Rejected, apply_changes, to_row
+from hybridsync.writeback import Change, apply_changes, to_row
 
 _deserializer = TypeDeserializer()
 

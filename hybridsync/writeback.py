@@ -23,7 +23,7 @@ import sqlalchemy as sa
 from boto3.dynamodb.types import Binary, TypeDeserializer
 
 from hybridsync import deadletters, keys
-from hybridsync.deadletters import DeadLetter
+from hybridsync.deadletters import DeadLetter, Rejected, triage
 from hybridsync.model import ENTITY, MODEL, ORIGIN, ORIGIN_SQL, VERSION, Entity, Field, FieldType, Side
 from hybridsync.schema import entity_tables
 
@@ -42,14 +42,6 @@ EVENT_FILTERS: list[dict[str, Any]] = [
     # deletes by a user or application; TTL expiries carry a userIdentity of the DynamoDB service
     {"eventName": ["REMOVE"], "userIdentity": {"type": [{"exists": False}]}},
 ]  # fmt: skip
-
-
-class Rejected(Exception):
-    """A record that can never be applied as it is: it becomes a dead letter with this reason."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 @dataclass(frozen=True)
@@ -105,7 +97,7 @@ def decode(record: dict[str, Any]) -> Change | None:
     if not isinstance(raw, dict) or not raw:
         raise Rejected(f"{event} record without {side} (the stream must be NEW_AND_OLD_IMAGES)")
     try:
-        name = _value(raw[ENTITY]) if ENTITY in raw else None
+        name = attribute_value(raw[ENTITY]) if ENTITY in raw else None
         if not isinstance(name, str):
             raise Rejected(f"item has no {ENTITY} attribute")
         try:
@@ -115,7 +107,7 @@ def decode(record: dict[str, Any]) -> Change | None:
         if entity.master is not Side.DYNAMODB or not entity.sql_table:
             return None
         # Only the attributes the mapping reads are decoded: keys and GSI attributes are not.
-        image = {a: _value(raw[a]) for a in (*_MAPPED[entity.name], ORIGIN) if a in raw}
+        image = {a: attribute_value(raw[a]) for a in (*_MAPPED[entity.name], ORIGIN) if a in raw}
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
         raise Rejected(f"undecodable image: {type(error).__name__}: {error}") from None
     if image.get(ORIGIN) == ORIGIN_SQL:
@@ -132,7 +124,7 @@ def decode(record: dict[str, Any]) -> Change | None:
 _MAPPED = {e.name: tuple(f.attribute for f in e.all_fields) for e in MODEL.entities}
 
 
-def _value(attribute: dict[str, Any]) -> Any:
+def attribute_value(attribute: dict[str, Any]) -> Any:
     """One DynamoDB-JSON attribute value; scalars on a fast path, the rest through boto3."""
     ((kind, raw),) = attribute.items()
     if kind == "S":
@@ -359,18 +351,8 @@ def write_back(
 ) -> Outcome:
     """Apply one batch of stream records. Infrastructure failures raise, so the platform retries
     the whole batch; nothing is committed unless everything, dead letters included, is."""
-    outcome = Outcome(received=len(records))
-    changes = []
-    for record in records:
-        try:
-            change = decode(record)
-        except Rejected as rejected:
-            outcome.rejected.append(DeadLetter(record, rejected.reason))
-            continue
-        if change is None:
-            outcome.skipped += 1
-        else:
-            changes.append(change)
+    changes, rejected, skipped = triage(records, decode)
+    outcome = Outcome(received=len(records), skipped=skipped, rejected=rejected)
     latest = coalesce(changes)
     for attempt in range(1, TRANSIENT_RETRIES + 1):
         try:

@@ -46,7 +46,7 @@ def test_upgrade_from_empty_builds_exactly_the_declared_schema(empty_database):
     db.upgrade(empty_database)
     assert tables(empty_database) == set(metadata.tables)
     assert drift(empty_database) == []  # the migrations and the model's metadata agree
-    assert db.current_revision(empty_database) == "0001"
+    assert db.current_revision(empty_database) == "0002"
 
 
 def test_downgrade_to_base_and_upgrade_again(empty_database):

@@ -1,0 +1,133 @@
+"""SQL -> DynamoDB: drain the transactional outbox into version-guarded DynamoDB writes.
+
+Triggers (migration 0002) write one outbox row per change of a table mastered in PostgreSQL, in
+the changing transaction. A drain claims a bounded batch (`FOR UPDATE SKIP LOCKED`, so drainers
+never share rows), keeps the newest change per key, writes each to DynamoDB with a condition that
+never replaces a newer version, and deletes the claimed rows in the same transaction as the claim.
+A crash before that commit leaves the rows to the next drain, whose writes are then no-ops in
+effect; nothing is lost and nothing applied twice. Items carry `Origin = sql`, so the write-back
+never sends them back.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import sqlalchemy as sa
+
+from hybridsync import keys, store
+from hybridsync.model import ENTITY, EXPIRES_AT, MODEL, ORIGIN, ORIGIN_SQL, VERSION, Entity, FieldType, Side
+
+CHANNEL = "hybridsync_outbox"
+CACHE_TTL_S = 24 * 3600  # views of PostgreSQL rows are a cache: they expire unless read or changed
+TOMBSTONE_TTL_S = 3600  # a deleted row's marker outlives any populate that could race it
+MISSING = "Missing"  # marks "no such row": a delete's tombstone, or a cached miss
+
+ENTITIES: dict[str, Entity] = {e.sql_table: e for e in MODEL.mastered_in(Side.POSTGRESQL) if e.sql_table}
+
+
+@dataclass
+class Drained:
+    claimed: int = 0
+    applied: int = 0  # writes DynamoDB accepted
+    superseded: int = 0  # DynamoDB already held the same or a newer version
+    oldest_age_s: float = 0.0  # how long the oldest claimed change waited
+
+
+def item_values(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
+    """A SQL row (as JSON, numbers exact) as the entity's DynamoDB attribute values."""
+    values: dict[str, Any] = {}
+    for f in entity.fields:
+        value = row.get(f.column)
+        if value is None:
+            continue
+        if f.type is FieldType.TIMESTAMP:
+            value = keys.iso_ms(keys.parse_iso(value) if isinstance(value, str) else value)
+        elif f.type in (FieldType.INTEGER, FieldType.DECIMAL):
+            value = Decimal(value)
+        values[f.attribute] = value
+    return values
+
+
+def _exact_json(text: str | None) -> Any:
+    return None if text is None else json.loads(text, parse_float=Decimal)
+
+
+def put_view(
+    client: Any, table: str, entity: Entity, values: dict[str, Any], version: int, ttl_s: int = CACHE_TTL_S
+) -> bool:
+    """Write the view of a row unless DynamoDB holds the same or a newer version of it."""
+    expires = int(time.time()) + ttl_s
+    return store.put(
+        client, table, entity, values | {VERSION: version, ORIGIN: ORIGIN_SQL, EXPIRES_AT: expires}
+    )
+
+
+def put_tombstone(client: Any, table: str, entity: Entity, key_values: dict[str, Any], version: int) -> bool:
+    """Replace the view by a short-lived "no such row" marker carrying the delete's version, so a
+    populate that read the row before the delete cannot bring it back."""
+    item = entity.key(key_values) | {
+        ENTITY: entity.name, VERSION: version, ORIGIN: ORIGIN_SQL, MISSING: True,
+        EXPIRES_AT: int(time.time()) + TOMBSTONE_TTL_S,
+    }  # fmt: skip
+    try:
+        client.put_item(
+            TableName=table,
+            Item=store.marshal(item),
+            ConditionExpression="attribute_not_exists(#v) OR #v < :v",
+            ExpressionAttributeNames={"#v": VERSION},
+            ExpressionAttributeValues={":v": {"N": str(version)}},
+        )
+    except client.exceptions.ConditionalCheckFailedException:
+        return False
+    return True
+
+
+def drain(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -> Drained:
+    """Apply up to `limit` outbox rows, oldest first; returns what happened."""
+    result = Drained()
+    with engine.begin() as conn:
+        rows = conn.execute(
+            sa.text(
+                "SELECT id, table_name, operation, row_key::text AS row_key, version, "
+                "payload::text AS payload, extract(epoch FROM now() - created_at) AS age "
+                "FROM outbox ORDER BY id LIMIT :n FOR UPDATE SKIP LOCKED"
+            ),
+            {"n": limit},
+        ).all()
+        if not rows:
+            return result
+        result.claimed = len(rows)
+        result.oldest_age_s = float(max(r.age for r in rows))
+        latest: dict[tuple[str, str], Any] = {}
+        for row in rows:  # the newest change per key is the only one that matters
+            slot = (row.table_name, row.row_key)
+            if slot not in latest or row.version >= latest[slot].version:
+                latest[slot] = row
+        for row in latest.values():
+            entity = ENTITIES[row.table_name]
+            if row.operation == "DELETE":
+                values = item_values(entity, _exact_json(row.row_key))
+                applied = put_tombstone(client, table, entity, values, row.version)
+            else:
+                values = item_values(entity, _exact_json(row.payload))
+                applied = put_view(client, table, entity, values, row.version)
+            result.applied += applied
+            result.superseded += not applied
+        conn.execute(sa.text("DELETE FROM outbox WHERE id = ANY(:ids)"), {"ids": [r.id for r in rows]})
+    return result
+
+
+def drain_all(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -> Drained:
+    """Drain until the outbox is empty (of rows no other drainer holds)."""
+    total = Drained()
+    while (step := drain(engine, client, table, limit=limit)).claimed:
+        total.claimed += step.claimed
+        total.applied += step.applied
+        total.superseded += step.superseded
+        total.oldest_age_s = max(total.oldest_age_s, step.oldest_age_s)
+    return total

@@ -1,0 +1,43 @@
+"""Outbox drain: PostgreSQL changes -> DynamoDB views (hybridsync.sqlsync does the work).
+
+Runs on a schedule, and can be invoked right after a commit to cut the lag."""
+
+import functools
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from hybridsync import aws, db, settings, sqlsync
+
+logger = Logger()
+metrics = Metrics()
+SAFETY_MS = 15_000  # stop claiming new batches this close to the timeout
+
+
+@functools.cache
+def engine() -> Any:
+    return db.create_engine(settings.database_url())
+
+
+@functools.cache
+def dynamodb() -> Any:
+    return aws.client("dynamodb")
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    total = sqlsync.Drained()
+    while context.get_remaining_time_in_millis() > SAFETY_MS:
+        step = sqlsync.drain(engine(), dynamodb(), settings.table_name("main"))
+        total.claimed += step.claimed
+        total.applied += step.applied
+        total.superseded += step.superseded
+        total.oldest_age_s = max(total.oldest_age_s, step.oldest_age_s)
+        if not step.claimed:
+            break
+    metrics.add_metric("OutboxDrained", MetricUnit.Count, total.claimed)
+    metrics.add_metric("OutboxSuperseded", MetricUnit.Count, total.superseded)
+    metrics.add_metric("OutboxAge", MetricUnit.Seconds, total.oldest_age_s)
+    return {"claimed": total.claimed, "applied": total.applied, "superseded": total.superseded}

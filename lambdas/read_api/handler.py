@@ -1,0 +1,171 @@
+"""HTTP read API (API Gateway HTTP API): cache-aside entities, order views, top sellers, leaderboard."""
+
+import functools
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import sqlalchemy as sa
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
+from aws_lambda_powertools.event_handler.exceptions import BadRequestError
+from aws_lambda_powertools.metrics import MetricUnit
+
+from hybridsync import aws, cache, db, keys, orders, rankings, settings
+from hybridsync.model import (
+    CUSTOMER,
+    ID_LENGTH,
+    ORDER,
+    PLAYER_SCORE,
+    PRODUCT_AVAILABILITY,
+    PRODUCT_DETAILS,
+    SALES,
+)
+
+logger = Logger()
+metrics = Metrics()
+app = APIGatewayHttpResolver()
+MAX_N = rankings.MAX_N
+
+
+@functools.cache
+def engine() -> Any:
+    return db.create_engine(settings.database_url())
+
+
+@functools.cache
+def dynamodb() -> Any:
+    return aws.client("dynamodb")
+
+
+def table() -> str:
+    return settings.table_name("main")
+
+
+# --- parameters: every bad one is a 400 that names it -----------------------------------------
+
+
+def _id(name: str, value: str) -> str:
+    if not value or len(value) > ID_LENGTH:
+        raise BadRequestError(f"{name} must be 1 to {ID_LENGTH} characters")
+    return value
+
+
+def _n(default: int = 10) -> int:
+    raw = app.current_event.get_query_string_value("n", str(default))
+    if not raw.isdigit() or not 1 <= int(raw) <= MAX_N:
+        raise BadRequestError(f"n must be an integer from 1 to {MAX_N}, got {raw!r}")
+    return int(raw)
+
+
+def _time(name: str, default: str) -> str:
+    """An ISO-8601 date or time as the fixed-width UTC prefix the keys sort by."""
+    raw = app.current_event.get_query_string_value(name, None)
+    if raw is None:
+        return default
+    try:
+        if len(raw) == 10:
+            return datetime.strptime(raw, "%Y-%m-%d").strftime("%Y-%m-%d")
+        return keys.iso_ms(keys.parse_iso(raw))
+    except ValueError:
+        raise BadRequestError(
+            f"{name} must be an ISO-8601 date or time with a timezone, got {raw!r}"
+        ) from None
+
+
+def _cached(lookups: list[cache.Lookup]) -> dict[str, str]:
+    hit = all(lookup.hit for lookup in lookups)
+    metrics.add_metric("CacheHit" if hit else "CacheMiss", MetricUnit.Count, 1)
+    conflicts = sum(lookup.conflict for lookup in lookups)
+    if conflicts:
+        metrics.add_metric("PopulateConflict", MetricUnit.Count, conflicts)
+    return {"X-Cache": "hit" if hit else "miss"}
+
+
+def _json(body: Any, headers: dict[str, str] | None = None, status: int = 200) -> Response:
+    return Response(status, content_types.APPLICATION_JSON, body, headers or {})
+
+
+# --- routes ----------------------------------------------------------------------------------
+
+
+@app.get("/products/top")
+def top_products() -> Response:
+    event = app.current_event
+    day, month = event.get_query_string_value("day", None), event.get_query_string_value("month", None)
+    try:
+        period = rankings.period_of(day, month)
+    except ValueError as error:
+        raise BadRequestError(str(error)) from None
+    rows = rankings.top_sellers(dynamodb(), table(), period, _n())
+    return _json({"period": period, "products": [cache.public(SALES, r) for r in rows]})
+
+
+@app.get("/products/<product_id>")
+def product(product_id: str) -> Response:
+    key = {"ProductId": _id("product id", product_id)}
+    lookups = [
+        cache.get(dynamodb(), table(), engine(), e, key) for e in (PRODUCT_DETAILS, PRODUCT_AVAILABILITY)
+    ]
+    headers = _cached(lookups)
+    if any(lookup.item is None for lookup in lookups):
+        return _json({"message": f"no product {product_id!r}"}, headers, status=404)
+    details, availability = (lookup.item or {} for lookup in lookups)
+    return _json(
+        details | availability | {"Version": max(details["Version"], availability["Version"])}, headers
+    )
+
+
+@app.get("/customers/<customer_id>")
+def customer(customer_id: str) -> Response:
+    lookup = cache.get(
+        dynamodb(), table(), engine(), CUSTOMER, {"CustomerId": _id("customer id", customer_id)}
+    )
+    headers = _cached([lookup])
+    if lookup.item is None:
+        return _json({"message": f"no customer {customer_id!r}"}, headers, status=404)
+    return _json(lookup.item, headers)
+
+
+@app.get("/customers/<customer_id>/orders")
+def customer_orders(customer_id: str) -> Response:
+    start, end = _time("from", "0000"), _time("to", "9999")
+    if start > end:
+        raise BadRequestError("from must not be after to")
+    rows = orders.customer_orders(dynamodb(), table(), _id("customer id", customer_id), start, end)
+    return _json({"orders": [cache.public(ORDER, r) for r in rows]})
+
+
+@app.get("/orders/recent")
+def recent_orders() -> Response:
+    since = _time("since", keys.iso_ms(datetime.now(UTC) - timedelta(days=1)))
+    rows = orders.recent_orders(dynamodb(), table(), since, _n())
+    return _json({"since": since, "orders": [cache.public(ORDER, r) for r in rows]})
+
+
+@app.get("/orders/open")
+def open_orders() -> Response:
+    return _json({"orders": [cache.public(ORDER, r) for r in orders.open_orders(dynamodb(), table(), _n())]})
+
+
+@app.get("/leaderboard")
+def leaderboard() -> Response:
+    rows = rankings.leaderboard(dynamodb(), table(), _n())
+    return _json({"players": [cache.public(PLAYER_SCORE, r) for r in rows]})
+
+
+@app.exception_handler(sa.exc.OperationalError)
+def database_unavailable(error: Exception) -> Response:
+    logger.exception("database unavailable")
+    metrics.add_metric("DatabaseUnavailable", MetricUnit.Count, 1)
+    return Response(503, content_types.APPLICATION_JSON, {"message": "database unavailable, retry later"})
+
+
+@app.not_found
+def unknown_route(_: Exception) -> Response:
+    return Response(404, content_types.APPLICATION_JSON, {"message": f"no route {app.current_event.path!r}"})
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    return app.resolve(event, context)

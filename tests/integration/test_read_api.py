@@ -1,0 +1,234 @@
+"""The read API with API Gateway v2 events: cache-aside, order views, rankings, bad input."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from decimal import Decimal
+from urllib.parse import urlencode
+
+import pytest
+import sqlalchemy as sa
+
+from hybridsync import cache, db, sqlsync, store
+from hybridsync.model import CUSTOMER, PRODUCT_DETAILS
+from tests.handlers import LambdaContext, load
+
+
+@pytest.fixture
+def api(handler_env):
+    return load("read_api")
+
+
+def get(api, path, **query):
+    event = {
+        "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": urlencode(query),
+        "queryStringParameters": query or None, "headers": {"host": "local"}, "isBase64Encoded": False,
+        "requestContext": {"http": {"method": "GET", "path": path, "protocol": "HTTP/1.1",
+                                    "sourceIp": "127.0.0.1", "userAgent": "test"},
+                           "requestId": "r", "routeKey": "$default", "stage": "$default", "accountId": "1",
+                           "apiId": "local", "domainName": "local", "domainPrefix": "local", "timeEpoch": 0},
+    }  # fmt: skip
+    response = api.handler(event, LambdaContext())
+    return response["statusCode"], json.loads(response["body"]), response.get("headers", {})
+
+
+def sql(engine, statement, **params):
+    with engine.begin() as conn:
+        conn.execute(sa.text(statement), params)
+
+
+@pytest.fixture
+def sql_reads(engine):
+    """Counts the SELECTs the read path sends to PostgreSQL."""
+    seen = []
+
+    def count(conn, cursor, statement, *args):
+        if statement.lstrip().upper().startswith("SELECT") and "to_jsonb(" in statement:
+            seen.append(statement)
+
+    sa.event.listen(engine, "before_cursor_execute", count)
+    yield seen
+    sa.event.remove(engine, "before_cursor_execute", count)
+
+
+@pytest.fixture
+def shared_engine(api, engine, monkeypatch):
+    monkeypatch.setattr(api, "engine", lambda: engine)  # the test's engine, so reads can be counted
+    return engine
+
+
+def new_id(kind):
+    return f"{kind}-{uuid.uuid4().hex[:8]}"
+
+
+def test_miss_populates_then_hits(api, shared_engine, sql_reads, dynamodb, stack):
+    cid = new_id("c")
+    sql(
+        shared_engine,
+        "INSERT INTO customers (customer_id, name, email) VALUES (:c, 'Ada', 'ada@x.org')",
+        c=cid,
+    )
+    status, body, headers = get(api, f"/customers/{cid}")
+    assert (status, body["Name"], headers["X-Cache"]) == (200, "Ada", "miss")
+    status, body, headers = get(api, f"/customers/{cid}")
+    assert (status, body["Name"], headers["X-Cache"]) == (200, "Ada", "hit")
+    assert len(sql_reads) == 1
+    item = dynamodb.get_item(
+        TableName=stack.table_names["main"], Key=store.marshal(CUSTOMER.key({"CustomerId": cid}))
+    )
+    assert item["Item"]["ExpiresAt"]["N"] and item["Item"]["Origin"]["S"] == "sql"
+
+
+def test_missing_ids_are_cached_briefly(api, shared_engine, sql_reads):
+    cid = new_id("c")
+    assert get(api, f"/customers/{cid}")[0] == 404
+    status, body, headers = get(api, f"/customers/{cid}")
+    assert (status, headers["X-Cache"]) == (404, "hit")
+    assert len(sql_reads) == 1  # the second request never reached PostgreSQL
+    assert "no customer" in body["message"]
+
+
+def test_expired_items_are_misses(api, shared_engine, sql_reads, dynamodb, stack):
+    cid = new_id("c")
+    sql(
+        shared_engine, "INSERT INTO customers (customer_id, name, email) VALUES (:c, 'Bo', 'bo@x.org')", c=cid
+    )
+    get(api, f"/customers/{cid}")
+    dynamodb.update_item(  # TTL passed; DynamoDB has not deleted it yet (it may take days)
+        TableName=stack.table_names["main"], Key=store.marshal(CUSTOMER.key({"CustomerId": cid})),
+        UpdateExpression="SET ExpiresAt = :past",
+        ExpressionAttributeValues={":past": {"N": str(int(time.time()) - 5)}},
+    )  # fmt: skip
+    assert get(api, f"/customers/{cid}")[2]["X-Cache"] == "miss"
+    assert get(api, f"/customers/{cid}")[2]["X-Cache"] == "hit"
+    assert len(sql_reads) == 2
+
+
+def test_populate_never_replaces_a_newer_propagated_version(api, shared_engine, dynamodb, stack, monkeypatch):
+    cid = new_id("c")
+    sql(
+        shared_engine, "INSERT INTO customers (customer_id, name, email) VALUES (:c, 'Old', 'o@x.org')", c=cid
+    )
+    table = stack.table_names["main"]
+    sqlsync.drain_all(shared_engine, stack.client(), table)
+    dynamodb.delete_item(TableName=table, Key=store.marshal(CUSTOMER.key({"CustomerId": cid})))
+    read_row = cache._read_row
+
+    def read_then_a_newer_change_propagates(*args):
+        row = read_row(*args)  # the populate has read 'Old' ...
+        sql(shared_engine, "UPDATE customers SET name = 'New' WHERE customer_id = :c", c=cid)
+        sqlsync.drain_all(shared_engine, stack.client(), table)  # ... and 'New' lands first
+        return row
+
+    monkeypatch.setattr(cache, "_read_row", read_then_a_newer_change_propagates)
+    status, body, headers = get(api, f"/customers/{cid}")
+    monkeypatch.setattr(cache, "_read_row", read_row)
+    assert (status, body["Name"], headers["X-Cache"]) == (200, "Old", "miss")  # what SQL said when read
+    assert get(api, f"/customers/{cid}")[1]["Name"] == "New"  # the older populate did not win
+
+
+def test_product_is_two_items_and_a_price_change_rewrites_only_the_small_one(
+    api, shared_engine, dynamodb, stack
+):
+    pid = new_id("p")
+    sql(shared_engine, "INSERT INTO products (product_id, name, category, description) "
+                       "VALUES (:p, 'Kettle', 'kitchen', :d)", p=pid, d="x" * 3000)  # fmt: skip
+    sql(
+        shared_engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 20, 3)", p=pid
+    )
+    status, body, _ = get(api, f"/products/{pid}")
+    assert (status, body["Name"], body["Price"], body["Stock"]) == (200, "Kettle", 20, 3)
+    table = stack.table_names["main"]
+
+    def version(entity):
+        key = store.marshal(entity.key({"ProductId": pid}))
+        return dynamodb.get_item(TableName=table, Key=key)["Item"]["Version"]["N"]
+
+    details_before = version(PRODUCT_DETAILS)
+    sql(shared_engine, "UPDATE product_availability SET price = 18.50 WHERE product_id = :p", p=pid)
+    sqlsync.drain_all(shared_engine, stack.client(), table)
+    assert version(PRODUCT_DETAILS) == details_before
+    status, body, headers = get(api, f"/products/{pid}")
+    assert (body["Price"], headers["X-Cache"]) == ("18.50", "hit")
+
+
+def test_order_views(api, workload, stack):
+    customer = "c1"
+    history = [("2026-11-20T10:00:00.000Z", "SHIPPED"), ("2026-11-21T10:00:00.000Z", "OPEN"),
+               ("2026-11-22T10:00:00.000Z", "OPEN")]  # fmt: skip
+    for n, (created, status) in enumerate(history):
+        workload.order(f"{workload.prefix}-o{n}", customer=customer, CreatedAt=created, Status=status)
+        workload.line(f"{workload.prefix}-o{n}", 1, customer=customer, CreatedAt=created)
+    cid = f"{workload.prefix}-{customer}"
+    status, body, _ = get(api, f"/customers/{cid}/orders", **{"from": "2026-11-21", "to": "2026-11-22"})
+    assert status == 200
+    assert [o["OrderId"] for o in body["orders"]] == [f"{workload.prefix}-o1", f"{workload.prefix}-o2"]
+    status, body, _ = get(api, "/orders/recent", since="2026-11-21T00:00:00Z", n="100")
+    mine = [o["OrderId"] for o in body["orders"] if o["OrderId"].startswith(workload.prefix)]
+    assert mine == [f"{workload.prefix}-o2", f"{workload.prefix}-o1"]  # newest first
+    status, body, _ = get(api, "/orders/open", n="100")
+    mine = {o["OrderId"] for o in body["orders"] if o["OrderId"].startswith(workload.prefix)}
+    assert mine <= {f"{workload.prefix}-o1", f"{workload.prefix}-o2"} and all(
+        o["Status"] == "OPEN" for o in body["orders"]
+    )
+
+
+def test_rankings_routes(api, workload):
+    workload.put("PlayerScore", PlayerId=workload.id("pl"), Score=7)
+    status, body, _ = get(api, "/leaderboard", n="3")
+    assert status == 200 and len(body["players"]) <= 3
+    status, body, _ = get(api, "/products/top", day="2026-11-22", n="5")
+    assert status == 200 and body["period"] == "2026-11-22"
+
+
+@pytest.mark.parametrize(
+    ("path", "query", "status", "names"),
+    [
+        ("/leaderboard", {"n": "ten"}, 400, "n must be"),
+        ("/leaderboard", {"n": "0"}, 400, "n must be"),
+        ("/leaderboard", {"n": "1000"}, 400, "n must be"),
+        ("/products/top", {"day": "22-11-2026"}, 400, "day must look like"),
+        ("/products/top", {"month": "2026-13"}, 400, "month must look like"),
+        ("/products/top", {"day": "2026-11-22", "month": "2026-11"}, 400, "exactly one of day"),
+        ("/products/top", {}, 400, "exactly one of day"),
+        ("/products/top", {"day": "2026-11-22", "n": "-1"}, 400, "n must be"),
+        ("/orders/recent", {"since": "yesterday"}, 400, "since must be"),
+        ("/orders/recent", {"n": "x"}, 400, "n must be"),
+        ("/orders/open", {"n": "101"}, 400, "n must be"),
+        ("/customers/c1/orders", {"from": "2026-99-01"}, 400, "from must be"),
+        ("/customers/c1/orders", {"to": "soon"}, 400, "to must be"),
+        (
+            "/customers/c1/orders",
+            {"from": "2026-11-22", "to": "2026-11-01"},
+            400,
+            "from must not be after to",
+        ),
+        ("/customers/" + "x" * 200, {}, 400, "customer id must be"),
+        ("/products/" + "x" * 200, {}, 400, "product id must be"),
+        ("/nowhere", {}, 404, "no route"),
+    ],
+)
+def test_bad_input_gets_a_4xx_naming_the_parameter(api, path, query, status, names):
+    code, body, _ = get(api, path, **query)
+    assert code == status
+    assert names in body["message"]
+
+
+def test_database_outage_on_a_miss_is_a_503(api, monkeypatch):
+    dead = db.create_engine("postgresql://nobody@/nowhere?host=/nonexistent&connect_timeout=1")
+    monkeypatch.setattr(api, "engine", lambda: dead)
+    code, body, _ = get(api, f"/customers/{new_id('c')}")
+    assert code == 503 and "database unavailable" in body["message"] and "Traceback" not in json.dumps(body)
+
+
+def test_price_values_are_exact(api, shared_engine):
+    pid = new_id("p")
+    sql(
+        shared_engine, "INSERT INTO products (product_id, name, category) VALUES (:p, 'Pen', 'office')", p=pid
+    )
+    sql(shared_engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, :x, 1)",
+        p=pid,
+        x=Decimal("12345678901234567890.123456789"))  # fmt: skip
+    assert get(api, f"/products/{pid}")[1]["Price"] == "12345678901234567890.123456789"

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import App, Aspects
 from cdk_nag import AwsSolutionsChecks
 
+from stacks.api import ApiStack
 from stacks.data import DataStack
 from stacks.database import DatabaseStack
 from stacks.pipeline import PipelineStack
@@ -15,7 +16,8 @@ def _flag(app: App, name: str) -> bool:
 
 
 def build(app: App) -> dict[str, object]:
-    """The whole deployment. Context: `prefix`, `dev`, `existing_db_secret_arn`, `tracing`."""
+    """The whole deployment. Context: `prefix`, `dev`, `existing_db_secret_arn`, `tracing`,
+    `public_api`."""
     prefix = app.node.try_get_context("prefix") or "HybridSync"
     dev = _flag(app, "dev")
     data = DataStack(app, f"{prefix}-data", dev=dev)
@@ -28,5 +30,8 @@ def build(app: App) -> dict[str, object]:
     pipeline = PipelineStack(
         app, f"{prefix}-pipeline", data=data, database=database, tracing=_flag(app, "tracing")
     )
+    api = ApiStack(
+        app, f"{prefix}-api", read_function=pipeline.read_api.function, public=_flag(app, "public_api")
+    )
     Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
-    return {"data": data, "database": database, "pipeline": pipeline}
+    return {"data": data, "database": database, "pipeline": pipeline, "api": api}

@@ -7,6 +7,8 @@ from typing import Any
 
 from aws_cdk import CfnOutput, CustomResource, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
@@ -44,7 +46,11 @@ STREAM_DEFAULTS = {
     "stream_retry_attempts": 10,  # then the batch's metadata goes to the failure queue
     "stream_max_record_age_h": 24,  # the stream keeps records 24 h
     "iterator_age_alarm_s": 300,  # alarm when the consumer is this far behind
+    "outbox_drain_minutes": 1,  # how often the SQL -> DynamoDB drain runs (it can also be invoked)
+    "outbox_age_alarm_s": 300,  # alarm when a PostgreSQL change waited this long
 }
+# The GSIs the read API queries (by name: a wildcard on every index would grant more).
+READ_INDEXES = ("OrdersByTime", "OpenOrders", "Rankings")
 
 
 class PipelineStack(Stack):
@@ -106,6 +112,44 @@ class PipelineStack(Stack):
                 ],
                 resources=[data.tables["main"].table_arn],
             )
+        )
+
+        table = data.tables["main"]
+        # Read API: cache-aside reads and populates, order views, rankings.
+        self.read_api = self.function("ReadApi", name="read_api", sql=True, memory_size=1024,
+                                      timeout=Duration.seconds(15))  # fmt: skip
+        self.read_api.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
+                resources=[table.table_arn, *(f"{table.table_arn}/index/{name}" for name in READ_INDEXES)],
+            )
+        )
+        # SQL -> DynamoDB: drain the outbox on a schedule.
+        self.sql_sync = self.function("SqlSync", name="sql_sync", sql=True, timeout=Duration.minutes(1))
+        self.sql_sync.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[table.table_arn])
+        )
+        events.Rule(
+            self,
+            "SqlSyncSchedule",
+            schedule=events.Schedule.rate(Duration.minutes(self.setting("outbox_drain_minutes"))),
+            targets=[targets.LambdaFunction(self.sql_sync.function, retry_attempts=0)],
+        )
+        cloudwatch.Alarm(
+            self,
+            "OutboxAge",
+            metric=cloudwatch.Metric(
+                namespace="hybridsync",
+                metric_name="OutboxAge",
+                dimensions_map={"service": "hybridsync-sql_sync"},
+                statistic="Maximum",
+                period=Duration.minutes(5),
+            ),
+            threshold=self.setting("outbox_age_alarm_s"),
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description="sql_sync: a PostgreSQL change waited too long in the outbox",
         )
 
         NagSuppressions.add_resource_suppressions(

@@ -9,7 +9,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 from stacks import build
 from tests.conftest import load_template
 
-STACKS = ("data", "database", "pipeline")
+STACKS = ("data", "database", "pipeline", "api")
 ALLOWED_ON_ANY_RESOURCE = {  # actions AWS cannot scope to a resource
     "xray:PutTraceSegments", "xray:PutTelemetryRecords",
     "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",

@@ -188,3 +188,42 @@ def test_aggregate_consumes_only_order_lines_and_may_only_update_the_table(pipel
         "dynamodb:BatchWriteItem", "dynamodb:DeleteItem",
         "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
     }  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def api(cloud_assembly):
+    return load_template(cloud_assembly, "api")
+
+
+def test_read_api_is_an_iam_authorized_http_api_with_access_logs(api):
+    template = Template.from_json(api)
+    template.has_resource_properties("AWS::ApiGatewayV2::Api", {"ProtocolType": "HTTP"})
+    template.has_resource_properties(
+        "AWS::ApiGatewayV2::Route", {"RouteKey": "GET /{proxy+}", "AuthorizationType": "AWS_IAM"}
+    )
+    template.has_resource_properties(
+        "AWS::ApiGatewayV2::Stage",
+        {"AccessLogSettings": Match.object_like({"DestinationArn": Match.any_value()}),
+         "DefaultRouteSettings": Match.object_like({"ThrottlingRateLimit": 500})},
+    )  # fmt: skip
+
+
+def test_read_and_sync_functions_get_only_what_they_use(pipeline):
+    def actions(prefix):
+        return {
+            a
+            for rid, r in pipeline["Resources"].items()
+            if r["Type"] == "AWS::IAM::Policy" and rid.startswith(prefix)
+            for s in r["Properties"]["PolicyDocument"]["Statement"]
+            for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
+            if a.startswith("dynamodb:")
+        }
+
+    assert actions("ReadApi") == {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}
+    assert actions("SqlSync") == {"dynamodb:PutItem"}
+    template = Template.from_json(pipeline)
+    template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(1 minute)"})
+    names = {
+        a["Properties"].get("MetricName") for a in template.find_resources("AWS::CloudWatch::Alarm").values()
+    }
+    assert "OutboxAge" in names

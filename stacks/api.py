@@ -1,0 +1,74 @@
+"""API stack: the HTTP API in front of the read function (IAM-authorized unless `-c public_api=true`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import jsii
+from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import aws_apigateway as apigateway
+from aws_cdk import aws_apigatewayv2 as apigwv2
+from aws_cdk import aws_apigatewayv2_authorizers as authorizers
+from aws_cdk import aws_apigatewayv2_integrations as integrations
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+
+@jsii.implements(apigwv2.IAccessLogSettings)
+class _AccessLogs:
+    def __init__(self, group: logs.ILogGroup):
+        self._destination = apigwv2.LogGroupLogDestination(group)
+
+    @property
+    def destination(self) -> apigwv2.IAccessLogDestination:
+        return self._destination
+
+    @property
+    def format(self) -> apigateway.AccessLogFormat:
+        return apigateway.AccessLogFormat.clf()
+
+
+class ApiStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        read_function: lambda_.IFunction,
+        public: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.api = apigwv2.HttpApi(
+            self,
+            "ReadApi",
+            description="hybridsync read API: cache-aside entities, order views, top sellers, leaderboard",
+            create_default_stage=False,
+            default_authorizer=None if public else authorizers.HttpIamAuthorizer(),
+        )
+        self.api.add_routes(
+            path="/{proxy+}",
+            methods=[apigwv2.HttpMethod.GET],
+            integration=integrations.HttpLambdaIntegration("ReadFunction", read_function),
+        )
+        group = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH,
+                              removal_policy=RemovalPolicy.DESTROY)  # fmt: skip
+        stage = apigwv2.HttpStage(
+            self,
+            "Stage",
+            http_api=self.api,
+            stage_name="$default",
+            auto_deploy=True,
+            access_log_settings=_AccessLogs(group),
+            throttle=apigwv2.ThrottleSettings(rate_limit=500, burst_limit=1000),
+        )
+        CfnOutput(self, "ReadApiUrl", value=stage.url or "")
+        if public:
+            NagSuppressions.add_resource_suppressions(
+                self.api,
+                [{"id": "AwsSolutions-APIG4",
+                  "reason": "Deployed with -c public_api=true: the operator chose an open read API."}],
+                apply_to_children=True,
+            )  # fmt: skip

@@ -36,6 +36,18 @@ def _up(args: argparse.Namespace) -> int:
         print(f"  env        source {env_file}  (for other shells and tools)")
         if args.once:
             return 0
+        import threading
+
+        from hybridsync import sqlsync
+
+        stop = threading.Event()
+        drainer = threading.Thread(
+            target=sqlsync.listen_and_drain,
+            args=(stack.database_url, stack.client(), stack.table_names["main"], stop),
+            daemon=True,
+        )
+        drainer.start()
+        print("  outbox     PostgreSQL changes reach DynamoDB on NOTIFY (LISTEN hybridsync_outbox)")
         print("Ctrl-C stops the embedded services (data stays in .local/).", flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
@@ -43,6 +55,7 @@ def _up(args: argparse.Namespace) -> int:
                 time.sleep(3600)
         except KeyboardInterrupt:
             print("stopping")
+        stop.set()
     return 0
 
 

@@ -12,6 +12,7 @@ never sends them back.
 from __future__ import annotations
 
 import json
+import threading
 import time
 from dataclasses import dataclass
 from decimal import Decimal
@@ -131,3 +132,24 @@ def drain_all(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -
         total.superseded += step.superseded
         total.oldest_age_s = max(total.oldest_age_s, step.oldest_age_s)
     return total
+
+
+def listen_and_drain(
+    url: str, client: Any, table: str, stop: threading.Event, *, idle_s: float = 5.0
+) -> None:
+    """Locally: drain whenever PostgreSQL NOTIFYs the outbox channel (and every `idle_s` anyway),
+    until `stop` is set. In AWS the schedule (and an invoke after commit) does this."""
+    import psycopg
+
+    from hybridsync import db
+
+    engine = db.create_engine(url)
+    try:
+        with psycopg.connect(db.sqlalchemy_url(url).replace("+psycopg", ""), autocommit=True) as conn:
+            conn.execute(f"LISTEN {CHANNEL}")
+            while not stop.is_set():
+                drain_all(engine, client, table)
+                for _ in conn.notifies(timeout=idle_s, stop_after=1):
+                    pass
+    finally:
+        engine.dispose()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import threading
+import time
 import uuid
 from decimal import Decimal
 
@@ -180,3 +181,29 @@ def test_handler_drains_everything_and_reports(handler_env, stack, engine, dynam
     result = load("sql_sync").handler({}, LambdaContext())
     assert result["claimed"] >= 1
     assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 3
+
+
+def test_notify_wakes_the_local_drainer(stack, engine, dynamodb, product_id):
+    stop = threading.Event()
+    drainer = threading.Thread(
+        target=sqlsync.listen_and_drain,
+        args=(stack.database_url, stack.client(), stack.table_names["main"], stop),
+        kwargs={"idle_s": 30.0},  # longer than the wait below: only the NOTIFY can explain a prompt drain
+        daemon=True,
+    )
+    drainer.start()
+    try:
+        time.sleep(0.5)  # listening
+        sql(
+            engine,
+            "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 7, 7)",
+            p=product_id,
+        )
+        deadline = time.monotonic() + 10
+        while view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 7
+    finally:
+        stop.set()
+        sql(engine, "SELECT pg_notify('hybridsync_outbox', 'stop')")  # wake it so it sees stop
+        drainer.join(timeout=10)

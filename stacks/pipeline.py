@@ -129,6 +129,7 @@ class PipelineStack(Stack):
         self.sql_sync.function.add_to_role_policy(
             iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[table.table_arn])
         )
+        CfnOutput(self, "SqlSyncFunctionName", value=self.sql_sync.function.function_name)
         events.Rule(
             self,
             "SqlSyncSchedule",

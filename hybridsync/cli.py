@@ -55,7 +55,9 @@ def _up(args: argparse.Namespace) -> int:
                 time.sleep(3600)
         except KeyboardInterrupt:
             print("stopping")
-        stop.set()
+        finally:
+            stop.set()  # let the drainer finish before PostgreSQL goes away
+            drainer.join(timeout=10)
     return 0
 
 

@@ -12,6 +12,7 @@ never sends them back.
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
 from dataclasses import dataclass
@@ -138,18 +139,25 @@ def listen_and_drain(
     url: str, client: Any, table: str, stop: threading.Event, *, idle_s: float = 5.0
 ) -> None:
     """Locally: drain whenever PostgreSQL NOTIFYs the outbox channel (and every `idle_s` anyway),
-    until `stop` is set. In AWS the schedule (and an invoke after commit) does this."""
+    until `stop` is set; reconnects if PostgreSQL restarts. In AWS the schedule (and an invoke
+    after commit) does this."""
     import psycopg
 
     from hybridsync import db
 
     engine = db.create_engine(url)
     try:
-        with psycopg.connect(db.sqlalchemy_url(url).replace("+psycopg", ""), autocommit=True) as conn:
-            conn.execute(f"LISTEN {CHANNEL}")
-            while not stop.is_set():
-                drain_all(engine, client, table)
-                for _ in conn.notifies(timeout=idle_s, stop_after=1):
-                    pass
+        while not stop.is_set():
+            try:
+                with psycopg.connect(db.sqlalchemy_url(url).replace("+psycopg", ""), autocommit=True) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    while not stop.is_set():
+                        drain_all(engine, client, table)
+                        for _ in conn.notifies(timeout=idle_s, stop_after=1):
+                            pass
+            except (psycopg.OperationalError, sa.exc.OperationalError):
+                if not stop.is_set():
+                    logging.getLogger(__name__).warning("outbox drainer lost PostgreSQL; retrying in 2 s")
+                    stop.wait(2)
     finally:
         engine.dispose()

@@ -60,21 +60,6 @@ def _read_row(engine: sa.Engine, entity: Entity, key_values: dict[str, Any]) -> 
     return None if text is None else json.loads(text, parse_float=Decimal)
 
 
-def _populate(client: Any, table: str, item: dict[str, Any], version: int, now: int) -> bool:
-    """Put unless DynamoDB holds a newer version (or the same one, still fresh)."""
-    try:
-        client.put_item(
-            TableName=table,
-            Item=store.marshal(item),
-            ConditionExpression="attribute_not_exists(#v) OR #v < :v OR (#v = :v AND #x < :now)",
-            ExpressionAttributeNames={"#v": VERSION, "#x": EXPIRES_AT},
-            ExpressionAttributeValues=store.marshal({":v": version, ":now": now}),
-        )
-    except client.exceptions.ConditionalCheckFailedException:
-        return False
-    return True
-
-
 def get(client: Any, table: str, engine: sa.Engine, entity: Entity, key_values: dict[str, Any]) -> Lookup:
     """One entity by key, through the cache."""
     now = int(time.time())
@@ -89,10 +74,10 @@ def get(client: Any, table: str, engine: sa.Engine, entity: Entity, key_values: 
         version = int(cached[VERSION]) if cached else 0
         marker = entity.key(key_values) | {ENTITY: entity.name, VERSION: version, MISSING: True,
                                            ORIGIN: ORIGIN_SQL, EXPIRES_AT: now + NEGATIVE_TTL_S}  # fmt: skip
-        stored = _populate(client, table, marker, version, now)
+        stored = store.put_if_newer(client, table, marker, expired_before=now)
         return Lookup(None, hit=False, conflict=not stored, sql_reads=1, dynamodb_calls=2)
     values = item_values(entity, row)
     version = int(row["version"])
     item = entity.item(values | {VERSION: version, ORIGIN: ORIGIN_SQL, EXPIRES_AT: now + CACHE_TTL_S})
-    stored = _populate(client, table, item, version, now)
+    stored = store.put_if_newer(client, table, item, expired_before=now)
     return Lookup(public(entity, item), hit=False, conflict=not stored, sql_reads=1, dynamodb_calls=2)

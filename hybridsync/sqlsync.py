@@ -76,17 +76,7 @@ def put_tombstone(client: Any, table: str, entity: Entity, key_values: dict[str,
         ENTITY: entity.name, VERSION: version, ORIGIN: ORIGIN_SQL, MISSING: True,
         EXPIRES_AT: int(time.time()) + TOMBSTONE_TTL_S,
     }  # fmt: skip
-    try:
-        client.put_item(
-            TableName=table,
-            Item=store.marshal(item),
-            ConditionExpression="attribute_not_exists(#v) OR #v < :v",
-            ExpressionAttributeNames={"#v": VERSION},
-            ExpressionAttributeValues={":v": {"N": str(version)}},
-        )
-    except client.exceptions.ConditionalCheckFailedException:
-        return False
-    return True
+    return store.put_if_newer(client, table, item)
 
 
 def drain(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -> Drained:

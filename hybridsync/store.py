@@ -6,7 +6,7 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from hybridsync.model import VERSION, Entity
+from hybridsync.model import EXPIRES_AT, VERSION, Entity
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -20,20 +20,33 @@ def unmarshal(image: dict[str, Any]) -> dict[str, Any]:
     return {name: _deserializer.deserialize(value) for name, value in image.items()}
 
 
-def put(client: Any, table_name: str, entity: Entity, values: dict[str, Any]) -> bool:
-    """Put the item unless the table holds the same or a newer version; False when it does."""
-    item = entity.item(values)
+def put_if_newer(
+    client: Any, table_name: str, item: dict[str, Any], *, expired_before: int | None = None
+) -> bool:
+    """Put the item unless the table holds the same or a newer `Version` of it; with
+    `expired_before`, the same version may be replaced once its `ExpiresAt` has passed (a cache
+    refresh). False when the table kept its item."""
+    condition = "attribute_not_exists(#v) OR #v < :v"
+    names, values = {"#v": VERSION}, {":v": item[VERSION]}
+    if expired_before is not None:
+        condition += " OR (#v = :v AND #x < :now)"
+        names["#x"], values[":now"] = EXPIRES_AT, expired_before
     try:
         client.put_item(
             TableName=table_name,
             Item=marshal(item),
-            ConditionExpression="attribute_not_exists(#v) OR #v < :v",
-            ExpressionAttributeNames={"#v": VERSION},
-            ExpressionAttributeValues={":v": {"N": str(item[VERSION])}},
+            ConditionExpression=condition,
+            ExpressionAttributeNames=names,
+            ExpressionAttributeValues=marshal(values),
         )
     except client.exceptions.ConditionalCheckFailedException:
         return False
     return True
+
+
+def put(client: Any, table_name: str, entity: Entity, values: dict[str, Any]) -> bool:
+    """Put the entity's item unless the table holds the same or a newer version of it."""
+    return put_if_newer(client, table_name, entity.item(values))
 
 
 def delete(client: Any, table_name: str, entity: Entity, values: dict[str, Any], version: int) -> bool:

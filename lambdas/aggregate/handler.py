@@ -1,27 +1,16 @@
 """DynamoDB stream (order lines) -> sales and spend aggregates, exactly once (hybridsync.aggregate)."""
 
-import functools
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import aggregate, aws, db, deadletters, settings
+from hybridsync import aggregate, deadletters, settings
 from hybridsync.deadletters import DeadLetter
+from hybridsync.runtime import dynamodb, engine
 
 logger = Logger()
 metrics = Metrics()
-
-
-@functools.cache
-def dynamodb() -> Any:
-    return aws.client("dynamodb")
-
-
-@functools.cache
-def engine() -> Any:
-    # Only built when a batch has dead letters: the counters never wait on PostgreSQL.
-    return db.create_engine(settings.database_url())
 
 
 def store_dead_letters(letters: list[DeadLetter]) -> None:

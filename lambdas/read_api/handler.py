@@ -1,6 +1,5 @@
 """HTTP read API (API Gateway HTTP API): cache-aside entities, order views, top sellers, leaderboard."""
 
-import functools
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -10,7 +9,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import BadRequestError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import aws, cache, db, keys, orders, rankings, settings
+from hybridsync import cache, keys, orders, rankings, settings
 from hybridsync.model import (
     CUSTOMER,
     ID_LENGTH,
@@ -20,21 +19,12 @@ from hybridsync.model import (
     PRODUCT_DETAILS,
     SALES,
 )
+from hybridsync.runtime import dynamodb, engine
 
 logger = Logger()
 metrics = Metrics()
 app = APIGatewayHttpResolver()
 MAX_N = rankings.MAX_N
-
-
-@functools.cache
-def engine() -> Any:
-    return db.create_engine(settings.database_url())
-
-
-@functools.cache
-def dynamodb() -> Any:
-    return aws.client("dynamodb")
 
 
 def table() -> str:

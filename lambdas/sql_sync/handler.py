@@ -2,27 +2,17 @@
 
 Runs on a schedule, and can be invoked right after a commit to cut the lag."""
 
-import functools
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import aws, db, settings, sqlsync
+from hybridsync import settings, sqlsync
+from hybridsync.runtime import dynamodb, engine
 
 logger = Logger()
 metrics = Metrics()
 SAFETY_MS = 15_000  # stop claiming new batches this close to the timeout
-
-
-@functools.cache
-def engine() -> Any:
-    return db.create_engine(settings.database_url())
-
-
-@functools.cache
-def dynamodb() -> Any:
-    return aws.client("dynamodb")
 
 
 @metrics.log_metrics

@@ -1,21 +1,15 @@
 """DynamoDB stream -> PostgreSQL write-back (hybridsync.writeback does the work)."""
 
-import functools
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import db, settings, writeback
+from hybridsync import writeback
+from hybridsync.runtime import engine
 
 logger = Logger()
 metrics = Metrics()
-
-
-@functools.cache
-def engine() -> Any:
-    # Once per container: the pool (and its pre-ping) outlives invocations.
-    return db.create_engine(settings.database_url())
 
 
 @metrics.log_metrics

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from hybridsync import local, store, versions
+from hybridsync import local, runtime, store, versions
 from hybridsync.model import MODEL
 
 
@@ -68,10 +68,21 @@ def stream(stack, dynamodb):
     return reader
 
 
+def _forget_clients():
+    if runtime.engine.cache_info().currsize:
+        runtime.engine().dispose()
+    runtime.engine.cache_clear()
+    runtime.dynamodb.cache_clear()
+
+
 @pytest.fixture
 def handler_env(stack, monkeypatch):
+    """The environment the stacks give a function, and a cold start: the per-container clients
+    are built anew from it."""
     for name, value in stack.environment().items():
         monkeypatch.setenv(name, value)
     monkeypatch.setenv("POWERTOOLS_METRICS_NAMESPACE", "hybridsync")
     monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", "test")
-    return stack
+    _forget_clients()
+    yield stack
+    _forget_clients()

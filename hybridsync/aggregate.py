@@ -14,8 +14,8 @@ shard id when the event source mapping uses a tumbling window):
    retry of any batch of the shard, without applying a chunk twice. Then the journal is deleted.
 
 Cursors carry a TTL renewed on every batch: a closed shard's cursor expires on its own 48 h after
-its last batch (the stream keeps records 24 h). A DynamoDB-JSON `ClientRequestToken` would not do:
-it lasts 10 minutes, and moto ignores it.
+its last batch (the stream keeps records 24 h). TransactWriteItems' `ClientRequestToken` would not
+do: it is remembered for 10 minutes only, and moto ignores it.
 """
 
 from __future__ import annotations

@@ -87,6 +87,9 @@ def _back_up_each_table_once_per_transaction() -> None:
 
     if getattr(models, "_hybridsync_patched", False):
         return
+    if not hasattr(models, "copy") or not hasattr(models.DynamoDBBackend, "transact_write_items"):
+        logging.getLogger(__name__).warning("moto changed: transactions keep their per-item backups")
+        return
     local_state = threading.local()
 
     def deepcopy(obj: Any, memo: Any = None) -> Any:

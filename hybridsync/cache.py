@@ -28,8 +28,6 @@ class Lookup:
     item: dict[str, Any] | None  # the entity's attributes and Version; None: no such row
     hit: bool
     conflict: bool = False  # the populate lost to a newer version already in DynamoDB
-    sql_reads: int = 0
-    dynamodb_calls: int = 0
 
 
 def public(entity: Entity, item: dict[str, Any]) -> dict[str, Any]:
@@ -67,7 +65,7 @@ def get(client: Any, table: str, engine: sa.Engine, entity: Entity, key_values: 
     cached = store.unmarshal(got["Item"]) if "Item" in got else None
     # DynamoDB deletes expired items lazily (within days): an expired item is a miss
     if cached is not None and cached.get(EXPIRES_AT, now + 1) > now:
-        return Lookup(None if cached.get(MISSING) else public(entity, cached), hit=True, dynamodb_calls=1)
+        return Lookup(None if cached.get(MISSING) else public(entity, cached), hit=True)
 
     row = _read_row(engine, entity, key_values)
     if row is None:
@@ -75,9 +73,9 @@ def get(client: Any, table: str, engine: sa.Engine, entity: Entity, key_values: 
         marker = entity.key(key_values) | {ENTITY: entity.name, VERSION: version, MISSING: True,
                                            ORIGIN: ORIGIN_SQL, EXPIRES_AT: now + NEGATIVE_TTL_S}  # fmt: skip
         stored = store.put_if_newer(client, table, marker, expired_before=now)
-        return Lookup(None, hit=False, conflict=not stored, sql_reads=1, dynamodb_calls=2)
+        return Lookup(None, hit=False, conflict=not stored)
     values = item_values(entity, row)
     version = int(row["version"])
     item = entity.item(values | {VERSION: version, ORIGIN: ORIGIN_SQL, EXPIRES_AT: now + CACHE_TTL_S})
     stored = store.put_if_newer(client, table, item, expired_before=now)
-    return Lookup(public(entity, item), hit=False, conflict=not stored, sql_reads=1, dynamodb_calls=2)
+    return Lookup(public(entity, item), hit=False, conflict=not stored)

@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
@@ -28,6 +29,7 @@ CHANNEL = "hybridsync_outbox"
 CACHE_TTL_S = 24 * 3600  # views of PostgreSQL rows are a cache: they expire unless read or changed
 TOMBSTONE_TTL_S = 3600  # a deleted row's marker outlives any populate that could race it
 MISSING = "Missing"  # marks "no such row": a delete's tombstone, or a cached miss
+WRITERS = 16  # concurrent DynamoDB writes per drain
 
 ENTITIES: dict[str, Entity] = {e.sql_table: e for e in MODEL.mastered_in(Side.POSTGRESQL) if e.sql_table}
 
@@ -79,6 +81,15 @@ def put_tombstone(client: Any, table: str, entity: Entity, key_values: dict[str,
     return store.put_if_newer(client, table, item)
 
 
+def _apply(client: Any, table: str, row: Any) -> bool:
+    entity = ENTITIES[row.table_name]
+    if row.operation == "DELETE":
+        return put_tombstone(
+            client, table, entity, item_values(entity, _exact_json(row.row_key)), row.version
+        )
+    return put_view(client, table, entity, item_values(entity, _exact_json(row.payload)), row.version)
+
+
 def drain(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -> Drained:
     """Apply up to `limit` outbox rows, oldest first; returns what happened."""
     result = Drained()
@@ -100,16 +111,12 @@ def drain(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -> Dr
             slot = (row.table_name, row.row_key)
             if slot not in latest or row.version >= latest[slot].version:
                 latest[slot] = row
-        for row in latest.values():
-            entity = ENTITIES[row.table_name]
-            if row.operation == "DELETE":
-                values = item_values(entity, _exact_json(row.row_key))
-                applied = put_tombstone(client, table, entity, values, row.version)
-            else:
-                values = item_values(entity, _exact_json(row.payload))
-                applied = put_view(client, table, entity, values, row.version)
-            result.applied += applied
-            result.superseded += not applied
+        # One key per write and the version guard on each: the writes are independent, so they go
+        # out concurrently (a conditional write cannot be batched).
+        with ThreadPoolExecutor(max_workers=WRITERS) as pool:
+            outcomes = list(pool.map(lambda row: _apply(client, table, row), latest.values()))
+        result.applied = sum(outcomes)
+        result.superseded = len(outcomes) - result.applied
         conn.execute(sa.text("DELETE FROM outbox WHERE id = ANY(:ids)"), {"ids": [r.id for r in rows]})
     return result
 

@@ -100,3 +100,17 @@ def mark_redriven(conn: sa.Connection, ids: list[int]) -> None:
         conn.execute(
             dead_letters.update().where(dead_letters.c.id.in_(ids)).values(redriven_at=sa.func.now())
         )
+
+
+DEAD_LETTER_METRIC = "DeadLetters"  # the pipeline stack's dead-letter alarms watch this name
+
+
+def report(metrics: Any, logger: Any, letters: list[DeadLetter]) -> None:
+    """What every consumer says about its dead letters: the alarmed metric and one log line each."""
+    from aws_lambda_powertools.metrics import MetricUnit
+
+    metrics.add_metric(DEAD_LETTER_METRIC, MetricUnit.Count, len(letters))
+    for letter in letters:
+        logger.warning(
+            "dead letter", extra={"reason": letter.reason, "eventID": letter.record.get("eventID")}
+        )

@@ -18,7 +18,7 @@ from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import aggregate, writeback
+from hybridsync import aggregate, deadletters, writeback
 from hybridsync.db import MIGRATIONS
 from stacks.data import DataStack
 from stacks.database import DatabaseStack
@@ -218,7 +218,7 @@ class PipelineStack(Stack):
         lag = handler.function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))
         dead_letters = cloudwatch.Metric(
             namespace="hybridsync",
-            metric_name="DeadLetters",
+            metric_name=deadletters.DEAD_LETTER_METRIC,
             dimensions_map={"service": f"hybridsync-{name}"},
             statistic="Sum",
             period=Duration.minutes(5),

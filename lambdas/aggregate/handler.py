@@ -32,11 +32,7 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     metrics.add_metric("AggregatedRecords", MetricUnit.Count, outcome.applied)
     metrics.add_metric("DuplicateRecords", MetricUnit.Count, outcome.duplicates)
     metrics.add_metric("AggregateTransactions", MetricUnit.Count, outcome.transactions)
-    metrics.add_metric("DeadLetters", MetricUnit.Count, len(outcome.rejected))
-    for letter in outcome.rejected:
-        logger.warning(
-            "dead letter", extra={"reason": letter.reason, "eventID": letter.record.get("eventID")}
-        )
+    deadletters.report(metrics, logger, outcome.rejected)
     # A failure raises and the whole batch is retried: the retry skips what was journaled and
     # resumes the journal, which a partial report could not do better.
     return {"batchItemFailures": []}

@@ -5,7 +5,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import writeback
+from hybridsync import deadletters, writeback
 from hybridsync.runtime import engine
 
 logger = Logger()
@@ -18,11 +18,7 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     outcome = writeback.write_back(event["Records"], engine())
     metrics.add_metric("WriteBackApplied", MetricUnit.Count, outcome.applied)
     metrics.add_metric("WriteBackSkipped", MetricUnit.Count, outcome.skipped)
-    metrics.add_metric("DeadLetters", MetricUnit.Count, len(outcome.rejected))
-    for letter in outcome.rejected:
-        logger.warning(
-            "dead letter", extra={"reason": letter.reason, "eventID": letter.record.get("eventID")}
-        )
+    deadletters.report(metrics, logger, outcome.rejected)
     # The batch is one transaction: it landed whole (dead letters included), so no record failed.
     # Infrastructure failures raise instead, and the event source mapping retries the batch.
     return {"batchItemFailures": []}

@@ -4,7 +4,7 @@
 s=1.2 over 500 products, customers Zipf s=1.1 over 2,000; 5% of lines later edited, 3%
 cancelled) are written to moto server and read back from its stream. Then:
 
-  handler  hybridsync.aggregate as the aggregate function runs it, in batches of the deployed
+  handler  hybridsync.sync.aggregate as the aggregate function runs it, in batches of the deployed
            batch size (5,000; also shown at 1,000): deltas summed per aggregate item, one
            TransactWriteItems per 100 items carrying the lane watermarks
   naive    one UpdateItem per aggregate per record (3 per record), the same SET arithmetic
@@ -38,8 +38,11 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import aggregate, local, store  # noqa: E402
+from hybridsync import local  # noqa: E402
+from hybridsync.convert import marshal, unmarshal  # noqa: E402
+from hybridsync.local import streams  # noqa: E402
 from hybridsync.model import ORDER_LINE  # noqa: E402
+from hybridsync.sync import aggregate  # noqa: E402
 
 RECORDS = 10_000
 DEPLOYED_BATCH = 5_000
@@ -76,16 +79,15 @@ def workload(stack: local.LocalStack) -> tuple[list[dict[str, Any]], str]:
     changes += [line | {"Status": aggregate.CANCELLED, "Version": 3} for line in cancelled]
     client, table = stack.client(), stack.table_names["main"]
     arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
-    reader = local.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
+    reader = streams.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
     reader.read()
     for start in range(0, len(lines), 25):
         puts = [
-            {"PutRequest": {"Item": store.marshal(ORDER_LINE.item(line))}}
-            for line in lines[start : start + 25]
+            {"PutRequest": {"Item": marshal(ORDER_LINE.item(line))}} for line in lines[start : start + 25]
         ]
         client.batch_write_item(RequestItems={table: puts})
     for line in changes:  # one by one: an edit and a cancellation may hit the same line
-        client.put_item(TableName=table, Item=store.marshal(ORDER_LINE.item(line)))
+        client.put_item(TableName=table, Item=marshal(ORDER_LINE.item(line)))
     records = reader.read()
     assert len(records) == RECORDS, len(records)
     return records, reader.shard
@@ -109,7 +111,7 @@ def stored(client: Any, table: str) -> dict[tuple, tuple]:
     out = {}
     for page in client.get_paginator("scan").paginate(TableName=table):
         for raw in page["Items"]:
-            item = store.unmarshal(raw)
+            item = unmarshal(raw)
             if item.get("Entity") == "Sales":
                 key, value = ("Sales", item["ProductId"], item["Period"]), (item["Units"], item["Revenue"])
             elif item.get("Entity") == "CustomerSpend":

@@ -30,8 +30,10 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import local, sqlsync, store  # noqa: E402
+from hybridsync import local  # noqa: E402
+from hybridsync.convert import marshal  # noqa: E402
 from hybridsync.model import PRODUCT_AVAILABILITY  # noqa: E402
+from hybridsync.sync import outbox  # noqa: E402
 from tests.handlers import LambdaContext, load  # noqa: E402
 
 
@@ -123,7 +125,7 @@ def main() -> None:
                 conn.execute(sa.text("UPDATE product_availability SET stock = :s"), {"s": stock})
         table = stack.table_names["main"]
         started = time.perf_counter()
-        drained = sqlsync.drain_all(engine, client, table)
+        drained = outbox.drain_all(engine, client, table)
         drain_s = time.perf_counter() - started
         assert drained.claimed == changes, drained
         started = time.perf_counter()
@@ -131,7 +133,7 @@ def main() -> None:
             item = PRODUCT_AVAILABILITY.item(
                 {"ProductId": f"raw-{product}", "Price": 1, "Stock": 1, "Version": number}
             )
-            client.put_item(TableName=table, Item=store.marshal(item))
+            client.put_item(TableName=table, Item=marshal(item))
         raw_per_s = len(products) / (time.perf_counter() - started)
         outbox_per_s = changes / drain_s
         print(f"outbox drain: {changes} changes ({len(products)} rows x 4 versions) in {drain_s:.2f} s = "

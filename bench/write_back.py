@@ -32,9 +32,12 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import local, store, writeback  # noqa: E402
+from hybridsync import local  # noqa: E402
+from hybridsync.convert import marshal  # noqa: E402
+from hybridsync.local import streams  # noqa: E402
 from hybridsync.model import MODEL  # noqa: E402
 from hybridsync.schema import entity_tables  # noqa: E402
+from hybridsync.sync import writeback  # noqa: E402
 from tests.handlers import LambdaContext, load  # noqa: E402
 
 TABLES = ("orders", "order_lines")
@@ -45,7 +48,7 @@ def make_records(stack: local.LocalStack, count: int, run: str) -> list[dict]:
     client = stack.client()
     table = stack.table_names["main"]
     arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
-    reader = local.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
+    reader = streams.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
     reader.read()
     order, line = MODEL.entity("Order"), MODEL.entity("OrderLine")
     items = []
@@ -69,9 +72,7 @@ def make_records(stack: local.LocalStack, count: int, run: str) -> list[dict]:
     items = items[:count]
     for start in range(0, len(items), 25):
         client.batch_write_item(
-            RequestItems={
-                table: [{"PutRequest": {"Item": store.marshal(i)}} for i in items[start : start + 25]]
-            }
+            RequestItems={table: [{"PutRequest": {"Item": marshal(i)}} for i in items[start : start + 25]]}
         )
     records = reader.read()
     assert len(records) == count, (len(records), count)

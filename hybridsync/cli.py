@@ -9,7 +9,7 @@ import sys
 import time
 from pathlib import Path
 
-from hybridsync import db
+from hybridsync import db, migrations
 from hybridsync.model import MODEL
 
 
@@ -28,7 +28,7 @@ def _up(args: argparse.Namespace) -> int:
 
         print(f"  DynamoDB   {stack.dynamodb_endpoint}  ({origin('dynamodb')})")
         print(f"  PostgreSQL {stack.database_url}  ({origin('postgresql')})")
-        print(f"  schema     alembic revision {db.current_revision(stack.database_url)}")
+        print(f"  schema     alembic revision {migrations.current_revision(stack.database_url)}")
         for table in MODEL.tables:
             print(f"  table      {stack.table_names[table.name]}: {len(table.indexes)} GSIs"
                   + (f", stream {table.stream}" if table.stream else "")
@@ -38,11 +38,11 @@ def _up(args: argparse.Namespace) -> int:
             return 0
         import threading
 
-        from hybridsync import sqlsync
+        from hybridsync.sync import outbox
 
         stop = threading.Event()
         drainer = threading.Thread(
-            target=sqlsync.listen_and_drain,
+            target=outbox.listen_and_drain,
             args=(stack.database_url, stack.client(), stack.table_names["main"], stop),
             daemon=True,
         )
@@ -71,12 +71,12 @@ def _database_url(args: argparse.Namespace) -> str:
 def _db(args: argparse.Namespace) -> int:
     url = _database_url(args)
     if args.action == "upgrade":
-        db.upgrade(url, args.revision or "head")
+        migrations.upgrade(url, args.revision or "head")
     elif args.action == "downgrade":
         if not args.revision:
             raise SystemExit("downgrade needs a revision, e.g. `hybridsync db downgrade base`")
-        db.downgrade(url, args.revision)
-    print(f"schema at revision {db.current_revision(url)}")
+        migrations.downgrade(url, args.revision)
+    print(f"schema at revision {migrations.current_revision(url)}")
     return 0
 
 
@@ -94,7 +94,7 @@ def _show_keys(keys: list, limit: int = 10) -> str:
 
 def _reconcile(args: argparse.Namespace) -> int:
     from hybridsync import aws
-    from hybridsync.reconcile import reconcile
+    from hybridsync.sync.reconcile import reconcile
 
     engine = db.create_engine(_database_url(args))
     report = reconcile(aws.client("dynamodb"), _table_name(args), engine, repair=args.repair)
@@ -117,7 +117,8 @@ def _reconcile(args: argparse.Namespace) -> int:
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
-    from hybridsync import deadletters, writeback
+    from hybridsync import deadletters
+    from hybridsync.sync import writeback
 
     engine = db.create_engine(_database_url(args))
     if args.action == "list":
@@ -138,7 +139,8 @@ def _dead_letters(args: argparse.Namespace) -> int:
 
 
 def _top_sellers(args: argparse.Namespace) -> int:
-    from hybridsync import aws, rankings
+    from hybridsync import aws
+    from hybridsync.reads import rankings
 
     try:
         period = rankings.period_of(args.day, args.month)
@@ -152,7 +154,8 @@ def _top_sellers(args: argparse.Namespace) -> int:
 
 
 def _leaderboard(args: argparse.Namespace) -> int:
-    from hybridsync import aws, rankings
+    from hybridsync import aws
+    from hybridsync.reads import rankings
 
     client, table = aws.client("dynamodb"), _table_name(args)
     try:
@@ -178,8 +181,12 @@ def _model(_: argparse.Namespace) -> int:
         print(f"table {table.name} ({keys}): {table.purpose}")
         for index in table.indexes:
             keys = " + ".join(a.name for a in (index.partition, index.sort) if a)
-            shards = f", {index.shards} shards" if index.shards > 1 else ""
-            print(f"  GSI {index.name} ({keys}, {index.projection}{shards}): {index.purpose}")
+            sharded = {e.name: e.shards(index.partition.name) for e in MODEL.entities}
+            shards = ", ".join(f"{name} in {n} shards" for name, n in sharded.items() if n > 1)
+            print(
+                f"  GSI {index.name} ({keys}, {index.projection}{', ' + shards if shards else ''}): "
+                f"{index.purpose}"
+            )
     print("entities:")
     for entity in MODEL.entities:
         sql = f" <-> SQL {entity.sql_table}" if entity.sql_table else ""

@@ -1,76 +1,29 @@
-"""The dead-letter store: records a consumer could not apply, with the reason, kept in PostgreSQL."""
+"""The dead-letter store (PostgreSQL table `dead_letters`) and how consumers report to it.
+
+Storage takes a connection: SQLAlchemy is imported with the first dead letter, so a consumer that
+never touches PostgreSQL otherwise (the aggregation) keeps it out of its cold start.
+"""
 
 from __future__ import annotations
 
-import base64
-import json
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from datetime import datetime
-from typing import Any, TypeVar
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
 
-import sqlalchemy as sa
-from sqlalchemy.dialects.postgresql import insert
+from hybridsync.records import DeadLetter, as_json
 
-from hybridsync.schema import dead_letters
+if TYPE_CHECKING:
+    import sqlalchemy as sa
 
-
-@dataclass(frozen=True)
-class DeadLetter:
-    record: dict[str, Any]
-    reason: str
-
-
-class Rejected(Exception):
-    """A record that can never be applied as it is: it becomes a dead letter with this reason."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
-
-
-T = TypeVar("T")
-
-
-def triage(
-    records: Iterable[dict[str, Any]], parse: Callable[[dict[str, Any]], T | None]
-) -> tuple[list[T], list[DeadLetter], int]:
-    """Parse each record: (what parsed, dead letters for the rejected ones, how many were not for
-    this consumer). One bad record never stops the others."""
-    parsed: list[T] = []
-    rejected: list[DeadLetter] = []
-    skipped = 0
-    for record in records:
-        try:
-            result = parse(record)
-        except Rejected as error:
-            rejected.append(DeadLetter(record, error.reason))
-            continue
-        if result is None:
-            skipped += 1
-        else:
-            parsed.append(result)
-    return parsed, rejected, skipped
-
-
-def _json_default(value: Any) -> Any:
-    if isinstance(value, bytes | bytearray):
-        return base64.b64encode(value).decode()
-    if isinstance(value, datetime):
-        return value.timestamp()
-    if isinstance(value, set | frozenset):
-        return sorted(value, key=str)
-    return str(value)
-
-
-def as_json(record: dict[str, Any]) -> Any:
-    """The record as JSON-safe data, whatever client produced it (Lambda event or boto3)."""
-    return json.loads(json.dumps(record, default=_json_default))
+DEAD_LETTER_METRIC = "DeadLetters"  # the pipeline stack's dead-letter alarms watch this name
 
 
 def store(conn: sa.Connection, source: str, letters: Iterable[DeadLetter]) -> int:
     """Store dead letters; one whose record (by eventID) is already stored is not stored twice,
     so replaying a batch does not multiply its dead letters."""
+    from sqlalchemy.dialects.postgresql import insert
+
+    from hybridsync.schema import dead_letters
+
     rows = [
         {"source": source, "event_id": _event_id(d.record), "reason": d.reason, "record": as_json(d.record)}
         for d in letters
@@ -87,6 +40,10 @@ def _event_id(record: dict[str, Any]) -> str | None:
 
 
 def pending(conn: sa.Connection, source: str | None = None, ids: list[int] | None = None) -> list[Any]:
+    import sqlalchemy as sa
+
+    from hybridsync.schema import dead_letters
+
     query = sa.select(dead_letters).where(dead_letters.c.redriven_at.is_(None)).order_by(dead_letters.c.id)
     if source:
         query = query.where(dead_letters.c.source == source)
@@ -96,13 +53,14 @@ def pending(conn: sa.Connection, source: str | None = None, ids: list[int] | Non
 
 
 def mark_redriven(conn: sa.Connection, ids: list[int]) -> None:
+    import sqlalchemy as sa
+
+    from hybridsync.schema import dead_letters
+
     if ids:
         conn.execute(
             dead_letters.update().where(dead_letters.c.id.in_(ids)).values(redriven_at=sa.func.now())
         )
-
-
-DEAD_LETTER_METRIC = "DeadLetters"  # the pipeline stack's dead-letter alarms watch this name
 
 
 def report(metrics: Any, logger: Any, letters: list[DeadLetter]) -> None:

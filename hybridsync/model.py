@@ -6,6 +6,7 @@ key of every item the pipeline writes. Change the model here and nowhere else.
 
 from __future__ import annotations
 
+import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -76,7 +77,7 @@ class KeyAttribute:
 
 @dataclass(frozen=True)
 class Index:
-    """A GSI. `shards` > 1 means its partition values are write-sharded and readers scatter."""
+    """A GSI. Whether its partitions are write-sharded is said by the entities' key builders."""
 
     name: str
     partition: KeyAttribute
@@ -84,7 +85,6 @@ class Index:
     projection: Projection
     purpose: str
     non_key_attributes: tuple[str, ...] = ()
-    shards: int = 1
 
 
 @dataclass(frozen=True)
@@ -137,6 +137,28 @@ class Template:
         except _Missing:
             return None
 
+    def prefix(self, values: Mapping[str, Any]) -> str:
+        """The key rendered up to the first placeholder without a value, the text before it
+        included: `ORDER#` for no values, `ORDER#<time>#` with the time. For `begins_with` and
+        ranges, so that readers never spell a key themselves."""
+        text = _KeyText(values)
+        out = []
+        for literal, name, spec, _ in string.Formatter().parse(self.pattern):
+            out.append(literal)
+            if name is None:
+                break
+            try:
+                out.append(format(text[name], spec or ""))
+            except _Missing:
+                break
+        return "".join(out)
+
+    def partitions(self, values: Mapping[str, Any]) -> list[str]:
+        value = self(values)
+        if value is None:
+            raise ValueError(f"cannot build {self.pattern!r} from {dict(values)!r}")
+        return [value]
+
 
 class _Missing(Exception):
     pass
@@ -173,6 +195,13 @@ class Sharded:
             return None
         return keys.sharded(prefix, value, self.shards)
 
+    def partitions(self, values: Mapping[str, Any]) -> list[str]:
+        """Every shard of the partition: what a scatter-gather read queries."""
+        prefix = Template(self.prefix)(values)
+        if prefix is None:
+            raise ValueError(f"cannot build {self.prefix!r} from {dict(values)!r}")
+        return keys.all_shards(prefix, self.shards)
+
 
 @dataclass(frozen=True)
 class Copy:
@@ -194,6 +223,9 @@ class When:
 
     def __call__(self, values: Mapping[str, Any]) -> Any:
         return self.then(values) if values.get(self.attribute) in self.allowed else None
+
+    def partitions(self, values: Mapping[str, Any]) -> list[str]:
+        return self.then.partitions(values)  # type: ignore[attr-defined]
 
 
 @dataclass(frozen=True)
@@ -270,6 +302,30 @@ class Entity:
             out[attr.name] = value
         return out
 
+    def key_value(self, attribute: str, values: Mapping[str, Any]) -> Any:
+        """One key attribute of the item with these values (`PK`, an index key, ...)."""
+        value = self.keys[attribute](values)
+        if value is None:
+            raise ValueError(f"{self.name}: cannot build {attribute} from {dict(values)!r}")
+        return value
+
+    def key_prefix(self, attribute: str, values: Mapping[str, Any] | None = None) -> str:
+        """The `begins_with` prefix of a key attribute for the values known (see Template.prefix)."""
+        builder = self.keys[attribute]
+        if not isinstance(builder, Template):
+            raise TypeError(f"{self.name}.{attribute} is not a template key")
+        return builder.prefix(values or {})
+
+    def partitions(self, attribute: str, values: Mapping[str, Any] | None = None) -> list[str]:
+        """Every value a (possibly write-sharded) partition key takes for these values: the
+        partitions a scatter-gather read queries (pattern 7)."""
+        return self.keys[attribute].partitions(values or {})  # type: ignore[attr-defined]
+
+    def shards(self, attribute: str) -> int:
+        builder = self.keys.get(attribute)
+        builder = builder.then if isinstance(builder, When) else builder
+        return builder.shards if isinstance(builder, Sharded) else 1
+
     def item(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """A complete item: its fields, entity tag and every key it qualifies for.
 
@@ -313,6 +369,10 @@ class Model:
     def mastered_in(self, side: Side) -> tuple[Entity, ...]:
         return tuple(e for e in self.entities if e.master is side)
 
+    def written_back(self) -> tuple[Entity, ...]:
+        """Entities mastered in DynamoDB whose changes the pipeline writes back to PostgreSQL."""
+        return tuple(e for e in self.mastered_in(Side.DYNAMODB) if e.sql_table)
+
     def synced(self) -> tuple[Entity, ...]:
         """Entities with a SQL table on the other side of the pipeline."""
         return tuple(e for e in self.entities if e.sql_table)
@@ -344,7 +404,6 @@ MAIN = Table(
             "all orders by time across customers (last 24 h / 7 d, newest N) in one Query per "
             "shard; the constant partition is write-sharded by order id (patterns 5, 7)",
             non_key_attributes=ORDER_SUMMARY[:-1],
-            shards=ORDER_TIME_SHARDS,
         ),
         Index(
             "OpenOrders",
@@ -354,7 +413,6 @@ MAIN = Table(
             "sparse: only open orders carry OrderOpenDate, so the index lists exactly the open "
             "ones by open date; shards 0..N allow a time-range scatter read (patterns 8, 9)",
             non_key_attributes=ORDER_SUMMARY,
-            shards=OPEN_ORDER_SHARDS,
         ),
         Index(
             "Rankings",
@@ -364,7 +422,6 @@ MAIN = Table(
             "overloaded and sparse: top sellers per day/month, top customers per month and the "
             "game leaderboard; only aggregates and scores carry it; write-sharded partitions, "
             "top N = one descending Query per shard, merged (patterns 6, 8, 10, 11)",
-            shards=RANKING_SHARDS,
         ),
         Index(
             "Inverted",

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 
-import sqlalchemy as sa
-
 
 class ConfigurationError(RuntimeError):
     pass
@@ -28,6 +26,7 @@ def database_url() -> str:
     reached through `DB_HOST` (the RDS Proxy) when the stack sets it."""
     if url := os.environ.get("DATABASE_URL", "").strip():
         return url
+    import sqlalchemy as sa
     from aws_lambda_powertools.utilities import parameters
 
     secret = parameters.get_secret(required("DB_SECRET_ARN"), transform="json", max_age=300)

@@ -1,23 +1,11 @@
-"""Versioned writes to DynamoDB: a write never replaces a newer version of the same item."""
+"""DynamoDB item access: versioned writes (a write never replaces a newer version of the same item)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
-
+from hybridsync.convert import marshal
 from hybridsync.model import EXPIRES_AT, VERSION, Entity
-
-_serializer = TypeSerializer()
-_deserializer = TypeDeserializer()
-
-
-def marshal(item: dict[str, Any]) -> dict[str, Any]:
-    return {name: _serializer.serialize(value) for name, value in item.items()}
-
-
-def unmarshal(image: dict[str, Any]) -> dict[str, Any]:
-    return {name: _deserializer.deserialize(value) for name, value in image.items()}
 
 
 def put_if_newer(
@@ -62,3 +50,8 @@ def delete(client: Any, table_name: str, entity: Entity, values: dict[str, Any],
     except client.exceptions.ConditionalCheckFailedException:
         return False
     return True
+
+
+def pages(client: Any, operation: str, **request: Any) -> Any:
+    """Every page of a Query or Scan, following `LastEvaluatedKey` (boto3's paginator)."""
+    return client.get_paginator(operation).paginate(**request)

@@ -23,7 +23,7 @@ WHEEL_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
 # Never run: local bundling always succeeds or raises. CDK requires an image all the same.
 _NO_DOCKER = DockerImage.from_registry("public.ecr.aws/sam/build-python3.12")
 # Only the library ships; the local emulator and the CLI stay on the developer's machine.
-_LIBRARY_EXCLUDES = ("local.py", "cli.py", "__pycache__", "*.pyc")
+_LIBRARY_EXCLUDES = ("local", "cli.py", "__pycache__", "*.pyc")
 
 
 @jsii.implements(ILocalBundling)

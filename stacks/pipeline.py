@@ -18,8 +18,9 @@ from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import aggregate, deadletters, writeback
-from hybridsync.db import MIGRATIONS
+from hybridsync import deadletters
+from hybridsync.migrations import MIGRATIONS
+from hybridsync.sync import aggregate, writeback
 from stacks.data import DataStack
 from stacks.database import DatabaseStack
 from stacks.functions import HandlerFunction, dependency_layer

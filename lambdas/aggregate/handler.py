@@ -1,19 +1,22 @@
-"""DynamoDB stream (order lines) -> sales and spend aggregates, exactly once (hybridsync.aggregate)."""
+"""DynamoDB stream (order lines) -> sales and spend aggregates, exactly once (hybridsync.sync.aggregate)."""
 
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import aggregate, deadletters, settings
-from hybridsync.deadletters import DeadLetter
+from hybridsync import deadletters, settings
+from hybridsync.records import DeadLetter
 from hybridsync.runtime import dynamodb, engine
+from hybridsync.sync import aggregate
 
 logger = Logger()
 metrics = Metrics()
 
 
 def store_dead_letters(letters: list[DeadLetter]) -> None:
+    # The only reason this function talks to PostgreSQL: the engine (and SQLAlchemy with psycopg)
+    # is built with the first poison record, so cold starts stay DynamoDB-only.
     with engine().begin() as conn:
         deadletters.store(conn, aggregate.SOURCE, letters)
 

@@ -4,7 +4,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import db, settings
+from hybridsync import migrations, settings
 
 logger = Logger()
 
@@ -14,7 +14,7 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     url = settings.database_url()
     # Deleting the stack never drops data: only Create and Update migrate.
     if event["RequestType"] in ("Create", "Update"):
-        db.upgrade(url)
-    revision = db.current_revision(url)
+        migrations.upgrade(url)
+    revision = migrations.current_revision(url)
     logger.info("schema at revision", extra={"revision": revision, "request": event["RequestType"]})
     return {"PhysicalResourceId": "hybridsync-schema", "Data": {"Revision": revision or ""}}

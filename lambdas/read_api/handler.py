@@ -9,7 +9,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import BadRequestError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import cache, keys, orders, rankings, settings
+from hybridsync import keys, settings
 from hybridsync.model import (
     CUSTOMER,
     ID_LENGTH,
@@ -19,7 +19,9 @@ from hybridsync.model import (
     PRODUCT_DETAILS,
     SALES,
 )
+from hybridsync.reads import cache, orders, rankings
 from hybridsync.runtime import dynamodb, engine
+from hybridsync.views import public
 
 logger = Logger()
 metrics = Metrics()
@@ -87,7 +89,7 @@ def top_products() -> Response:
     except ValueError as error:
         raise BadRequestError(str(error)) from None
     rows = rankings.top_sellers(dynamodb(), table(), period, _n())
-    return _json({"period": period, "products": [cache.public(SALES, r) for r in rows]})
+    return _json({"period": period, "products": [public(SALES, r) for r in rows]})
 
 
 @app.get("/products/<product_id>")
@@ -122,25 +124,25 @@ def customer_orders(customer_id: str) -> Response:
     if start > end:
         raise BadRequestError("from must not be after to")
     rows = orders.customer_orders(dynamodb(), table(), _id("customer id", customer_id), start, end)
-    return _json({"orders": [cache.public(ORDER, r) for r in rows]})
+    return _json({"orders": [public(ORDER, r) for r in rows]})
 
 
 @app.get("/orders/recent")
 def recent_orders() -> Response:
     since = _time("since", keys.iso_ms(datetime.now(UTC) - timedelta(days=1)))
     rows = orders.recent_orders(dynamodb(), table(), since, _n())
-    return _json({"since": since, "orders": [cache.public(ORDER, r) for r in rows]})
+    return _json({"since": since, "orders": [public(ORDER, r) for r in rows]})
 
 
 @app.get("/orders/open")
 def open_orders() -> Response:
-    return _json({"orders": [cache.public(ORDER, r) for r in orders.open_orders(dynamodb(), table(), _n())]})
+    return _json({"orders": [public(ORDER, r) for r in orders.open_orders(dynamodb(), table(), _n())]})
 
 
 @app.get("/leaderboard")
 def leaderboard() -> Response:
     rows = rankings.leaderboard(dynamodb(), table(), _n())
-    return _json({"players": [cache.public(PLAYER_SCORE, r) for r in rows]})
+    return _json({"players": [public(PLAYER_SCORE, r) for r in rows]})
 
 
 @app.exception_handler(sa.exc.OperationalError)

@@ -1,4 +1,4 @@
-"""Outbox drain: PostgreSQL changes -> DynamoDB views (hybridsync.sqlsync does the work).
+"""Outbox drain: PostgreSQL changes -> DynamoDB views (hybridsync.sync.outbox does the work).
 
 Runs on a schedule, and can be invoked right after a commit to cut the lag."""
 
@@ -7,8 +7,9 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import settings, sqlsync
+from hybridsync import settings
 from hybridsync.runtime import dynamodb, engine
+from hybridsync.sync import outbox
 
 logger = Logger()
 metrics = Metrics()
@@ -18,14 +19,9 @@ SAFETY_MS = 15_000  # stop claiming new batches this close to the timeout
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
-    total = sqlsync.Drained()
+    total = outbox.Drained()
     while context.get_remaining_time_in_millis() > SAFETY_MS:
-        step = sqlsync.drain(engine(), dynamodb(), settings.table_name("main"))
-        total.claimed += step.claimed
-        total.applied += step.applied
-        total.superseded += step.superseded
-        total.oldest_age_s = max(total.oldest_age_s, step.oldest_age_s)
-        if not step.claimed:
+        if not total.add(outbox.drain(engine(), dynamodb(), settings.table_name("main"))).claimed:
             break
     metrics.add_metric("OutboxDrained", MetricUnit.Count, total.claimed)
     metrics.add_metric("OutboxSuperseded", MetricUnit.Count, total.superseded)

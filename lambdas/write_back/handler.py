@@ -1,12 +1,13 @@
-"""DynamoDB stream -> PostgreSQL write-back (hybridsync.writeback does the work)."""
+"""DynamoDB stream -> PostgreSQL write-back (hybridsync.sync.writeback does the work)."""
 
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters, writeback
+from hybridsync import deadletters
 from hybridsync.runtime import engine
+from hybridsync.sync import writeback
 
 logger = Logger()
 metrics = Metrics()

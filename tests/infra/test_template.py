@@ -127,12 +127,12 @@ def test_function_bundle_ships_the_library_but_not_the_local_tools(cloud_assembl
     for bundle in bundles:
         assert (bundle / "handler.py").is_file()
         assert (bundle / "hybridsync" / "migrations" / "versions").is_dir()
-        assert not (bundle / "hybridsync" / "local.py").exists()
+        assert not (bundle / "hybridsync" / "local").exists()
         assert not (bundle / "hybridsync" / "cli.py").exists()
 
 
 def test_write_back_consumes_the_stream_with_safe_retry_settings(pipeline):
-    from hybridsync import writeback
+    from hybridsync.sync import writeback
 
     template = Template.from_json(pipeline)
     template.has_resource_properties(
@@ -165,7 +165,7 @@ def test_write_back_role_reads_the_stream_and_the_secret_and_nothing_more(pipeli
 
 
 def test_aggregate_consumes_only_order_lines_and_may_only_update_the_table(pipeline):
-    from hybridsync import aggregate
+    from hybridsync.sync import aggregate
 
     template = Template.from_json(pipeline)
     template.has_resource_properties(

@@ -10,6 +10,7 @@ from typing import Any
 import pytest
 
 from hybridsync import local, runtime, store, versions
+from hybridsync.local import streams
 from hybridsync.model import MODEL
 
 
@@ -63,7 +64,7 @@ def stream(stack, dynamodb):
     """A reader positioned at the end of the main table's stream: `stream.read()` returns what
     was written since, as Lambda event records."""
     arn = dynamodb.describe_table(TableName=stack.table_names["main"])["Table"]["LatestStreamArn"]
-    reader = local.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
+    reader = streams.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
     reader.read()
     return reader
 

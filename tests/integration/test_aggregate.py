@@ -13,8 +13,11 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hybridsync import aggregate, keys, rankings, store
+from hybridsync import keys
+from hybridsync.convert import marshal, unmarshal
 from hybridsync.model import CUSTOMER_SPEND, PLAYER_SCORE, SALES
+from hybridsync.reads import rankings
+from hybridsync.sync import aggregate
 from tests.handlers import LambdaContext, load
 from tests.schedules import schedules
 
@@ -79,7 +82,7 @@ def recount(dynamodb, table, tag):
     )  # fmt: skip
     for page in pages:
         for raw in page["Items"]:
-            line = store.unmarshal(raw)
+            line = unmarshal(raw)
             if line["Status"] == aggregate.CANCELLED:
                 continue
             revenue = line["Quantity"] * line["UnitPrice"]
@@ -106,7 +109,7 @@ def stored(dynamodb, table, tag, shop=None, products=(), customers=()):
             ExpressionAttributeValues={":pk": {"S": pk}, ":s": {"S": prefix}}, ConsistentRead=True,
         )  # fmt: skip
         for raw in page["Items"]:
-            item = store.unmarshal(raw)
+            item = unmarshal(raw)
             if item["Entity"] == "Sales":
                 key = ("Sales", item["ProductId"], item["Period"])
                 value = (item["Units"], item["Revenue"])
@@ -198,13 +201,13 @@ def test_crash_between_two_transactions_of_one_batch(stack, dynamodb, agg, targe
 @pytest.fixture(scope="module")
 def order_history(stack):
     """Real stream records: lines added, edited, cancelled, deleted, re-created over 4 customers."""
-    from hybridsync import local
+    from hybridsync.local import streams
     from tests.integration.conftest import Workload
 
     shop = Shop(Workload(stack))
     client = stack.client()
     arn = client.describe_table(TableName=stack.table_names["main"])["Table"]["LatestStreamArn"]
-    reader = local.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
+    reader = streams.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
     reader.read()
     for round_ in range(3):
         for n in range(6):
@@ -312,8 +315,8 @@ def test_a_batch_without_its_shard_id_is_refused(agg, target, shop, stream):
 def test_the_shard_cursor_expires_on_its_own_once_the_shard_is_done(agg, target, shop, stream):
     shop.line("o1", 1, product=1, quantity=1)
     aggregate.aggregate(stream.read(), agg, target.table_names["main"], stream.shard)
-    key = store.marshal({"PK": f"AGGREGATE#{stream.shard}", "SK": "CURSOR"})
-    cursor = store.unmarshal(agg.get_item(TableName=target.table_names["main"], Key=key)["Item"])
+    key = marshal({"PK": f"AGGREGATE#{stream.shard}", "SK": "CURSOR"})
+    cursor = unmarshal(agg.get_item(TableName=target.table_names["main"], Key=key)["Item"])
     assert "Pending" not in cursor  # the journal was applied and dropped
     assert cursor["ExpiresAt"] > time.time() + 47 * 3600  # renewed by every batch of the shard
 

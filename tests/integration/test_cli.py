@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hybridsync import cli, writeback
+from hybridsync import cli
+from hybridsync.sync import writeback
 
 
 @pytest.fixture

@@ -7,7 +7,7 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from hybridsync import db
+from hybridsync import db, migrations
 from hybridsync.schema import metadata
 
 
@@ -43,18 +43,18 @@ def drift(url):
 
 def test_upgrade_from_empty_builds_exactly_the_declared_schema(empty_database):
     assert tables(empty_database) == set()
-    db.upgrade(empty_database)
+    migrations.upgrade(empty_database)
     assert tables(empty_database) == set(metadata.tables)
     assert drift(empty_database) == []  # the migrations and the model's metadata agree
-    assert db.current_revision(empty_database) == "0002"
+    assert migrations.current_revision(empty_database) == "0002"
 
 
 def test_downgrade_to_base_and_upgrade_again(empty_database):
-    db.upgrade(empty_database)
-    db.downgrade(empty_database, "base")
+    migrations.upgrade(empty_database)
+    migrations.downgrade(empty_database, "base")
     assert tables(empty_database) == set()
-    assert db.current_revision(empty_database) is None
-    db.upgrade(empty_database)
+    assert migrations.current_revision(empty_database) is None
+    migrations.upgrade(empty_database)
     assert tables(empty_database) == set(metadata.tables)
     assert drift(empty_database) == []
 

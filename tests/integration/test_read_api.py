@@ -11,8 +11,11 @@ from urllib.parse import urlencode
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import cache, db, sqlsync, store
+from hybridsync import db
+from hybridsync.convert import marshal
 from hybridsync.model import CUSTOMER, PRODUCT_DETAILS
+from hybridsync.reads import cache
+from hybridsync.sync import outbox
 from tests.handlers import LambdaContext, load
 
 
@@ -76,7 +79,7 @@ def test_miss_populates_then_hits(api, shared_engine, sql_reads, dynamodb, stack
     assert (status, body["Name"], headers["X-Cache"]) == (200, "Ada", "hit")
     assert len(sql_reads) == 1
     item = dynamodb.get_item(
-        TableName=stack.table_names["main"], Key=store.marshal(CUSTOMER.key({"CustomerId": cid}))
+        TableName=stack.table_names["main"], Key=marshal(CUSTOMER.key({"CustomerId": cid}))
     )
     assert item["Item"]["ExpiresAt"]["N"] and item["Item"]["Origin"]["S"] == "sql"
 
@@ -97,7 +100,7 @@ def test_expired_items_are_misses(api, shared_engine, sql_reads, dynamodb, stack
     )
     get(api, f"/customers/{cid}")
     dynamodb.update_item(  # TTL passed; DynamoDB has not deleted it yet (it may take days)
-        TableName=stack.table_names["main"], Key=store.marshal(CUSTOMER.key({"CustomerId": cid})),
+        TableName=stack.table_names["main"], Key=marshal(CUSTOMER.key({"CustomerId": cid})),
         UpdateExpression="SET ExpiresAt = :past",
         ExpressionAttributeValues={":past": {"N": str(int(time.time()) - 5)}},
     )  # fmt: skip
@@ -112,14 +115,14 @@ def test_populate_never_replaces_a_newer_propagated_version(api, shared_engine, 
         shared_engine, "INSERT INTO customers (customer_id, name, email) VALUES (:c, 'Old', 'o@x.org')", c=cid
     )
     table = stack.table_names["main"]
-    sqlsync.drain_all(shared_engine, stack.client(), table)
-    dynamodb.delete_item(TableName=table, Key=store.marshal(CUSTOMER.key({"CustomerId": cid})))
+    outbox.drain_all(shared_engine, stack.client(), table)
+    dynamodb.delete_item(TableName=table, Key=marshal(CUSTOMER.key({"CustomerId": cid})))
     read_row = cache._read_row
 
     def read_then_a_newer_change_propagates(*args):
         row = read_row(*args)  # the populate has read 'Old' ...
         sql(shared_engine, "UPDATE customers SET name = 'New' WHERE customer_id = :c", c=cid)
-        sqlsync.drain_all(shared_engine, stack.client(), table)  # ... and 'New' lands first
+        outbox.drain_all(shared_engine, stack.client(), table)  # ... and 'New' lands first
         return row
 
     monkeypatch.setattr(cache, "_read_row", read_then_a_newer_change_propagates)
@@ -143,12 +146,12 @@ def test_product_is_two_items_and_a_price_change_rewrites_only_the_small_one(
     table = stack.table_names["main"]
 
     def version(entity):
-        key = store.marshal(entity.key({"ProductId": pid}))
+        key = marshal(entity.key({"ProductId": pid}))
         return dynamodb.get_item(TableName=table, Key=key)["Item"]["Version"]["N"]
 
     details_before = version(PRODUCT_DETAILS)
     sql(shared_engine, "UPDATE product_availability SET price = 18.50 WHERE product_id = :p", p=pid)
-    sqlsync.drain_all(shared_engine, stack.client(), table)
+    outbox.drain_all(shared_engine, stack.client(), table)
     assert version(PRODUCT_DETAILS) == details_before
     status, body, headers = get(api, f"/products/{pid}")
     assert (body["Price"], headers["X-Cache"]) == ("18.50", "hit")

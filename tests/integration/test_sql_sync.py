@@ -11,8 +11,9 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import sqlsync, store, writeback
+from hybridsync.convert import marshal, unmarshal
 from hybridsync.model import PRODUCT_AVAILABILITY, PRODUCT_DETAILS
+from hybridsync.sync import outbox, writeback
 from tests.handlers import LambdaContext, load
 
 
@@ -28,14 +29,14 @@ def sql(engine, statement, **params):
 
 def view(dynamodb, stack, entity, product_id):
     got = dynamodb.get_item(
-        TableName=stack.table_names["main"], Key=store.marshal(entity.key({"ProductId": product_id})),
+        TableName=stack.table_names["main"], Key=marshal(entity.key({"ProductId": product_id})),
         ConsistentRead=True,
     )  # fmt: skip
-    return store.unmarshal(got["Item"]) if "Item" in got else None
+    return unmarshal(got["Item"]) if "Item" in got else None
 
 
 def drain(stack, engine):
-    return sqlsync.drain_all(engine, stack.client(), stack.table_names["main"])
+    return outbox.drain_all(engine, stack.client(), stack.table_names["main"])
 
 
 def test_price_and_stock_updates_reach_dynamodb_in_order(stack, engine, dynamodb, product_id):
@@ -96,7 +97,7 @@ def test_crash_between_claim_and_apply_loses_nothing(stack, engine, dynamodb):
             x=n,
         )
     with pytest.raises(ConnectionError):
-        sqlsync.drain(engine, CrashOnPut(stack.client(), after=2), stack.table_names["main"])
+        outbox.drain(engine, CrashOnPut(stack.client(), after=2), stack.table_names["main"])
     with engine.connect() as conn:
         pending = conn.execute(sa.text("SELECT count(*) FROM outbox WHERE row_key->>'product_id' = ANY(:i)"),
                                {"i": ids}).scalar_one()  # fmt: skip
@@ -115,7 +116,7 @@ def test_concurrent_drainers_share_the_work_and_end_exact(stack, engine, dynamod
     results = []
 
     def drainer():
-        results.append(sqlsync.drain_all(engine, stack.client(), stack.table_names["main"], limit=7))
+        results.append(outbox.drain_all(engine, stack.client(), stack.table_names["main"], limit=7))
 
     threads = [threading.Thread(target=drainer) for _ in range(3)]
     for thread in threads:
@@ -133,7 +134,7 @@ def test_an_older_change_never_overwrites_a_newer_view(stack, engine, dynamodb, 
     drain(stack, engine)
     newer = view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)
     stale = {"ProductId": product_id, "Price": Decimal("0.01"), "Stock": 0}
-    assert not sqlsync.put_view(stack.client(), stack.table_names["main"], PRODUCT_AVAILABILITY, stale,
+    assert not outbox.put_view(stack.client(), stack.table_names["main"], PRODUCT_AVAILABILITY, stale,
                                 newer["Version"] - 1)  # fmt: skip
     assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Price"] == Decimal(1)
 
@@ -186,7 +187,7 @@ def test_handler_drains_everything_and_reports(handler_env, stack, engine, dynam
 def test_notify_wakes_the_local_drainer(stack, engine, dynamodb, product_id):
     stop = threading.Event()
     drainer = threading.Thread(
-        target=sqlsync.listen_and_drain,
+        target=outbox.listen_and_drain,
         args=(stack.database_url, stack.client(), stack.table_names["main"], stop),
         kwargs={"idle_s": 30.0},  # longer than the wait below: only the NOTIFY can explain a prompt drain
         daemon=True,

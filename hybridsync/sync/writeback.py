@@ -8,32 +8,29 @@ cannot resurrect the row. Bad records become dead letters; the rest of the batch
 
 from __future__ import annotations
 
-import base64
 import dataclasses
 import functools
-import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
-from boto3.dynamodb.types import Binary, TypeDeserializer
 
-from hybridsync import deadletters, keys
-from hybridsync.deadletters import DeadLetter, Rejected, triage
-from hybridsync.model import ENTITY, MODEL, ORIGIN, ORIGIN_SQL, VERSION, Entity, Field, FieldType, Side
+from hybridsync import deadletters
+from hybridsync.convert import attribute_value, to_integer, to_row
+from hybridsync.model import ENTITY, MODEL, ORIGIN, ORIGIN_SQL, VERSION, Entity
+from hybridsync.records import EVENT_NAMES, DeadLetter, Rejected, is_ttl_expiry, stream_data, triage
 from hybridsync.schema import entity_tables
 
 SOURCE = "write_back"
-BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
 TRANSIENT_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock: safe to retry at once
 TRANSIENT_RETRIES = 3
 
 # Lambda event filters (FilterCriteria patterns; a record passes if it matches any). The same
-# rules are enforced in `decode`, so a record that slips past the filters is still ignored.
+# rules are enforced in `decode`, so a record that slips past the filters is still ignored; a unit
+# test evaluates both on the same fixtures (hybridsync.filters is Lambda's grammar).
 _WRITES = ["INSERT", "MODIFY"]
 EVENT_FILTERS: list[dict[str, Any]] = [
     # changes made in DynamoDB: no Origin, or an Origin other than the SQL side
@@ -74,24 +71,15 @@ class Outcome:
 
 # --- decoding -------------------------------------------------------------------------------
 
-_deserializer = TypeDeserializer()
-
-
-def _is_ttl_expiry(record: dict[str, Any]) -> bool:
-    identity = record.get("userIdentity") or {}
-    return identity.get("type") == "Service" and identity.get("principalId") == "dynamodb.amazonaws.com"
-
 
 def decode(record: dict[str, Any]) -> Change | None:
     """The change a stream record asks for; None when it is not for write-back. Raises Rejected."""
     event = record.get("eventName")
-    if event not in ("INSERT", "MODIFY", "REMOVE"):
+    if event not in EVENT_NAMES:
         raise Rejected(f"unknown eventName {event!r}")
-    if event == "REMOVE" and _is_ttl_expiry(record):
+    if event == "REMOVE" and is_ttl_expiry(record):
         return None
-    data = record.get("dynamodb")
-    if not isinstance(data, dict):
-        raise Rejected("record has no dynamodb section")
+    data = stream_data(record)
     side = "OldImage" if event == "REMOVE" else "NewImage"
     raw = data.get(side)
     if not isinstance(raw, dict) or not raw:
@@ -100,151 +88,33 @@ def decode(record: dict[str, Any]) -> Change | None:
         name = attribute_value(raw[ENTITY]) if ENTITY in raw else None
         if not isinstance(name, str):
             raise Rejected(f"item has no {ENTITY} attribute")
-        try:
-            entity = MODEL.entity(name)
-        except KeyError:
-            raise Rejected(f"unknown entity {name!r}") from None
-        if entity.master is not Side.DYNAMODB or not entity.sql_table:
+        mapped = _MAPPED.get(name)
+        if mapped is None:
+            raise Rejected(f"unknown entity {name!r}")
+        entity, attributes = mapped
+        if entity is None:  # mastered elsewhere, or no SQL table: not ours
             return None
         # Only the attributes the mapping reads are decoded: keys and GSI attributes are not.
-        image = {a: attribute_value(raw[a]) for a in (*_MAPPED[entity.name], ORIGIN) if a in raw}
+        image = {a: attribute_value(raw[a]) for a in attributes if a in raw}
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
         raise Rejected(f"undecodable image: {type(error).__name__}: {error}") from None
     if image.get(ORIGIN) == ORIGIN_SQL:
         return None
-    version = _integer(entity.field(VERSION), image.get(VERSION))
+    raw_version = image.get(VERSION)
+    version = None if raw_version is None else to_integer(entity.field(VERSION), raw_version)
     if version is None or version < 0:
-        raise Rejected(f"{name}: {VERSION} must be a non-negative integer, got {image.get(VERSION)!r}")
+        raise Rejected(f"{name}: {VERSION} must be a non-negative integer, got {raw_version!r}")
     row = to_row(entity, image)
     return Change(
         entity, tuple(row[c] for c in entity.sql_key_columns), version, event == "REMOVE", row, record
     )
 
 
-_MAPPED = {e.name: tuple(f.attribute for f in e.all_fields) for e in MODEL.entities}
-
-
-def attribute_value(attribute: dict[str, Any]) -> Any:
-    """One DynamoDB-JSON attribute value; scalars on a fast path, the rest through boto3."""
-    ((kind, raw),) = attribute.items()
-    if kind == "S":
-        return raw
-    if kind == "N":
-        return Decimal(raw)  # raises on a malformed number, where boto3 would return NaN
-    if kind == "BOOL":
-        return raw
-    if kind == "NULL":
-        return None
-    return _deserializer.deserialize(attribute)
-
-
-def to_row(entity: Entity, image: dict[str, Any]) -> dict[str, Any]:
-    """An item's values as the SQL row its mapping declares; raises Rejected naming the attribute."""
-    row = {}
-    for f, column, convert, required, is_key in _plan(entity.name):
-        value = image.get(f.attribute)
-        if value is None:
-            if is_key:
-                raise Rejected(f"{entity.name}: missing key attribute {f.attribute}")
-            if required:
-                raise Rejected(f"{entity.name}: missing required attribute {f.attribute}")
-            row[column] = None
-        else:
-            row[column] = convert(f, value)
-    return row
-
-
-@functools.cache
-def _plan(entity_name: str) -> tuple[tuple[Field, str, Callable[[Field, Any], Any], bool, bool], ...]:
-    """Per field: what `to_row` needs, looked up once (it runs for every record)."""
-    entity = MODEL.entity(entity_name)
-    return tuple(
-        (f, f.column, _CONVERTERS[f.type], f.required, f.attribute in entity.sql_key) for f in entity.fields
-    )
-
-
-def _reject(f: Field, expected: str, value: Any) -> Rejected:
-    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
-    return Rejected(f"{f.attribute} must be {expected}, got {type(value).__name__} {shown}")
-
-
-def _string(f: Field, value: Any) -> str:
-    if not isinstance(value, str):
-        raise _reject(f, "a string", value)
-    if f.max_length is not None and len(value) > f.max_length:
-        raise Rejected(f"{f.attribute} is {len(value)} characters long, over its limit of {f.max_length}")
-    return value
-
-
-def _integer(f: Field, value: Any) -> int | None:
-    if value is None:
-        return None
-    if not isinstance(value, Decimal) or value != value.to_integral_value():
-        raise _reject(f, "an integer", value)
-    number = int(value)
-    if not BIGINT_MIN <= number <= BIGINT_MAX:
-        raise Rejected(f"{f.attribute} = {number} is outside the 64-bit range of its column")
-    return number
-
-
-def _decimal(f: Field, value: Any) -> Decimal:
-    # boto3 decodes a malformed number ("twelve") as NaN, which PostgreSQL's numeric would accept
-    if not isinstance(value, Decimal) or not value.is_finite():
-        raise _reject(f, "a number", value)
-    return value
-
-
-def _timestamp(f: Field, value: Any) -> Any:
-    try:
-        return keys.parse_iso(_string(f, value))
-    except ValueError:
-        raise _reject(f, "an ISO-8601 timestamp with a timezone", value) from None
-
-
-def _boolean(f: Field, value: Any) -> bool:
-    if not isinstance(value, bool):
-        raise _reject(f, "a boolean", value)
-    return value
-
-
-def _json(f: Field, value: Any) -> str:
-    if not isinstance(value, dict | list | set):
-        raise _reject(f, "a map, list or set", value)
-    return json_text(value)
-
-
-_CONVERTERS: dict[FieldType, Callable[[Field, Any], Any]] = {
-    FieldType.STRING: _string,
-    FieldType.INTEGER: _integer,
-    FieldType.DECIMAL: _decimal,
-    FieldType.TIMESTAMP: _timestamp,
-    FieldType.BOOLEAN: _boolean,
-    FieldType.JSON: _json,
+# entity name -> (the entity if it is written back, else None; the attributes its mapping reads)
+_MAPPED: dict[str, tuple[Entity | None, tuple[str, ...]]] = {
+    e.name: (e if e in MODEL.written_back() else None, (*(f.attribute for f in e.all_fields), ORIGIN))
+    for e in MODEL.entities
 }
-
-
-def json_text(value: Any) -> str:
-    """JSON for a DynamoDB value that keeps numbers literal (38 digits stay 38 digits; json.dumps
-    would go through float) and writes sets as sorted lists and binary as base64."""
-    if isinstance(value, dict):
-        return (
-            "{"
-            + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{json_text(v)}" for k, v in value.items())
-            + "}"
-        )
-    if isinstance(value, list | tuple):
-        return "[" + ",".join(json_text(v) for v in value) + "]"
-    if isinstance(value, set | frozenset):
-        return json_text(sorted(value, key=lambda v: v.value if isinstance(v, Binary) else v))
-    if isinstance(value, bool) or value is None:
-        return json.dumps(value)
-    if isinstance(value, Decimal | int):
-        if isinstance(value, Decimal) and not value.is_finite():
-            raise Rejected(f"not a number in a nested value: {value}")
-        return str(value)
-    if isinstance(value, Binary):
-        return json.dumps(base64.b64encode(value.value).decode())
-    return json.dumps(value, ensure_ascii=False)
 
 
 # --- applying -------------------------------------------------------------------------------
@@ -342,12 +212,7 @@ def _chain(change: Change) -> Iterable[dict[str, Any]]:
 
 
 def write_back(
-    records: Sequence[dict[str, Any]],
-    engine: sa.Engine,
-    *,
-    force: bool = False,
-    store_dead_letters: bool = True,
-    source: str = SOURCE,
+    records: Sequence[dict[str, Any]], engine: sa.Engine, *, store_dead_letters: bool = True
 ) -> Outcome:
     """Apply one batch of stream records. Infrastructure failures raise, so the platform retries
     the whole batch; nothing is committed unless everything, dead letters included, is."""
@@ -357,9 +222,9 @@ def write_back(
     for attempt in range(1, TRANSIENT_RETRIES + 1):
         try:
             with engine.begin() as conn:
-                refused = apply_changes(conn, latest, force=force)
+                refused = apply_changes(conn, latest)
                 if store_dead_letters:
-                    deadletters.store(conn, source, outcome.rejected + refused)
+                    deadletters.store(conn, SOURCE, outcome.rejected + refused)
             break
         except sa.exc.OperationalError as error:
             if (

@@ -28,7 +28,7 @@ from decimal import Decimal
 from typing import Any
 
 from hybridsync import store
-from hybridsync.deadletters import DeadLetter, Rejected, triage
+from hybridsync.convert import attribute_value, marshal, to_row, unmarshal
 from hybridsync.model import (
     AGGREGATION_CURSOR,
     AGGREGATION_JOURNAL,
@@ -38,7 +38,7 @@ from hybridsync.model import (
     ORDER_LINE,
     SALES,
 )
-from hybridsync.writeback import attribute_value, to_row
+from hybridsync.records import DeadLetter, Rejected, stream_data, triage
 
 SOURCE = "aggregate"
 CANCELLED = "CANCELLED"
@@ -92,9 +92,7 @@ def _contribution(image: dict[str, Any] | None) -> dict[Aggregate, tuple[Decimal
 def parse(record: dict[str, Any]) -> RecordDelta | None:
     """The counter deltas of one record (new contribution minus old); None if it is not an order
     line. Raises Rejected for a record that can never be applied."""
-    data = record.get("dynamodb")
-    if not isinstance(data, dict):
-        raise Rejected("record has no dynamodb section")
+    data = stream_data(record)
     old, new = data.get("OldImage"), data.get("NewImage")
     image = new or old
     if not isinstance(image, dict) or attribute_value(image.get(ENTITY, {"NULL": True})) != ORDER_LINE.name:
@@ -144,13 +142,13 @@ def write_units(item_bytes: int, *, transactional: bool, gsi_moves: int = 0) -> 
 
 
 def _cursor_key(shard: str) -> dict[str, Any]:
-    return store.marshal(AGGREGATION_CURSOR.key({"ShardId": shard}))
+    return marshal(AGGREGATION_CURSOR.key({"ShardId": shard}))
 
 
 def _read_cursor(client: Any, table: str, shard: str, outcome: Outcome) -> dict[str, Any]:
     got = client.get_item(TableName=table, Key=_cursor_key(shard), ConsistentRead=True)
     outcome.calls += 1
-    return store.unmarshal(got["Item"]) if "Item" in got else {}
+    return unmarshal(got["Item"]) if "Item" in got else {}
 
 
 def _transact(client: Any, items: list[dict], outcome: Outcome, units: int) -> None:
@@ -194,7 +192,7 @@ def _journal(
     for number, part in enumerate(parts):
         body = json.dumps(part)
         values = {"ShardId": shard, "JournalId": journal, "Part": number, "Deltas": body}
-        items.append({"Put": {"TableName": table, "Item": store.marshal(AGGREGATION_JOURNAL.item(values))}})
+        items.append({"Put": {"TableName": table, "Item": marshal(AGGREGATION_JOURNAL.item(values))}})
         units += write_units(len(body) + 100, transactional=True)
     previous = cursor.get("Watermark")
     names = {"#w": "Watermark", "#p": "Pending", "#c": "Chunks", "#g": "Progress", "#t": EXPIRES_AT,
@@ -210,7 +208,7 @@ def _journal(
     }
     if previous is not None:
         values[":prev"] = previous
-    update["ExpressionAttributeValues"] = store.marshal(values)
+    update["ExpressionAttributeValues"] = marshal(values)
     items.append({"Update": update})
     _transact(client, items, outcome, units + write_units(200, transactional=True))
     outcome.applied += len(pending)
@@ -221,21 +219,20 @@ def _load_journal(
     client: Any, table: str, shard: str, journal: str, outcome: Outcome
 ) -> tuple[list[list[str]], list[dict]]:
     """The journal's delta rows, in order, and the keys of its parts."""
-    prefix = AGGREGATION_JOURNAL.key({"ShardId": shard, "JournalId": journal, "Part": 0})["SK"][:-4]
+    where = {"ShardId": shard, "JournalId": journal}
     rows: list[list[str]] = []
     part_keys: list[dict] = []
-    request = {"TableName": table, "KeyConditionExpression": "PK = :pk AND begins_with(SK, :sk)",
-               "ExpressionAttributeValues": store.marshal({":pk": f"AGGREGATE#{shard}", ":sk": prefix}),
-               "ConsistentRead": True}  # fmt: skip
-    while True:
-        page = client.query(**request)
+    for page in store.pages(
+        client, "query", TableName=table, KeyConditionExpression="PK = :pk AND begins_with(SK, :sk)",
+        ExpressionAttributeValues=marshal({":pk": AGGREGATION_JOURNAL.key_value("PK", where),
+                                           ":sk": AGGREGATION_JOURNAL.key_prefix("SK", where)}),
+        ConsistentRead=True,
+    ):  # fmt: skip
         outcome.calls += 1
         for raw in page["Items"]:
             rows += json.loads(raw["Deltas"]["S"])
             part_keys.append({"PK": raw["PK"], "SK": raw["SK"]})
-        if "LastEvaluatedKey" not in page:
-            return rows, part_keys
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    return rows, part_keys
 
 
 def _apply_journal(client: Any, table: str, shard: str, cursor: dict, outcome: Outcome) -> None:
@@ -253,7 +250,7 @@ def _apply_journal(client: Any, table: str, shard: str, cursor: dict, outcome: O
             "TableName": table, "Key": _cursor_key(shard),
             "UpdateExpression": "SET Progress = :next",
             "ConditionExpression": "Pending = :j AND Progress = :at",
-            "ExpressionAttributeValues": store.marshal({":next": number + 1, ":j": journal, ":at": number}),
+            "ExpressionAttributeValues": marshal({":next": number + 1, ":j": journal, ":at": number}),
         }})  # fmt: skip
         units = len(chunks[number]) * write_units(200, transactional=True, gsi_moves=1)
         _transact(client, items, outcome, units + write_units(200, transactional=True))
@@ -261,7 +258,7 @@ def _apply_journal(client: Any, table: str, shard: str, cursor: dict, outcome: O
     # no cursor points at them any more).
     client.update_item(
         TableName=table, Key=_cursor_key(shard), UpdateExpression="REMOVE Pending, Chunks, Progress",
-        ConditionExpression="Pending = :j", ExpressionAttributeValues=store.marshal({":j": journal}),
+        ConditionExpression="Pending = :j", ExpressionAttributeValues=marshal({":j": journal}),
     )  # fmt: skip
     outcome.calls += 1
     outcome.write_units += write_units(200, transactional=False)
@@ -287,14 +284,14 @@ def _update(table: str, item: Aggregate, delta: tuple[Decimal, Decimal]) -> dict
     }  # fmt: skip
     return {"Update": {
         "TableName": table,
-        "Key": store.marshal(entity.key(values)),
+        "Key": marshal(entity.key(values)),
         "UpdateExpression": (
             "SET #a = if_not_exists(#a, :zero) + :da, #b = if_not_exists(#b, :zero) + :db, "
             "RankSK = if_not_exists(#a, :zero) + :da, "
             "RankPK = :rank, #e = :entity, #o = :owner, Period = :period"
         ),
         "ExpressionAttributeNames": {"#a": first, "#b": second, "#e": ENTITY, "#o": owner_attribute},
-        "ExpressionAttributeValues": store.marshal(attribute_values),
+        "ExpressionAttributeValues": marshal(attribute_values),
     }}  # fmt: skip
 
 

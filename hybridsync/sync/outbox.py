@@ -22,13 +22,12 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import keys, store
-from hybridsync.model import ENTITY, EXPIRES_AT, MODEL, ORIGIN, ORIGIN_SQL, VERSION, Entity, FieldType, Side
+from hybridsync import store
+from hybridsync.convert import item_values
+from hybridsync.model import MODEL, Entity, Side
+from hybridsync.views import CACHE_TTL_S, TOMBSTONE_TTL_S, missing_item, view_item
 
 CHANNEL = "hybridsync_outbox"
-CACHE_TTL_S = 24 * 3600  # views of PostgreSQL rows are a cache: they expire unless read or changed
-TOMBSTONE_TTL_S = 3600  # a deleted row's marker outlives any populate that could race it
-MISSING = "Missing"  # marks "no such row": a delete's tombstone, or a cached miss
 WRITERS = 16  # concurrent DynamoDB writes per drain
 
 ENTITIES: dict[str, Entity] = {e.sql_table: e for e in MODEL.mastered_in(Side.POSTGRESQL) if e.sql_table}
@@ -41,20 +40,12 @@ class Drained:
     superseded: int = 0  # DynamoDB already held the same or a newer version
     oldest_age_s: float = 0.0  # how long the oldest claimed change waited
 
-
-def item_values(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
-    """A SQL row (as JSON, numbers exact) as the entity's DynamoDB attribute values."""
-    values: dict[str, Any] = {}
-    for f in entity.fields:
-        value = row.get(f.column)
-        if value is None:
-            continue
-        if f.type is FieldType.TIMESTAMP:
-            value = keys.iso_ms(keys.parse_iso(value) if isinstance(value, str) else value)
-        elif f.type in (FieldType.INTEGER, FieldType.DECIMAL):
-            value = Decimal(value)
-        values[f.attribute] = value
-    return values
+    def add(self, step: Drained) -> Drained:
+        self.claimed += step.claimed
+        self.applied += step.applied
+        self.superseded += step.superseded
+        self.oldest_age_s = max(self.oldest_age_s, step.oldest_age_s)
+        return step
 
 
 def _exact_json(text: str | None) -> Any:
@@ -65,19 +56,14 @@ def put_view(
     client: Any, table: str, entity: Entity, values: dict[str, Any], version: int, ttl_s: int = CACHE_TTL_S
 ) -> bool:
     """Write the view of a row unless DynamoDB holds the same or a newer version of it."""
-    expires = int(time.time()) + ttl_s
-    return store.put(
-        client, table, entity, values | {VERSION: version, ORIGIN: ORIGIN_SQL, EXPIRES_AT: expires}
-    )
+    item = view_item(entity, values, version, now=int(time.time()), ttl_s=ttl_s)
+    return store.put_if_newer(client, table, item)
 
 
 def put_tombstone(client: Any, table: str, entity: Entity, key_values: dict[str, Any], version: int) -> bool:
     """Replace the view by a short-lived "no such row" marker carrying the delete's version, so a
     populate that read the row before the delete cannot bring it back."""
-    item = entity.key(key_values) | {
-        ENTITY: entity.name, VERSION: version, ORIGIN: ORIGIN_SQL, MISSING: True,
-        EXPIRES_AT: int(time.time()) + TOMBSTONE_TTL_S,
-    }  # fmt: skip
+    item = missing_item(entity, key_values, version, now=int(time.time()), ttl_s=TOMBSTONE_TTL_S)
     return store.put_if_newer(client, table, item)
 
 
@@ -124,11 +110,8 @@ def drain(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -> Dr
 def drain_all(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -> Drained:
     """Drain until the outbox is empty (of rows no other drainer holds)."""
     total = Drained()
-    while (step := drain(engine, client, table, limit=limit)).claimed:
-        total.claimed += step.claimed
-        total.applied += step.applied
-        total.superseded += step.superseded
-        total.oldest_age_s = max(total.oldest_age_s, step.oldest_age_s)
+    while total.add(drain(engine, client, table, limit=limit)).claimed:
+        pass
     return total
 
 

@@ -13,14 +13,13 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
+from hybridsync import store
+from hybridsync.convert import marshal, unmarshal
+from hybridsync.model import CUSTOMER_SPEND, MAIN, PLAYER_SCORE, SALES, Entity
 
-from hybridsync import keys, store
-from hybridsync.model import LEADERBOARD_SHARDS, PLAYER_SCORE, RANKING_SHARDS
-
-INDEX = "Rankings"
+INDEX = MAIN.index("Rankings")
+RANK_PK, RANK_SK = INDEX.partition.name, INDEX.sort.name if INDEX.sort else ""
 MAX_N = 100
-_deserializer = TypeDeserializer()
 
 
 @dataclass(frozen=True)
@@ -35,32 +34,26 @@ class Ranked:
 
 def _query_shard(client: Any, table: str, partition: str, n: int) -> list[Ranked]:
     found: list[Ranked] = []
-    request: dict[str, Any] = {
-        "TableName": table,
-        "IndexName": INDEX,
-        "KeyConditionExpression": "RankPK = :p",
-        "ExpressionAttributeValues": {":p": {"S": partition}},
-        "ScanIndexForward": False,
-        "Limit": n,
-    }
-    while True:
-        page = client.query(**request)
-        found += [
-            Ranked(Decimal(i["RankSK"]["N"]), {k: _deserializer.deserialize(v) for k, v in i.items()})
-            for i in page["Items"]
-        ]
+    for page in store.pages(
+        client, "query", TableName=table, IndexName=INDEX.name, KeyConditionExpression="#pk = :p",
+        ExpressionAttributeNames={"#pk": RANK_PK}, ExpressionAttributeValues=marshal({":p": partition}),
+        ScanIndexForward=False, Limit=n,
+    ):  # fmt: skip
+        found += [Ranked(item[RANK_SK], item) for item in map(unmarshal, page["Items"])]
         last = page.get("LastEvaluatedKey")
         # stop once we hold n items and the last one is not tied with what may follow
-        if not last or (len(found) >= n and found[-1].score != Decimal(last["RankSK"]["N"])):
-            return found
-        request["ExclusiveStartKey"] = last
+        if not last or (len(found) >= n and found[-1].score != Decimal(last[RANK_SK]["N"])):
+            break
+    return found
 
 
-def top(client: Any, table: str, prefix: str, shards: int, n: int) -> list[dict[str, Any]]:
-    """The n highest-ranked items of a sharded partition, merged across its shards."""
+def top(client: Any, table: str, entity: Entity, values: dict[str, Any], n: int) -> list[dict[str, Any]]:
+    """The n highest-ranked items of an entity's ranked partition (for these values, e.g. a
+    period), merged across its shards."""
     if not 1 <= n <= MAX_N:
         raise ValueError(f"n must be between 1 and {MAX_N}, got {n}")
-    candidates = [r for p in keys.all_shards(prefix, shards) for r in _query_shard(client, table, p, n)]
+    partitions = entity.partitions(RANK_PK, values)
+    candidates = [r for p in partitions for r in _query_shard(client, table, p, n)]
     return [r.item for r in heapq.nsmallest(n, candidates, key=lambda r: r.order)]
 
 
@@ -81,38 +74,37 @@ def period_of(day: str | None = None, month: str | None = None) -> str:
 
 
 def top_sellers(client: Any, table: str, period: str, n: int = 10) -> list[dict[str, Any]]:
-    return top(client, table, f"SALES#{period}", RANKING_SHARDS, n)
+    return top(client, table, SALES, {"Period": period}, n)
 
 
 def top_customers(client: Any, table: str, month: str, n: int = 10) -> list[dict[str, Any]]:
-    return top(client, table, f"SPEND#{month}", RANKING_SHARDS, n)
+    return top(client, table, CUSTOMER_SPEND, {"Period": month}, n)
 
 
 def leaderboard(client: Any, table: str, n: int = 10) -> list[dict[str, Any]]:
-    return top(client, table, "LEADERBOARD", LEADERBOARD_SHARDS, n)
+    return top(client, table, PLAYER_SCORE, {}, n)
 
 
 def player(client: Any, table: str, player_id: str, neighbours: int = 2) -> dict[str, Any] | None:
     """A player's score, rank (1 = best) and the `neighbours` players just above and below."""
-    got = client.get_item(TableName=table, Key=store.marshal(PLAYER_SCORE.key({"PlayerId": player_id})))
+    got = client.get_item(TableName=table, Key=marshal(PLAYER_SCORE.key({"PlayerId": player_id})))
     if "Item" not in got:
         return None
-    me = store.unmarshal(got["Item"])
+    me = unmarshal(got["Item"])
     score = me["Score"]
     nearby: dict[str, Ranked] = {}
     better = 0
-    for partition in keys.all_shards("LEADERBOARD", LEADERBOARD_SHARDS):
-        common = {"TableName": table, "IndexName": INDEX}
-        values = {":p": {"S": partition}, ":s": {"N": str(score)}}
-        count = client.query(**common, KeyConditionExpression="RankPK = :p AND RankSK > :s",
-                             ExpressionAttributeValues=values, Select="COUNT")  # fmt: skip
+    for partition in PLAYER_SCORE.partitions(RANK_PK):
+        common = {"TableName": table, "IndexName": INDEX.name,
+                  "ExpressionAttributeNames": {"#pk": RANK_PK, "#sk": RANK_SK},
+                  "ExpressionAttributeValues": marshal({":p": partition, ":s": score})}  # fmt: skip
+        count = client.query(**common, KeyConditionExpression="#pk = :p AND #sk > :s", Select="COUNT")
         better += count["Count"]
-        for condition, forward in (("RankSK >= :s", True), ("RankSK <= :s", False)):
-            page = client.query(**common, KeyConditionExpression=f"RankPK = :p AND {condition}",
-                                ExpressionAttributeValues=values, ScanIndexForward=forward,
-                                Limit=neighbours + 1)  # fmt: skip
-            for i in page["Items"]:
-                nearby[i["PlayerId"]["S"]] = Ranked(Decimal(i["RankSK"]["N"]), store.unmarshal(i))
+        for condition, forward in (("#sk >= :s", True), ("#sk <= :s", False)):
+            page = client.query(**common, KeyConditionExpression=f"#pk = :p AND {condition}",
+                                ScanIndexForward=forward, Limit=neighbours + 1)  # fmt: skip
+            for item in map(unmarshal, page["Items"]):
+                nearby[item["PlayerId"]] = Ranked(item[RANK_SK], item)
     ordered = sorted(nearby.values(), key=lambda r: r.order)
     at = next(i for i, r in enumerate(ordered) if r.item["PlayerId"] == player_id)
     return {

@@ -9,14 +9,13 @@ from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
-from boto3.dynamodb.types import TypeDeserializer
 
-from hybridsync.deadletters import Rejected
-from hybridsync.model import ENTITY, MODEL, VERSION, Entity, FieldType, Side
+from hybridsync import store
+from hybridsync.convert import to_row, unmarshal
+from hybridsync.model import ENTITY, MODEL, VERSION, Entity, FieldType
+from hybridsync.records import Rejected
 from hybridsync.schema import entity_tables
-from hybridsync.writeback import Change, apply_changes, to_row
-
-_deserializer = TypeDeserializer()
+from hybridsync.sync.writeback import Change, apply_changes
 
 
 @dataclass
@@ -33,10 +32,6 @@ class Drift:
         return len(self.missing) + len(self.stale) + len(self.extra)
 
 
-def written_back() -> tuple[Entity, ...]:
-    return tuple(e for e in MODEL.mastered_in(Side.DYNAMODB) if e.sql_table)
-
-
 def _comparable(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
     """Values as both sides can compare them: JSON parsed with exact numbers."""
     out = {}
@@ -51,7 +46,9 @@ def _comparable(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
 def _dynamodb_items(client: Any, table_name: str, entities: tuple[Entity, ...]) -> dict[str, list[dict]]:
     names = {f":e{i}": {"S": e.name} for i, e in enumerate(entities)}
     items: dict[str, list[dict]] = {e.name: [] for e in entities}
-    pages = client.get_paginator("scan").paginate(
+    pages = store.pages(
+        client,
+        "scan",
         TableName=table_name,
         FilterExpression=f"#entity IN ({', '.join(names)})",
         ExpressionAttributeNames={"#entity": ENTITY},
@@ -60,7 +57,7 @@ def _dynamodb_items(client: Any, table_name: str, entities: tuple[Entity, ...]) 
     )
     for page in pages:
         for raw in page["Items"]:
-            item = {k: _deserializer.deserialize(v) for k, v in raw.items()}
+            item = unmarshal(raw)
             items[item[ENTITY]].append(item)
     return items
 
@@ -79,7 +76,7 @@ def _sql_rows(conn: sa.Connection, entity: Entity) -> dict[tuple[Any, ...], dict
 def reconcile(client: Any, table_name: str, engine: sa.Engine, *, repair: bool = False) -> dict[str, Drift]:
     """Drift per entity. With `repair`, DynamoDB's state is written over SQL's (never over a newer
     SQL version) and rows gone from DynamoDB are tombstoned."""
-    entities = written_back()
+    entities = MODEL.written_back()
     dynamo = _dynamodb_items(client, table_name, entities)
     report: dict[str, Drift] = {}
     fixes: list[Change] = []

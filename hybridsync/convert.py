@@ -1,0 +1,188 @@
+"""Values between DynamoDB and PostgreSQL, both ways: the one decoder of DynamoDB attribute values,
+an item image as the SQL row its mapping declares (rejecting what the mapping cannot hold), and a
+SQL row as item values. Numbers stay exact everywhere: DynamoDB's 38 digits, never a float."""
+
+from __future__ import annotations
+
+import base64
+import functools
+import json
+from collections.abc import Callable
+from decimal import Decimal
+from typing import Any
+
+from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
+
+from hybridsync import keys
+from hybridsync.model import MODEL, Entity, Field, FieldType
+from hybridsync.records import Rejected
+
+BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
+
+_serializer = TypeSerializer()
+_deserializer = TypeDeserializer()
+
+
+def marshal(item: dict[str, Any]) -> dict[str, Any]:
+    """Python values -> DynamoDB JSON (what the low-level client sends)."""
+    return {name: _serializer.serialize(value) for name, value in item.items()}
+
+
+def attribute_value(attribute: dict[str, Any]) -> Any:
+    """One DynamoDB-JSON attribute value; scalars on a fast path, the rest through boto3."""
+    ((kind, raw),) = attribute.items()
+    if kind == "S" or kind == "BOOL":
+        return raw
+    if kind == "N":
+        return Decimal(raw)  # raises on a malformed number, where boto3 would return NaN
+    if kind == "NULL":
+        return None
+    return _deserializer.deserialize(attribute)
+
+
+def unmarshal(image: dict[str, Any]) -> dict[str, Any]:
+    """DynamoDB JSON (an item, or a stream image) -> Python values."""
+    return {name: attribute_value(value) for name, value in image.items()}
+
+
+# --- an item image -> its SQL row ------------------------------------------------------------
+
+
+def to_row(entity: Entity, image: dict[str, Any]) -> dict[str, Any]:
+    """An item's values as the SQL row its mapping declares; raises Rejected naming the attribute."""
+    row = {}
+    for attribute, column, convert, required, is_key, f in _plan(entity.name):
+        value = image.get(attribute)
+        if value is None:
+            if is_key:
+                raise Rejected(f"{entity.name}: missing key attribute {attribute}")
+            if required:
+                raise Rejected(f"{entity.name}: missing required attribute {attribute}")
+            row[column] = None
+        else:
+            row[column] = convert(f, value)
+    return row
+
+
+@functools.cache
+def _plan(entity_name: str) -> tuple[tuple[str, str, Callable[[Field, Any], Any], bool, bool, Field], ...]:
+    """Per field: what `to_row` needs, looked up once (it runs for every record)."""
+    entity = MODEL.entity(entity_name)
+    return tuple(
+        (f.attribute, f.column, CONVERTERS[f.type], f.required, f.attribute in entity.sql_key, f)
+        for f in entity.fields
+    )
+
+
+def _reject(f: Field, expected: str, value: Any) -> Rejected:
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    return Rejected(f"{f.attribute} must be {expected}, got {type(value).__name__} {shown}")
+
+
+def to_string(f: Field, value: Any) -> str:
+    if type(value) is not str:
+        raise _reject(f, "a string", value)
+    if f.max_length is not None and len(value) > f.max_length:
+        raise Rejected(f"{f.attribute} is {len(value)} characters long, over its limit of {f.max_length}")
+    return value
+
+
+def to_integer(f: Field, value: Any) -> int:
+    if type(value) is not Decimal or value != value.to_integral_value():
+        raise _reject(f, "an integer", value)
+    number = int(value)
+    if not BIGINT_MIN <= number <= BIGINT_MAX:
+        raise Rejected(f"{f.attribute} = {number} is outside the 64-bit range of its column")
+    return number
+
+
+def to_decimal(f: Field, value: Any) -> Decimal:
+    # boto3 decodes a malformed number ("twelve") as NaN, which PostgreSQL's numeric would accept
+    if type(value) is not Decimal or not value.is_finite():
+        raise _reject(f, "a number", value)
+    return value
+
+
+def to_timestamp(f: Field, value: Any) -> Any:
+    try:
+        return keys.parse_iso(to_string(f, value))
+    except ValueError:
+        raise _reject(f, "an ISO-8601 timestamp with a timezone", value) from None
+
+
+def to_boolean(f: Field, value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise _reject(f, "a boolean", value)
+    return value
+
+
+def to_json(f: Field, value: Any) -> str:
+    if not isinstance(value, dict | list | set):
+        raise _reject(f, "a map, list or set", value)
+    return json_text(value)
+
+
+CONVERTERS: dict[FieldType, Callable[[Field, Any], Any]] = {
+    FieldType.STRING: to_string,
+    FieldType.INTEGER: to_integer,
+    FieldType.DECIMAL: to_decimal,
+    FieldType.TIMESTAMP: to_timestamp,
+    FieldType.BOOLEAN: to_boolean,
+    FieldType.JSON: to_json,
+}
+
+
+def json_text(value: Any) -> str:
+    """JSON for a DynamoDB value that keeps numbers literal (38 digits stay 38 digits; json.dumps
+    would go through float) and writes sets as sorted lists and binary as base64."""
+    if isinstance(value, dict):
+        return (
+            "{"
+            + ",".join(f"{json.dumps(str(k), ensure_ascii=False)}:{json_text(v)}" for k, v in value.items())
+            + "}"
+        )
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(json_text(v) for v in value) + "]"
+    if isinstance(value, set | frozenset):
+        return json_text(sorted(value, key=lambda v: v.value if isinstance(v, Binary) else v))
+    if isinstance(value, bool) or value is None:
+        return json.dumps(value)
+    if isinstance(value, Decimal | int):
+        if isinstance(value, Decimal) and not value.is_finite():
+            raise Rejected(f"not a number in a nested value: {value}")
+        return str(value)
+    if isinstance(value, Binary):
+        return json.dumps(base64.b64encode(value.value).decode())
+    return json.dumps(value, ensure_ascii=False)
+
+
+# --- a SQL row -> item values ----------------------------------------------------------------
+
+
+def item_values(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
+    """A SQL row (as JSON, numbers exact) as the entity's DynamoDB attribute values."""
+    values: dict[str, Any] = {}
+    for f in entity.fields:
+        value = row.get(f.column)
+        if value is None:
+            continue
+        if f.type is FieldType.TIMESTAMP:
+            value = keys.iso_ms(keys.parse_iso(value) if isinstance(value, str) else value)
+        elif f.type in (FieldType.INTEGER, FieldType.DECIMAL):
+            value = Decimal(value)
+        values[f.attribute] = value
+    return values
+
+
+def jsonable(value: Any) -> Any:
+    """A decoded value as JSON-ready data: integral numbers as integers, others as exact decimal
+    strings, sets as sorted lists."""
+    if isinstance(value, Decimal):
+        return int(value) if value == value.to_integral_value() else str(value)
+    if isinstance(value, dict):
+        return {k: jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [jsonable(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return sorted(jsonable(v) for v in value)
+    return value

@@ -1,0 +1,1 @@
+"""Reads: cache-aside entities, order views, rankings."""

@@ -1,0 +1,82 @@
+"""The vocabulary every stream consumer shares: what a record is, what it asks for, and how a record
+that can never be applied is turned away (`Rejected` -> `DeadLetter`) without stopping the others."""
+
+from __future__ import annotations
+
+import base64
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, TypeVar
+
+EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
+DYNAMODB_SERVICE = "dynamodb.amazonaws.com"  # the principal of TTL deletions
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    record: dict[str, Any]
+    reason: str
+
+
+class Rejected(Exception):
+    """A record that can never be applied as it is: it becomes a dead letter with this reason."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+T = TypeVar("T")
+
+
+def triage(
+    records: Iterable[dict[str, Any]], parse: Callable[[dict[str, Any]], T | None]
+) -> tuple[list[T], list[DeadLetter], int]:
+    """Parse each record: (what parsed, dead letters for the rejected ones, how many were not for
+    this consumer). One bad record never stops the others."""
+    parsed: list[T] = []
+    rejected: list[DeadLetter] = []
+    skipped = 0
+    for record in records:
+        try:
+            result = parse(record)
+        except Rejected as error:
+            rejected.append(DeadLetter(record, error.reason))
+            continue
+        if result is None:
+            skipped += 1
+        else:
+            parsed.append(result)
+    return parsed, rejected, skipped
+
+
+def is_ttl_expiry(record: dict[str, Any]) -> bool:
+    """A REMOVE made by DynamoDB's TTL sweeper, not by a user or application."""
+    identity = record.get("userIdentity") or {}
+    return identity.get("type") == "Service" and identity.get("principalId") == DYNAMODB_SERVICE
+
+
+def stream_data(record: dict[str, Any]) -> dict[str, Any]:
+    """The record's `dynamodb` section; Rejected without one."""
+    data = record.get("dynamodb")
+    if not isinstance(data, dict):
+        raise Rejected("record has no dynamodb section")
+    return data
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, bytes | bytearray):
+        return base64.b64encode(value).decode()
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, set | frozenset):
+        return sorted(value, key=str)
+    return str(value)
+
+
+def as_json(record: dict[str, Any]) -> Any:
+    """The record as JSON-safe data in the Lambda event shape, whatever produced it (a Lambda event,
+    or boto3's streams client with datetimes and raw bytes)."""
+    return json.loads(json.dumps(record, default=_json_default))

@@ -1,0 +1,1 @@
+"""Stream consumers and the outbox: write-back, exactly-once aggregation, SQL -> DynamoDB, reconcile."""

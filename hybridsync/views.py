@@ -1,0 +1,49 @@
+"""The shape of a DynamoDB view of a PostgreSQL row, shared by the cache-aside reads and the outbox
+drain: a view item, a short-lived "no such row" marker, and what a reader may see of either.
+
+Views carry the row's `Version` (conditional writes never replace a newer one), `Origin = sql`
+(the write-back never echoes them) and an `ExpiresAt`: they are a cache of PostgreSQL.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hybridsync.convert import jsonable
+from hybridsync.model import ENTITY, EXPIRES_AT, ORIGIN, ORIGIN_SQL, VERSION, Entity
+
+CACHE_TTL_S = 24 * 3600  # a view expires unless read or changed again
+TOMBSTONE_TTL_S = 3600  # a deleted row's marker outlives any populate that could race it
+NEGATIVE_TTL_S = 60  # a cached miss: unknown ids do not reach PostgreSQL on every request
+MISSING = "Missing"  # marks "no such row": a delete's tombstone, or a cached miss
+
+
+def view_item(
+    entity: Entity, values: dict[str, Any], version: int, *, now: int, ttl_s: int
+) -> dict[str, Any]:
+    """The item that caches a row with these values."""
+    return entity.item(values | {VERSION: version, ORIGIN: ORIGIN_SQL, EXPIRES_AT: now + ttl_s})
+
+
+def missing_item(
+    entity: Entity, key_values: dict[str, Any], version: int, *, now: int, ttl_s: int
+) -> dict[str, Any]:
+    """A marker for "no such row" carrying the version that decided it, so an older populate
+    cannot bring the row back while it lives."""
+    return entity.key(key_values) | {
+        ENTITY: entity.name, VERSION: version, ORIGIN: ORIGIN_SQL, MISSING: True, EXPIRES_AT: now + ttl_s,
+    }  # fmt: skip
+
+
+def is_missing(item: dict[str, Any]) -> bool:
+    return bool(item.get(MISSING))
+
+
+def is_live(item: dict[str, Any], now: int) -> bool:
+    """DynamoDB deletes expired items lazily (within days): an expired item is as good as absent."""
+    return item.get(EXPIRES_AT, now + 1) > now
+
+
+def public(entity: Entity, item: dict[str, Any]) -> dict[str, Any]:
+    """The entity's own attributes (no keys, TTL or sync bookkeeping), JSON-ready."""
+    return {f.attribute: jsonable(item[f.attribute]) for f in entity.all_fields if f.attribute in item}

@@ -18,11 +18,14 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The folder a test lives in is its marker: `-m unit` runs without any service."""
+    """The folder a test lives in is its marker: `-m unit` runs without any service, and with every
+    socket refused (pytest-socket), so a unit test that reaches for the network fails."""
     for item in items:
         kind = Path(str(item.fspath)).relative_to(ROOT / "tests").parts[0]
         if kind in ("unit", "integration", "infra"):
             item.add_marker(kind)
+        if kind == "unit":
+            item.add_marker(pytest.mark.disable_socket)
 
 
 @pytest.fixture(scope="session")

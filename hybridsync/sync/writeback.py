@@ -28,16 +28,18 @@ SOURCE = "write_back"
 TRANSIENT_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock: safe to retry at once
 TRANSIENT_RETRIES = 3
 
-# Lambda event filters (FilterCriteria patterns; a record passes if it matches any). The same
-# rules are enforced in `decode`, so a record that slips past the filters is still ignored; a unit
-# test evaluates both on the same fixtures (hybridsync.filters is Lambda's grammar).
-_WRITES = ["INSERT", "MODIFY"]
+# Lambda event filters (FilterCriteria patterns; a record passes if it matches any): changes of the
+# entities written back, made in DynamoDB (no Origin, or not the SQL side's), and deletes by a user or
+# application (TTL expiries carry the DynamoDB service's userIdentity). `decode` enforces the same
+# rules, so a record that slips past is still ignored; a unit test evaluates both on the same
+# fixtures with Lambda's grammar (hybridsync.filters).
+_ENTITIES = {ENTITY: {"S": [e.name for e in MODEL.written_back()]}}
+_NOT_FROM_SQL = ({"S": [{"exists": False}]}, {"S": [{"anything-but": [ORIGIN_SQL]}]})
 EVENT_FILTERS: list[dict[str, Any]] = [
-    # changes made in DynamoDB: no Origin, or an Origin other than the SQL side
-    {"eventName": _WRITES, "dynamodb": {"NewImage": {ORIGIN: {"S": [{"exists": False}]}}}},
-    {"eventName": _WRITES, "dynamodb": {"NewImage": {ORIGIN: {"S": [{"anything-but": [ORIGIN_SQL]}]}}}},
-    # deletes by a user or application; TTL expiries carry a userIdentity of the DynamoDB service
-    {"eventName": ["REMOVE"], "userIdentity": {"type": [{"exists": False}]}},
+    *({"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": _ENTITIES | {ORIGIN: origin}}}
+      for origin in _NOT_FROM_SQL),
+    {"eventName": ["REMOVE"], "userIdentity": {"type": [{"exists": False}]},
+     "dynamodb": {"OldImage": _ENTITIES}},
 ]  # fmt: skip
 
 

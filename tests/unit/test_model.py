@@ -94,3 +94,51 @@ def test_create_table_request_renders_the_declaration():
     assert {g["IndexName"] for g in request["GlobalSecondaryIndexes"]} == {i.name for i in MAIN.indexes}
     assert {"AttributeName": "RankSK", "AttributeType": "N"} in request["AttributeDefinitions"]
     assert request["StreamSpecification"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
+
+
+def test_readers_get_key_prefixes_from_the_model():
+    assert ORDER.key_prefix("SK") == "ORDER#"
+    assert ORDER_LINE.key_prefix("SK", {"CreatedAt": "2026-11-22T07:00:00.000Z", "OrderId": "o-1"}) == (
+        "ORDER#2026-11-22T07:00:00.000Z#o-1#LINE#"
+    )
+    journal = MODEL.entity("AggregationJournal")
+    where = {"ShardId": "s-1", "JournalId": "42"}
+    assert journal.key_prefix("SK", where) == "JOURNAL#42#"
+    assert journal.key(where | {"Part": 3})["SK"].startswith(journal.key_prefix("SK", where))
+
+
+def test_scatter_reads_get_every_shard_from_the_model():
+    assert ORDER.partitions("TimeShard") == [f"ORDERS#{n}" for n in range(8)]
+    assert ORDER.partitions("OpenShard") == [f"OPEN#{n}" for n in range(4)]  # sparse or not
+    assert SALES.partitions("RankPK", {"Period": "2026-11"}) == [f"SALES#2026-11#{n}" for n in range(4)]
+    assert PLAYER_SCORE.partitions("RankPK") == [f"LEADERBOARD#{n}" for n in range(8)]
+    assert ORDER.key_value("TimeShard", values("Order")) in ORDER.partitions("TimeShard")
+    assert (ORDER.shards("TimeShard"), ORDER.shards("OpenShard"), ORDER.shards("PK")) == (8, 4, 1)
+    with pytest.raises(ValueError, match="cannot build"):
+        SALES.partitions("RankPK")  # the period is part of the partition
+
+
+def test_no_module_outside_the_model_spells_a_key():
+    """Key prefixes (`CUSTOMER#`, `ORDERS`, ...) are declared once, in the model."""
+    import ast
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    declared = {p.split("#")[0].strip("{") for e in MODEL.entities for b in e.keys.values()
+                for p in [getattr(b, "pattern", getattr(b, "prefix", ""))] if p}  # fmt: skip
+    declared.discard("")
+    spelled = re.compile(r"\b(" + "|".join(sorted(declared)) + r")#")
+    offenders = []
+    for path in [*root.glob("hybridsync/**/*.py"), *root.glob("lambdas/**/*.py"), *root.glob("stacks/*.py")]:
+        if path.name in ("model.py",) or "migrations" in path.parts:
+            continue
+        tree = ast.parse(path.read_text())
+        docstrings = {id(n.body[0].value) for n in ast.walk(tree)
+                      if isinstance(n, ast.Module | ast.FunctionDef | ast.ClassDef) and n.body
+                      and isinstance(n.body[0], ast.Expr)}  # fmt: skip
+        for node in ast.walk(tree):
+            literal = isinstance(node, ast.Constant) and isinstance(node.value, str)
+            if literal and id(node) not in docstrings and spelled.search(node.value):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
+    assert offenders == []

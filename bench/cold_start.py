@@ -1,0 +1,108 @@
+"""Cold start of every function: its handler module's import + init against the bare libraries it
+really needs, each in fresh interpreters, side by side in one run.
+
+  handler   `import handler` from lambdas/<name>/ (what the asset ships), then the per-container
+            clients it uses built as the first invocation builds them (hybridsync.runtime)
+  baseline  the same libraries imported bare and the same clients built bare: Powertools' Logger
+            and Metrics (and the HTTP resolver for the API), boto3 and a DynamoDB client, SQLAlchemy
+            with the psycopg dialect and an engine (no connection is opened), Alembic. A function
+            that talks to PostgreSQL also needs boto3: in AWS its credentials come from Secrets
+            Manager (here DATABASE_URL stands in, so the handler side may skip that import).
+
+The ratio is what hybridsync adds on top of the libraries (1.0 = nothing). Interpreter start-up
+is not counted; runs alternate handler and baseline, and each figure is the median.
+
+Usage: python bench/cold_start.py [--quick] [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+# What each function really needs at cold start (its clients and the libraries behind them).
+NEEDS = {
+    "write_back": ("powertools", "sql"),
+    "aggregate": ("powertools", "dynamodb"),
+    "read_api": ("powertools", "http", "sql", "dynamodb"),
+    "sql_sync": ("powertools", "sql", "dynamodb"),
+    "migrate": ("powertools", "sql", "alembic"),
+}
+BARE = {
+    "powertools": "from aws_lambda_powertools import Logger, Metrics; Logger(); Metrics()",
+    "http": "from aws_lambda_powertools.event_handler import APIGatewayHttpResolver as R; R()",
+    "sql": "import boto3, sqlalchemy; sqlalchemy.create_engine('postgresql+psycopg://u:p@127.0.0.1:1/d')",
+    "dynamodb": "import boto3; boto3.client('dynamodb', endpoint_url='http://127.0.0.1:1')",
+    "alembic": "import alembic.command, alembic.config",
+}
+INIT = {  # after `import handler`: the clients the first invocation builds
+    "sql": "from hybridsync import runtime; runtime.engine()",
+    "dynamodb": "from hybridsync import runtime; runtime.dynamodb()",
+}
+ENV = {
+    "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "local",
+    "AWS_SECRET_ACCESS_KEY": "local", "DYNAMODB_ENDPOINT": "http://127.0.0.1:1",
+    "DATABASE_URL": "postgresql://u:p@127.0.0.1:1/d", "TABLE_MAIN": "main", "TABLE_CHUNKS": "chunks",
+    "POWERTOOLS_SERVICE_NAME": "cold-start", "POWERTOOLS_METRICS_NAMESPACE": "hybridsync",
+}  # fmt: skip
+
+
+def timed(code: str, cwd: Path) -> float:
+    """Milliseconds `code` takes in a fresh interpreter (start-up excluded)."""
+    probe = f"import time; t = time.perf_counter()\n{code}\nprint((time.perf_counter() - t) * 1000)"
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{cwd}{os.pathsep}{ROOT}", **ENV}
+    out = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env=env, capture_output=True, text=True)
+    if out.returncode:
+        raise SystemExit(f"probe failed in {cwd}:\n{out.stderr}")
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def measure(name: str, runs: int) -> tuple[float, float]:
+    needs = NEEDS[name]
+    handler = "\n".join(["import handler", *(INIT[n] for n in needs if n in INIT)])
+    bare = "\n".join(BARE[n] for n in needs)
+    folder = ROOT / "lambdas" / name
+    timed(handler, folder), timed(bare, folder)  # warm the bytecode caches: not a cold start's cost
+    ours, theirs = [], []
+    for _ in range(runs):
+        ours.append(timed(handler, folder))
+        theirs.append(timed(bare, folder))
+    return statistics.median(ours), statistics.median(theirs)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__.split("\n\n")[0],
+        epilog="example: python bench/cold_start.py --quick",
+    )
+    parser.add_argument("--quick", action="store_true", help="5 runs per function (default 11)")
+    parser.add_argument("--runs", type=int, help="runs per function")
+    args = parser.parse_args()
+    runs = args.runs or (5 if args.quick else 11)
+    functions = sorted(p.parent.name for p in (ROOT / "lambdas").glob("*/handler.py"))
+    missing = set(functions) ^ set(NEEDS)
+    if missing:
+        raise SystemExit(f"NEEDS must name every function, and only those: {sorted(missing)}")
+    print(f"cold start, median of {runs} fresh interpreters each (module import + client init)")
+    print(f"{'function':<11} {'handler ms':>10} {'bare libs ms':>12} {'ratio':>6}   needs")
+    result: dict[str, float] = {}
+    for name in functions:
+        ours, theirs = measure(name, runs)
+        ratio = ours / theirs
+        result[f"{name}_ms"], result[f"{name}_baseline_ms"] = round(ours, 1), round(theirs, 1)
+        result[f"{name}_ratio"] = round(ratio, 3)
+        needs = " + ".join(NEEDS[name])
+        print(f"{name:<11} {ours:>10.0f} {theirs:>12.0f} {ratio:>6.2f}   {needs}", flush=True)
+    result["max_ratio"] = max(v for k, v in result.items() if k.endswith("_ratio"))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

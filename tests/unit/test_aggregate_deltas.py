@@ -1,0 +1,72 @@
+"""Aggregate deltas of recorded order-line records: what each record adds and takes away."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+import pytest
+
+from hybridsync.records import Rejected
+from hybridsync.sync import aggregate
+from tests import events
+
+DAY, MONTH = "2026-11-22", "2026-11"
+
+
+def deltas(name):
+    parsed = aggregate.parse(events.record(name))
+    assert parsed is not None
+    return parsed.deltas
+
+
+def test_an_inserted_line_adds_to_its_day_month_and_customer():
+    assert deltas("order_line_insert") == {
+        ("Sales", "p-1", DAY): (2, Decimal("49.98")),
+        ("Sales", "p-1", MONTH): (2, Decimal("49.98")),
+        ("CustomerSpend", "c-1", MONTH): (49, Decimal("49.98")),  # one point per whole unit spent
+    }
+
+
+def test_an_edit_adds_the_difference_only():
+    assert deltas("order_line_modify_quantity")[("Sales", "p-1", DAY)] == (3, Decimal("74.97"))
+    assert deltas("order_line_modify_quantity")[("CustomerSpend", "c-1", MONTH)] == (75, Decimal("74.97"))
+
+
+def test_a_cancellation_and_a_removal_take_the_line_away():
+    assert deltas("order_line_modify_cancelled")[("Sales", "p-1", DAY)] == (-5, Decimal("-124.95"))
+    # the removed line was already cancelled: it counts for nothing, so removing it changes nothing
+    assert deltas("order_line_remove") == {}
+
+
+def test_deltas_carry_the_stream_sequence_number_for_the_watermark():
+    parsed = aggregate.parse(events.record("order_line_insert"))
+    assert parsed.sequence == int(events.record("order_line_insert")["dynamodb"]["SequenceNumber"])
+
+
+@pytest.mark.parametrize("name", ["order_insert", "player_score_insert", "sales_insert", "review_insert"])
+def test_other_entities_are_not_the_aggregations(name):
+    assert aggregate.parse(events.record(name)) is None
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("poison_order_line_quantity_text", "Quantity must be an integer"),
+        ("poison_order_line_no_sequence_number", "SequenceNumber"),
+    ],
+)
+def test_bad_order_lines_are_rejected_with_their_reason(name, reason):
+    with pytest.raises(Rejected, match=reason):
+        aggregate.parse(events.record(name))
+
+
+def test_points_are_whole_currency_units_per_line():
+    assert aggregate.points(Decimal("49.98")) == 49
+    assert aggregate.points(Decimal("-49.98")) == -49  # a removal takes back what it gave
+
+
+def test_write_units_follow_dynamodbs_rules():
+    assert aggregate.write_units(200, transactional=False) == 1
+    assert aggregate.write_units(1025, transactional=False) == 2
+    assert aggregate.write_units(200, transactional=True) == 2
+    assert aggregate.write_units(200, transactional=True, gsi_moves=1) == 4

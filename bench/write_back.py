@@ -3,7 +3,8 @@
 Stream batches of 1,000 and 10,000 real records (orders and their lines, written to moto server and
 read back from its stream) go into embedded PostgreSQL three ways, each from empty tables:
 
-  handler  lambdas/write_back/handler.py as Lambda calls it: decode, coalesce, one upsert per table
+  handler  lambdas/write_back/handler.py as Lambda calls it: decode, coalesce, per table one COPY
+           into the session's staging table and one version-guarded merge
   naive    the same decoding, then one INSERT ... ON CONFLICT and one commit per record
   copy     the limit: the same decoding, then COPY into temp tables + one INSERT ... SELECT ... ON
            CONFLICT per table (the fastest way PostgreSQL ingests rows; no coalescing, no bisect)
@@ -111,16 +112,14 @@ def copy_limit(engine: sa.Engine, rows: dict[str, list[tuple]]) -> None:
                 entity = next(e for e in MODEL.entities if e.sql_table == name)
                 columns = [f.column for f in entity.fields] + ["version", "deleted"]
                 key = [entity.field(a).column for a in entity.sql_key]
-                cur.execute(
-                    f"CREATE TEMP TABLE incoming_{name} (LIKE {name} INCLUDING DEFAULTS) ON COMMIT DROP"
-                )
-                with cur.copy(f"COPY incoming_{name} ({', '.join(columns)}) FROM STDIN") as copy:
+                cur.execute(f"CREATE TEMP TABLE limit_{name} (LIKE {name} INCLUDING DEFAULTS) ON COMMIT DROP")
+                with cur.copy(f"COPY limit_{name} ({', '.join(columns)}) FROM STDIN") as copy:
                     for row in table_rows:
                         copy.write_row(row)
                 updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
                 cur.execute(
                     f"INSERT INTO {name} ({', '.join(columns)}) "
-                    f"SELECT {', '.join(columns)} FROM incoming_{name} "
+                    f"SELECT {', '.join(columns)} FROM limit_{name} "
                     f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates} "
                     f"WHERE {name}.version < excluded.version"
                 )
@@ -209,7 +208,10 @@ def main() -> None:
         for size in sizes:
             results[size] = measure(stack, handler, engine, size)
         engine.dispose()
-    print(json.dumps({"records": 1000, **results[1000]}))
+    figures = {"records": 1000, **results[1000]}
+    for size in sizes[1:]:
+        figures |= {f"{key}_{size}": value for key, value in results[size].items()}
+    print(json.dumps(figures))
 
 
 if __name__ == "__main__":

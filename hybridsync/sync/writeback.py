@@ -8,14 +8,18 @@ cannot resurrect the row. Bad records become dead letters; the rest of the batch
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import functools
+import gc
+import operator
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import psycopg
 import sqlalchemy as sa
 
 from hybridsync import deadletters
@@ -130,6 +134,9 @@ def coalesce(changes: Iterable[Change]) -> list[Change]:
         per_key[(change.entity.name, change.key)].append(change)
     latest = []
     for group in per_key.values():
+        if len(group) == 1:  # the common case: nothing to chain
+            latest.append(group[0])
+            continue
         # stable sort: of two records with equal precedence the later one wins
         chain: Change | None = None
         for change in sorted(group, key=lambda c: c.precedence):
@@ -140,13 +147,34 @@ def coalesce(changes: Iterable[Change]) -> list[Change]:
 
 
 @functools.cache
+def _columns(entity_name: str) -> tuple[list[str], list[str], list[str]]:
+    """(columns written, their SQL types, key columns) of an entity's table."""
+    entity = MODEL.entity(entity_name)
+    columns = [f.column for f in entity.fields] + ["version", "deleted"]
+    types = [f.type.sql for f in entity.fields] + ["bigint", "boolean"]
+    return columns, types, list(entity.sql_key_columns)
+
+
+def _on_conflict(entity_name: str, force: bool) -> str:
+    """Replace a row only with a newer version; at equal versions a tombstone wins (a REMOVE
+    carries the version of the image it removed). `force`: repair may rewrite a drifted row of
+    the same version."""
+    table = entity_tables[entity_name].name
+    columns, _, key = _columns(entity_name)
+    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
+    newer = "<=" if force else "<"
+    return (
+        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}, updated_at = now() "
+        f"WHERE {table}.version {newer} excluded.version "
+        f"OR ({table}.version = excluded.version AND excluded.deleted AND NOT {table}.deleted)"
+    )
+
+
+@functools.cache
 def upsert_sql(entity_name: str, force: bool = False) -> str:
     """One INSERT ... SELECT FROM unnest(arrays) ... ON CONFLICT for any number of rows: one
     statement and one parameter per column, whatever the batch size."""
-    entity = MODEL.entity(entity_name)
-    table = entity_tables[entity_name]
-    columns = [f.column for f in entity.fields] + ["version", "deleted"]
-    types = [f.type.sql for f in entity.fields] + ["bigint", "boolean"]
+    columns, types, _ = _columns(entity_name)
     # jsonb travels as text and is cast per row: a jsonb[] parameter would need each element adapted
     arrays = ", ".join(
         f"%({c})s::{'text' if t == 'jsonb' else t}[]" for c, t in zip(columns, types, strict=True)
@@ -154,15 +182,37 @@ def upsert_sql(entity_name: str, force: bool = False) -> str:
     select = ", ".join(
         f"u.{c}::jsonb" if t == "jsonb" else f"u.{c}" for c, t in zip(columns, types, strict=True)
     )
-    key = [entity.field(a).column for a in entity.sql_key]
-    updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
-    newer = "<=" if force else "<"  # force: repair may rewrite a drifted row of the same version
     return (
-        f"INSERT INTO {table.name} ({', '.join(columns)}) "
-        f"SELECT {select} FROM unnest({arrays}) AS u({', '.join(columns)}) "
-        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}, updated_at = now() "
-        f"WHERE {table.name}.version {newer} excluded.version "
-        f"OR ({table.name}.version = excluded.version AND excluded.deleted AND NOT {table.name}.deleted)"
+        f"INSERT INTO {entity_tables[entity_name].name} ({', '.join(columns)}) "
+        f"SELECT {select} FROM unnest({arrays}) AS u({', '.join(columns)}) {_on_conflict(entity_name, force)}"
+    )
+
+
+def _staging(entity_name: str) -> str:
+    return f"incoming_{entity_tables[entity_name].name}"
+
+
+@functools.cache
+def staging_sql(entity_name: str) -> str:
+    """The session's staging table for an entity's rows: created once per connection, emptied by
+    every commit (so it is never shared between batches)."""
+    table = entity_tables[entity_name].name
+    return (
+        f"CREATE TEMP TABLE IF NOT EXISTS {_staging(entity_name)} "
+        f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
+    )
+
+
+@functools.cache
+def merge_sql(entity_name: str, force: bool = False) -> str:
+    """The staged rows into the table. They were copied in key order into a table emptied at every
+    commit and private to the session (no synchronized scans), so they are read back in that order:
+    concurrent batches lock rows in one order without sorting them again (a deadlock would still be
+    retried, see TRANSIENT_SQLSTATES)."""
+    columns, _, _ = _columns(entity_name)
+    return (
+        f"INSERT INTO {entity_tables[entity_name].name} ({', '.join(columns)}) "
+        f"SELECT {', '.join(columns)} FROM {_staging(entity_name)} {_on_conflict(entity_name, force)}"
     )
 
 
@@ -177,9 +227,35 @@ def _first_line(error: BaseException) -> str:
     return str(getattr(error, "orig", None) or error).strip().splitlines()[0]
 
 
+def _copy_merge(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> None:
+    """COPY the rows into the staging table (PostgreSQL's fastest way in), then one merge."""
+    conn.exec_driver_sql(staging_sql(entity.name))
+    columns, _, _ = _columns(entity.name)
+    values = operator.itemgetter(*(f.column for f in entity.fields))
+    with (
+        conn.connection.cursor() as cursor,
+        cursor.copy(f"COPY {_staging(entity.name)} ({', '.join(columns)}) FROM STDIN") as copy,
+    ):
+        write = copy.write_row
+        for change in changes:
+            write((*values(change.row), change.version, change.deleted))
+    conn.exec_driver_sql(merge_sql(entity.name, force))
+
+
 def _apply(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> list[DeadLetter]:
-    """Apply in a savepoint; when PostgreSQL rejects the data, bisect to the culprit(s) instead of
-    failing the batch. Returns the changes PostgreSQL rejected, as dead letters."""
+    """Apply in a savepoint; when PostgreSQL refuses the data, isolate the culprit(s) instead of
+    failing the batch. Returns the changes PostgreSQL refused, as dead letters."""
+    try:
+        with conn.begin_nested():
+            _copy_merge(conn, entity, changes, force)
+        return []
+    except (sa.exc.DataError, sa.exc.IntegrityError, psycopg.DataError, psycopg.IntegrityError):
+        return _bisect(conn, entity, changes, force)
+
+
+def _bisect(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> list[DeadLetter]:
+    """Upsert halves in savepoints down to the rows PostgreSQL refuses; each refused change falls
+    back to its key's next-newest one."""
     try:
         with conn.begin_nested():
             conn.exec_driver_sql(upsert_sql(entity.name, force), _parameters(entity, changes))
@@ -188,14 +264,14 @@ def _apply(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force
         if len(changes) == 1:
             (change,) = changes
             letter = DeadLetter(change.record, f"rejected by PostgreSQL: {_first_line(error)}")
-            return [letter] + (_apply(conn, entity, [change.older], force) if change.older else [])
+            return [letter] + (_bisect(conn, entity, [change.older], force) if change.older else [])
     middle = len(changes) // 2
-    return _apply(conn, entity, changes[:middle], force) + _apply(conn, entity, changes[middle:], force)
+    return _bisect(conn, entity, changes[:middle], force) + _bisect(conn, entity, changes[middle:], force)
 
 
 def apply_changes(conn: sa.Connection, changes: Iterable[Change], *, force: bool = False) -> list[DeadLetter]:
-    """One statement per table (more only to isolate a bad row), rows in key order so concurrent
-    batches lock in the same order. Returns the changes PostgreSQL refused."""
+    """One COPY and one merge per table (more only to isolate a bad row). Returns the changes
+    PostgreSQL refused."""
     by_entity: dict[str, list[Change]] = defaultdict(list)
     for change in changes:
         by_entity[change.entity.name].append(change)
@@ -218,6 +294,25 @@ def write_back(
 ) -> Outcome:
     """Apply one batch of stream records. Infrastructure failures raise, so the platform retries
     the whole batch; nothing is committed unless everything, dead letters included, is."""
+    with _collector_paused():
+        return _write_back(records, engine, store_dead_letters)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """A batch allocates ~100 objects per record, none of them in cycles (they die by reference
+    count when it ends); a full collection in the middle walks every one of them for nothing:
+    0.24 s of a 0.3 s batch of 10,000 records, measured. Collection resumes after the batch."""
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, store_dead_letters: bool) -> Outcome:
     changes, rejected, skipped = triage(records, decode)
     outcome = Outcome(received=len(records), skipped=skipped, rejected=rejected)
     latest = coalesce(changes)

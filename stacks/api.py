@@ -50,7 +50,8 @@ class ApiStack(Stack):
         )
         self.api.add_routes(
             path="/{proxy+}",
-            methods=[apigwv2.HttpMethod.GET],
+            # every method reaches the function, which answers a wrong one with 405 and Allow
+            methods=[apigwv2.HttpMethod.ANY],
             integration=integrations.HttpLambdaIntegration("ReadFunction", read_function),
         )
         group = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH,

@@ -199,7 +199,7 @@ def test_read_api_is_an_iam_authorized_http_api_with_access_logs(api):
     template = Template.from_json(api)
     template.has_resource_properties("AWS::ApiGatewayV2::Api", {"ProtocolType": "HTTP"})
     template.has_resource_properties(
-        "AWS::ApiGatewayV2::Route", {"RouteKey": "GET /{proxy+}", "AuthorizationType": "AWS_IAM"}
+        "AWS::ApiGatewayV2::Route", {"RouteKey": "ANY /{proxy+}", "AuthorizationType": "AWS_IAM"}
     )
     template.has_resource_properties(
         "AWS::ApiGatewayV2::Stage",

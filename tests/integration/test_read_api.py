@@ -24,11 +24,11 @@ def api(handler_env):
     return load("read_api")
 
 
-def get(api, path, **query):
+def get(api, path, method="GET", **query):
     event = {
         "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": urlencode(query),
         "queryStringParameters": query or None, "headers": {"host": "local"}, "isBase64Encoded": False,
-        "requestContext": {"http": {"method": "GET", "path": path, "protocol": "HTTP/1.1",
+        "requestContext": {"http": {"method": method, "path": path, "protocol": "HTTP/1.1",
                                     "sourceIp": "127.0.0.1", "userAgent": "test"},
                            "requestId": "r", "routeKey": "$default", "stage": "$default", "accountId": "1",
                            "apiId": "local", "domainName": "local", "domainPrefix": "local", "timeEpoch": 0},
@@ -217,6 +217,33 @@ def test_bad_input_gets_a_4xx_naming_the_parameter(api, path, query, status, nam
     code, body, _ = get(api, path, **query)
     assert code == status
     assert names in body["message"]
+    assert body == {"statusCode": status, "message": body["message"]}  # one envelope for every error
+
+
+@pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
+def test_a_wrong_method_gets_405_with_allow(api, method):
+    code, body, headers = get(api, "/products/p-1", method=method)
+    assert (code, headers["Allow"]) == (405, "GET")
+    assert body == {"statusCode": 405, "message": f"{method} is not allowed on '/products/p-1'; use GET"}
+    assert get(api, "/nowhere", method=method)[0] == 404  # no such path at all: still a 404
+
+
+def test_unexpected_errors_are_a_500_envelope_without_a_trace(api, monkeypatch):
+    def broken(*args, **kwargs):
+        raise RuntimeError("secret internals")
+
+    monkeypatch.setattr(api.rankings, "leaderboard", broken)
+    code, body, _ = get(api, "/leaderboard")
+    assert (code, body) == (500, {"statusCode": 500, "message": "internal error"})
+
+
+def test_top_customers_by_loyalty_points_of_a_month(api, agg_free_spend):
+    month, customers = agg_free_spend
+    status, body, _ = get(api, "/customers/top", month=month, n="3")
+    assert (status, body["month"]) == (200, month)
+    assert [c["CustomerId"] for c in body["customers"]] == customers[:3]
+    assert [c["Points"] for c in body["customers"]] == [300, 200, 100]
+    assert get(api, "/customers/top", month="2026-13")[1]["message"].startswith("month must look like")
 
 
 def test_database_outage_on_a_miss_is_a_503(api, monkeypatch):
@@ -224,6 +251,21 @@ def test_database_outage_on_a_miss_is_a_503(api, monkeypatch):
     monkeypatch.setattr(api, "engine", lambda: dead)
     code, body, _ = get(api, f"/customers/{new_id('c')}")
     assert code == 503 and "database unavailable" in body["message"] and "Traceback" not in json.dumps(body)
+    assert body["statusCode"] == 503
+
+
+@pytest.fixture
+def agg_free_spend(stack, dynamodb):
+    """Three customers' spend in a month no other test uses, as the aggregation leaves it."""
+    from hybridsync.model import CUSTOMER_SPEND
+
+    month, tag = "2031-07", uuid.uuid4().hex[:6]
+    customers = [f"{tag}-c{n}" for n in (3, 2, 1)]
+    for n, customer in zip((3, 2, 1), customers, strict=True):
+        item = CUSTOMER_SPEND.item({"CustomerId": customer, "Period": month, "Spend": Decimal(100 * n),
+                                    "Points": 100 * n})  # fmt: skip
+        dynamodb.put_item(TableName=stack.table_names["main"], Item=marshal(item))
+    return month, customers
 
 
 def test_price_values_are_exact(api, shared_engine):

@@ -8,6 +8,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from hybridsync import db, migrations
 from hybridsync.model import MODEL
@@ -61,11 +62,16 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _given(value: str | None, variable: str, what: str, flag: str) -> str:
+    """A flag's value, else the environment's, else a clear error saying how to give it."""
+    value = value or os.environ.get(variable)
+    if not value:
+        raise SystemExit(f"no {what}: pass {flag} or set {variable} (e.g. `source .local/env`)")
+    return value
+
+
 def _database_url(args: argparse.Namespace) -> str:
-    url = args.url or os.environ.get("DATABASE_URL")
-    if not url:
-        raise SystemExit("no database: pass --url or set DATABASE_URL (e.g. `source .local/env`)")
-    return url
+    return _given(args.url, "DATABASE_URL", "database", "--url")
 
 
 def _db(args: argparse.Namespace) -> int:
@@ -81,10 +87,7 @@ def _db(args: argparse.Namespace) -> int:
 
 
 def _table_name(args: argparse.Namespace) -> str:
-    name = args.table or os.environ.get("TABLE_MAIN")
-    if not name:
-        raise SystemExit("no table: pass --table or set TABLE_MAIN (e.g. `source .local/env`)")
-    return name
+    return _given(args.table, "TABLE_MAIN", "table", "--table")
 
 
 def _show_keys(keys: list, limit: int = 10) -> str:
@@ -195,52 +198,55 @@ def _model(_: argparse.Namespace) -> int:
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(prog="hybridsync", description=__doc__)
+    top = argparse.ArgumentParser(
+        prog="hybridsync", description=__doc__, epilog="example: hybridsync up   (then, in another shell: "
+        "source .local/env && hybridsync reconcile)", formatter_class=argparse.RawDescriptionHelpFormatter,
+    )  # fmt: skip
     commands = top.add_subparsers(dest="command", required=True)
 
-    up = commands.add_parser("up", help="start the local stack and keep it running")
+    def command(name: str, summary: str, example: str, run: Any) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=summary, description=summary, epilog=f"example: {example}")
+        sub.set_defaults(run=run)
+        return sub
+
+    up = command("up", "start the local stack and keep it running", "hybridsync up --once", _up)
     up.add_argument("--state-dir", default=".local", help="where embedded data lives (default .local)")
     up.add_argument("--prefix", default="hybridsync", help="table name prefix (default hybridsync)")
     up.add_argument("--once", action="store_true", help="set up, print, and stop")
-    up.set_defaults(run=_up)
 
-    migrate = commands.add_parser("db", help="migrate the PostgreSQL schema (Alembic)")
+    migrate = command("db", "migrate the PostgreSQL schema (Alembic)", "hybridsync db upgrade", _db)
     migrate.add_argument("action", choices=["upgrade", "downgrade", "current"])
     migrate.add_argument("revision", nargs="?", help="target revision (default head for upgrade)")
     migrate.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
-    migrate.set_defaults(run=_db)
 
-    check = commands.add_parser(
-        "reconcile", help="compare written-back entities in DynamoDB with PostgreSQL; exit 1 on drift"
-    )
+    check = command("reconcile", "compare written-back entities in DynamoDB with PostgreSQL; exit 1 on drift",
+                    "hybridsync reconcile --repair", _reconcile)  # fmt: skip
     check.add_argument("--repair", action="store_true", help="re-apply DynamoDB's state to PostgreSQL")
     check.add_argument("--table", help="DynamoDB table (default $TABLE_MAIN)")
     check.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
-    check.set_defaults(run=_reconcile)
 
-    letters = commands.add_parser("dead-letters", help="list or redrive records a consumer rejected")
+    letters = command("dead-letters", "list or redrive records a consumer rejected",
+                      "hybridsync dead-letters list --source write_back", _dead_letters)  # fmt: skip
     letters.add_argument("action", choices=["list", "redrive"])
     letters.add_argument("--source", help="only this consumer's (e.g. write_back)")
     letters.add_argument("--id", type=int, action="append", help="only this id (repeatable)")
     letters.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
-    letters.set_defaults(run=_dead_letters)
 
-    sellers = commands.add_parser("top-sellers", help="top products of a day or month (sparse GSI)")
+    sellers = command("top-sellers", "top products of a day or month (sparse GSI)",
+                      "hybridsync top-sellers --day 2026-11-22 --n 10", _top_sellers)  # fmt: skip
     when = sellers.add_mutually_exclusive_group(required=True)
     when.add_argument("--day", help="YYYY-MM-DD")
     when.add_argument("--month", help="YYYY-MM")
     sellers.add_argument("--n", type=int, default=10, help="how many (1-100, default 10)")
     sellers.add_argument("--table", help="DynamoDB table (default $TABLE_MAIN)")
-    sellers.set_defaults(run=_top_sellers)
 
-    board = commands.add_parser("leaderboard", help="top players, and one player's rank and neighbours")
+    board = command("leaderboard", "top players, and one player's rank and neighbours",
+                    "hybridsync leaderboard --top 10 --player c-42", _leaderboard)  # fmt: skip
     board.add_argument("--top", type=int, default=10, help="how many (1-100, default 10)")
     board.add_argument("--player", help="also show this player's score, rank and neighbours")
     board.add_argument("--table", help="DynamoDB table (default $TABLE_MAIN)")
-    board.set_defaults(run=_leaderboard)
 
-    model = commands.add_parser("model", help="print the tables, GSIs and entities")
-    model.set_defaults(run=_model)
+    command("model", "print the tables, GSIs and entities", "hybridsync model", _model)
     return top
 
 

@@ -74,6 +74,13 @@ def _time(name: str, default: str) -> str:
         ) from None
 
 
+def _period(day: str | None, month: str | None) -> str:
+    try:
+        return rankings.period_of(day, month)
+    except ValueError as error:
+        raise BadRequestError(str(error)) from None
+
+
 def _cached(lookups: list[cache.Lookup]) -> dict[str, str]:
     hit = all(lookup.hit for lookup in lookups)
     metrics.add_metric("CacheHit" if hit else "CacheMiss", MetricUnit.Count, 1)
@@ -97,11 +104,7 @@ def _error(status: int, message: str, headers: dict[str, str] | None = None) -> 
 @get("/products/top")
 def top_products() -> Response:
     event = app.current_event
-    day, month = event.get_query_string_value("day", None), event.get_query_string_value("month", None)
-    try:
-        period = rankings.period_of(day, month)
-    except ValueError as error:
-        raise BadRequestError(str(error)) from None
+    period = _period(event.get_query_string_value("day", None), event.get_query_string_value("month", None))
     rows = rankings.top_sellers(dynamodb(), table(), period, _n())
     return _json({"period": period, "products": [public(SALES, r) for r in rows]})
 
@@ -124,10 +127,7 @@ def product(product_id: str) -> Response:
 @get("/customers/top")
 def top_customers() -> Response:
     month = app.current_event.get_query_string_value("month", None)
-    try:
-        period = rankings.period_of(month=month or datetime.now(UTC).strftime("%Y-%m"))
-    except ValueError as error:
-        raise BadRequestError(str(error)) from None
+    period = _period(None, month or datetime.now(UTC).strftime("%Y-%m"))
     rows = rankings.top_customers(dynamodb(), table(), period, _n())
     return _json({"month": period, "customers": [public(CUSTOMER_SPEND, r) for r in rows]})
 

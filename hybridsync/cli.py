@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import signal
 import sys
@@ -15,32 +16,29 @@ from hybridsync.model import MODEL
 
 
 def _up(args: argparse.Namespace) -> int:
+    import threading
+
     from hybridsync import local
+    from hybridsync.local.app import LocalApp
+    from hybridsync.local.template import Assembly, synth_if_stale
+    from hybridsync.sync import outbox
 
     started = time.monotonic()
-    with local.start(Path(args.state_dir), args.prefix) as stack:
-        env_file = Path(args.state_dir) / "env"
-        env_file.parent.mkdir(parents=True, exist_ok=True)
+    state = Path(args.state_dir)
+    assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
+    with local.start(state, args.prefix, tables=False) as stack:
+        app = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint, database_url=stack.database_url,
+                       state_dir=state, prefix=args.prefix)  # fmt: skip
+        app.start(http_port=None if args.once else args.port, schedules=not args.once)
+        stack.table_names = {c.removesuffix("Table").lower(): name for c, name in app.tables.items()}
+        env_file = state / "env"
         env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in stack.environment().items()))
-        print(f"hybridsync local stack up in {time.monotonic() - started:.1f}s")
-
-        def origin(service: str) -> str:
-            return "embedded" if service in stack.embedded else "from the environment"
-
-        print(f"  DynamoDB   {stack.dynamodb_endpoint}  ({origin('dynamodb')})")
-        print(f"  PostgreSQL {stack.database_url}  ({origin('postgresql')})")
-        print(f"  schema     alembic revision {migrations.current_revision(stack.database_url)}")
-        for table in MODEL.tables:
-            print(f"  table      {stack.table_names[table.name]}: {len(table.indexes)} GSIs"
-                  + (f", stream {table.stream}" if table.stream else "")
-                  + (f", TTL {table.ttl_attribute}" if table.ttl_attribute else ""))  # fmt: skip
-        print(f"  env        source {env_file}  (for other shells and tools)")
+        took = time.monotonic() - started
+        print(f"hybridsync: the app of {args.assembly}/ running locally, up in {took:.1f}s")
+        _banner(stack, app, env_file)
         if args.once:
+            app.stop()
             return 0
-        import threading
-
-        from hybridsync.sync import outbox
-
         stop = threading.Event()
         drainer = threading.Thread(
             target=outbox.listen_and_drain,
@@ -48,17 +46,98 @@ def _up(args: argparse.Namespace) -> int:
             daemon=True,
         )
         drainer.start()
-        print("  outbox     PostgreSQL changes reach DynamoDB on NOTIFY (LISTEN hybridsync_outbox)")
-        print("Ctrl-C stops the embedded services (data stays in .local/).", flush=True)
+        print("Ctrl-C stops everything (PostgreSQL data and stream positions stay in .local/).", flush=True)
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        status_file = state / "status.json"
         try:
             while True:
-                time.sleep(3600)
+                status_file.write_text(json.dumps(app.status(), indent=1))
+                time.sleep(2)
         except KeyboardInterrupt:
-            print("stopping")
+            print("stopping: delivering what was read, then stopping the functions")
         finally:
+            app.stop()
             stop.set()  # let the drainer finish before PostgreSQL goes away
             drainer.join(timeout=10)
+            status_file.unlink(missing_ok=True)
+    return 0
+
+
+def _banner(stack: Any, app: Any, env_file: Path) -> None:
+    def origin(service: str) -> str:
+        return "embedded" if service in stack.embedded else "from the environment"
+
+    print(f"  DynamoDB   {stack.dynamodb_endpoint}  ({origin('dynamodb')})")
+    print(f"  PostgreSQL {stack.database_url}  ({origin('postgresql')})")
+    print(f"  schema     alembic revision {migrations.current_revision(stack.database_url)}")
+    for name in app.tables.values():
+        description = app.client.describe_table(TableName=name)["Table"]
+        stream = description.get("StreamSpecification", {}).get("StreamViewType")
+        print(f"  table      {name}: {len(description.get('GlobalSecondaryIndexes', []))} GSIs"
+              + (f", stream {stream}" if stream else ""))  # fmt: skip
+    for name, function in app.functions.items():
+        print(f"  function   {name}: {function.handler}, timeout {function.timeout_s:.0f}s, "
+              f"{function.memory_mb} MB, from {function.asset.name[:18]}...")  # fmt: skip
+    for poller in app.pollers:
+        s = poller.settings
+        extras = [f"tumbling {s.tumbling_window_s}s" if s.tumbling_window_s else "",
+                  "bisect" if s.bisect else "", "partial failures" if s.report_failures else ""]  # fmt: skip
+        print(
+            f"  mapping    {s.name}: batch {s.batch_size}, window {s.batching_window_s:g}s, "
+            f"{len(s.patterns)} filters, {s.max_retries} retries, " + ", ".join(e for e in extras if e)
+        )
+    if app.http is not None:
+        print(
+            f"  HTTP API   http://127.0.0.1:{app.http.server_address[1]}/  (IAM authorization is NOT "
+            "enforced locally)"
+        )
+    for name in app.queues:
+        print(f"  queue      {name} (failed batches)")
+    print("  outbox     PostgreSQL changes reach DynamoDB on NOTIFY, and on the drain's schedule")
+    print(f"  env        source {env_file}  (for other shells and tools); `hybridsync status` for lag")
+
+
+def _status(args: argparse.Namespace) -> int:
+    path = Path(args.state_dir) / "status.json"
+    if not path.is_file():
+        raise SystemExit(f"no {path}: is `hybridsync up` running (with --state-dir {args.state_dir})?")
+    status = json.loads(path.read_text())
+    age = time.time() - status["at"]
+    print(f"as of {age:.0f}s ago" + ("  (stale: is `hybridsync up` still running?)" if age > 10 else ""))
+    print(
+        f"{'mapping':<26} {'position':>24} {'delivered':>9} {'lag':>7} {'lag s':>7} {'failed':>6}  last error"
+    )
+    for name, m in status["mappings"].items():
+        print(f"{name:<26} {m['position'] or '-':>24} {m['delivered']:>9} {m['lag_records']:>7} "
+              f"{m['lag_s']:>7.1f} {m['sent_to_failure_queue']:>6}  {m['last_error'] or '-'}")  # fmt: skip
+    print(f"{'function':<26} {'invocations':>11} {'errors':>7} {'cold':>5}  last error")
+    for name, f in status["functions"].items():
+        error = f["last_error"] or "-"
+        print(f"{name:<26} {f['invocations']:>11} {f['errors']:>7} {f['cold_starts']:>5}  {error}")
+    for name, count in status["failure_queues"].items():
+        print(f"queue {name}: {count} message(s)")
+    return 0
+
+
+def _invoke(args: argparse.Namespace) -> int:
+    from hybridsync.local.app import LocalApp
+    from hybridsync.local.functions import FunctionError
+    from hybridsync.local.template import Assembly, synth_if_stale
+
+    assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
+    app = LocalApp(assembly, dynamodb_endpoint=_given(None, "DYNAMODB_ENDPOINT", "DynamoDB", "(no flag)"),
+                   database_url=_given(None, "DATABASE_URL", "database", "(no flag)"),
+                   state_dir=Path(args.state_dir), prefix=args.prefix)  # fmt: skip
+    app.build_functions()
+    event = json.loads(Path(args.event).read_text()) if args.event else {}
+    try:
+        result = app.function(args.function).invoke(event)
+    except FunctionError as error:
+        print(json.dumps({"errorType": error.error_type, "errorMessage": error.message}, indent=1))
+        return 1
+    finally:
+        app.stop()
+    print(json.dumps(result, indent=1))
     return 0
 
 
@@ -209,10 +288,23 @@ def parser() -> argparse.ArgumentParser:
         sub.set_defaults(run=run)
         return sub
 
-    up = command("up", "start the local stack and keep it running", "hybridsync up --once", _up)
-    up.add_argument("--state-dir", default=".local", help="where embedded data lives (default .local)")
-    up.add_argument("--prefix", default="hybridsync", help="table name prefix (default hybridsync)")
-    up.add_argument("--once", action="store_true", help="set up, print, and stop")
+    up = command("up", "run the synthesized app locally: tables, functions, stream mappings, HTTP API, "
+                 "schedules", "hybridsync up --port 8080", _up)  # fmt: skip
+    up.add_argument("--once", action="store_true", help="set everything up, print, and stop")
+    up.add_argument("--port", type=int, default=0, help="HTTP API port on 127.0.0.1 (default: a free one)")
+    status = command("status", "what the running app's mappings and functions are doing",
+                     "hybridsync status", _status)  # fmt: skip
+    invoke = command("invoke", "invoke one function of the app with one event",
+                     "hybridsync invoke write_back --event tests/events/order_insert.json",
+                     _invoke)  # fmt: skip
+    invoke.add_argument("function", help="the function's construct id (WriteBack or write_back, ...)")
+    invoke.add_argument("--event", help="a JSON file holding the event (default {})")
+    for sub in (up, status, invoke):
+        sub.add_argument("--state-dir", default=".local", help="where local state lives (default .local)")
+    for sub in (up, invoke):
+        sub.add_argument("--prefix", default="hybridsync", help="table name prefix (default hybridsync)")
+        sub.add_argument("--assembly", default="cdk.out", help="the synthesized app (default cdk.out)")
+        sub.add_argument("--no-synth", action="store_true", help="use the assembly as it is, even if stale")
 
     migrate = command("db", "migrate the PostgreSQL schema (Alembic)", "hybridsync db upgrade", _db)
     migrate.add_argument("action", choices=["upgrade", "downgrade", "current"])

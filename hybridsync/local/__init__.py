@@ -175,9 +175,12 @@ class LocalStack:
         self.close()
 
 
-def start(state_dir: Path = DEFAULT_STATE_DIR, prefix: str = DEFAULT_PREFIX) -> LocalStack:
+def start(
+    state_dir: Path = DEFAULT_STATE_DIR, prefix: str = DEFAULT_PREFIX, *, tables: bool = True
+) -> LocalStack:
     """Bring up DynamoDB and PostgreSQL (embedded unless the environment names real ones), create
-    the tables and migrate the schema to head. Idempotent: safe to run against a running stack."""
+    the model's tables (unless `tables=False`: the local app creates them from the synthesized
+    template) and migrate the schema to head. Idempotent: safe to run against a running stack."""
     closer = ExitStack()
     embedded = []
     endpoint = os.environ.get("DYNAMODB_ENDPOINT", "").strip()
@@ -191,7 +194,7 @@ def start(state_dir: Path = DEFAULT_STATE_DIR, prefix: str = DEFAULT_PREFIX) -> 
         closer.callback(stop)
         embedded.append("postgresql")
     try:
-        names = create_tables(aws.client("dynamodb", endpoint), prefix)
+        names = create_tables(aws.client("dynamodb", endpoint), prefix) if tables else {}
         migrations.upgrade(url)
     except BaseException:
         closer.close()

@@ -1,0 +1,369 @@
+"""The synthesized app, running locally: every table, function, event source mapping, HTTP route and
+schedule of `cdk.out`, against embedded (or given) DynamoDB and PostgreSQL. Nothing here lists the
+app's parts a second time: all of it is read from the templates."""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from hybridsync import aws
+from hybridsync.local.functions import FunctionError, LocalFunction
+from hybridsync.local.mappings import Checkpoints, MappingStats, Settings, ShardPoller
+from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
+
+log = logging.getLogger(__name__)
+TABLE_TYPES = ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table")
+DATABASE_VARIABLES = ("DB_SECRET_ARN", "DB_HOST", "DB_NAME")  # the embedded PostgreSQL stands in
+RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
+
+
+def table_name(prefix: str, table: Resource) -> str:
+    """`hybridsync-main` for the construct `MainTable`: stable, so data and `.local/env` carry over."""
+    return f"{prefix}-{table.construct.removesuffix('Table').lower()}"
+
+
+def _create_table(client: Any, name: str, properties: dict[str, Any]) -> None:
+    def keys(schema: list[dict[str, str]]) -> list[dict[str, str]]:
+        return [{"AttributeName": k["AttributeName"], "KeyType": k["KeyType"]} for k in schema]
+
+    request: dict[str, Any] = {
+        "TableName": name,
+        "BillingMode": "PAY_PER_REQUEST",
+        "KeySchema": keys(properties["KeySchema"]),
+        "AttributeDefinitions": properties["AttributeDefinitions"],
+    }
+    if indexes := properties.get("GlobalSecondaryIndexes"):
+        request["GlobalSecondaryIndexes"] = [
+            {"IndexName": i["IndexName"], "KeySchema": keys(i["KeySchema"]), "Projection": i["Projection"]}
+            for i in indexes
+        ]
+    if stream := properties.get("StreamSpecification"):
+        request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream["StreamViewType"]}
+    client.create_table(**request)
+    client.get_waiter("table_exists").wait(TableName=name)
+    ttl = properties.get("TimeToLiveSpecification") or {}
+    if ttl.get("Enabled"):
+        client.update_time_to_live(
+            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]}
+        )
+
+
+class LocalApp:
+    """Build with `LocalApp(assembly, endpoints...)`, then `start()` / `stop()`."""
+
+    def __init__(
+        self,
+        assembly: Assembly,
+        *,
+        dynamodb_endpoint: str,
+        database_url: str,
+        state_dir: Path,
+        prefix: str = "hybridsync",
+        region: str = aws.LOCAL_REGION,
+    ):
+        self.assembly, self.state_dir, self.prefix, self.region = assembly, state_dir, prefix, region
+        self.dynamodb_endpoint, self.database_url = dynamodb_endpoint, database_url
+        self.client = aws.client("dynamodb", dynamodb_endpoint, region)
+        self.functions: dict[str, LocalFunction] = {}
+        self.pollers: list[ShardPoller] = []
+        self.mapping_stats: dict[str, MappingStats] = {}
+        self.mapping_functions: dict[str, str] = {}
+        self.queues: dict[str, str] = {}  # queue name -> URL
+        self.tables: dict[str, str] = {}  # construct -> physical name
+        self.http: ThreadingHTTPServer | None = None
+        self._stop = threading.Event()
+        self._threads: list[threading.Thread] = []
+        self._logs: list[Any] = []
+        self._name_things()
+
+    # --- what the template holds --------------------------------------------------------------
+
+    def _name_things(self) -> None:
+        """Local names and ARNs of everything, before anything is created (references resolve)."""
+        a = self.assembly
+        for table in (t for kind in TABLE_TYPES for t in a.resources(kind)):
+            name = table_name(self.prefix, table)
+            self.tables[table.construct] = name
+            a.set(table, Ref=name, Arn=f"arn:aws:dynamodb:{self.region}:{ACCOUNT}:table/{name}")
+        for queue in a.resources("AWS::SQS::Queue"):
+            name = f"{self.prefix}-{queue.construct}"
+            a.set(queue, QueueName=name, Arn=f"arn:aws:sqs:{self.region}:{ACCOUNT}:{name}",
+                  Ref=f"{self.dynamodb_endpoint}/{ACCOUNT}/{name}")  # fmt: skip
+        for integration in a.resources("AWS::ApiGatewayV2::Integration"):
+            a.set(integration, Ref=integration.logical_id)
+        for function in self.python_functions():
+            a.set(function, Ref=function.construct,
+                  Arn=f"arn:aws:lambda:{self.region}:{ACCOUNT}:function:{function.construct}")  # fmt: skip
+
+    def python_functions(self) -> list[Resource]:
+        """The app's own functions: Python handlers shipped as assets (not CDK's framework ones)."""
+        return [
+            f
+            for f in self.assembly.resources("AWS::Lambda::Function")
+            if str(f.properties.get("Runtime", "")).startswith("python") and "aws:asset:path" in f.metadata
+        ]
+
+    def function_environment(self, function: Resource) -> dict[str, str]:
+        variables = self.assembly.resolve(function.stack, function.properties.get("Environment", {}))
+        env = {k: str(v) for k, v in variables.get("Variables", {}).items()
+               if v is not None and k not in DATABASE_VARIABLES}  # fmt: skip
+        return env | {
+            "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"),
+            "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
+            "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
+            "AWS_LAMBDA_FUNCTION_NAME": function.construct,
+            "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.properties.get("MemorySize", 128)),
+            "DYNAMODB_ENDPOINT": self.dynamodb_endpoint, "DATABASE_URL": self.database_url,
+            "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "false"),
+        }  # fmt: skip
+
+    def build_functions(self) -> dict[str, LocalFunction]:
+        logs = self.state_dir / "logs"
+        logs.mkdir(parents=True, exist_ok=True)
+        for function in self.python_functions():
+            log_file = (logs / f"{function.construct}.log").open("a")
+            self._logs.append(log_file)
+            self.functions[function.construct] = LocalFunction(
+                name=function.construct,
+                asset=self.assembly.directory / function.metadata["aws:asset:path"],
+                handler=function.properties["Handler"],
+                environment=self.function_environment(function),
+                timeout_s=float(function.properties.get("Timeout", 3)),
+                memory_mb=int(function.properties.get("MemorySize", 128)),
+                log=log_file,
+            )
+        return self.functions
+
+    def function(self, name: str) -> LocalFunction:
+        """By construct id, any case, with or without underscores (`write_back` = `WriteBack`)."""
+        wanted = name.replace("_", "").replace("-", "").lower()
+        for function_name, function in self.functions.items():
+            if function_name.lower() == wanted:
+                return function
+        raise TemplateError(f"no function {name!r}; the app has {', '.join(sorted(self.functions))}")
+
+    # --- starting -----------------------------------------------------------------------------
+
+    def start(self, *, http_port: int | None = 0, schedules: bool = True) -> None:
+        self._create_tables()
+        self._create_queues()
+        self.build_functions()
+        self._start_mappings()
+        if http_port is not None:
+            self._start_http(http_port)
+        if schedules:
+            self._start_schedules()
+
+    def _create_tables(self) -> None:
+        existing = set(self.client.get_paginator("list_tables").paginate().build_full_result()["TableNames"])
+        for table in (t for kind in TABLE_TYPES for t in self.assembly.resources(kind)):
+            name = self.tables[table.construct]
+            if name not in existing:
+                _create_table(self.client, name, table.properties)
+            description = self.client.describe_table(TableName=name)["Table"]
+            if "LatestStreamArn" in description:
+                self.assembly.set(table, StreamArn=description["LatestStreamArn"])
+
+    def _create_queues(self) -> None:
+        sqs = aws.client("sqs", self.dynamodb_endpoint, self.region)
+        for queue in self.assembly.resources("AWS::SQS::Queue"):
+            name = self.assembly.resolve(queue.stack, {"Fn::GetAtt": [queue.logical_id, "QueueName"]})
+            url = sqs.create_queue(QueueName=name)["QueueUrl"]
+            self.assembly.set(queue, Ref=url)
+            self.queues[name] = url
+        self._sqs = sqs
+
+    def _queue_sender(self, arn: str | None) -> Any:
+        if not arn:
+            return None
+        url = next((u for name, u in self.queues.items() if arn.endswith(f":{name}")), None)
+        if url is None:
+            raise TemplateError(f"failure destination {arn} is not a queue of the app")
+        return lambda info: self._sqs.send_message(QueueUrl=url, MessageBody=json.dumps(info))
+
+    def _start_mappings(self) -> None:
+        streams = aws.client("dynamodbstreams", self.dynamodb_endpoint, self.region)
+        checkpoints = Checkpoints(self.state_dir / "positions.json")
+        for mapping in self.assembly.resources("AWS::Lambda::EventSourceMapping"):
+            function = self.assembly.function_of(mapping.stack, mapping.properties["FunctionName"])
+            stream_arn = self.assembly.resolve(mapping.stack, mapping.properties["EventSourceArn"])
+            if not stream_arn or ":table/" not in stream_arn:
+                log.warning("%s: only DynamoDB stream mappings run locally", mapping.path)
+                continue
+            name = f"{function.construct}:{mapping.logical_id[-8:]}"
+            settings = Settings.from_properties(name, mapping.properties)
+            destination = self.assembly.resolve(
+                mapping.stack, mapping.properties.get("DestinationConfig", {}).get("OnFailure", {})
+            ).get("Destination")
+            stats = self.mapping_stats.setdefault(name, MappingStats())
+            self.mapping_functions[name] = function.construct
+            shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+            for shard in shards:
+                arn = self.assembly.resolve(function.stack, {"Fn::GetAtt": [function.logical_id, "Arn"]})
+                poller = ShardPoller(
+                    settings, self.functions[function.construct].invoke, streams, stream_arn,
+                    shard["ShardId"], checkpoints, self._queue_sender(destination), arn, stats,
+                )  # fmt: skip
+                self.pollers.append(poller)
+                self._spawn(poller.run, self._stop, name=f"poller-{name}")
+
+    def _spawn(self, target: Any, *args: Any, name: str) -> None:
+        thread = threading.Thread(target=target, args=args, name=name, daemon=True)
+        thread.start()
+        self._threads.append(thread)
+
+    # --- HTTP API -----------------------------------------------------------------------------
+
+    def routes(self) -> list[tuple[str, re.Pattern[str], LocalFunction]]:
+        """(method or ANY, path pattern, function) of every route of every HTTP API."""
+        integrations = {
+            (i.stack, i.logical_id): i for i in self.assembly.resources("AWS::ApiGatewayV2::Integration")
+        }
+        found = []
+        for route in self.assembly.resources("AWS::ApiGatewayV2::Route"):
+            target = self.assembly.resolve(route.stack, route.properties["Target"])  # integrations/<id>
+            integration = integrations[(route.stack, target.split("/")[-1])]
+            function = self.assembly.function_of(integration.stack, integration.properties["IntegrationUri"])
+            key = route.properties["RouteKey"]
+            method, _, path = key.partition(" ") if key != "$default" else ("ANY", "", "/{proxy+}")
+            pattern = re.sub(r"\\\{(\w+)\\\+\\\}", r"(?P<\1>.+)", re.escape(path))
+            pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", pattern)
+            found.append((method, re.compile(pattern), self.functions[function.construct]))
+        return found
+
+    def _start_http(self, port: int) -> None:
+        routes = self.routes()
+        app = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def _serve(self) -> None:
+                url = urlsplit(self.path)
+                found = [
+                    (m, f)
+                    for method, pattern, f in routes
+                    if (m := pattern.fullmatch(url.path)) and method in ("ANY", self.command)
+                ]
+                if not found:
+                    return self._answer(404, {"content-type": "application/json"}, '{"message":"Not Found"}')
+                matched, function = found[0]
+                length = int(self.headers.get("content-length") or 0)
+                body = self.rfile.read(length).decode("utf-8", "replace") if length else None
+                event = app.http_event(self.command, url.path, url.query, dict(self.headers), body,
+                                       matched.groupdict(), self.client_address[0])  # fmt: skip
+                try:
+                    response = function.invoke(event)
+                except FunctionError:
+                    return self._answer(500, {"content-type": "application/json"},
+                                        '{"message":"Internal Server Error"}')  # fmt: skip
+                self._answer(int(response.get("statusCode", 200)), response.get("headers") or {},
+                             response.get("body") or "")  # fmt: skip
+
+            def _answer(self, status: int, headers: dict[str, str], body: str) -> None:
+                data = body.encode()
+                self.send_response(status)
+                for name, value in headers.items():
+                    self.send_header(name, value)
+                self.send_header("content-length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve
+
+            def log_message(self, *args: Any) -> None:
+                pass
+
+        self.http = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self._spawn(self.http.serve_forever, name="http")
+
+    def http_event(self, method: str, path: str, query: str, headers: dict[str, str], body: str | None,
+                   parameters: dict[str, str], source_ip: str) -> dict[str, Any]:  # fmt: skip
+        """An API Gateway HTTP API (payload 2.0) event."""
+        now = datetime.now(UTC)
+        return {
+            "version": "2.0", "routeKey": "ANY /{proxy+}", "rawPath": path, "rawQueryString": query,
+            "headers": {k.lower(): v for k, v in headers.items()},
+            "queryStringParameters": {k: ",".join(v) for k, v in parse_qs(query).items()} or None,
+            "pathParameters": parameters or None,
+            "requestContext": {
+                "accountId": ACCOUNT, "apiId": "local", "domainName": "127.0.0.1", "domainPrefix": "local",
+                "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": source_ip,
+                         "userAgent": headers.get("User-Agent", "")},
+                "requestId": str(uuid.uuid4()), "routeKey": "ANY /{proxy+}", "stage": "$default",
+                "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"), "timeEpoch": int(now.timestamp() * 1000),
+            },
+            "body": body, "isBase64Encoded": False,
+        }  # fmt: skip
+
+    # --- schedules ----------------------------------------------------------------------------
+
+    def _start_schedules(self) -> None:
+        for rule in self.assembly.resources("AWS::Events::Rule"):
+            expression = rule.properties.get("ScheduleExpression", "")
+            matched = RATE.fullmatch(expression)
+            if not matched or rule.properties.get("State", "ENABLED") != "ENABLED":
+                if expression:
+                    log.warning("%s: schedule %r does not run locally", rule.path, expression)
+                continue
+            unit = {"minute": 60, "hour": 3600, "day": 86400}[matched[2].rstrip("s")]
+            targets = [self.assembly.function_of(rule.stack, t["Arn"]) for t in rule.properties["Targets"]]
+            functions = [self.functions[t.construct] for t in targets]
+            every = int(matched[1]) * unit
+            self._spawn(self._every, every, functions, rule, name=f"schedule-{rule.construct}")
+
+    def _every(self, seconds: int, functions: list[LocalFunction], rule: Resource) -> None:
+        while not self._stop.wait(seconds):
+            arn = f"arn:aws:events:{self.region}:{ACCOUNT}:rule/{rule.construct}"
+            event = {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event",
+                     "source": "aws.events", "account": ACCOUNT, "region": self.region, "detail": {},
+                     "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                     "resources": [arn]}  # fmt: skip
+            for function in functions:
+                try:
+                    function.invoke(event)
+                except FunctionError as error:
+                    log.warning("%s: scheduled invocation failed: %s", function.name, error)
+
+    # --- status and stopping ------------------------------------------------------------------
+
+    def status(self) -> dict[str, Any]:
+        queues = {}
+        for name, url in self.queues.items():
+            visible = "ApproximateNumberOfMessages"
+            attributes = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[visible])
+            queues[name] = int(attributes["Attributes"][visible])
+        return {
+            "at": time.time(),
+            "http": f"http://127.0.0.1:{self.http.server_address[1]}" if self.http else None,
+            "mappings": {
+                name: {"function": self.mapping_functions[name], "position": s.position,
+                       "delivered": s.delivered, "filtered": s.filtered, "batches": s.batches,
+                       "retries": s.retries, "lag_records": s.lag_records, "lag_s": round(s.lag_s, 3),
+                       "sent_to_failure_queue": s.sent_to_failure_queue, "last_error": s.last_error}
+                for name, s in self.mapping_stats.items()
+            },
+            "functions": {name: vars(f.stats) for name, f in self.functions.items()},
+            "failure_queues": queues,
+        }  # fmt: skip
+
+    def stop(self) -> None:
+        """Stop polling (each poller delivers what it has read first), then the rest."""
+        self._stop.set()
+        if self.http is not None:
+            self.http.shutdown()
+        for thread in self._threads:
+            thread.join(timeout=30)
+        for function in self.functions.values():
+            function.close()
+        for log_file in self._logs:
+            log_file.close()

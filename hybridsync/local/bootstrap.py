@@ -1,0 +1,62 @@
+"""A local Lambda "container": runs one function's handler from its synthesized asset folder.
+
+Started as a script (`python bootstrap.py <asset dir> <module.function> <name> <memory MB> <fd>`), so the
+function imports the library copy its asset ships, not the repository's. It reads one invocation per
+line on stdin (`{"event": ..., "deadline": <epoch s>, "request_id": ...}`) and answers one line on
+the protocol pipe (file descriptor <fd>): `{"result": ...}` or `{"error": {"errorType",
+"errorMessage", "stackTrace"}}`.
+The handler's own output (logs, metrics) goes to stderr.
+"""
+
+import importlib
+import json
+import os
+import sys
+import time
+import traceback
+
+asset, handler_name, function_name, memory, answers_fd = sys.argv[1:6]
+sys.path[0] = asset  # the asset's copy of everything, first
+protocol = os.fdopen(int(answers_fd), "w", buffering=1)
+sys.stdout = sys.stderr
+
+
+class Context:
+    def __init__(self, request_id: str, deadline: float) -> None:
+        self.function_name = function_name
+        self.function_version = "$LATEST"
+        region = os.environ.get("AWS_REGION", "us-east-1")
+        self.invoked_function_arn = f"arn:aws:lambda:{region}:123456789012:function:{function_name}"
+        self.memory_limit_in_mb = int(memory)
+        self.aws_request_id = request_id
+        self.log_group_name = f"/aws/lambda/{function_name}"
+        self.log_stream_name = "local"
+        self._deadline = deadline
+
+    def get_remaining_time_in_millis(self) -> int:
+        return max(0, int((self._deadline - time.time()) * 1000))
+
+
+try:
+    module_name, _, attribute = handler_name.rpartition(".")
+    handler = getattr(importlib.import_module(module_name), attribute)
+    init_error = None
+except Exception as error:  # reported on every invocation, as Lambda reports an init failure
+    handler, init_error = None, error
+
+for line in sys.stdin:
+    request = json.loads(line)
+    try:
+        if init_error is not None:
+            raise init_error
+        result = handler(request["event"], Context(request["request_id"], request["deadline"]))
+        answer = {"result": result}
+    except Exception as error:
+        answer = {
+            "error": {
+                "errorType": type(error).__name__,
+                "errorMessage": str(error),
+                "stackTrace": traceback.format_exception(error),
+            }
+        }
+    protocol.write(json.dumps(answer, default=str) + "\n")

@@ -1,0 +1,136 @@
+"""Local Lambda functions: each invocation runs in a worker process (a "container") that loaded the
+handler from the function's synthesized asset folder, with the function's resolved environment; the
+function's timeout is enforced by killing the worker, as Lambda does, and the next invocation starts
+a fresh one (a cold start)."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import selectors
+import subprocess
+import sys
+import threading
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
+MAX_CONTAINERS = 4  # concurrent invocations of one function before callers wait
+
+
+class FunctionError(Exception):
+    """The function failed (raised, or timed out): what Lambda reports as a function error."""
+
+    def __init__(self, error_type: str, message: str, trace: list[str] | None = None):
+        super().__init__(f"{error_type}: {message}")
+        self.error_type, self.message, self.trace = error_type, message, trace or []
+
+
+class _Container:
+    def __init__(self, function: LocalFunction):
+        read, write = os.pipe()
+        self.process = subprocess.Popen(
+            [sys.executable, str(BOOTSTRAP), str(function.asset.resolve()), function.handler, function.name,
+             str(function.memory_mb), str(write)],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=function.log, pass_fds=(write,),
+            env=function.environment, text=True, cwd=function.asset,
+        )  # fmt: skip
+        os.close(write)
+        self.answers: IO[str] = os.fdopen(read)
+        self.selector = selectors.DefaultSelector()
+        self.selector.register(self.answers, selectors.EVENT_READ)
+
+    def invoke(self, event: Any, timeout_s: float) -> Any:
+        assert self.process.stdin is not None
+        deadline = time.time() + timeout_s
+        request = {"event": event, "deadline": deadline, "request_id": str(uuid.uuid4())}
+        self.process.stdin.write(json.dumps(request) + "\n")
+        self.process.stdin.flush()
+        if not self.selector.select(timeout=max(0.0, deadline - time.time())):
+            self.kill()
+            raise FunctionError("Sandbox.Timedout", f"Task timed out after {timeout_s:.2f} seconds")
+        line = self.answers.readline()
+        if not line:
+            self.kill()
+            raise FunctionError("Runtime.ExitError", f"the function's process exited ({self.process.poll()})")
+        answer = json.loads(line)
+        if "error" in answer:
+            error = answer["error"]
+            raise FunctionError(error["errorType"], error["errorMessage"], error.get("stackTrace"))
+        return answer["result"]
+
+    def alive(self) -> bool:
+        return self.process.poll() is None
+
+    def kill(self) -> None:
+        if self.alive():
+            self.process.kill()
+        self.process.wait()
+        self.selector.close()
+        self.answers.close()
+
+
+@dataclass
+class Stats:
+    invocations: int = 0
+    errors: int = 0
+    last_error: str = ""
+    cold_starts: int = 0
+
+
+@dataclass
+class LocalFunction:
+    name: str
+    asset: Path
+    handler: str
+    environment: dict[str, str]
+    timeout_s: float
+    memory_mb: int
+    log: IO[Any] | int = subprocess.DEVNULL
+    stats: Stats = field(default_factory=Stats)
+
+    def __post_init__(self) -> None:
+        self._idle: queue.LifoQueue[_Container] = queue.LifoQueue()
+        self._slots = threading.BoundedSemaphore(MAX_CONTAINERS)
+        self._lock = threading.Lock()
+
+    def _container(self) -> _Container:
+        while True:
+            try:
+                container = self._idle.get_nowait()
+            except queue.Empty:
+                break
+            if container.alive():
+                return container
+        with self._lock:
+            self.stats.cold_starts += 1
+        return _Container(self)
+
+    def invoke(self, event: Any) -> Any:
+        """Invoke synchronously; raises FunctionError when the function fails or times out."""
+        with self._slots:
+            container = self._container()
+            with self._lock:
+                self.stats.invocations += 1
+            try:
+                result = container.invoke(event, self.timeout_s)
+            except FunctionError as error:
+                with self._lock:
+                    self.stats.errors += 1
+                    self.stats.last_error = str(error)[:300]
+                if container.alive():
+                    self._idle.put(container)
+                raise
+            self._idle.put(container)
+            return result
+
+    def close(self) -> None:
+        while True:
+            try:
+                self._idle.get_nowait().kill()
+            except queue.Empty:
+                return

@@ -1,0 +1,367 @@
+"""DynamoDB stream event source mappings, run locally as Lambda runs them.
+
+One poller per stream shard: it reads from the saved position (or `StartingPosition`), drops what
+the `FilterCriteria` do not admit (checkpointing past it), fills a batch up to `BatchSize` or until
+`MaximumBatchingWindowInSeconds` has passed, and invokes the function synchronously. On a function
+error it bisects the batch (`BisectBatchOnFunctionError`; a split does not count as a retry) or
+retries it up to `MaximumRetryAttempts`; with `ReportBatchItemFailures` it checkpoints before the
+lowest failed sequence number and retries from there. Records older than
+`MaximumRecordAgeInSeconds`, and batches out of retries, go to the `OnFailure` queue as Lambda's
+invocation record (metadata, not the records) and the shard goes on. `TumblingWindowInSeconds` adds
+the window, the shard id and the state returned by the previous invocation of the window, and a
+final invocation when the window closes. Positions are saved under `.local/` after every batch.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from hybridsync import filters
+from hybridsync.local.functions import FunctionError
+from hybridsync.local.streams import lambda_record
+
+log = logging.getLogger(__name__)
+POLL_IDLE_S = 0.2
+PAGE = 1000
+
+
+@dataclass(frozen=True)
+class Settings:
+    """An AWS::Lambda::EventSourceMapping's properties, with Lambda's defaults."""
+
+    name: str
+    batch_size: int = 100
+    batching_window_s: float = 0.0
+    starting_position: str = "TRIM_HORIZON"
+    patterns: tuple[dict[str, Any], ...] = ()
+    max_retries: int = -1  # -1: until the record expires
+    max_age_s: int = -1  # -1: never too old
+    bisect: bool = False
+    report_failures: bool = False
+    tumbling_window_s: int = 0
+    parallelization: int = 1
+
+    @classmethod
+    def from_properties(cls, name: str, properties: dict[str, Any]) -> Settings:
+        criteria = properties.get("FilterCriteria") or {}
+        return cls(
+            name=name,
+            batch_size=int(properties.get("BatchSize", 100)),
+            batching_window_s=float(properties.get("MaximumBatchingWindowInSeconds", 0)),
+            starting_position=properties.get("StartingPosition", "TRIM_HORIZON"),
+            patterns=tuple(json.loads(f["Pattern"]) for f in criteria.get("Filters", [])),
+            max_retries=int(properties.get("MaximumRetryAttempts", -1)),
+            max_age_s=int(properties.get("MaximumRecordAgeInSeconds", -1)),
+            bisect=bool(properties.get("BisectBatchOnFunctionError", False)),
+            report_failures="ReportBatchItemFailures" in properties.get("FunctionResponseTypes", []),
+            tumbling_window_s=int(properties.get("TumblingWindowInSeconds", 0)),
+            parallelization=int(properties.get("ParallelizationFactor", 1)),
+        )
+
+
+class Checkpoints:
+    """Saved positions: mapping -> stream ARN -> shard -> last sequence number done."""
+
+    def __init__(self, path: Path | None):
+        self.path = path
+        self._lock = threading.Lock()
+        self._positions: dict[str, dict[str, dict[str, str]]] = (
+            json.loads(path.read_text()) if path is not None and path.is_file() else {}
+        )
+
+    def get(self, mapping: str, stream: str, shard: str) -> str | None:
+        with self._lock:
+            return self._positions.get(mapping, {}).get(stream, {}).get(shard)
+
+    def set(self, mapping: str, stream: str, shard: str, sequence: str) -> None:
+        with self._lock:
+            self._positions.setdefault(mapping, {}).setdefault(stream, {})[shard] = sequence
+            if self.path is not None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                staged = self.path.with_suffix(".tmp")
+                staged.write_text(json.dumps(self._positions, indent=1))
+                staged.replace(self.path)  # atomic: a crash leaves the old file or the new one
+
+
+@dataclass
+class MappingStats:
+    position: str = ""
+    delivered: int = 0  # records the function took
+    filtered: int = 0
+    batches: int = 0
+    retries: int = 0
+    sent_to_failure_queue: int = 0  # records whose metadata went to the OnFailure destination
+    last_error: str = ""
+    lag_records: int = 0
+    lag_s: float = 0.0
+    lags: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=5000))  # (at, lag s)
+
+
+def _sequence(record: dict[str, Any]) -> int:
+    return int(record["dynamodb"]["SequenceNumber"])
+
+
+def _created(record: dict[str, Any]) -> float:
+    return float(record["dynamodb"].get("ApproximateCreationDateTime") or time.time())
+
+
+def _iso(epoch: float) -> str:
+    return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+class ShardPoller:
+    """Feeds one shard's records to one function, in order, with the mapping's semantics."""
+
+    def __init__(
+        self,
+        settings: Settings,
+        invoke: Callable[[dict[str, Any]], Any],
+        streams: Any,
+        stream_arn: str,
+        shard: str,
+        checkpoints: Checkpoints,
+        on_failure: Callable[[dict[str, Any]], None] | None = None,
+        function_arn: str = "",
+        stats: MappingStats | None = None,
+    ):
+        self.settings, self.invoke, self.streams = settings, invoke, streams
+        self.stream_arn, self.shard, self.checkpoints = stream_arn, shard, checkpoints
+        self.on_failure, self.function_arn = on_failure, function_arn
+        self.stats = stats or MappingStats()
+        self.buffer: deque[dict[str, Any]] = deque()  # admitted, not yet delivered
+        self.passed: deque[int] = deque()  # filtered-out sequence numbers behind the buffer's head
+        self.first_buffered_at = 0.0
+        self.window: tuple[float, float] | None = None  # the open tumbling window and its state
+        self.state: dict[str, Any] = {}
+        self._iterator: str | None = None
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def _open(self) -> None:
+        position = self.checkpoints.get(self.settings.name, self.stream_arn, self.shard)
+        kind = "AFTER_SEQUENCE_NUMBER" if position else self.settings.starting_position
+        request = {"StreamArn": self.stream_arn, "ShardId": self.shard, "ShardIteratorType": kind}
+        if position:
+            request["SequenceNumber"] = position
+            self.stats.position = position
+        self._iterator = self.streams.get_shard_iterator(**request)["ShardIterator"]
+
+    def read(self) -> int:
+        """Read what the shard has; returns how many records came."""
+        if self._iterator is None:
+            self._open()
+        page = self.streams.get_records(ShardIterator=self._iterator, Limit=PAGE)
+        self._iterator = page.get("NextShardIterator")
+        for raw in page["Records"]:
+            record = lambda_record(raw, self.stream_arn)
+            if filters.admits(self.settings.patterns, record):
+                if not self.buffer:
+                    self.first_buffered_at = time.monotonic()
+                self.buffer.append(record)
+            else:
+                self.stats.filtered += 1
+                if self.buffer:
+                    self.passed.append(_sequence(record))
+                else:
+                    self._checkpoint(_sequence(record))
+        self._measure_lag()
+        return len(page["Records"])
+
+    # --- delivering ---------------------------------------------------------------------------
+
+    def due(self, *, draining: bool = False) -> bool:
+        if not self.buffer:
+            return False
+        full = len(self.buffer) >= self.settings.batch_size
+        waited = time.monotonic() - self.first_buffered_at >= self.settings.batching_window_s
+        return full or waited or draining or self._window_of(self.buffer[0]) != self.window
+
+    def deliver_due(self, *, draining: bool = False) -> None:
+        while self.due(draining=draining):
+            batch = self._next_batch()
+            self._deliver(batch)
+            for _ in batch:
+                self.buffer.popleft()
+            if self.buffer:
+                self.first_buffered_at = time.monotonic()
+            self._checkpoint_passed()
+        self._close_window_if_due()
+
+    def _next_batch(self) -> list[dict[str, Any]]:
+        batch = []
+        window = self._window_of(self.buffer[0])
+        for record in self.buffer:
+            if len(batch) == self.settings.batch_size or self._window_of(record) != window:
+                break  # a batch never spans two tumbling windows
+            batch.append(record)
+        if self.settings.tumbling_window_s and window != self.window:
+            self._close_window()
+            self.window, self.state = window, {}
+        return batch
+
+    def _window_of(self, record: dict[str, Any]) -> tuple[float, float] | None:
+        size = self.settings.tumbling_window_s
+        if not size:
+            return None
+        start = _created(record) // size * size
+        return (start, start + size)
+
+    def _event(self, records: list[dict[str, Any]], final: bool = False) -> dict[str, Any]:
+        event: dict[str, Any] = {"Records": records}
+        if self.settings.tumbling_window_s and self.window is not None:
+            start, end = self.window
+            event |= {"window": {"start": _iso(start), "end": _iso(end)}, "state": self.state,
+                      "shardId": self.shard, "eventSourceARN": self.stream_arn,
+                      "isFinalInvokeForWindow": final, "isWindowTerminatedEarly": False}  # fmt: skip
+        return event
+
+    def _deliver(self, batch: list[dict[str, Any]]) -> None:
+        work: deque[tuple[list[dict[str, Any]], int]] = deque([(batch, 0)])
+        while work:
+            records, attempts = work.popleft()
+            records = self._drop_expired(records)
+            if not records:
+                continue
+            try:
+                response = self.invoke(self._event(records))
+                failed = self._failed(records, response)
+            except FunctionError as error:
+                self.stats.last_error = str(error)[:300]
+                if self.settings.bisect and len(records) > 1:
+                    middle = len(records) // 2
+                    work.extendleft([(records[middle:], attempts), (records[:middle], attempts)])
+                    continue
+                failed = records
+            else:
+                if isinstance(response, dict) and isinstance(response.get("state"), dict):
+                    self.state = response["state"]
+            done = records[: len(records) - len(failed)]
+            if done:
+                self._delivered(done)
+            if not failed:
+                continue
+            attempts += 1
+            if 0 <= self.settings.max_retries < attempts:
+                self._send_to_failure_queue(failed, "RetryAttemptsExhausted", attempts)
+                continue
+            self.stats.retries += 1
+            time.sleep(min(0.05 * 2**attempts, 2.0))
+            work.appendleft((failed, attempts))
+
+    def _failed(self, records: list[dict[str, Any]], response: Any) -> list[dict[str, Any]]:
+        """The records to retry after a partial batch response: from the lowest failed sequence
+        number on. A malformed response fails the whole batch, as Lambda treats it."""
+        if not self.settings.report_failures or not isinstance(response, dict):
+            return []
+        failures = response.get("batchItemFailures") or []
+        if not failures:
+            return []
+        sequences = {r["dynamodb"]["SequenceNumber"] for r in records}
+        try:
+            lowest = min(int(f["itemIdentifier"]) for f in failures if f["itemIdentifier"] in sequences)
+        except (KeyError, TypeError, ValueError):
+            self.stats.last_error = f"malformed batchItemFailures: {failures!r}"[:300]
+            return records
+        self.stats.last_error = f"{len(failures)} item(s) reported failed"
+        return [r for r in records if _sequence(r) >= lowest]
+
+    def _drop_expired(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        if self.settings.max_age_s < 0:
+            return records
+        oldest_allowed = time.time() - self.settings.max_age_s
+        expired = [r for r in records if _created(r) < oldest_allowed]
+        if expired:  # expired records sit in front: the stream is in order
+            self._send_to_failure_queue(expired, "EventAgeExceeded", 0)
+        return records[len(expired) :]
+
+    def _delivered(self, records: list[dict[str, Any]]) -> None:
+        self.stats.delivered += len(records)
+        self.stats.batches += 1
+        now = time.time()
+        for record in records[-1:]:
+            self.stats.lags.append((now, now - _created(record)))
+        self._checkpoint(_sequence(records[-1]))
+
+    def _send_to_failure_queue(self, records: list[dict[str, Any]], condition: str, attempts: int) -> None:
+        info = {
+            "requestContext": {"requestId": f"local-{time.time_ns()}", "functionArn": self.function_arn,
+                               "condition": condition, "approximateInvokeCount": attempts},
+            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST",
+                                "functionError": "Unhandled"},
+            "version": "1.0",
+            "timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
+            "DDBStreamBatchInfo": {
+                "shardId": self.shard,
+                "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
+                "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
+                "approximateArrivalOfFirstRecord": _iso(_created(records[0])),
+                "approximateArrivalOfLastRecord": _iso(_created(records[-1])),
+                "batchSize": len(records),
+                "streamArn": self.stream_arn,
+            },
+        }  # fmt: skip
+        if self.on_failure is not None:
+            self.on_failure(info)
+        self.stats.sent_to_failure_queue += len(records)
+        log.warning("%s: %d record(s) to the failure queue (%s)", self.settings.name, len(records), condition)
+        self._checkpoint(_sequence(records[-1]))
+
+    # --- windows and positions ----------------------------------------------------------------
+
+    def _close_window_if_due(self) -> None:
+        if self.window is not None and time.time() >= self.window[1] and not self.buffer:
+            self._close_window()
+
+    def _close_window(self) -> None:
+        """The window's final invocation, with the state the last one returned."""
+        if self.window is None:
+            return
+        try:
+            self.invoke(self._event([], final=True))
+        except FunctionError as error:
+            self.stats.last_error = f"final invocation of the window: {error}"[:300]
+        self.window, self.state = None, {}
+
+    def _checkpoint(self, sequence: int) -> None:
+        self.stats.position = str(sequence)
+        self.checkpoints.set(self.settings.name, self.stream_arn, self.shard, str(sequence))
+
+    def _checkpoint_passed(self) -> None:
+        """Filtered records between delivered batches are done too, once what precedes them is."""
+        head = _sequence(self.buffer[0]) if self.buffer else None
+        last = None
+        while self.passed and (head is None or self.passed[0] < head):
+            last = self.passed.popleft()
+        if last is not None:
+            self._checkpoint(last)
+
+    def _measure_lag(self) -> None:
+        self.stats.lag_records = len(self.buffer)
+        self.stats.lag_s = time.time() - _created(self.buffer[0]) if self.buffer else 0.0
+
+    # --- running ------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> None:
+        """Poll until `stop`; then deliver what was read, so nothing read is left undelivered."""
+        while not stop.is_set():
+            try:
+                came = self.read()
+                self.deliver_due()
+            except Exception as error:  # the emulator keeps polling, as Lambda does
+                self.stats.last_error = f"{type(error).__name__}: {error}"[:300]
+                log.exception("%s: poller error", self.settings.name)
+                self._iterator = None
+                stop.wait(1.0)
+                continue
+            if not came:
+                stop.wait(POLL_IDLE_S)
+        self.deliver_due(draining=True)

@@ -1,0 +1,156 @@
+"""The synthesized cloud assembly (`cdk.out`), read as the local app's only description of itself:
+tables, functions, event source mappings, queues, HTTP routes and schedules, with the intrinsic
+functions CDK emits (Ref, Fn::GetAtt, Fn::ImportValue, Fn::Join, Fn::Sub, Fn::Select) resolved to
+local values."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+ACCOUNT = "123456789012"  # moto's default account
+SOURCES = ("app.py", "cdk.json", "stacks", "lambdas", "hybridsync", "requirements-runtime.txt")
+
+
+class TemplateError(RuntimeError):
+    pass
+
+
+def synth_if_stale(assembly: Path, *, synth: bool = True) -> Path:
+    """`cdk synth` into `assembly` when it is missing or older than the sources it is made from."""
+    manifest = assembly / "manifest.json"
+    if manifest.is_file():
+        newest = max(
+            (p.stat().st_mtime for s in SOURCES for p in [ROOT / s, *(ROOT / s).rglob("*.py")] if p.exists()),
+            default=0.0,
+        )
+        if not synth or manifest.stat().st_mtime >= newest:
+            return assembly
+    if not synth:
+        raise TemplateError(f"no synthesized app in {assembly}: drop --no-synth, or `./scripts/cdk synth`")
+    cdk = ROOT / "node_modules" / ".bin" / "cdk"
+    result = subprocess.run(
+        [str(cdk), "synth", "--quiet", "--no-notices", "--output", str(assembly)],
+        cwd=ROOT, capture_output=True, text=True,
+    )  # fmt: skip
+    if result.returncode:
+        raise TemplateError(f"cdk synth failed:\n{result.stderr[-4000:]}")
+    return assembly
+
+
+@dataclass(frozen=True)
+class Resource:
+    stack: str
+    logical_id: str
+    type: str
+    properties: dict[str, Any]
+    metadata: dict[str, Any]
+
+    @property
+    def path(self) -> str:
+        """The construct path (`HybridSync-pipeline/WriteBack/Function/Resource`)."""
+        return str(self.metadata.get("aws:cdk:path", f"{self.stack}/{self.logical_id}"))
+
+    @property
+    def construct(self) -> str:
+        """The construct's own id in its stack (`WriteBack`, `MainTable`, `WriteBackFailures`)."""
+        return self.path.split("/")[1]
+
+
+@dataclass
+class Assembly:
+    """Every stack template of a cloud assembly, and the local value of each resource."""
+
+    directory: Path
+    templates: dict[str, dict[str, Any]]
+    region: str = "us-east-1"
+    # (stack, logical id) -> {"Ref": ..., attribute: ...}: filled in as the local app creates things
+    values: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def load(cls, directory: Path, region: str = "us-east-1") -> Assembly:
+        manifest = json.loads((directory / "manifest.json").read_text())
+        templates = {
+            name: json.loads((directory / artifact["properties"]["templateFile"]).read_text())
+            for name, artifact in manifest["artifacts"].items()
+            if artifact["type"] == "aws:cloudformation:stack"
+        }
+        if not templates:
+            raise TemplateError(f"no stacks in {directory}")
+        return cls(directory, templates, region)
+
+    def resources(self, type_: str) -> Iterator[Resource]:
+        for stack, template in self.templates.items():
+            for logical_id, resource in template.get("Resources", {}).items():
+                if resource["Type"] == type_:
+                    yield Resource(stack, logical_id, type_, resource.get("Properties", {}),
+                                   resource.get("Metadata", {}))  # fmt: skip
+
+    def set(self, resource: Resource, **values: Any) -> None:
+        self.values.setdefault((resource.stack, resource.logical_id), {}).update(values)
+
+    def resolve(self, stack: str, value: Any) -> Any:
+        """A property value with its intrinsic functions resolved (None where nothing local stands
+        for it, e.g. the Aurora cluster the embedded PostgreSQL replaces)."""
+        if isinstance(value, list):
+            return [self.resolve(stack, v) for v in value]
+        if not isinstance(value, dict):
+            return value
+        if len(value) != 1 or not next(iter(value)).startswith(("Ref", "Fn::")):
+            return {k: self.resolve(stack, v) for k, v in value.items()}
+        ((name, arg),) = value.items()
+        if name == "Ref":
+            return self._pseudo(stack, arg) if arg.startswith("AWS::") else self._value(stack, arg, "Ref")
+        if name == "Fn::GetAtt":
+            logical_id, attribute = arg if isinstance(arg, list) else arg.split(".", 1)
+            return self._value(stack, logical_id, attribute)
+        if name == "Fn::ImportValue":
+            return self._export(self.resolve(stack, arg))
+        if name == "Fn::Join":
+            separator, parts = arg
+            parts = self.resolve(stack, parts)
+            return None if any(p is None for p in parts) else separator.join(str(p) for p in parts)
+        if name == "Fn::Select":
+            index, items = self.resolve(stack, arg)
+            return items[int(index)]
+        if name == "Fn::Sub":
+            text, variables = (arg, {}) if isinstance(arg, str) else (arg[0], self.resolve(stack, arg[1]))
+            return re.sub(
+                r"\$\{([^}]+)\}", lambda m: str(variables.get(m[1]) or self._sub(stack, m[1])), text
+            )
+        raise TemplateError(f"{stack}: intrinsic {name} is not resolved locally")
+
+    def _sub(self, stack: str, name: str) -> Any:
+        if name.startswith("AWS::"):
+            return self._pseudo(stack, name)
+        logical_id, _, attribute = name.partition(".")
+        return self._value(stack, logical_id, attribute or "Ref")
+
+    def _pseudo(self, stack: str, name: str) -> str:
+        return {"AWS::Region": self.region, "AWS::AccountId": ACCOUNT, "AWS::Partition": "aws",
+                "AWS::URLSuffix": "amazonaws.com", "AWS::StackName": stack}[name]  # fmt: skip
+
+    def _value(self, stack: str, logical_id: str, attribute: str) -> Any:
+        return self.values.get((stack, logical_id), {}).get(attribute)
+
+    def _export(self, name: str) -> Any:
+        for stack, template in self.templates.items():
+            for output in template.get("Outputs", {}).values():
+                if output.get("Export", {}).get("Name") == name:
+                    return self.resolve(stack, output["Value"])
+        raise TemplateError(f"no stack exports {name!r}")
+
+    def function_of(self, stack: str, reference: Any) -> Resource:
+        """The AWS::Lambda::Function a property names (by Ref, ARN or an import of either)."""
+        resolved = self.resolve(stack, reference)
+        for function in self.resources("AWS::Lambda::Function"):
+            local = self.values.get((function.stack, function.logical_id), {})
+            if resolved is not None and resolved in (local.get("Ref"), local.get("Arn")):
+                return function
+        raise TemplateError(f"{stack}: {reference!r} names no function of the app")

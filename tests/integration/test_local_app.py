@@ -1,0 +1,131 @@
+"""The synthesized app running locally: everything derived from the template, end to end through the
+real functions (their asset folders), the stream mappings, PostgreSQL and the HTTP API on a socket."""
+
+from __future__ import annotations
+
+import json
+import time
+import urllib.request
+import uuid
+from decimal import Decimal
+
+import pytest
+import sqlalchemy as sa
+
+from hybridsync import store
+from hybridsync.convert import marshal
+from hybridsync.local.app import LocalApp
+from hybridsync.local.template import Assembly
+from hybridsync.model import ORDER, ORDER_LINE, PRODUCT_AVAILABILITY
+from hybridsync.sync.reconcile import reconcile
+
+
+def esm(assembly, function):
+    (found,) = [m for m in assembly.resources("AWS::Lambda::EventSourceMapping")
+                if m.properties["FunctionName"]["Ref"].startswith(function)]  # fmt: skip
+    return found
+
+
+@pytest.fixture(scope="module")
+def app(cloud_assembly, stack, tmp_path_factory):
+    """The app of the session's `cdk synth`, with its batching windows shortened (a template edit,
+    as `-c stream_batching_window_s=0` would make): the write-back also gets batches of 2."""
+    assembly = Assembly.load(cloud_assembly)
+    esm(assembly, "WriteBack").properties.update(MaximumBatchingWindowInSeconds=0, BatchSize=2)
+    esm(assembly, "Aggregate").properties.update(MaximumBatchingWindowInSeconds=0)
+    state, prefix = tmp_path_factory.mktemp("app"), f"app{uuid.uuid4().hex[:4]}"
+    running = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint, database_url=stack.database_url,
+                       state_dir=state, prefix=prefix)  # fmt: skip
+    running.start(http_port=0, schedules=False)
+    yield running
+    running.stop()
+
+
+def wait_for(check, seconds=30):
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if value := check():
+            return value
+        time.sleep(0.2)
+    raise AssertionError("timed out")
+
+
+def test_everything_is_derived_from_the_template(app, cloud_assembly):
+    template = Assembly.load(cloud_assembly)
+    tables = list(template.resources("AWS::DynamoDB::GlobalTable"))
+    assert sorted(app.tables) == sorted(t.construct for t in tables)
+    for table in tables:
+        described = app.client.describe_table(TableName=app.tables[table.construct])["Table"]
+        assert described["KeySchema"] == table.properties["KeySchema"]
+        declared = {i["IndexName"] for i in table.properties.get("GlobalSecondaryIndexes", [])}
+        assert {i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])} == declared
+    assert set(app.functions) == {"Migrate", "WriteBack", "Aggregate", "ReadApi", "SqlSync"}
+    write_back = app.functions["WriteBack"]
+    assert (write_back.timeout_s, write_back.memory_mb) == (120, 1024)
+    assert write_back.environment["TABLE_MAIN"] == app.tables["MainTable"]  # an import, resolved
+    assert "DB_SECRET_ARN" not in write_back.environment and write_back.environment["DATABASE_URL"]
+    settings = {p.settings.name.split(":")[0]: p.settings for p in app.pollers}
+    assert settings["WriteBack"].batch_size == 2  # the edited template, not a second list
+    assert settings["Aggregate"].tumbling_window_s == 60 and settings["Aggregate"].bisect
+    assert [(m, p.pattern) for m, p, _ in app.routes()] == [("ANY", "/(?P<proxy>.+)")]
+    assert len(app.queues) == 2
+
+
+def test_an_order_flows_to_postgresql_the_aggregates_and_the_http_api(app, engine):
+    client, table = app.client, app.tables["MainTable"]
+    tag = uuid.uuid4().hex[:6]
+    product = f"{tag}-kettle"
+    orders = [f"{tag}-o{n}" for n in range(3)]
+    for order_id in orders:
+        values = {"OrderId": order_id, "CustomerId": f"{tag}-c", "CreatedAt": "2031-03-04T10:00:00.000Z",
+                  "Status": "OPEN", "Version": 1}  # fmt: skip
+        store.put(client, table, ORDER, values | {"Total": Decimal("30")})
+        store.put(client, table, ORDER_LINE, values | {"LineNo": 1, "ProductId": product, "Quantity": 3,
+                                                       "UnitPrice": Decimal("10")})  # fmt: skip
+
+    def landed():
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SELECT count(*) FROM orders WHERE order_id LIKE :t"),
+                                {"t": f"{tag}%"}).scalar_one() == 3  # fmt: skip
+
+    wait_for(landed)
+    url = f"http://127.0.0.1:{app.http.server_address[1]}"
+
+    def top():
+        with urllib.request.urlopen(f"{url}/products/top?day=2031-03-04&n=1") as response:
+            body = json.loads(response.read())
+        return body["products"] and body["products"][0]["Units"] == 9 and body
+
+    assert wait_for(top)["products"][0]["ProductId"] == product
+    write_back = next(p for p in app.pollers if p.settings.name.startswith("WriteBack"))
+    assert write_back.stats.batches >= 3  # batches of 2: the template's batch size rules
+    drift = reconcile(client, table, engine)
+    assert not [k for d in drift.values() for k in d.missing + d.stale + d.extra if str(k[0]).startswith(tag)]
+
+
+def test_a_postgresql_change_reaches_dynamodb_through_the_drain_function(app, engine):
+    product = f"p-{uuid.uuid4().hex[:8]}"
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 5, 7)"),
+                     {"p": product})  # fmt: skip
+    scheduled = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
+    assert app.function("sql_sync").invoke(scheduled)["claimed"] >= 1  # as its schedule would
+    key = marshal(PRODUCT_AVAILABILITY.key({"ProductId": product}))
+    item = app.client.get_item(TableName=app.tables["MainTable"], Key=key)
+    assert (item["Item"]["Stock"], item["Item"]["Origin"]) == ({"N": "7"}, {"S": "sql"})
+
+
+def test_a_wrong_method_over_the_socket_gets_405_and_unknown_paths_404(app):
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{app.http.server_address[1]}/leaderboard", method="POST"
+    )
+    with pytest.raises(urllib.error.HTTPError) as error:
+        urllib.request.urlopen(request)
+    assert (error.value.code, error.value.headers["Allow"]) == (405, "GET")
+
+
+def test_status_reports_mappings_functions_and_queues(app):
+    status = app.status()
+    assert {m["function"] for m in status["mappings"].values()} == {"WriteBack", "Aggregate"}
+    assert status["functions"]["WriteBack"]["invocations"] >= 1
+    assert set(status["failure_queues"]) == set(app.queues)

@@ -1,0 +1,223 @@
+"""Event source mapping semantics on real stream records (moto server), each with a scripted function."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+
+import pytest
+
+from hybridsync import store
+from hybridsync.local.functions import FunctionError
+from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
+from hybridsync.model import MODEL
+
+
+@pytest.fixture
+def table(stack):
+    """A table of its own per test (its own stream), created from the model's declaration."""
+    from hybridsync.local import create_table_request
+
+    client = stack.client()
+    name = f"esm-{uuid.uuid4().hex[:8]}"
+    client.create_table(**create_table_request(MODEL.table("main"), name))
+    arn = client.describe_table(TableName=name)["Table"]["LatestStreamArn"]
+    return client, name, arn
+
+
+def put_scores(client, table, players, version=1):
+    for player in players:
+        store.put(
+            client, table, MODEL.entity("PlayerScore"), {"PlayerId": player, "Score": 1, "Version": version}
+        )
+
+
+class Scripted:
+    """A function that records what it was given and fails as told."""
+
+    def __init__(self, fail=lambda event: None):
+        self.events: list[dict] = []
+        self.fail = fail
+
+    def __call__(self, event):
+        self.events.append(json.loads(json.dumps(event)))
+        outcome = self.fail(event)
+        if isinstance(outcome, Exception):
+            raise outcome
+        return outcome or {"batchItemFailures": []}
+
+    def players(self):
+        return [[r["dynamodb"]["NewImage"]["PlayerId"]["S"] for r in e["Records"]] for e in self.events]
+
+
+def poller(stack, table, function, tmp_path, failures=None, **settings):
+    arn = table[2]
+    streams = stack.client("dynamodbstreams")
+    (shard,) = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]
+    sent = failures if failures is not None else []
+    return ShardPoller(
+        Settings(name="test", **settings), function, streams, arn, shard["ShardId"],
+        Checkpoints(tmp_path / "positions.json"), sent.append, "arn:aws:lambda:local:function:f",
+    )  # fmt: skip
+
+
+def drain(p):
+    p.read()
+    p.deliver_due(draining=True)
+
+
+def test_batches_are_cut_at_the_batch_size_in_order(stack, table, tmp_path):
+    put_scores(table[0], table[1], [f"p{n}" for n in range(7)])
+    function = Scripted()
+    drain(poller(stack, table, function, tmp_path, batch_size=3))
+    assert function.players() == [["p0", "p1", "p2"], ["p3", "p4", "p5"], ["p6"]]
+
+
+def test_the_batching_window_waits_for_more_records(stack, table, tmp_path):
+    put_scores(table[0], table[1], ["a"])
+    function = Scripted()
+    p = poller(stack, table, function, tmp_path, batch_size=10, batching_window_s=0.5)
+    p.read()
+    p.deliver_due()
+    assert function.events == []  # not full, window still open
+    put_scores(table[0], table[1], ["b"])
+    time.sleep(0.5)
+    p.read()
+    p.deliver_due()
+    assert function.players() == [["a", "b"]]
+
+
+def test_filters_drop_what_they_should_and_the_position_moves_past_it(stack, table, tmp_path):
+    client, name, _ = table
+    follow = {"FollowerId": "x", "CreatedAt": "2026-11-22T07:00:00.000Z", "Version": 1}
+    put_scores(client, name, ["keep-1"])
+    store.put(client, name, MODEL.entity("Follow"), follow | {"FolloweeId": "y"})
+    put_scores(client, name, ["keep-2"])
+    store.put(client, name, MODEL.entity("Follow"), follow | {"FolloweeId": "z"})
+    function = Scripted()
+    patterns = ({"dynamodb": {"NewImage": {"Entity": {"S": ["PlayerScore"]}}}},)
+    p = poller(stack, table, function, tmp_path, patterns=patterns)
+    drain(p)
+    assert function.players() == [["keep-1", "keep-2"]]
+    assert p.stats.filtered == 2
+    last = p.streams.get_records(
+        ShardIterator=p.streams.get_shard_iterator(
+            StreamArn=p.stream_arn, ShardId=p.shard, ShardIteratorType="TRIM_HORIZON"
+        )["ShardIterator"]
+    )["Records"][-1]
+    assert p.stats.position == last["dynamodb"]["SequenceNumber"]  # past the filtered tail too
+
+
+def test_a_failing_record_is_retried_bisected_then_sent_to_the_failure_queue(stack, table, tmp_path):
+    put_scores(table[0], table[1], ["ok-1", "bad", "ok-2", "ok-3"])
+
+    def fail(event):
+        players = [r["dynamodb"]["NewImage"]["PlayerId"]["S"] for r in event["Records"]]
+        return FunctionError("ValueError", "poison") if "bad" in players else None
+
+    function, sent = Scripted(fail), []
+    p = poller(stack, table, function, tmp_path, sent, batch_size=10, bisect=True, max_retries=2)
+    drain(p)
+    delivered = [player for batch in function.players() if "bad" not in batch for player in batch]
+    assert delivered == ["ok-1", "ok-2", "ok-3"]  # the rest went on, in order
+    assert function.players().count(["bad"]) == 3  # the first try of the single record, then 2 retries
+    (info,) = sent
+    batch = info["DDBStreamBatchInfo"]
+    assert (info["requestContext"]["condition"], info["requestContext"]["approximateInvokeCount"]) == (
+        "RetryAttemptsExhausted", 3)  # fmt: skip
+    assert batch["batchSize"] == 1 and batch["streamArn"] == p.stream_arn and "Records" not in info
+    assert p.stats.sent_to_failure_queue == 1
+
+
+def test_without_bisect_the_whole_batch_is_retried_then_dropped_to_the_queue(stack, table, tmp_path):
+    put_scores(table[0], table[1], ["a", "b"])
+    function, sent = Scripted(lambda e: FunctionError("Sandbox.Timedout", "Task timed out")), []
+    drain(poller(stack, table, function, tmp_path, sent, batch_size=10, max_retries=1))
+    assert function.players() == [["a", "b"], ["a", "b"]]
+    assert sent[0]["DDBStreamBatchInfo"]["batchSize"] == 2
+
+
+def test_a_partial_failure_resumes_at_the_lowest_failed_sequence_number(stack, table, tmp_path):
+    put_scores(table[0], table[1], ["a", "b", "c", "d"])
+    calls = []
+
+    def fail(event):
+        calls.append(1)
+        if len(calls) == 1:  # the first invocation reports b and d as failed
+            sequences = [r["dynamodb"]["SequenceNumber"] for r in event["Records"]]
+            return {"batchItemFailures": [{"itemIdentifier": sequences[3]}, {"itemIdentifier": sequences[1]}]}
+        return None
+
+    function = Scripted(fail)
+    p = poller(stack, table, function, tmp_path, batch_size=10, report_failures=True, max_retries=3)
+    drain(p)
+    assert function.players() == [["a", "b", "c", "d"], ["b", "c", "d"]]
+
+
+def test_records_older_than_the_maximum_age_skip_to_the_queue(stack, table, tmp_path, monkeypatch):
+    put_scores(table[0], table[1], ["old"])
+    function, sent = Scripted(), []
+    p = poller(stack, table, function, tmp_path, sent, max_age_s=60)
+    real_time = time.time
+    monkeypatch.setattr(time, "time", lambda: real_time() + 120)  # the record is now two minutes old
+    drain(p)
+    assert function.events == []
+    assert sent[0]["requestContext"]["condition"] == "EventAgeExceeded"
+
+
+def test_tumbling_windows_carry_state_and_end_with_a_final_invocation(stack, table, tmp_path):
+    put_scores(table[0], table[1], ["a", "b", "c"])
+
+    def count(event):
+        return {
+            "state": {"seen": event["state"].get("seen", 0) + len(event["Records"])},
+            "batchItemFailures": [],
+        }
+
+    function = Scripted(count)
+    p = poller(stack, table, function, tmp_path, batch_size=2, tumbling_window_s=3600)
+    drain(p)
+    first, second = function.events
+    assert first["state"] == {} and second["state"] == {"seen": 2}  # carried to the next invocation
+    assert first["shardId"] == p.shard and first["window"]["start"].endswith(":00:00Z")
+    assert not second["isFinalInvokeForWindow"]
+    p.window = (p.window[0], time.time() - 1)  # the window's end has passed
+    p.deliver_due()
+    final = function.events[-1]
+    assert final["isFinalInvokeForWindow"] and final["Records"] == [] and final["state"] == {"seen": 3}
+
+
+def test_a_restart_resumes_from_the_saved_position(stack, table, tmp_path):
+    put_scores(table[0], table[1], ["a", "b"])
+    first = Scripted()
+    drain(poller(stack, table, first, tmp_path))
+    put_scores(table[0], table[1], ["c"])
+    second = Scripted()
+    drain(poller(stack, table, second, tmp_path))  # a new poller: what a restarted `up` builds
+    assert first.players() == [["a", "b"]] and second.players() == [["c"]]
+
+
+def test_stopping_delivers_what_was_read(stack, table, tmp_path):
+    put_scores(table[0], table[1], ["a"])
+    function = Scripted()
+    p = poller(stack, table, function, tmp_path, batch_size=100, batching_window_s=3600)
+    stop = threading.Event()
+    runner = threading.Thread(target=p.run, args=(stop,))
+    runner.start()
+    time.sleep(0.5)
+    assert function.events == []  # waiting for its window
+    stop.set()
+    runner.join(timeout=10)
+    assert function.players() == [["a"]]
+
+
+def test_settings_come_from_the_mapping_properties():
+    settings = Settings.from_properties("m", {
+        "BatchSize": 7, "MaximumBatchingWindowInSeconds": 2, "StartingPosition": "LATEST",
+        "FilterCriteria": {"Filters": [{"Pattern": '{"eventName":["INSERT"]}'}]}, "MaximumRetryAttempts": 4,
+        "MaximumRecordAgeInSeconds": 60, "BisectBatchOnFunctionError": True, "TumblingWindowInSeconds": 30,
+        "FunctionResponseTypes": ["ReportBatchItemFailures"], "ParallelizationFactor": 1,
+    })  # fmt: skip
+    assert settings == Settings("m", 7, 2.0, "LATEST", ({"eventName": ["INSERT"]},), 4, 60, True, True, 30, 1)

@@ -29,27 +29,37 @@ def _up(args: argparse.Namespace) -> int:
     with local.start(state, args.prefix, tables=False) as stack:
         app = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint, database_url=stack.database_url,
                        state_dir=state, prefix=args.prefix)  # fmt: skip
-        app.start(http_port=None if args.once else args.port, schedules=not args.once)
-        stack.table_names = {c.removesuffix("Table").lower(): name for c, name in app.tables.items()}
-        env_file = state / "env"
-        env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in stack.environment().items()))
-        took = time.monotonic() - started
-        print(f"hybridsync: the app of {args.assembly}/ running locally, up in {took:.1f}s")
-        _banner(stack, app, env_file)
-        if args.once:
-            app.stop()
-            return 0
         stop = threading.Event()
-        drainer = threading.Thread(
-            target=outbox.listen_and_drain,
-            args=(stack.database_url, stack.client(), stack.table_names["main"], stop),
-            daemon=True,
-        )
-        drainer.start()
-        print("Ctrl-C stops everything (PostgreSQL data and stream positions stay in .local/).", flush=True)
-        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        drain_args = (stack.database_url, stack.client(), app.tables["MainTable"], stop)
+        drainer = threading.Thread(target=outbox.listen_and_drain, args=drain_args, daemon=True)
         status_file = state / "status.json"
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         try:
+            app.start(http_port=args.port)
+            drainer.start()
+            stack.table_names = {c.removesuffix("Table").lower(): name for c, name in app.tables.items()}
+            env_file = state / "env"
+            env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in stack.environment().items()))
+            took = time.monotonic() - started
+            print(f"hybridsync: the app of {args.assembly}/ running locally, up in {took:.1f}s")
+            _banner(stack, app, env_file)
+            if args.demo:
+                from rich.console import Console
+
+                from hybridsync import db
+                from hybridsync.local import demo
+
+                engine = db.create_engine(stack.database_url)
+                figures = demo.run(app, engine, state, Console())
+                engine.dispose()
+                if args.once:
+                    good = (
+                        figures["caught_up"] and not figures["drift"] and figures["aggregates_equal_recount"]
+                    )
+                    return 0 if good else 1
+            if args.once:
+                return 0
+            print("Ctrl-C stops everything (PostgreSQL data, stream positions stay in .local/).", flush=True)
             while True:
                 status_file.write_text(json.dumps(app.status(), indent=1))
                 time.sleep(2)
@@ -289,8 +299,13 @@ def parser() -> argparse.ArgumentParser:
         return sub
 
     up = command("up", "run the synthesized app locally: tables, functions, stream mappings, HTTP API, "
-                 "schedules", "hybridsync up --port 8080", _up)  # fmt: skip
-    up.add_argument("--once", action="store_true", help="set everything up, print, and stop")
+                 "schedules", "hybridsync up --demo --port 8080", _up)  # fmt: skip
+    up.add_argument("--once", action="store_true", help="set everything up, print (run the demo), and stop")
+    up.add_argument(
+        "--demo",
+        action="store_true",
+        help="drive a realistic workload through the app, then report (also .local/report.html)",
+    )
     up.add_argument("--port", type=int, default=0, help="HTTP API port on 127.0.0.1 (default: a free one)")
     status = command("status", "what the running app's mappings and functions are doing",
                      "hybridsync status", _status)  # fmt: skip

@@ -114,11 +114,31 @@ def _back_up_each_table_once_per_transaction() -> None:
     models._hybridsync_patched = True
 
 
+def _one_request_at_a_time() -> None:
+    """moto's backends are not thread-safe: with functions writing concurrently, a transaction's
+    backup copy of a table raced a write served on another thread ("dictionary changed size during
+    iteration"). The server answers one request at a time (Python ran one at a time anyway)."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication
+
+    if getattr(DomainDispatcherApplication, "_hybridsync_serialized", False):
+        return
+    lock = threading.Lock()
+    call = DomainDispatcherApplication.__call__
+
+    def serialized(self: Any, environ: dict[str, Any], start_response: Any) -> Any:
+        with lock:
+            return call(self, environ, start_response)
+
+    DomainDispatcherApplication.__call__ = serialized  # type: ignore[method-assign]
+    DomainDispatcherApplication._hybridsync_serialized = True  # type: ignore[attr-defined]
+
+
 def start_dynamodb() -> tuple[str, Callable[[], None]]:
     """moto server on 127.0.0.1 and a free port, in this process."""
     from moto.server import ThreadedMotoServer
 
     _back_up_each_table_once_per_transaction()
+    _one_request_at_a_time()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one log line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

@@ -103,7 +103,8 @@ class MappingStats:
     last_error: str = ""
     lag_records: int = 0
     lag_s: float = 0.0
-    lags: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=5000))  # (at, lag s)
+    caught_up: bool = False  # the last read found nothing new and nothing waits to be delivered
+    lags: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=100_000))  # (at, lag s)
 
 
 def _sequence(record: dict[str, Any]) -> int:
@@ -287,8 +288,7 @@ class ShardPoller:
         self.stats.delivered += len(records)
         self.stats.batches += 1
         now = time.time()
-        for record in records[-1:]:
-            self.stats.lags.append((now, now - _created(record)))
+        self.stats.lags.extend((now, now - _created(record)) for record in records)
         self._checkpoint(_sequence(records[-1]))
 
     def _send_to_failure_queue(self, records: list[dict[str, Any]], condition: str, attempts: int) -> None:
@@ -362,6 +362,7 @@ class ShardPoller:
                 self._iterator = None
                 stop.wait(1.0)
                 continue
+            self.stats.caught_up = not came and not self.buffer
             if not came:
                 stop.wait(POLL_IDLE_S)
         self.deliver_due(draining=True)

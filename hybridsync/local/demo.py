@@ -1,0 +1,384 @@
+"""`hybridsync up --demo`: a realistic workload on both sides of the running app, then a report.
+
+PostgreSQL gets customers, a catalogue and price changes (mastered there, they reach DynamoDB
+through the outbox); DynamoDB gets orders with lines, edits, cancellations and deletes, player
+scores and follows (written back to PostgreSQL, folded into aggregates), and a few poison records.
+Then, once the pipeline has caught up: what each side holds, reconcile drift, the aggregates
+against a clean recount, top sellers and the leaderboard read through the HTTP API over a socket,
+the dead letters with their reasons, lag and throughput; and the same as `.local/report.html`.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import statistics
+import time
+import urllib.request
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy as sa
+from rich.console import Console
+from rich.progress import Progress
+from rich.table import Table
+
+from hybridsync import keys, store, versions
+from hybridsync.convert import marshal, to_row, unmarshal
+from hybridsync.deadletters import pending
+from hybridsync.local.app import LocalApp
+from hybridsync.local.report import html_report
+from hybridsync.model import CUSTOMER_SPEND, ENTITY, MODEL, ORDER, ORDER_LINE, SALES
+from hybridsync.records import Rejected
+from hybridsync.sync.aggregate import CANCELLED, points
+from hybridsync.sync.reconcile import reconcile
+
+
+@dataclass
+class Workload:
+    customers: int = 120
+    products: int = 60
+    orders: int = 300
+    players: int = 80
+    follows: int = 200
+    seed: int = 20261122
+
+
+@dataclass
+class Writer:
+    """DynamoDB writes as an application makes them: every write with a growing version."""
+
+    client: Any
+    table: str
+    versions: dict[str, int] = field(default_factory=dict)
+    written: int = 0
+
+    def put(self, entity: Any, values: dict[str, Any]) -> dict[str, Any]:
+        slot = f"{entity.name}:{entity.key(values)}"
+        self.versions[slot] = versions.next_version(self.versions.get(slot))
+        values = values | {"Version": self.versions[slot]}
+        store.put(self.client, self.table, entity, values)
+        self.written += 1
+        return values
+
+    def delete(self, entity: Any, values: dict[str, Any]) -> None:
+        version = self.versions[f"{entity.name}:{entity.key(values)}"]
+        store.delete(self.client, self.table, entity, values, version)
+        self.written += 1
+
+
+def _sql_side(engine: sa.Engine, work: Workload, rng: random.Random, progress: Progress) -> list[str]:
+    task = progress.add_task(
+        "PostgreSQL: customers, catalogue, prices", total=work.customers + 2 * work.products
+    )
+    with engine.begin() as conn:
+        for n in range(work.customers):
+            conn.execute(
+                sa.text(
+                    "INSERT INTO customers (customer_id, name, email, tier) "
+                    "VALUES (:c, :n, :e, :t) "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                {
+                    "c": f"demo-c{n}",
+                    "n": f"Customer {n}",
+                    "e": f"c{n}@example.com",
+                    "t": rng.choice(["gold", "silver", None]),
+                },
+            )
+            progress.advance(task)
+    products = [f"demo-p{n}" for n in range(work.products)]
+    with engine.begin() as conn:
+        for n, product in enumerate(products):
+            conn.execute(
+                sa.text(
+                    "INSERT INTO products (product_id, name, category, description) "
+                    "VALUES (:p, :n, :c, :d) ON CONFLICT DO NOTHING"
+                ),
+                {
+                    "p": product,
+                    "n": f"Product {n}",
+                    "c": rng.choice(["kitchen", "garden", "office"]),
+                    "d": "A fine thing. " * 40,
+                },
+            )
+            conn.execute(
+                sa.text(
+                    "INSERT INTO product_availability (product_id, price, stock) "
+                    "VALUES (:p, :x, :s) "
+                    "ON CONFLICT DO NOTHING"
+                ),
+                {"p": product, "x": Decimal(rng.randint(199, 9999)) / 100, "s": rng.randint(0, 500)},
+            )
+            progress.advance(task)
+    for product in products:  # price changes: each its own transaction, as a pricing job commits them
+        with engine.begin() as conn:
+            conn.execute(
+                sa.text("UPDATE product_availability SET price = price * 0.9 WHERE product_id = :p"),
+                {"p": product},
+            )
+        progress.advance(task)
+    return products
+
+
+def _dynamodb_side(
+    writer: Writer, products: list[str], work: Workload, rng: random.Random, progress: Progress
+) -> None:
+    task = progress.add_task(
+        "DynamoDB: orders, lines, edits, scores, follows", total=work.orders + work.players + work.follows
+    )
+    today = datetime.now(UTC)
+    weights = [1 / (k + 1) ** 1.1 for k in range(len(products))]  # a few best sellers, a long tail
+    for n in range(work.orders):
+        customer = f"demo-c{rng.randrange(work.customers)}"
+        created = keys.iso_ms(today.replace(microsecond=rng.randrange(1000) * 1000))
+        common = {"OrderId": f"demo-o{n}", "CustomerId": customer, "CreatedAt": created, "Status": "OPEN"}
+        lines = []
+        for line_no in range(1, rng.randint(1, 4) + 1):
+            line = common | {
+                "LineNo": line_no,
+                "ProductId": rng.choices(products, weights)[0],
+                "Quantity": rng.randint(1, 5),
+                "UnitPrice": Decimal(rng.randint(199, 4999)) / 100,
+            }
+            lines.append(writer.put(ORDER_LINE, line))
+        total = sum(line["Quantity"] * line["UnitPrice"] for line in lines)
+        order = writer.put(ORDER, common | {"Total": total})
+        fate = rng.random()
+        if fate < 0.10:  # a quantity edit
+            edited = lines[0] | {"Quantity": lines[0]["Quantity"] + 1}
+            writer.put(ORDER_LINE, {k: v for k, v in edited.items() if k != "Version"})
+        elif fate < 0.15:  # cancelled: the order and its lines
+            for line in lines:
+                writer.put(
+                    ORDER_LINE, {k: v for k, v in line.items() if k != "Version"} | {"Status": CANCELLED}
+                )
+            writer.put(ORDER, {k: v for k, v in order.items() if k != "Version"} | {"Status": CANCELLED})
+        elif fate < 0.18:  # deleted, lines too
+            for line in lines:
+                writer.delete(ORDER_LINE, line)
+            writer.delete(ORDER, order)
+        elif fate < 0.5:
+            writer.put(ORDER, {k: v for k, v in order.items() if k != "Version"} | {"Status": "SHIPPED"})
+        progress.advance(task)
+    for n in range(work.players):
+        for _ in range(rng.randint(1, 3)):  # scores move
+            writer.put(
+                MODEL.entity("PlayerScore"), {"PlayerId": f"demo-c{n}", "Score": rng.randint(0, 100_000)}
+            )
+        progress.advance(task)
+    follow = MODEL.entity("Follow")
+    for _ in range(work.follows):
+        a, b = rng.sample(range(work.customers), 2)
+        edge = writer.put(
+            follow,
+            {
+                "FollowerId": f"demo-c{a}",
+                "FolloweeId": f"demo-c{b}",
+                "CreatedAt": today.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
+            },
+        )
+        if rng.random() < 0.1:
+            writer.delete(follow, edge)
+        progress.advance(task)
+
+
+POISON = {
+    "an order whose Total is text": ("Order", {"Total": {"S": "12.00"}}),
+    "an order line whose Quantity is text": ("OrderLine", {"Quantity": {"S": "two"}}),
+    "an order with an id over 128 characters": ("Order", {"OrderId": {"S": "x" * 200}}),
+}
+
+
+def _poison(writer: Writer) -> None:
+    """Items another writer put without the model's validation: they must become dead letters."""
+    for n, (entity_name, bad) in enumerate(POISON.values()):
+        entity = MODEL.entity(entity_name)
+        values = {
+            "OrderId": f"demo-poison{n}",
+            "CustomerId": "demo-c0",
+            "CreatedAt": "2026-01-01T00:00:00.000Z",
+            "Status": "OPEN",
+            "Version": 1,
+        }
+        values |= (
+            {"Total": Decimal(1)}
+            if entity is ORDER
+            else {"LineNo": 1, "ProductId": "demo-p0", "Quantity": 1, "UnitPrice": Decimal(1)}
+        )
+        item = marshal(entity.item(values)) | bad
+        writer.client.put_item(TableName=writer.table, Item=item)
+        writer.written += 1
+
+
+def _caught_up(app: LocalApp, engine: sa.Engine) -> tuple[bool, str]:
+    with engine.connect() as conn:
+        outbox = conn.execute(sa.text("SELECT count(*) FROM outbox")).scalar_one()
+    lag = {p.settings.name.split(":")[0]: p.stats.lag_records for p in app.pollers}
+    done = outbox == 0 and all(p.stats.caught_up for p in app.pollers)
+    return done, ", ".join(f"{name} {n}" for name, n in lag.items()) + f", outbox {outbox}"
+
+
+def _recount(items: list[dict[str, Any]]) -> dict[tuple[str, str, str], tuple[Decimal, Decimal]]:
+    """The aggregates a clean pass over the order lines gives (lines the mapping rejects count for
+    nothing, as in the pipeline: they are dead letters)."""
+    totals: dict[tuple[str, str, str], list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
+    for item in items:
+        if item[ENTITY] != ORDER_LINE.name:
+            continue
+        try:
+            line = to_row(ORDER_LINE, item)
+        except Rejected:
+            continue
+        if line["status"] == CANCELLED:
+            continue
+        revenue = line["quantity"] * line["unit_price"]
+        day = line["created_at"].strftime("%Y-%m-%d")
+        for period in (day, day[:7]):
+            totals[(SALES.name, line["product_id"], period)][0] += line["quantity"]
+            totals[(SALES.name, line["product_id"], period)][1] += revenue
+        totals[(CUSTOMER_SPEND.name, line["customer_id"], day[:7])][0] += points(revenue)
+        totals[(CUSTOMER_SPEND.name, line["customer_id"], day[:7])][1] += revenue
+    return {k: (v[0], v[1]) for k, v in totals.items() if v != [0, 0]}
+
+
+def _stored_aggregates(items: list[dict[str, Any]]) -> dict[tuple[str, str, str], tuple[Decimal, Decimal]]:
+    """The demo's aggregates as stored (zero counters count as absent)."""
+    fields = {
+        SALES.name: ("ProductId", "Units", "Revenue"),
+        CUSTOMER_SPEND.name: ("CustomerId", "Points", "Spend"),
+    }
+    out = {}
+    for item in items:
+        if item[ENTITY] in fields:
+            owner, first, second = fields[item[ENTITY]]
+            value = (item[first], item[second])
+            if item[owner].startswith("demo-") and value != (0, 0):
+                out[(item[ENTITY], item[owner], item["Period"])] = value
+    return out
+
+
+def _http(app: LocalApp, path: str) -> Any:
+    assert app.http is not None
+    url = f"http://127.0.0.1:{app.http.server_address[1]}{path}"
+    with urllib.request.urlopen(url, timeout=30) as response:
+        return json.loads(response.read())
+
+
+def run(
+    app: LocalApp,
+    engine: sa.Engine,
+    state_dir: Path,
+    console: Console,
+    work: Workload | None = None,
+    timeout_s: float = 300,
+) -> dict[str, Any]:
+    """Drive the workload through the running app and report on it; returns the report's figures."""
+    work = work or Workload()
+    rng = random.Random(work.seed)
+    table = app.tables["MainTable"]
+    writer = Writer(app.client, table)
+    started = time.time()
+    with Progress(console=console, transient=False) as progress:
+        products = _sql_side(engine, work, rng, progress)
+        _dynamodb_side(writer, products, work, rng, progress)
+        _poison(writer)
+    written_s = time.time() - started
+    with console.status("the pipeline is catching up...") as status:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            done, lag = _caught_up(app, engine)
+            status.update(f"the pipeline is catching up: lag {lag} (batching windows as deployed)")
+            if done or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    elapsed = time.time() - started
+    figures = _report(app, engine, writer, elapsed, written_s, done)
+    _print(console, figures)
+    (state_dir / "report.json").write_text(json.dumps(figures, indent=1, default=str))
+    (state_dir / "report.html").write_text(html_report(figures))
+    console.print(f"report: {state_dir / 'report.html'} (open it in a browser; no network needed)")
+    return figures
+
+
+def _report(
+    app: LocalApp, engine: sa.Engine, writer: Writer, elapsed: float, written_s: float, caught_up: bool
+) -> dict[str, Any]:
+    table = app.tables["MainTable"]
+    items = [unmarshal(i) for page in store.pages(app.client, "scan", TableName=table) for i in page["Items"]]
+    dynamodb = Counter(i.get(ENTITY, "?") for i in items if not i.get("Missing"))
+    rows = {}
+    with engine.connect() as conn:
+        for entity in MODEL.synced():
+            live = "WHERE NOT deleted" if entity in MODEL.written_back() else ""
+            count = sa.text(f"SELECT count(*) FROM {entity.sql_table} {live}")
+            rows[entity.sql_table] = conn.execute(count).scalar_one()
+        letters = [(r.source, r.reason) for r in pending(conn)]
+    drift = reconcile(app.client, table, engine)
+    recount, stored = _recount(items), _stored_aggregates(items)
+    day = datetime.now(UTC).strftime("%Y-%m-%d")
+    lags = sorted(lag for p in app.pollers for _, lag in p.stats.lags)
+    delivered = [(at, lag) for p in app.pollers for at, lag in p.stats.lags]
+    return {
+        "caught_up": caught_up,
+        "writes": writer.written,
+        "seconds": round(elapsed, 1),
+        "writing_seconds": round(written_s, 1),
+        "dynamodb_items": dict(sorted(dynamodb.items())),
+        "postgresql_rows": rows,
+        "drift": sum(d.total for d in drift.values()),
+        "aggregates": len(stored),
+        "aggregates_equal_recount": stored == recount,
+        "top_sellers": _http(app, f"/products/top?day={day}&n=5")["products"],
+        "leaderboard": _http(app, "/leaderboard?n=5")["players"],
+        "dead_letters": letters,
+        "lag_p50_s": round(statistics.median(lags), 3) if lags else None,
+        "lag_p99_s": round(lags[int(len(lags) * 0.99)] if lags else 0, 3),
+        "records_delivered": len(lags),
+        "throughput_records_s": round(len(lags) / elapsed, 1),
+        "timeline": sorted((round(at, 3), round(lag, 3)) for at, lag in delivered),
+    }
+
+
+def _print(console: Console, f: dict[str, Any]) -> None:
+    sides = Table(title=f"both sides after {f['writes']} writes in {f['seconds']} s")
+    sides.add_column("DynamoDB entity"), sides.add_column("items", justify="right")
+    sides.add_column("PostgreSQL table"), sides.add_column("live rows", justify="right")
+    left, right = list(f["dynamodb_items"].items()), list(f["postgresql_rows"].items())
+    for n in range(max(len(left), len(right))):
+        a, b = left[n] if n < len(left) else ("", ""), right[n] if n < len(right) else ("", "")
+        sides.add_row(str(a[0]), str(a[1]), str(b[0]), str(b[1]))
+    console.print(sides)
+    ok = "[green]{}[/green]", "[red]{}[/red]"
+    console.print("reconcile drift: " + (ok[0] if f["drift"] == 0 else ok[1]).format(f["drift"]))
+    equal = f["aggregates_equal_recount"]
+    console.print(
+        f"aggregates: {f['aggregates']}, "
+        + (ok[0] if equal else ok[1]).format(
+            "equal to a clean recount of the order lines" if equal else "DIFFERENT from a clean recount"
+        )
+    )
+    sellers = Table(title="top sellers today (HTTP API, over a socket)")
+    for column in ("product", "units", "revenue"):
+        sellers.add_column(column)
+    for row in f["top_sellers"]:
+        sellers.add_row(row["ProductId"], str(row["Units"]), str(row["Revenue"]))
+    board = Table(title="leaderboard (HTTP API)")
+    board.add_column("player"), board.add_column("score")
+    for row in f["leaderboard"]:
+        board.add_row(row["PlayerId"], str(row["Score"]))
+    console.print(sellers, board)
+    letters = Table(title=f"dead letters ({len(f['dead_letters'])})")
+    letters.add_column("consumer"), letters.add_column("reason")
+    for source, reason in f["dead_letters"]:
+        letters.add_row(source, reason)
+    console.print(letters)
+    console.print(
+        f"pipeline lag p50 {f['lag_p50_s']} s, p99 {f['lag_p99_s']} s over {f['records_delivered']} "
+        f"records; {f['throughput_records_s']} records/s delivered"
+        + ("" if f["caught_up"] else " [red](did not catch up in time)[/red]")
+    )

@@ -76,38 +76,64 @@ def create_tables(
     return names
 
 
-def _back_up_each_table_once_per_transaction() -> None:
-    """moto's TransactWriteItems deep-copies the whole table (its stream included) once for
-    *every item* of the transaction, to roll back on failure: O(items x table) per call, seconds
-    for a 100-item transaction on a table of a few thousand items. The copies are identical
-    (nothing runs between them), so one copy per table per transaction keeps the semantics.
-    Only Table objects, only inside a transaction, only on the calling thread."""
+def _undo_log_for_transactions() -> None:
+    """moto's TransactWriteItems deep-copies the whole table, its stream included, for *every item*
+    of a transaction, to roll back on failure: O(items x table) per call, seconds once a table holds
+    a few thousand items. An undo log does the same job: before the transaction, a copy of each item
+    it names and the length of each stream; on failure those items are put back and the streams cut
+    back, so a cancelled transaction leaves neither items nor stream records. Only inside a
+    transaction, only on the calling thread."""
     import moto.dynamodb.models as models
+    from moto.dynamodb.models.dynamo_type import DynamoType
     from moto.dynamodb.models.table import Table
 
     if getattr(models, "_hybridsync_patched", False):
         return
     if not hasattr(models, "copy") or not hasattr(models.DynamoDBBackend, "transact_write_items"):
-        logging.getLogger(__name__).warning("moto changed: transactions keep their per-item backups")
+        logging.getLogger(__name__).warning("moto changed: transactions keep their whole-table backups")
         return
-    local_state = threading.local()
+    in_transaction = threading.local()
 
     def deepcopy(obj: Any, memo: Any = None) -> Any:
-        cache = getattr(local_state, "tables", None)
-        if cache is None or not isinstance(obj, Table):
-            return copy.deepcopy(obj, memo)
-        if id(obj) not in cache:
-            cache[id(obj)] = copy.deepcopy(obj)
-        return cache[id(obj)]
+        if getattr(in_transaction, "active", False) and isinstance(obj, Table):
+            return obj  # the undo log below stands in for the backup copy
+        return copy.deepcopy(obj, memo)
 
     original = models.DynamoDBBackend.transact_write_items
 
     def transact_write_items(self: Any, transact_items: Any) -> None:
-        local_state.tables = {}
+        saved: list[tuple[Any, DynamoType, DynamoType | None, Any]] = []
+        streams: dict[int, tuple[Any, int]] = {}
+        for entry in transact_items:
+            _, op = next(iter(entry.items()))
+            table = self.tables.get(op.get("TableName"))
+            if table is None:
+                continue
+            key = op.get("Key") or op.get("Item") or {}
+            hash_value = DynamoType(key[table.hash_key_attr]) if table.hash_key_attr in key else None
+            range_value = DynamoType(key[table.range_key_attr]) if table.range_key_attr in key else None
+            if hash_value is None or (table.range_key_attr and range_value is None):
+                continue  # malformed: moto itself rejects it before writing anything
+            current = table.get_item(hash_value, range_value)
+            saved.append((table, hash_value, range_value, copy.deepcopy(current)))
+            if table.stream_shard is not None:
+                streams.setdefault(id(table), (table.stream_shard, len(table.stream_shard.items)))
+        in_transaction.active = True
         try:
             return original(self, transact_items)
+        except Exception:
+            for table, hash_value, range_value, item in reversed(saved):
+                place = table.items[hash_value] if table.range_key_attr else table.items
+                slot = range_value if table.range_key_attr else hash_value
+                if item is None:
+                    place.pop(slot, None)
+                else:
+                    place[slot] = item
+            for shard, length in streams.values():
+                del shard.items[length:]
+            raise
         finally:
-            local_state.tables = None
+            in_transaction.active = False
 
     models.copy = types.SimpleNamespace(deepcopy=deepcopy, copy=copy.copy)
     models.DynamoDBBackend.transact_write_items = transact_write_items
@@ -137,7 +163,7 @@ def start_dynamodb() -> tuple[str, Callable[[], None]]:
     """moto server on 127.0.0.1 and a free port, in this process."""
     from moto.server import ThreadedMotoServer
 
-    _back_up_each_table_once_per_transaction()
+    _undo_log_for_transactions()
     _one_request_at_a_time()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one log line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)

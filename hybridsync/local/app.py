@@ -155,11 +155,12 @@ class LocalApp:
 
     # --- starting -----------------------------------------------------------------------------
 
-    def start(self, *, http_port: int | None = 0, schedules: bool = True) -> None:
+    def start(self, *, http_port: int | None = 0, schedules: bool = True, mappings: bool = True) -> None:
         self._create_tables()
         self._create_queues()
         self.build_functions()
-        self._start_mappings()
+        if mappings:
+            self._start_mappings()
         if http_port is not None:
             self._start_http(http_port)
         if schedules:

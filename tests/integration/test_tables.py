@@ -123,3 +123,31 @@ def test_stream_delivers_new_and_old_images(loaded, stack, dynamodb):
     records = streams.get_records(ShardIterator=iterator["ShardIterator"])["Records"]
     assert records and records[0]["dynamodb"]["StreamViewType"] == "NEW_AND_OLD_IMAGES"
     assert {r["eventName"] for r in records} >= {"INSERT"}
+
+
+def test_a_cancelled_transaction_leaves_no_items_and_no_stream_records(stack, dynamodb):
+    """The embedded server's transactions roll back with an undo log (hybridsync.local): a failed
+    one must leave the table and its stream exactly as they were."""
+    from hybridsync.local import create_table_request
+    from hybridsync.local.streams import StreamReader
+
+    name = "rollback-main"
+    dynamodb.create_table(**create_table_request(MODEL.table("main"), name))
+    dynamodb.put_item(TableName=name, Item=marshal({"PK": "A", "SK": "1", "n": 1}))
+    arn = dynamodb.describe_table(TableName=name)["Table"]["LatestStreamArn"]
+    reader = StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
+    reader.read()
+    items = [
+        {"Put": {"TableName": name, "Item": marshal({"PK": "A", "SK": "2", "n": 2})}},
+        {"Update": {"TableName": name, "Key": marshal({"PK": "A", "SK": "1"}),
+                    "UpdateExpression": "SET n = :v", "ExpressionAttributeValues": marshal({":v": 5})}},
+        {"ConditionCheck": {"TableName": name, "Key": marshal({"PK": "B", "SK": "1"}),
+                            "ConditionExpression": "attribute_exists(PK)"}},
+    ]  # fmt: skip
+    with pytest.raises(dynamodb.exceptions.TransactionCanceledException):
+        dynamodb.transact_write_items(TransactItems=items)
+    rows = dynamodb.scan(TableName=name)["Items"]
+    assert [(r["SK"]["S"], r["n"]["N"]) for r in rows] == [("1", "1")]
+    assert reader.read() == []
+    dynamodb.transact_write_items(TransactItems=items[:2])  # without the failing check it commits
+    assert len(dynamodb.scan(TableName=name)["Items"]) == 2 and len(reader.read()) == 2

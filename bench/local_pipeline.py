@@ -1,0 +1,132 @@
+"""The local pipeline under sustained writes: does it keep up?
+
+Two phases in one run, each on tables of its own in the same embedded services:
+
+  raw       orders with two lines written into DynamoDB as fast as one writer can, nothing consuming
+  pipeline  the same writes with the whole synthesized app running (every stream mapping, the
+            functions in their worker processes, the HTTP API, the schedules), its batching windows
+            as deployed; then the pipeline drains and reconcile checks PostgreSQL row by row
+
+`pipeline_vs_raw_ratio` is the pipeline phase's write rate over the raw one (>= 0.8: running the
+pipeline beside the writer costs it little; on 2 cores they share the CPU, so the ratio is
+CPU-bound on both sides and travels). Lag is each record's time from its write to its delivery
+(batching windows included: 5 s for the write-back, 30 s for the aggregation, as deployed). RSS is
+the whole local app's (this process and the function workers) after warm-up and at the end.
+
+Usage: python bench/local_pipeline.py [--quick] [--seconds N]   (--quick: 10 s per phase)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+from decimal import Decimal
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from hybridsync import db, local  # noqa: E402
+from hybridsync.local.app import LocalApp  # noqa: E402
+from hybridsync.local.demo import Writer  # noqa: E402
+from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
+from hybridsync.model import ORDER, ORDER_LINE  # noqa: E402
+from hybridsync.sync.reconcile import reconcile  # noqa: E402
+
+
+def rss_mb(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
+    return round(total / 1024, 1)
+
+
+def app_pids(app: LocalApp) -> list[int]:
+    workers = [c.process.pid for f in app.functions.values() for c in list(f._idle.queue)]
+    return [os.getpid(), *workers]
+
+
+def write_for(writer: Writer, seconds: float, tag: str) -> tuple[int, float]:
+    """Orders with two lines, back to back, for `seconds`; returns (orders, orders per second)."""
+    started, n = time.monotonic(), 0
+    while time.monotonic() - started < seconds:
+        common = {"OrderId": f"{tag}-o{n}", "CustomerId": f"{tag}-c{n % 50}", "Status": "OPEN",
+                  "CreatedAt": "2031-05-06T07:00:00.000Z"}  # fmt: skip
+        for line_no in (1, 2):
+            writer.put(ORDER_LINE, common | {"LineNo": line_no, "ProductId": f"{tag}-p{(n + line_no) % 30}",
+                                             "Quantity": line_no, "UnitPrice": Decimal("9.99")})  # fmt: skip
+        writer.put(ORDER, common | {"Total": Decimal("29.97")})
+        n += 1
+    return n, n / (time.monotonic() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                     epilog="example: python bench/local_pipeline.py --quick")  # fmt: skip
+    parser.add_argument("--quick", action="store_true", help="10 s per phase (default 60 s)")
+    parser.add_argument("--seconds", type=float, help="seconds of writes per phase")
+    args = parser.parse_args()
+    seconds = args.seconds or (10 if args.quick else 60)
+    os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
+    assembly_dir = synth_if_stale(ROOT / "cdk.out")
+    state = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    with local.start(state, tables=False) as stack:
+        engine = db.create_engine(stack.database_url)
+        apps = {}
+        for phase in ("raw", "pipeline"):
+            endpoints = {"dynamodb_endpoint": stack.dynamodb_endpoint, "database_url": stack.database_url}
+            app = LocalApp(Assembly.load(assembly_dir), **endpoints, state_dir=state / phase, prefix=phase)
+            app.start(http_port=None, schedules=phase == "pipeline", mappings=phase == "pipeline")
+            apps[phase] = app
+        pipeline = apps["pipeline"]
+        warm = Writer(pipeline.client, pipeline.tables["MainTable"])
+        write_for(warm, 1, "warm")  # cold starts of the functions happen here, not in the measure
+        time.sleep(6)
+        rss_start = rss_mb(app_pids(pipeline))
+        raw_orders, raw_rate = write_for(
+            Writer(apps["raw"].client, apps["raw"].tables["MainTable"]), seconds, "r"
+        )
+        print(f"raw       {raw_orders:>6} orders in {seconds:g} s: {raw_rate:7.1f} orders/s", flush=True)
+        orders, rate = write_for(Writer(pipeline.client, pipeline.tables["MainTable"]), seconds, "p")
+        print(
+            f"pipeline  {orders:>6} orders in {seconds:g} s: {rate:7.1f} orders/s (while consuming)",
+            flush=True,
+        )
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not all(p.stats.caught_up for p in pipeline.pollers):
+            time.sleep(0.5)
+        rss_end = rss_mb(app_pids(pipeline))
+        lags = sorted(lag for p in pipeline.pollers for _, lag in p.stats.lags)
+        report = reconcile(pipeline.client, pipeline.tables["MainTable"], engine)
+        drift = sum(d.total for d in report.values())
+        for app in apps.values():
+            app.stop()
+        engine.dispose()
+    result = {
+        "seconds_per_phase": seconds,
+        "raw_orders_per_s": round(raw_rate, 1),
+        "pipeline_orders_per_s": round(rate, 1),
+        "pipeline_vs_raw_ratio": round(rate / raw_rate, 3),
+        "records_delivered": len(lags),
+        "lag_p50_s": round(statistics.median(lags), 2),
+        "lag_p99_s": round(lags[int(len(lags) * 0.99)], 2),
+        "drift": drift,
+        "rss_mb_start": rss_start,
+        "rss_mb_end": rss_end,
+    }
+    print(f"lag p50 {result['lag_p50_s']} s, p99 {result['lag_p99_s']} s over {len(lags)} deliveries; "
+          f"drift {drift}; RSS {rss_start} -> {rss_end} MB")  # fmt: skip
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

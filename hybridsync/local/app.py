@@ -21,10 +21,12 @@ from hybridsync import aws
 from hybridsync.local.functions import FunctionError, LocalFunction
 from hybridsync.local.mappings import Checkpoints, MappingStats, Settings, ShardPoller
 from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
+from hybridsync.local.ttl import TtlSweeper
 
 log = logging.getLogger(__name__)
 TABLE_TYPES = ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table")
 DATABASE_VARIABLES = ("DB_SECRET_ARN", "DB_HOST", "DB_NAME")  # the embedded PostgreSQL stands in
+TTL_SWEEP_S = 10.0  # DynamoDB takes up to days; locally expired items go within seconds
 RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 
 
@@ -81,6 +83,7 @@ class LocalApp:
         self.mapping_functions: dict[str, str] = {}
         self.queues: dict[str, str] = {}  # queue name -> URL
         self.tables: dict[str, str] = {}  # construct -> physical name
+        self.sweepers: dict[str, TtlSweeper] = {}  # physical table name -> its TTL sweeper
         self.http: ThreadingHTTPServer | None = None
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -165,6 +168,8 @@ class LocalApp:
             self._start_http(http_port)
         if schedules:
             self._start_schedules()
+            for sweeper in self.sweepers.values():
+                self._spawn(sweeper.run, self._stop, TTL_SWEEP_S, name=f"ttl-{sweeper.table}")
 
     def _create_tables(self) -> None:
         existing = set(self.client.get_paginator("list_tables").paginate().build_full_result()["TableNames"])
@@ -175,6 +180,10 @@ class LocalApp:
             description = self.client.describe_table(TableName=name)["Table"]
             if "LatestStreamArn" in description:
                 self.assembly.set(table, StreamArn=description["LatestStreamArn"])
+            ttl = table.properties.get("TimeToLiveSpecification") or {}
+            if ttl.get("Enabled"):
+                key = [k["AttributeName"] for k in table.properties["KeySchema"]]
+                self.sweepers[name] = TtlSweeper(self.client, name, ttl["AttributeName"], key)
 
     def _create_queues(self) -> None:
         sqs = aws.client("sqs", self.dynamodb_endpoint, self.region)
@@ -208,6 +217,7 @@ class LocalApp:
                 mapping.stack, mapping.properties.get("DestinationConfig", {}).get("OnFailure", {})
             ).get("Destination")
             stats = self.mapping_stats.setdefault(name, MappingStats())
+            sweeper = next((s for t, s in self.sweepers.items() if f":table/{t}/" in stream_arn), None)
             self.mapping_functions[name] = function.construct
             shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
             for shard in shards:
@@ -215,6 +225,7 @@ class LocalApp:
                 poller = ShardPoller(
                     settings, self.functions[function.construct].invoke, streams, stream_arn,
                     shard["ShardId"], checkpoints, self._queue_sender(destination), arn, stats,
+                    sweeper.mark if sweeper else None,
                 )  # fmt: skip
                 self.pollers.append(poller)
                 self._spawn(poller.run, self._stop, name=f"poller-{name}")

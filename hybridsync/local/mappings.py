@@ -9,23 +9,27 @@ lowest failed sequence number and retries from there. Records older than
 `MaximumRecordAgeInSeconds`, and batches out of retries, go to the `OnFailure` queue as Lambda's
 invocation record (metadata, not the records) and the shard goes on. `TumblingWindowInSeconds` adds
 the window, the shard id and the state returned by the previous invocation of the window, and a
-final invocation when the window closes. Positions are saved under `.local/` after every batch.
+final invocation when the window closes. `ParallelizationFactor` N runs up to N batches of a shard
+at once, each partition key's records in one lane, in order. Positions are saved under `.local/`
+after every batch.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hybridsync import filters
+from hybridsync import filters, keys
 from hybridsync.local.functions import FunctionError
 from hybridsync.local.streams import lambda_record
 
@@ -133,17 +137,21 @@ class ShardPoller:
         on_failure: Callable[[dict[str, Any]], None] | None = None,
         function_arn: str = "",
         stats: MappingStats | None = None,
+        mark: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ):
         self.settings, self.invoke, self.streams = settings, invoke, streams
         self.stream_arn, self.shard, self.checkpoints = stream_arn, shard, checkpoints
         self.on_failure, self.function_arn = on_failure, function_arn
         self.stats = stats or MappingStats()
+        self.mark = mark  # what the stream adds that the API does not show (TTL deletions' identity)
         self.buffer: deque[dict[str, Any]] = deque()  # admitted, not yet delivered
         self.passed: deque[int] = deque()  # filtered-out sequence numbers behind the buffer's head
         self.first_buffered_at = 0.0
         self.window: tuple[float, float] | None = None  # the open tumbling window and its state
         self.state: dict[str, Any] = {}
         self._iterator: str | None = None
+        self.hash_key: str | None = None  # the table's partition key: parallel lanes keep its order
+        self._in_lanes = False  # lanes checkpoint together, when all are done
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -155,6 +163,10 @@ class ShardPoller:
             request["SequenceNumber"] = position
             self.stats.position = position
         self._iterator = self.streams.get_shard_iterator(**request)["ShardIterator"]
+        schema = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"].get(
+            "KeySchema", []
+        )
+        self.hash_key = next((k["AttributeName"] for k in schema if k["KeyType"] == "HASH"), None)
 
     def read(self) -> int:
         """Read what the shard has; returns how many records came."""
@@ -164,6 +176,8 @@ class ShardPoller:
         self._iterator = page.get("NextShardIterator")
         for raw in page["Records"]:
             record = lambda_record(raw, self.stream_arn)
+            if self.mark is not None:
+                record = self.mark(record)
             if filters.admits(self.settings.patterns, record):
                 if not self.buffer:
                     self.first_buffered_at = time.monotonic()
@@ -188,14 +202,44 @@ class ShardPoller:
 
     def deliver_due(self, *, draining: bool = False) -> None:
         while self.due(draining=draining):
-            batch = self._next_batch()
-            self._deliver(batch)
+            if self.settings.parallelization > 1 and not self.settings.tumbling_window_s:
+                batch = self._deliver_in_lanes()
+            else:
+                batch = self._next_batch()
+                self._deliver(batch)
             for _ in batch:
                 self.buffer.popleft()
             if self.buffer:
                 self.first_buffered_at = time.monotonic()
             self._checkpoint_passed()
         self._close_window_if_due()
+
+    def _deliver_in_lanes(self) -> list[dict[str, Any]]:
+        """`ParallelizationFactor` N: up to N batches of the shard at once, each partition key's
+        records in one lane, in order. The shard's position moves once every lane is done."""
+        lanes_n = self.settings.parallelization
+        taken = list(itertools.islice(self.buffer, self.settings.batch_size * lanes_n))
+        lanes: list[list[dict[str, Any]]] = [[] for _ in range(lanes_n)]
+        for record in taken:
+            lanes[keys.shard_of(self._partition_key(record), lanes_n)].append(record)
+        size = self.settings.batch_size
+
+        def run(lane: list[dict[str, Any]]) -> None:
+            for start in range(0, len(lane), size):
+                self._deliver(lane[start : start + size])
+
+        self._in_lanes = True
+        try:
+            with ThreadPoolExecutor(max_workers=lanes_n) as pool:
+                list(pool.map(run, [lane for lane in lanes if lane]))
+        finally:
+            self._in_lanes = False
+        self._checkpoint(_sequence(taken[-1]))
+        return taken
+
+    def _partition_key(self, record: dict[str, Any]) -> str:
+        keys_ = record["dynamodb"].get("Keys", {})
+        return json.dumps(keys_.get(self.hash_key) if self.hash_key else keys_, sort_keys=True)
 
     def _next_batch(self) -> list[dict[str, Any]]:
         batch = []
@@ -332,6 +376,8 @@ class ShardPoller:
         self.window, self.state = None, {}
 
     def _checkpoint(self, sequence: int) -> None:
+        if self._in_lanes:
+            return
         self.stats.position = str(sequence)
         self.checkpoints.set(self.settings.name, self.stream_arn, self.shard, str(sequence))
 

@@ -6,6 +6,7 @@ import json
 import threading
 import time
 import uuid
+from decimal import Decimal
 
 import pytest
 
@@ -221,3 +222,59 @@ def test_settings_come_from_the_mapping_properties():
         "FunctionResponseTypes": ["ReportBatchItemFailures"], "ParallelizationFactor": 1,
     })  # fmt: skip
     assert settings == Settings("m", 7, 2.0, "LATEST", ({"eventName": ["INSERT"]},), 4, 60, True, True, 30, 1)
+
+
+def test_ttl_sweeps_expired_items_and_their_records_carry_the_services_identity(stack, table, tmp_path):
+    from hybridsync import filters
+    from hybridsync.local.ttl import TtlSweeper
+    from hybridsync.sync import writeback
+
+    client, name, _ = table
+    order = {"OrderId": "o-ttl", "CustomerId": "c-1", "CreatedAt": "2026-11-22T07:00:00.000Z",
+             "Status": "OPEN", "Total": Decimal("1"), "Version": 1}  # fmt: skip
+    orders, now = MODEL.entity("Order"), int(time.time())
+    store.put(client, name, orders, order | {"ExpiresAt": now - 5})
+    store.put(client, name, orders, order | {"OrderId": "o-live", "ExpiresAt": now + 600})
+    store.put(client, name, orders, order | {"OrderId": "o-user"})
+    store.delete(client, name, orders, order | {"OrderId": "o-user"}, 1)
+    sweeper = TtlSweeper(client, name, "ExpiresAt", ["PK", "SK"])
+    assert sweeper.sweep() == 1  # only the expired one; the live one stays
+    function = Scripted()
+    p = poller(stack, table, function, tmp_path)
+    p.mark = sweeper.mark
+    drain(p)
+    removes = [r for e in function.events for r in e["Records"] if r["eventName"] == "REMOVE"]
+    by_order = {r["dynamodb"]["OldImage"]["OrderId"]["S"]: r for r in removes}
+    assert set(by_order) == {"o-ttl", "o-user"}
+    assert by_order["o-ttl"]["userIdentity"] == {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
+    assert "userIdentity" not in by_order["o-user"]
+    assert not filters.admits(writeback.EVENT_FILTERS, by_order["o-ttl"])  # TTL expiries are not written back
+    assert filters.admits(writeback.EVENT_FILTERS, by_order["o-user"])
+
+
+def test_parallelization_runs_batches_at_once_and_keeps_each_keys_order(stack, table, tmp_path):
+    client, name, _ = table
+    for version in range(1, 5):  # four versions of each of six players, interleaved
+        put_scores(client, name, [f"k{n}" for n in range(6)], version=version)
+    running, most, lock = [0], [0], threading.Lock()
+
+    def slow(event):
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+
+    function = Scripted(slow)
+    p = poller(stack, table, function, tmp_path, batch_size=4, parallelization=3)
+    drain(p)
+    seen: dict[str, list[int]] = {}
+    for event in function.events:
+        for record in event["Records"]:
+            image = record["dynamodb"]["NewImage"]
+            seen.setdefault(image["PlayerId"]["S"], []).append(int(image["Version"]["N"]))
+    assert seen == {f"k{n}": [1, 2, 3, 4] for n in range(6)}  # every key, in its order
+    assert most[0] > 1  # lanes really ran at once
+    delivered = [int(r["dynamodb"]["SequenceNumber"]) for e in function.events for r in e["Records"]]
+    assert int(p.stats.position) == max(delivered)  # the shard moved once every lane was done

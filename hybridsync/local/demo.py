@@ -296,8 +296,7 @@ def run(
             if done or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
-    elapsed = time.time() - started
-    figures = _report(app, engine, writer, elapsed, written_s, done)
+    figures = _report(app, engine, writer, started, time.time() - started, written_s, done)
     _print(console, figures)
     (state_dir / "report.json").write_text(json.dumps(figures, indent=1, default=str))
     (state_dir / "report.html").write_text(html_report(figures))
@@ -306,7 +305,13 @@ def run(
 
 
 def _report(
-    app: LocalApp, engine: sa.Engine, writer: Writer, elapsed: float, written_s: float, caught_up: bool
+    app: LocalApp,
+    engine: sa.Engine,
+    writer: Writer,
+    started: float,
+    elapsed: float,
+    written_s: float,
+    caught_up: bool,
 ) -> dict[str, Any]:
     table = app.tables["MainTable"]
     items = [unmarshal(i) for page in store.pages(app.client, "scan", TableName=table) for i in page["Items"]]
@@ -317,7 +322,8 @@ def _report(
             live = "WHERE NOT deleted" if entity in MODEL.written_back() else ""
             count = sa.text(f"SELECT count(*) FROM {entity.sql_table} {live}")
             rows[entity.sql_table] = conn.execute(count).scalar_one()
-        letters = [(r.source, r.reason) for r in pending(conn)]
+        since = datetime.fromtimestamp(started, UTC)  # this run's only: earlier runs' stay in the table
+        letters = [(r.source, r.reason) for r in pending(conn) if r.created_at >= since]
     drift = reconcile(app.client, table, engine)
     recount, stored = _recount(items), _stored_aggregates(items)
     day = datetime.now(UTC).strftime("%Y-%m-%d")

@@ -129,3 +129,22 @@ def test_status_reports_mappings_functions_and_queues(app):
     assert {m["function"] for m in status["mappings"].values()} == {"WriteBack", "Aggregate"}
     assert status["functions"]["WriteBack"]["invocations"] >= 1
     assert set(status["failure_queues"]) == set(app.queues)
+
+
+def test_up_brings_the_whole_app_up_and_tells_where_everything_is(cloud_assembly, stack, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    prefix = f"up{uuid.uuid4().hex[:4]}"
+    env = os.environ | {"DYNAMODB_ENDPOINT": stack.dynamodb_endpoint, "DATABASE_URL": stack.database_url}
+    result = subprocess.run(
+        [sys.executable, "-m", "hybridsync.cli", "up", "--once", "--no-synth",
+         "--assembly", str(cloud_assembly), "--state-dir", str(tmp_path), "--prefix", prefix],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    for expected in ("WriteBack", "Aggregate", "ReadApi", "SqlSync", "batch 1000, window 5s", "tumbling 60s",
+                     "IAM authorization is NOT enforced locally", f"{prefix}-main"):  # fmt: skip
+        assert expected in result.stdout, expected
+    assert f"export TABLE_MAIN='{prefix}-main'" in (tmp_path / "env").read_text()

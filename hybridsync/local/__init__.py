@@ -159,12 +159,32 @@ def _one_request_at_a_time() -> None:
     DomainDispatcherApplication._hybridsync_serialized = True  # type: ignore[attr-defined]
 
 
+def _fast_stream_reads() -> None:
+    """moto answers GetRecords through its shape-driven serializer, which walks every attribute of
+    every record in Python: 1.3 ms a record, measured, enough to slow a writer to half its rate
+    while the pollers read. A JSON dump of the same records is the same wire format (epoch times,
+    base64 binary) at a fraction of the cost."""
+    from moto.dynamodb.models.utilities import dynamo_json_dump
+    from moto.dynamodbstreams.responses import DynamoDBStreamsHandler
+
+    if getattr(DynamoDBStreamsHandler, "_hybridsync_fast", False):
+        return
+
+    def get_records(self: Any) -> str:
+        limit = self._get_param("Limit") or 1000
+        return dynamo_json_dump(self.backend.get_records(self._get_param("ShardIterator"), limit))
+
+    DynamoDBStreamsHandler.get_records = get_records  # type: ignore[method-assign]
+    DynamoDBStreamsHandler._hybridsync_fast = True  # type: ignore[attr-defined]
+
+
 def start_dynamodb() -> tuple[str, Callable[[], None]]:
     """moto server on 127.0.0.1 and a free port, in this process."""
     from moto.server import ThreadedMotoServer
 
     _undo_log_for_transactions()
     _one_request_at_a_time()
+    _fast_stream_reads()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one log line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

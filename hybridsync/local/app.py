@@ -26,7 +26,7 @@ from hybridsync.local.ttl import TtlSweeper
 log = logging.getLogger(__name__)
 TABLE_TYPES = ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table")
 DATABASE_VARIABLES = ("DB_SECRET_ARN", "DB_HOST", "DB_NAME")  # the embedded PostgreSQL stands in
-TTL_SWEEP_S = 10.0  # DynamoDB takes up to days; locally expired items go within seconds
+TTL_SWEEP_S = 60.0  # DynamoDB takes up to days; locally expired items go within a minute (a sweep scans)
 RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 
 

@@ -11,7 +11,9 @@ Two phases in one run, each on tables of its own in the same embedded services:
 pipeline beside the writer costs it little; on 2 cores they share the CPU, so the ratio is
 CPU-bound on both sides and travels). Lag is each record's time from its write to its delivery
 (batching windows included: 5 s for the write-back, 30 s for the aggregation, as deployed). RSS is
-the whole local app's (this process and the function workers) after warm-up and at the end.
+the whole local app's (this process, which also holds the embedded DynamoDB and so every item and
+stream record written, and the function workers) after warm-up and at the end; the workers' alone
+beside it.
 
 Usage: python bench/local_pipeline.py [--quick] [--seconds N]   (--quick: 10 s per phase)
 """
@@ -91,7 +93,7 @@ def main() -> None:
         warm = Writer(pipeline.client, pipeline.tables["MainTable"])
         write_for(warm, 1, "warm")  # cold starts of the functions happen here, not in the measure
         time.sleep(6)
-        rss_start = rss_mb(app_pids(pipeline))
+        rss_start, workers_start = rss_mb(app_pids(pipeline)), rss_mb(app_pids(pipeline)[1:])
         raw_orders, raw_rate = write_for(
             Writer(apps["raw"].client, apps["raw"].tables["MainTable"]), seconds, "r"
         )
@@ -104,7 +106,7 @@ def main() -> None:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and not all(p.stats.caught_up for p in pipeline.pollers):
             time.sleep(0.5)
-        rss_end = rss_mb(app_pids(pipeline))
+        rss_end, workers_end = rss_mb(app_pids(pipeline)), rss_mb(app_pids(pipeline)[1:])
         lags = sorted(lag for p in pipeline.pollers for _, lag in p.stats.lags)
         report = reconcile(pipeline.client, pipeline.tables["MainTable"], engine)
         drift = sum(d.total for d in report.values())
@@ -122,9 +124,12 @@ def main() -> None:
         "drift": drift,
         "rss_mb_start": rss_start,
         "rss_mb_end": rss_end,
+        "workers_rss_mb_start": workers_start,
+        "workers_rss_mb_end": workers_end,
     }
     print(f"lag p50 {result['lag_p50_s']} s, p99 {result['lag_p99_s']} s over {len(lags)} deliveries; "
-          f"drift {drift}; RSS {rss_start} -> {rss_end} MB")  # fmt: skip
+          f"drift {drift}; RSS {rss_start} -> {rss_end} MB (function workers {workers_start} -> "
+          f"{workers_end} MB)")  # fmt: skip
     print(json.dumps(result))
 
 

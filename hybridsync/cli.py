@@ -358,8 +358,13 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from hybridsync.settings import ConfigurationError
+
     args = parser().parse_args(argv)
-    return args.run(args)
+    try:
+        return args.run(args)
+    except ConfigurationError as error:  # what the user can fix: one clear line, no traceback
+        raise SystemExit(f"hybridsync {args.command}: {error}") from None
 
 
 if __name__ == "__main__":

@@ -13,13 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from hybridsync.settings import ConfigurationError
+
 ROOT = Path(__file__).resolve().parents[2]
 ACCOUNT = "123456789012"  # moto's default account
 SOURCES = ("app.py", "cdk.json", "stacks", "lambdas", "hybridsync", "requirements-runtime.txt")
 
 
-class TemplateError(RuntimeError):
-    pass
+class TemplateError(ConfigurationError):
+    """The synthesized app says something the local app cannot run (or is missing)."""
 
 
 def synth_if_stale(assembly: Path, *, synth: bool = True) -> Path:

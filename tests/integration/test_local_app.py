@@ -199,3 +199,20 @@ def test_a_restart_resumes_from_the_saved_positions_and_ends_as_one_clean_pass(c
         assert sales["Units"] == {"N": "20"}  # every line counted once across the restart
     finally:
         second.stop()
+
+
+def test_invoke_runs_one_function_with_one_event(cloud_assembly, stack, tmp_path, monkeypatch, capsys):
+    from hybridsync import cli
+    from tests import events
+
+    monkeypatch.setenv("DYNAMODB_ENDPOINT", stack.dynamodb_endpoint)
+    monkeypatch.setenv("DATABASE_URL", stack.database_url)
+    common = ["--no-synth", "--assembly", str(cloud_assembly), "--state-dir", str(tmp_path)]
+    event = events.HERE / "review_insert.json"  # not the write-back's: it answers without writing
+    assert cli.main(["invoke", "write_back", "--event", str(event), *common]) == 0
+    assert json.loads(capsys.readouterr().out) == {"batchItemFailures": []}
+    (tmp_path / "empty.json").write_text("{}")
+    assert cli.main(["invoke", "WriteBack", "--event", str(tmp_path / "empty.json"), *common]) == 1
+    assert json.loads(capsys.readouterr().out)["errorType"] == "KeyError"  # as Lambda reports it
+    with pytest.raises(SystemExit, match="hybridsync invoke: no function 'nothing'; the app has Aggregate"):
+        cli.main(["invoke", "nothing", *common])

@@ -34,6 +34,7 @@ def _up(args: argparse.Namespace) -> int:
         drainer = threading.Thread(target=outbox.listen_and_drain, args=drain_args, daemon=True)
         status_file = state / "status.json"
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with Ctrl-C ignored
         try:
             app.start(http_port=args.port)
             drainer.start()

@@ -171,8 +171,12 @@ def _fast_stream_reads() -> None:
         return
 
     def get_records(self: Any) -> str:
-        limit = self._get_param("Limit") or 1000
-        return dynamo_json_dump(self.backend.get_records(self._get_param("ShardIterator"), limit))
+        iterator, limit = self._get_param("ShardIterator"), self._get_param("Limit") or 1000
+        page = dynamo_json_dump(self.backend.get_records(iterator, limit))
+        # moto keeps every iterator it issued; a used one is never asked for again (the reply names
+        # the next), so it goes, or a poller reading four times a second grows the server for ever
+        self.backend.shard_iterators.pop(iterator, None)
+        return page
 
     DynamoDBStreamsHandler.get_records = get_records  # type: ignore[method-assign]
     DynamoDBStreamsHandler._hybridsync_fast = True  # type: ignore[attr-defined]

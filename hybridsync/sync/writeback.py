@@ -1,9 +1,9 @@
 """Write-back: stream records of entities mastered in DynamoDB -> their PostgreSQL tables.
 
 Exactly once in effect under at-least-once, out-of-order delivery: each batch is decoded, coalesced
-to the newest change per key, and applied as one set-based upsert per table in one transaction,
-guarded by the item's version; a REMOVE leaves a tombstone row so an older image replayed later
-cannot resurrect the row. Bad records become dead letters; the rest of the batch lands.
+to the newest change per key, and applied per table as one COPY into a staging table and one merge,
+in one transaction, guarded by the item's version; a REMOVE leaves a tombstone row so an older image
+replayed later cannot resurrect the row. Bad records become dead letters; the rest of the batch lands.
 """
 
 from __future__ import annotations

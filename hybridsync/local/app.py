@@ -19,7 +19,7 @@ from urllib.parse import parse_qs, urlsplit
 
 from hybridsync import aws
 from hybridsync.local.functions import FunctionError, LocalFunction
-from hybridsync.local.mappings import Checkpoints, MappingStats, Settings, ShardPoller
+from hybridsync.local.mappings import Checkpoints, MappingStats, Settings, ShardPoller, ShardReader
 from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
 from hybridsync.local.ttl import TtlSweeper
 
@@ -205,6 +205,7 @@ class LocalApp:
     def _start_mappings(self) -> None:
         streams = aws.client("dynamodbstreams", self.dynamodb_endpoint, self.region)
         checkpoints = Checkpoints(self.state_dir / "positions.json")
+        readers: dict[tuple[str, str], ShardReader] = {}
         for mapping in self.assembly.resources("AWS::Lambda::EventSourceMapping"):
             function = self.assembly.function_of(mapping.stack, mapping.properties["FunctionName"])
             stream_arn = self.assembly.resolve(mapping.stack, mapping.properties["EventSourceArn"])
@@ -222,13 +223,16 @@ class LocalApp:
             shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
             for shard in shards:
                 arn = self.assembly.resolve(function.stack, {"Fn::GetAtt": [function.logical_id, "Arn"]})
-                poller = ShardPoller(
-                    settings, self.functions[function.construct].invoke, streams, stream_arn,
+                reader = readers.get((stream_arn, shard["ShardId"])) or readers.setdefault(
+                    (stream_arn, shard["ShardId"]),
+                    ShardReader(streams, stream_arn, shard["ShardId"], sweeper.mark if sweeper else None),
+                )  # one reader per shard, shared by its mappings
+                self.pollers.append(ShardPoller(
+                    settings, self.functions[function.construct].invoke, reader, stream_arn,
                     shard["ShardId"], checkpoints, self._queue_sender(destination), arn, stats,
-                    sweeper.mark if sweeper else None,
-                )  # fmt: skip
-                self.pollers.append(poller)
-                self._spawn(poller.run, self._stop, name=f"poller-{name}")
+                ))  # fmt: skip
+        for poller in self.pollers:  # every poller registered first: the reader starts early enough
+            self._spawn(poller.run, self._stop, name=f"poller-{poller.settings.name}")
 
     def _spawn(self, target: Any, *args: Any, name: str) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)

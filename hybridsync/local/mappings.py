@@ -123,6 +123,76 @@ def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+class ShardReader:
+    """One reader of a stream shard for every mapping on it: each record is fetched and converted
+    once (GetRecords is the local app's costliest call), while each poller keeps its own position.
+    It starts at the earliest position any poller needs and forgets what every poller has taken."""
+
+    def __init__(self, streams: Any, stream_arn: str, shard: str,
+                 mark: Callable[[dict[str, Any]], dict[str, Any]] | None = None):  # fmt: skip
+        self.streams, self.stream_arn, self.shard = streams, stream_arn, shard
+        self.mark = mark  # what the stream adds that the API does not show (TTL deletions' identity)
+        self.hash_key: str | None = None  # the table's partition key: parallel lanes keep its order
+        self._lock = threading.Lock()
+        self._cache: deque[dict[str, Any]] = deque()
+        self._iterator: str | None = None
+        self._cursors: dict[int, int] = {}  # poller -> last sequence number it took (-1: none yet)
+        self._starts: dict[int, tuple[str, int | None]] = {}  # poller -> (start kind, sequence)
+        self._not_before: dict[int, float] = {}  # LATEST pollers: nothing written before they began
+
+    def register(self, poller: object, position: str | None, starting_position: str) -> None:
+        with self._lock:
+            self._starts[id(poller)] = ("AFTER_SEQUENCE_NUMBER", int(position)) if position else (
+                starting_position, None)  # fmt: skip
+            self._cursors[id(poller)] = int(position) if position else -1
+            if not position and starting_position == "LATEST":
+                self._not_before[id(poller)] = time.time()
+
+    def _open(self) -> None:
+        starts = list(self._starts.values())
+        order = {"TRIM_HORIZON": 0, "AFTER_SEQUENCE_NUMBER": 1, "LATEST": 2}
+        kind, sequence = min(starts, key=lambda s: (order[s[0]], s[1] or 0))
+        if self._cache:  # reopened after an error: go on after what was read
+            kind, sequence = "AFTER_SEQUENCE_NUMBER", _sequence(self._cache[-1])
+        request = {"StreamArn": self.stream_arn, "ShardId": self.shard, "ShardIteratorType": kind}
+        if sequence is not None:
+            request["SequenceNumber"] = str(sequence)
+        self._iterator = self.streams.get_shard_iterator(**request)["ShardIterator"]
+        schema = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
+        hashes = [k["AttributeName"] for k in schema.get("KeySchema", []) if k["KeyType"] == "HASH"]
+        self.hash_key = hashes[0] if hashes else None
+
+    def take(self, poller: object) -> tuple[list[dict[str, Any]], bool]:
+        """The records after the poller's last one, and whether the shard may hold more right now
+        (a full page came)."""
+        with self._lock:
+            cursor = self._cursors[id(poller)]
+            newer = [r for r in self._cache if _sequence(r) > cursor]
+            more = False
+            if not newer:
+                try:
+                    if self._iterator is None:
+                        self._open()
+                    page = self.streams.get_records(ShardIterator=self._iterator, Limit=PAGE)
+                except Exception:
+                    self._iterator = None
+                    raise
+                self._iterator = page.get("NextShardIterator")
+                more = len(page["Records"]) == PAGE
+                for raw in page["Records"]:
+                    record = lambda_record(raw, self.stream_arn)
+                    self._cache.append(self.mark(record) if self.mark else record)
+                newer = [r for r in self._cache if _sequence(r) > cursor]
+            if newer:
+                self._cursors[id(poller)] = _sequence(newer[-1])
+            if id(poller) in self._not_before:
+                newer = [r for r in newer if _created(r) >= self._not_before[id(poller)]]
+            slowest = min(self._cursors.values())
+            while self._cache and _sequence(self._cache[0]) <= slowest:
+                self._cache.popleft()
+            return newer, more
+
+
 class ShardPoller:
     """Feeds one shard's records to one function, in order, with the mapping's semantics."""
 
@@ -139,45 +209,32 @@ class ShardPoller:
         stats: MappingStats | None = None,
         mark: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ):
-        self.settings, self.invoke, self.streams = settings, invoke, streams
+        self.settings, self.invoke = settings, invoke
         self.stream_arn, self.shard, self.checkpoints = stream_arn, shard, checkpoints
+        # a ShardReader shared with the shard's other mappings, or a client to read alone with
+        self.reader = (
+            streams if isinstance(streams, ShardReader) else ShardReader(streams, stream_arn, shard, mark)
+        )
+        position = checkpoints.get(settings.name, stream_arn, shard)
+        self.reader.register(self, position, settings.starting_position)
         self.on_failure, self.function_arn = on_failure, function_arn
         self.stats = stats or MappingStats()
-        self.mark = mark  # what the stream adds that the API does not show (TTL deletions' identity)
         self.buffer: deque[dict[str, Any]] = deque()  # admitted, not yet delivered
         self.passed: deque[int] = deque()  # filtered-out sequence numbers behind the buffer's head
         self.first_buffered_at = 0.0
         self.window: tuple[float, float] | None = None  # the open tumbling window and its state
         self.state: dict[str, Any] = {}
-        self._iterator: str | None = None
-        self.hash_key: str | None = None  # the table's partition key: parallel lanes keep its order
+        if position:
+            self.stats.position = position
         self._in_lanes = False  # lanes checkpoint together, when all are done
 
     # --- reading ------------------------------------------------------------------------------
 
-    def _open(self) -> None:
-        position = self.checkpoints.get(self.settings.name, self.stream_arn, self.shard)
-        kind = "AFTER_SEQUENCE_NUMBER" if position else self.settings.starting_position
-        request = {"StreamArn": self.stream_arn, "ShardId": self.shard, "ShardIteratorType": kind}
-        if position:
-            request["SequenceNumber"] = position
-            self.stats.position = position
-        self._iterator = self.streams.get_shard_iterator(**request)["ShardIterator"]
-        schema = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"].get(
-            "KeySchema", []
-        )
-        self.hash_key = next((k["AttributeName"] for k in schema if k["KeyType"] == "HASH"), None)
-
     def read(self) -> int:
-        """Read what the shard has; returns how many records came."""
-        if self._iterator is None:
-            self._open()
-        page = self.streams.get_records(ShardIterator=self._iterator, Limit=PAGE)
-        self._iterator = page.get("NextShardIterator")
-        for raw in page["Records"]:
-            record = lambda_record(raw, self.stream_arn)
-            if self.mark is not None:
-                record = self.mark(record)
+        """Take what the shard has past this poller's last record; returns how many came (PAGE when
+        a full page came: more is waiting)."""
+        records, more = self.reader.take(self)
+        for record in records:
             if filters.admits(self.settings.patterns, record):
                 if not self.buffer:
                     self.first_buffered_at = time.monotonic()
@@ -189,7 +246,7 @@ class ShardPoller:
                 else:
                     self._checkpoint(_sequence(record))
         self._measure_lag()
-        return len(page["Records"])
+        return PAGE if more else len(records)
 
     # --- delivering ---------------------------------------------------------------------------
 
@@ -239,7 +296,8 @@ class ShardPoller:
 
     def _partition_key(self, record: dict[str, Any]) -> str:
         keys_ = record["dynamodb"].get("Keys", {})
-        return json.dumps(keys_.get(self.hash_key) if self.hash_key else keys_, sort_keys=True)
+        hash_key = self.reader.hash_key
+        return json.dumps(keys_.get(hash_key) if hash_key else keys_, sort_keys=True)
 
     def _next_batch(self) -> list[dict[str, Any]]:
         batch = []
@@ -405,7 +463,6 @@ class ShardPoller:
             except Exception as error:  # the emulator keeps polling, as Lambda does
                 self.stats.last_error = f"{type(error).__name__}: {error}"[:300]
                 log.exception("%s: poller error", self.settings.name)
-                self._iterator = None
                 stop.wait(1.0)
                 continue
             self.stats.caught_up = not came and not self.buffer

@@ -103,8 +103,8 @@ def test_filters_drop_what_they_should_and_the_position_moves_past_it(stack, tab
     drain(p)
     assert function.players() == [["keep-1", "keep-2"]]
     assert p.stats.filtered == 2
-    last = p.streams.get_records(
-        ShardIterator=p.streams.get_shard_iterator(
+    last = p.reader.streams.get_records(
+        ShardIterator=p.reader.streams.get_shard_iterator(
             StreamArn=p.stream_arn, ShardId=p.shard, ShardIteratorType="TRIM_HORIZON"
         )["ShardIterator"]
     )["Records"][-1]
@@ -241,7 +241,7 @@ def test_ttl_sweeps_expired_items_and_their_records_carry_the_services_identity(
     assert sweeper.sweep() == 1  # only the expired one; the live one stays
     function = Scripted()
     p = poller(stack, table, function, tmp_path)
-    p.mark = sweeper.mark
+    p.reader.mark = sweeper.mark
     drain(p)
     removes = [r for e in function.events for r in e["Records"] if r["eventName"] == "REMOVE"]
     by_order = {r["dynamodb"]["OldImage"]["OrderId"]["S"]: r for r in removes}
@@ -278,3 +278,32 @@ def test_parallelization_runs_batches_at_once_and_keeps_each_keys_order(stack, t
     assert most[0] > 1  # lanes really ran at once
     delivered = [int(r["dynamodb"]["SequenceNumber"]) for e in function.events for r in e["Records"]]
     assert int(p.stats.position) == max(delivered)  # the shard moved once every lane was done
+
+
+def test_the_mappings_of_one_shard_share_one_reader(stack, table, tmp_path):
+    from hybridsync.local.mappings import ShardReader
+
+    put_scores(table[0], table[1], ["a", "b", "c"])
+    streams = stack.client("dynamodbstreams")
+    calls = []
+
+    class Counting:
+        def __getattr__(self, name):
+            return getattr(streams, name)
+
+        def get_records(self, **kwargs):
+            calls.append(1)
+            return streams.get_records(**kwargs)
+
+    (shard,) = streams.describe_stream(StreamArn=table[2])["StreamDescription"]["Shards"]
+    reader = ShardReader(Counting(), table[2], shard["ShardId"])
+    everything, only_b = Scripted(), Scripted()
+    pollers = [
+        ShardPoller(Settings("all"), everything, reader, table[2], shard["ShardId"], Checkpoints(None)),
+        ShardPoller(Settings("b", patterns=({"dynamodb": {"NewImage": {"PlayerId": {"S": ["b"]}}}},)), only_b,
+                    reader, table[2], shard["ShardId"], Checkpoints(None)),
+    ]  # fmt: skip
+    for p in pollers:
+        drain(p)
+    assert (everything.players(), only_b.players()) == ([["a", "b", "c"]], [["b"]])
+    assert len(calls) == 1  # fetched once, for both

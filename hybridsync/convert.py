@@ -14,6 +14,7 @@ from typing import Any
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
 from hybridsync import keys
+from hybridsync.errors import Invalid
 from hybridsync.model import MODEL, Entity, Field, FieldType
 from hybridsync.records import Rejected
 
@@ -186,3 +187,34 @@ def jsonable(value: Any) -> Any:
     if isinstance(value, set | frozenset):
         return sorted(jsonable(v) for v in value)
     return value
+
+
+# --- a JSON request body -> item values ------------------------------------------------------
+
+
+def from_json(entity: Entity, body: Any, attributes: tuple[str, ...]) -> dict[str, Any]:
+    """The named attributes of a JSON object (numbers parsed as Decimal) as the entity's values,
+    checked by the same converters as the write-back; raises Invalid naming the first bad field."""
+    if not isinstance(body, dict):
+        raise Invalid("body", "body must be a JSON object")
+    unknown = sorted(set(body) - set(attributes))
+    if unknown:
+        raise Invalid(unknown[0], f"{unknown[0]} is not a field of this request")
+    values: dict[str, Any] = {}
+    for name in attributes:
+        f = entity.field(name)
+        value = body.get(name)
+        if value is None or value == "":
+            if f.required:
+                raise Invalid(name, f"{name} is required")
+            continue
+        try:
+            converted = CONVERTERS[f.type](f, value)
+        except Rejected as error:
+            raise Invalid(name, str(error)) from None
+        values[name] = (
+            keys.iso_ms(converted)
+            if f.type is FieldType.TIMESTAMP
+            else (value if f.type is FieldType.JSON else converted)
+        )
+    return values

@@ -49,6 +49,7 @@ class FieldType(Enum):
     TIMESTAMP = ("S", "timestamptz")  # ISO-8601 ms UTC string in DynamoDB (sorts as time)
     BOOLEAN = ("BOOL", "boolean")
     JSON = ("M", "jsonb")  # nested maps, lists and sets
+    BINARY = ("B", "bytea")  # e.g. a gzip-compressed body (pattern 18)
 
     @property
     def dynamodb(self) -> str:
@@ -214,6 +215,34 @@ class Copy:
 
 
 @dataclass(frozen=True)
+class Hierarchy:
+    """`Hierarchy(("Region", "City", "StoreId"))` -> `WA#Seattle#s-1`: a key queryable at every
+    level with `begins_with` (pattern 3). A level holding the separator is refused, not escaped."""
+
+    levels: tuple[str, ...]
+    prefix: str = ""  # a constant first level, e.g. the entity name of a partition key
+
+    def __call__(self, values: Mapping[str, Any]) -> str | None:
+        if any(values.get(level) in (None, "") for level in self.levels):
+            return None
+        return keys.hierarchical(*self._head(), *(values[level] for level in self.levels))
+
+    def _head(self) -> tuple[str, ...]:
+        return (self.prefix,) if self.prefix else ()
+
+    def level_prefix(self, values: Mapping[str, Any]) -> str:
+        """The `begins_with` prefix of the leading levels given (`WA#Seattle#`); "" for none."""
+        known = []
+        for level in self.levels:
+            if values.get(level) in (None, ""):
+                break
+            known.append(values[level])
+        if not known and not self.prefix:
+            return ""
+        return keys.hierarchy_prefix(*self._head(), *known)
+
+
+@dataclass(frozen=True)
 class When:
     """A key only while `attribute` is one of `allowed` (sparse index, pattern 9)."""
 
@@ -310,8 +339,11 @@ class Entity:
         return value
 
     def key_prefix(self, attribute: str, values: Mapping[str, Any] | None = None) -> str:
-        """The `begins_with` prefix of a key attribute for the values known (see Template.prefix)."""
+        """The `begins_with` prefix of a key attribute for the values known (see Template.prefix
+        and Hierarchy.level_prefix)."""
         builder = self.keys[attribute]
+        if isinstance(builder, Hierarchy):
+            return builder.level_prefix(values or {})
         if not isinstance(builder, Template):
             raise TypeError(f"{self.name}.{attribute} is not a template key")
         return builder.prefix(values or {})
@@ -325,6 +357,10 @@ class Entity:
         builder = self.keys.get(attribute)
         builder = builder.then if isinstance(builder, When) else builder
         return builder.shards if isinstance(builder, Sharded) else 1
+
+    def values(self, item: Mapping[str, Any]) -> dict[str, Any]:
+        """The entity's own attributes of a stored item (no keys or bookkeeping)."""
+        return {f.attribute: item[f.attribute] for f in self.all_fields if f.attribute in item}
 
     def item(self, values: Mapping[str, Any]) -> dict[str, Any]:
         """A complete item: its fields, entity tag and every key it qualifies for.
@@ -505,7 +541,9 @@ _ORDER_FIELDS = (
     Field("CreatedAt", FieldType.TIMESTAMP),
     Field("Status", FieldType.STRING, max_length=32),
 )
-OPEN_STATUSES = ("OPEN",)
+OPEN, SHIPPED, CANCELLED = "OPEN", "SHIPPED", "CANCELLED"
+ORDER_STATUSES = (OPEN, SHIPPED, CANCELLED)
+OPEN_STATUSES = (OPEN,)
 
 ORDER = Entity(
     "Order",
@@ -584,6 +622,88 @@ FOLLOW = Entity(
     description="adjacency list edge; the Inverted GSI answers who follows A (pattern 19)",
 )
 
+ORDER_REF = Entity(
+    "OrderRef",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(
+        Field("OrderId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("CustomerId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("CreatedAt", FieldType.TIMESTAMP),
+        Field("Request", FieldType.STRING),  # fingerprint of the request that placed the order
+    ),
+    keys={"PK": Template("ORDER#{OrderId}"), "SK": Template("REF")},
+    description="an order's key by its id; created with the order under attribute_not_exists, so a "
+    "retried placement finds the first one instead of placing a second",
+)
+
+STORE = Entity(
+    "Store",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(
+        Field("Country", FieldType.STRING, max_length=64),
+        Field("Region", FieldType.STRING, max_length=ID_LENGTH),
+        Field("City", FieldType.STRING, max_length=ID_LENGTH),
+        Field("StoreId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("Name", FieldType.STRING),
+        Field("Address", FieldType.STRING, required=False),
+    ),
+    keys={"PK": Hierarchy(("Country",), "STORES"), "SK": Hierarchy(("Region", "City", "StoreId"))},
+    description="a store under country#region#city#id: every level is one begins_with Query (pattern 3)",
+)
+
+PUBLICATION = Entity(
+    "Publication",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(
+        Field("PublicationId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("Slot", FieldType.INTEGER),  # 0: the latest revision; k >= 1: revision k, kept
+        Field("Revision", FieldType.INTEGER),
+        Field("Name", FieldType.STRING),
+        Field("Description", FieldType.STRING, required=False),
+        Field("Editor", FieldType.STRING, max_length=ID_LENGTH),
+        Field("EditedAt", FieldType.TIMESTAMP),
+    ),
+    keys={"PK": Template("PUBLICATION#{PublicationId}"), "SK": Template("METADATA#v{Slot:06d}")},
+    description="a publication's metadata with its history: v0 the latest, v1..vN every revision "
+    "(patterns 4, 15)",
+)
+
+TITLE = Entity(
+    "Title",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(
+        Field("PublicationId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("TitleId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("Name", FieldType.STRING),
+        Field("PublishedAt", FieldType.TIMESTAMP),
+    ),
+    keys={"PK": Template("PUBLICATION#{PublicationId}"), "SK": Template("TITLE#{TitleId}")},
+    description="a title in its publication's collection: the titles are one Query (pattern 4)",
+)
+
+TITLE_TAG = Entity(
+    "TitleTag",
+    MAIN,
+    Side.DYNAMODB,
+    fields=(
+        Field("PublicationId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("TitleId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("Tag", FieldType.STRING, max_length=64),
+    ),
+    keys={
+        "PK": Template("PUBLICATION#{PublicationId}"),
+        "SK": Template("TAG#{Tag}#{TitleId}"),
+        "GSI1PK": Template("TITLE#{PublicationId}#{TitleId}"),
+        "GSI1SK": Template("TAG#{Tag}"),
+    },
+    description="a title <-> tag edge: the titles with a tag by Query, a title's tags by the "
+    "Inverted GSI (patterns 4, 10)",
+)
+
 REVIEW = Entity(
     "Review",
     MAIN,
@@ -595,8 +715,13 @@ REVIEW = Entity(
         Field("CreatedAt", FieldType.TIMESTAMP),
         Field("Rating", FieldType.INTEGER),
         Field("Title", FieldType.STRING),
-        Field("ChunkCount", FieldType.INTEGER),
-        Field("ChunkVersion", FieldType.INTEGER),
+        Field("BodyBytes", FieldType.INTEGER),  # the body's UTF-8 size, wherever it is kept
+        # exactly one of these holds the body (pattern 18):
+        Field("Body", FieldType.STRING, required=False),  # small: as text
+        Field("BodyGz", FieldType.BINARY, required=False),  # larger: gzip, in the item
+        Field("ChunkCount", FieldType.INTEGER, required=False),  # larger still: gzip, chunked
+        Field("ChunkVersion", FieldType.INTEGER, required=False),
+        Field("BodyObject", FieldType.STRING, required=False),  # largest: gzip, an S3 object key
     ),
     keys={
         "PK": Template("PRODUCT#{ProductId}"),
@@ -604,7 +729,7 @@ REVIEW = Entity(
         "GSI1PK": Template("CUSTOMER#{CustomerId}"),
         "GSI1SK": Template("REVIEW#{CreatedAt}"),
     },
-    description="large review: the body lives in the chunks table (pattern 18); DynamoDB only",
+    description="a product review; its body inline, gzip-compressed, chunked or in S3 by size (pattern 18)",
 )
 
 REVIEW_CHUNK = Entity(
@@ -616,25 +741,27 @@ REVIEW_CHUNK = Entity(
         Field("ParentSK", FieldType.STRING),
         Field("ChunkVersion", FieldType.INTEGER),
         Field("Seq", FieldType.INTEGER),
-        Field("Data", FieldType.STRING),
+        Field("Data", FieldType.BINARY),
     ),
     keys={"ChunkKey": Template("{ParentPK}#{ParentSK}#{ChunkVersion}#{Seq}")},
     description="one chunk of a large attribute; a new ChunkVersion never mixes with the old",
-    versioned=False,
 )
 
 COLLECTION = Entity(
     "Collection",
     MAIN,
     Side.DYNAMODB,
-    fields=(Field("CollectionPK", FieldType.STRING),),
+    fields=(
+        Field("CollectionPK", FieldType.STRING),
+        Field("Members", FieldType.INTEGER),  # items the write path keeps in the collection
+    ),
     keys={
         "PK": Template("{CollectionPK}"),
         "SK": Template(STATIC_SK),
         "StaticPK": Template("{CollectionPK}"),
     },
-    description="the #static marker of an item collection, listed by the DistinctKeys GSI",
-    versioned=False,
+    description="the #static marker of an item collection, listed by the DistinctKeys GSI; "
+    "created with the collection's first member and deleted with its last (pattern 20)",
 )
 
 SALES = Entity(
@@ -718,6 +845,11 @@ MODEL = Model(
         ORDER_LINE,
         PLAYER_SCORE,
         FOLLOW,
+        ORDER_REF,
+        STORE,
+        PUBLICATION,
+        TITLE,
+        TITLE_TAG,
         REVIEW,
         REVIEW_CHUNK,
         COLLECTION,

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybridsync.convert import marshal
-from hybridsync.model import EXPIRES_AT, VERSION, Entity
+from hybridsync.convert import marshal, unmarshal
+from hybridsync.errors import Conflict
+from hybridsync.model import ENTITY, EXPIRES_AT, VERSION, Entity
 
 
 def put_if_newer(
@@ -55,3 +56,85 @@ def delete(client: Any, table_name: str, entity: Entity, values: dict[str, Any],
 def pages(client: Any, operation: str, **request: Any) -> Any:
     """Every page of a Query or Scan, following `LastEvaluatedKey` (boto3's paginator)."""
     return client.get_paginator(operation).paginate(**request)
+
+
+# --- transactions: several items change together or not at all (TransactWriteItems, <= 100) --
+
+TRANSACTION_LIMIT = 100
+
+
+def put_action(table_name: str, item: dict[str, Any], *, new: bool = False,
+               version: int | None = None) -> dict[str, Any]:  # fmt: skip
+    """A Put of the item, guarded: `new` -> the key must be free; `version` -> the stored item
+    must still be that version (optimistic concurrency)."""
+    put: dict[str, Any] = {"TableName": table_name, "Item": marshal(item)}
+    if new:
+        put["ConditionExpression"] = "attribute_not_exists(#v) AND attribute_not_exists(#e)"
+        put["ExpressionAttributeNames"] = {"#v": VERSION, "#e": ENTITY}
+    elif version is not None:
+        put |= _version_guard(version)
+    return {"Put": put}
+
+
+def update_action(table_name: str, entity: Entity, stored: dict[str, Any], changes: dict[str, Any],
+                  version: int) -> dict[str, Any]:  # fmt: skip
+    """An Update of a stored item to its values plus `changes` and the new `version`, guarded by
+    the stored version. Every key the model derives is recomputed: an attribute the new values no
+    longer qualify for (a sparse index key when an order leaves OPEN) is REMOVEd, so no UpdateItem
+    of ours leaves an item in an index it has left."""
+    new = entity.item(entity.values(stored) | changes | {VERSION: version})
+    table_keys = {a.name for a in entity.table.key_schema()}
+    sets = {n: v for n, v in new.items() if n not in table_keys and stored.get(n) != v}
+    removes = [n for n in stored if n not in new and n not in table_keys]
+    names = {f"#a{i}": n for i, n in enumerate([*sets, *removes])}
+    by_name = {n: alias for alias, n in names.items()}
+    expression = "SET " + ", ".join(f"{by_name[n]} = :a{i}" for i, n in enumerate(sets))
+    if removes:
+        expression += " REMOVE " + ", ".join(by_name[n] for n in removes)
+    guard = _version_guard(int(stored[VERSION]))
+    return {"Update": {
+        "TableName": table_name, "Key": marshal(entity.key(new)), "UpdateExpression": expression,
+        "ConditionExpression": guard["ConditionExpression"],
+        "ExpressionAttributeNames": names | guard["ExpressionAttributeNames"],
+        "ExpressionAttributeValues": marshal({f":a{i}": v for i, v in enumerate(sets.values())})
+        | guard["ExpressionAttributeValues"],
+    }}  # fmt: skip
+
+
+def delete_action(table_name: str, key: dict[str, Any], version: int) -> dict[str, Any]:
+    return {"Delete": {"TableName": table_name, "Key": marshal(key), **_version_guard(version)}}
+
+
+def _version_guard(version: int) -> dict[str, Any]:
+    return {
+        "ConditionExpression": "#gv = :gv",
+        "ExpressionAttributeNames": {"#gv": VERSION},
+        "ExpressionAttributeValues": {":gv": {"N": str(version)}},
+    }
+
+
+def transact(client: Any, actions: list[dict[str, Any]], *, token: str | None = None) -> None:
+    """Apply the actions in one transaction. A guard that fails, or a concurrent transaction on
+    the same items, raises Conflict carrying the per-action cancellation codes."""
+    if len(actions) > TRANSACTION_LIMIT:
+        raise ValueError(f"{len(actions)} actions, over the transaction limit of {TRANSACTION_LIMIT}")
+    request: dict[str, Any] = {"TransactItems": actions}
+    if token:
+        request["ClientRequestToken"] = token
+    try:
+        client.transact_write_items(**request)
+    except client.exceptions.TransactionCanceledException as error:
+        codes = [r.get("Code", "None") for r in error.response.get("CancellationReasons", [])]
+        if any(code in ("ThrottlingError", "ProvisionedThroughputExceeded") for code in codes):
+            raise  # capacity, not a conflict: the caller's retry policy applies
+        raise Conflict("the items changed meanwhile; read them again and retry", codes) from None
+    except client.exceptions.TransactionConflictException:
+        raise Conflict("a concurrent transaction is changing these items; retry") from None
+    except client.exceptions.IdempotentParameterMismatchException:
+        raise Conflict("this request token was used for a different request") from None
+
+
+def get(client: Any, table_name: str, key: dict[str, Any]) -> dict[str, Any] | None:
+    """One item, strongly consistent (what a read-modify-write needs); None when absent."""
+    got = client.get_item(TableName=table_name, Key=marshal(key), ConsistentRead=True)
+    return unmarshal(got["Item"]) if "Item" in got else None

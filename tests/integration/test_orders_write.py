@@ -1,0 +1,150 @@
+"""The order write path on the embedded DynamoDB: idempotent placement, line edits, status changes
+through the sparse index, deletes, the customer's #static item, and one-Query reads."""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from decimal import Decimal
+
+import pytest
+
+from hybridsync import store
+from hybridsync.errors import Conflict, Invalid, NotFound
+from hybridsync.model import ORDER, ORDER_REF
+from hybridsync.reads import orders as order_reads
+from hybridsync.writes import distinct, orders
+
+LINES = [
+    {"ProductId": "p-1", "Quantity": 2, "UnitPrice": Decimal("24.99")},
+    {"ProductId": "p-2", "Quantity": 1, "UnitPrice": Decimal("5.00")},
+]
+
+
+@pytest.fixture
+def table(stack):
+    return stack.table_names["main"]
+
+
+@pytest.fixture
+def customer():
+    return f"c-{uuid.uuid4().hex[:8]}"
+
+
+def stored_order(dynamodb, table, order):
+    return store.get(dynamodb, table, ORDER.key(order))
+
+
+def test_an_order_is_placed_with_its_lines_and_read_back_in_one_query(dynamodb, table, customer):
+    order, created = orders.place_order(dynamodb, table, customer, LINES, idempotency_key="k1")
+    assert created and order["Status"] == "OPEN" and order["Total"] == Decimal("54.98")
+    assert [line["LineNo"] for line in order["Lines"]] == [1, 2]
+    header, lines = orders.order_with_lines(dynamodb, table, customer, order["CreatedAt"], order["OrderId"])
+    assert header["Total"] == Decimal("54.98") and len(lines) == 2
+    assert orders.get_order(dynamodb, table, order["OrderId"]) == order | {"Lines": order["Lines"]}
+    assert {header["Version"]} == {line["Version"] for line in lines}
+
+
+def test_a_retried_placement_returns_the_first_order_and_places_no_second(dynamodb, table, customer):
+    first, created = orders.place_order(dynamodb, table, customer, LINES, idempotency_key="retry-me")
+    again, created_again = orders.place_order(dynamodb, table, customer, LINES, idempotency_key="retry-me")
+    assert created and not created_again
+    assert again == first
+    mine = order_reads.customer_orders(dynamodb, table, customer, "0000", "9999")
+    assert [o["OrderId"] for o in mine] == [first["OrderId"]]
+    assert distinct.members(dynamodb, table, f"CUSTOMER#{customer}") == 1
+
+
+def test_concurrent_retries_place_one_order(dynamodb, table, customer):
+    results, errors = [], []
+
+    def place():
+        try:
+            results.append(orders.place_order(dynamodb, table, customer, LINES, idempotency_key="race"))
+        except Exception as error:  # collected and asserted below
+            errors.append(error)
+
+    threads = [threading.Thread(target=place) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert sum(created for _, created in results) == 1
+    assert len({o["OrderId"] for o, _ in results}) == 1
+    assert len(order_reads.customer_orders(dynamodb, table, customer, "0000", "9999")) == 1
+
+
+def test_the_same_key_for_a_different_request_is_a_conflict(dynamodb, table, customer):
+    orders.place_order(dynamodb, table, customer, LINES, idempotency_key="k")
+    with pytest.raises(Conflict, match="different order"):
+        orders.place_order(dynamodb, table, customer, LINES[:1], idempotency_key="k")
+
+
+def test_bad_orders_are_refused_naming_the_field(dynamodb, table, customer):
+    with pytest.raises(Invalid) as error:
+        orders.place_order(dynamodb, table, customer, [])
+    assert error.value.field == "Lines"
+    with pytest.raises(Invalid, match="Status"):
+        orders.set_status(dynamodb, table, "whatever", "LOST")
+
+
+def test_editing_a_line_moves_the_total_and_both_versions(dynamodb, table, customer):
+    order, _ = orders.place_order(dynamodb, table, customer, LINES)
+    edited = orders.edit_line(dynamodb, table, order["OrderId"], 1, 5)
+    assert edited["Lines"][0]["Quantity"] == 5
+    assert edited["Total"] == Decimal("5") * Decimal("24.99") + Decimal("5.00")
+    assert edited["Version"] > order["Version"] and edited["Lines"][0]["Version"] == edited["Version"]
+    with pytest.raises(NotFound):
+        orders.edit_line(dynamodb, table, order["OrderId"], 9, 1)
+
+
+def open_ids(dynamodb, table):
+    return {o["OrderId"] for o in order_reads.open_orders(dynamodb, table, 500)}
+
+
+def test_status_changes_leave_and_reenter_the_sparse_index(dynamodb, table, customer):
+    order, _ = orders.place_order(dynamodb, table, customer, LINES)
+    order_id = order["OrderId"]
+    assert order_id in open_ids(dynamodb, table)
+    orders.set_status(dynamodb, table, order_id, "SHIPPED")
+    item = stored_order(dynamodb, table, order)
+    assert "OpenShard" not in item and "OrderOpenDate" not in item and "TimeShard" in item
+    assert order_id not in open_ids(dynamodb, table)
+    orders.set_status(dynamodb, table, order_id, "OPEN")  # a failed delivery reopens it
+    assert order_id in open_ids(dynamodb, table)
+    cancelled = orders.set_status(dynamodb, table, order_id, "CANCELLED")
+    assert {line["Status"] for line in cancelled["Lines"]} == {"CANCELLED"}
+    assert order_id not in open_ids(dynamodb, table)
+    with pytest.raises(Conflict, match="cannot become"):
+        orders.set_status(dynamodb, table, order_id, "OPEN")
+    with pytest.raises(Conflict, match="only an open order"):
+        orders.edit_line(dynamodb, table, order_id, 1, 3)
+
+
+def test_a_stale_write_loses_to_a_newer_one(dynamodb, table, customer):
+    order, _ = orders.place_order(dynamodb, table, customer, LINES)
+    header = stored_order(dynamodb, table, order)
+    orders.set_status(dynamodb, table, order["OrderId"], "SHIPPED")
+    with pytest.raises(Conflict):  # written against the version read before the change
+        store.transact(
+            dynamodb, [store.update_action(table, ORDER, header, {"Total": 1}, header["Version"] + 5)]
+        )
+
+
+def test_the_static_item_follows_the_customers_orders(dynamodb, table, customer):
+    collection = f"CUSTOMER#{customer}"
+    assert collection not in distinct.distinct_keys(dynamodb, table)
+    first, _ = orders.place_order(dynamodb, table, customer, LINES)
+    second, _ = orders.place_order(dynamodb, table, customer, LINES)
+    assert distinct.members(dynamodb, table, collection) == 2
+    assert collection in distinct.distinct_keys(dynamodb, table)
+    orders.delete_order(dynamodb, table, first["OrderId"])
+    assert distinct.members(dynamodb, table, collection) == 1
+    orders.delete_order(dynamodb, table, second["OrderId"])
+    assert collection not in distinct.distinct_keys(dynamodb, table)
+    header, lines = orders.order_with_lines(dynamodb, table, customer, second["CreatedAt"], second["OrderId"])
+    assert header is None and lines == []
+    assert store.get(dynamodb, table, ORDER_REF.key(second)) is None
+    with pytest.raises(NotFound):
+        orders.get_order(dynamodb, table, second["OrderId"])

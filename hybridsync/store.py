@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import base64
+import json
 from typing import Any
 
 from hybridsync.convert import marshal, unmarshal
-from hybridsync.errors import Conflict
+from hybridsync.errors import Conflict, Invalid
 from hybridsync.model import ENTITY, EXPIRES_AT, VERSION, Entity
 
 
@@ -138,3 +140,30 @@ def get(client: Any, table_name: str, key: dict[str, Any]) -> dict[str, Any] | N
     """One item, strongly consistent (what a read-modify-write needs); None when absent."""
     got = client.get_item(TableName=table_name, Key=marshal(key), ConsistentRead=True)
     return unmarshal(got["Item"]) if "Item" in got else None
+
+
+# --- paged reads: a page of items and an opaque cursor for the next ----------------------------
+
+MAX_PAGE = 100
+
+
+def page(
+    client: Any, request: dict[str, Any], limit: int, cursor: str | None
+) -> tuple[list[dict], str | None]:
+    """One page of a Query: up to `limit` items and the cursor that continues after them (None at
+    the end). The cursor is the LastEvaluatedKey, url-safe base64 JSON, opaque to callers."""
+    if not 1 <= limit <= MAX_PAGE:
+        raise Invalid("limit", f"limit must be from 1 to {MAX_PAGE}, got {limit}")
+    request = request | {"Limit": limit}
+    if cursor:
+        try:
+            start = json.loads(base64.urlsafe_b64decode(cursor.encode()))
+            if not isinstance(start, dict):
+                raise ValueError
+        except ValueError:
+            raise Invalid("cursor", "cursor is not one this API gave out") from None
+        request["ExclusiveStartKey"] = start
+    answer = client.query(**request)
+    last = answer.get("LastEvaluatedKey")
+    following = base64.urlsafe_b64encode(json.dumps(last).encode()).decode() if last else None
+    return [unmarshal(i) for i in answer["Items"]], following

@@ -12,7 +12,7 @@ LOCAL_REGION = "us-east-1"
 
 
 def client(service: str, endpoint: str | None = None, region: str | None = None, **config: Any) -> Any:
-    """A client for `dynamodb` or `dynamodbstreams`. With an endpoint (moto server, DynamoDB Local),
+    """A client for `dynamodb`, `dynamodbstreams` or `s3`. With an endpoint (moto server, DynamoDB Local),
     placeholder credentials are used so nothing depends on the caller's AWS profile."""
     endpoint = endpoint or os.environ.get("DYNAMODB_ENDPOINT") or None
     settings = Config(
@@ -22,6 +22,8 @@ def client(service: str, endpoint: str | None = None, region: str | None = None,
         **config,
     )
     kwargs: dict[str, Any] = {"config": settings}
+    if endpoint and service == "s3":  # one local endpoint serves every bucket: no bucket subdomains
+        kwargs["config"] = settings.merge(Config(s3={"addressing_style": "path"}))
     if endpoint:
         kwargs |= {
             "endpoint_url": endpoint,

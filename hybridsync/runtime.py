@@ -26,3 +26,10 @@ def dynamodb() -> Any:
     from hybridsync import aws
 
     return aws.client("dynamodb")
+
+
+@functools.cache
+def s3() -> Any:
+    from hybridsync import aws
+
+    return aws.client("s3")

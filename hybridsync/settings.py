@@ -21,6 +21,11 @@ def table_name(logical: str) -> str:
     return required(f"TABLE_{logical.upper()}")
 
 
+def bucket_name(logical: str) -> str:
+    """Physical name of a bucket of the stacks: `BUCKET_BODIES`, ..."""
+    return required(f"BUCKET_{logical.upper()}")
+
+
 def database_url() -> str:
     """`DATABASE_URL` when given (local, tests); in AWS the Secrets Manager secret `DB_SECRET_ARN`,
     reached through `DB_HOST` (the RDS Proxy) when the stack sets it."""

@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parent.parent
 NEEDS = {
     "write_back": ("powertools", "sql"),
     "aggregate": ("powertools", "dynamodb"),
-    "read_api": ("powertools", "http", "sql", "dynamodb"),
+    "api": ("powertools", "http", "sql", "dynamodb"),
     "sql_sync": ("powertools", "sql", "dynamodb"),
     "migrate": ("powertools", "sql", "alembic"),
 }

@@ -89,7 +89,7 @@ def main() -> None:
         os.environ.update(stack.environment())
         os.environ.update({"POWERTOOLS_METRICS_NAMESPACE": "bench", "POWERTOOLS_METRICS_DISABLED": "true",
                            "POWERTOOLS_LOG_LEVEL": "WARNING"})  # fmt: skip
-        api = load("read_api")
+        api = load("api")
         engine, client = api.engine(), api.dynamodb()
         ids = [f"c-{i:05d}" for i in range(2 * n)]
         with engine.begin() as conn:

@@ -192,9 +192,12 @@ def jsonable(value: Any) -> Any:
 # --- a JSON request body -> item values ------------------------------------------------------
 
 
-def from_json(entity: Entity, body: Any, attributes: tuple[str, ...]) -> dict[str, Any]:
+def from_json(
+    entity: Entity, body: Any, attributes: tuple[str, ...], *, partial: bool = False
+) -> dict[str, Any]:
     """The named attributes of a JSON object (numbers parsed as Decimal) as the entity's values,
-    checked by the same converters as the write-back; raises Invalid naming the first bad field."""
+    checked by the same converters as the write-back; raises Invalid naming the first bad field.
+    `partial`: a change of some fields, so a required one may be left out."""
     if not isinstance(body, dict):
         raise Invalid("body", "body must be a JSON object")
     unknown = sorted(set(body) - set(attributes))
@@ -205,7 +208,7 @@ def from_json(entity: Entity, body: Any, attributes: tuple[str, ...]) -> dict[st
         f = entity.field(name)
         value = body.get(name)
         if value is None or value == "":
-            if f.required:
+            if f.required and not partial:
                 raise Invalid(name, f"{name} is required")
             continue
         try:

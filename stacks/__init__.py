@@ -30,8 +30,6 @@ def build(app: App) -> dict[str, object]:
     pipeline = PipelineStack(
         app, f"{prefix}-pipeline", data=data, database=database, tracing=_flag(app, "tracing")
     )
-    api = ApiStack(
-        app, f"{prefix}-api", read_function=pipeline.read_api.function, public=_flag(app, "public_api")
-    )
+    api = ApiStack(app, f"{prefix}-api", function=pipeline.api.function, public=_flag(app, "public_api"))
     Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     return {"data": data, "database": database, "pipeline": pipeline, "api": api}

@@ -1,4 +1,4 @@
-"""API stack: the HTTP API in front of the read function (IAM-authorized unless `-c public_api=true`)."""
+"""API stack: the HTTP API in front of the API function (IAM-authorized unless `-c public_api=true`)."""
 
 from __future__ import annotations
 
@@ -36,15 +36,15 @@ class ApiStack(Stack):
         scope: Construct,
         id: str,
         *,
-        read_function: lambda_.IFunction,
+        function: lambda_.IFunction,
         public: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
         self.api = apigwv2.HttpApi(
             self,
-            "ReadApi",
-            description="hybridsync read API: cache-aside entities, order views, top sellers, leaderboard",
+            "HttpApi",
+            description="hybridsync API: cache-aside entities, order views, rankings, and the write path",
             create_default_stage=False,
             default_authorizer=None if public else authorizers.HttpIamAuthorizer(),
         )
@@ -52,7 +52,7 @@ class ApiStack(Stack):
             path="/{proxy+}",
             # every method reaches the function, which answers a wrong one with 405 and Allow
             methods=[apigwv2.HttpMethod.ANY],
-            integration=integrations.HttpLambdaIntegration("ReadFunction", read_function),
+            integration=integrations.HttpLambdaIntegration("ApiFunction", function),
         )
         group = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH,
                               removal_policy=RemovalPolicy.DESTROY)  # fmt: skip
@@ -65,11 +65,11 @@ class ApiStack(Stack):
             access_log_settings=_AccessLogs(group),
             throttle=apigwv2.ThrottleSettings(rate_limit=500, burst_limit=1000),
         )
-        CfnOutput(self, "ReadApiUrl", value=stage.url or "")
+        CfnOutput(self, "ApiUrl", value=stage.url or "")
         if public:
             NagSuppressions.add_resource_suppressions(
                 self.api,
                 [{"id": "AwsSolutions-APIG4",
-                  "reason": "Deployed with -c public_api=true: the operator chose an open read API."}],
+                  "reason": "Deployed with -c public_api=true: the operator chose an open API."}],
                 apply_to_children=True,
             )  # fmt: skip

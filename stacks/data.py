@@ -1,11 +1,14 @@
-"""Data stack: the DynamoDB tables and GSIs, rendered from the model declaration."""
+"""Data stack: the DynamoDB tables and GSIs, rendered from the model declaration, and the bucket of
+the largest review bodies."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hybridsync.model import MODEL, KeyAttribute, Model, Projection, StreamView, Table
@@ -40,6 +43,27 @@ class DataStack(Stack):
             CfnOutput(self, f"{table.name.title()}TableName", value=self.tables[table.name].table_name)
         main = self.tables["main"]
         CfnOutput(self, "MainTableStreamArn", value=main.table_stream_arn or "")
+        # The largest review bodies (pattern 18): private, encrypted, TLS only, versioned so an
+        # overwrite or a sweep can be undone; old versions expire after 30 days.
+        self.bodies = s3.Bucket(
+            self,
+            "BodiesBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            lifecycle_rules=[s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30),
+                                              abort_incomplete_multipart_upload_after=Duration.days(1))],
+            removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.RETAIN,
+            auto_delete_objects=False,
+        )  # fmt: skip
+        self.buckets = {"bodies": self.bodies}
+        CfnOutput(self, "BodiesBucketName", value=self.bodies.bucket_name)
+        NagSuppressions.add_resource_suppressions(
+            self.bodies,
+            [{"id": "AwsSolutions-S1", "reason": "Review bodies are read and written only by the API "
+              "function, whose calls CloudTrail data events can log; no server access log bucket."}],
+        )  # fmt: skip
 
     def _render(self, table: Table, dev: bool) -> dynamodb.TableV2:
         return dynamodb.TableV2(

@@ -57,6 +57,7 @@ class DatabaseStack(Stack):
             flow_logs={"Rejected": ec2.FlowLogOptions(traffic_type=ec2.FlowLogTrafficType.REJECT)},
         )
         self.vpc.add_gateway_endpoint("DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB)
+        self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)  # review bodies
         secrets_endpoint = self.vpc.add_interface_endpoint(
             "SecretsManager", service=ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
         )

@@ -21,6 +21,7 @@ from constructs import Construct
 from hybridsync import deadletters
 from hybridsync.migrations import MIGRATIONS
 from hybridsync.sync import aggregate, writeback
+from hybridsync.writes import reviews
 from stacks.data import DataStack
 from stacks.database import DatabaseStack
 from stacks.functions import HandlerFunction, dependency_layer
@@ -50,8 +51,8 @@ STREAM_DEFAULTS = {
     "outbox_drain_minutes": 1,  # how often the SQL -> DynamoDB drain runs (it can also be invoked)
     "outbox_age_alarm_s": 300,  # alarm when a PostgreSQL change waited this long
 }
-# The GSIs the read API queries (by name: a wildcard on every index would grant more).
-READ_INDEXES = ("OrdersByTime", "OpenOrders", "Rankings")
+# The GSIs the API queries (by name: a wildcard on every index would grant more).
+READ_INDEXES = ("OrdersByTime", "OpenOrders", "Rankings", "Inverted", "DistinctKeys")
 
 
 class PipelineStack(Stack):
@@ -116,15 +117,49 @@ class PipelineStack(Stack):
         )
 
         table = data.tables["main"]
-        # Read API: cache-aside reads and populates, order views, rankings.
-        self.read_api = self.function("ReadApi", name="read_api", sql=True, memory_size=1024,
-                                      timeout=Duration.seconds(15))  # fmt: skip
-        self.read_api.function.add_to_role_policy(
+        # HTTP API: cache-aside reads and populates, order views, rankings, and the write path.
+        self.api = self.function("Api", name="api", sql=True, memory_size=1024, timeout=Duration.seconds(15),
+                                 environment={"BUCKET_BODIES": data.bodies.bucket_name})  # fmt: skip
+        self.api.function.add_to_role_policy(
             iam.PolicyStatement(
                 actions=["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"],
                 resources=[table.table_arn, *(f"{table.table_arn}/index/{name}" for name in READ_INDEXES)],
             )
         )
+        self.api.function.add_to_role_policy(
+            iam.PolicyStatement(
+                # orders, edges, revisions, reviews: transactions of conditional puts, updates, deletes
+                actions=["dynamodb:UpdateItem", "dynamodb:DeleteItem"],
+                resources=[table.table_arn],
+            )
+        )
+        self.api.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:GetItem",
+                         "dynamodb:Scan"],  # chunks of review bodies, and their sweep
+                resources=[data.tables["chunks"].table_arn],
+            )
+        )  # fmt: skip
+        bodies = data.bodies
+        self.api.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
+                resources=[bodies.arn_for_objects(f"{reviews.OBJECT_PREFIX}*")],
+            )
+        )
+        self.api.function.add_to_role_policy(
+            iam.PolicyStatement(  # the orphan sweep lists the review bodies
+                actions=["s3:ListBucket"], resources=[bodies.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{reviews.OBJECT_PREFIX}*"]}},
+            )
+        )  # fmt: skip
+        NagSuppressions.add_resource_suppressions(
+            self.api.function.role,
+            [{"id": "AwsSolutions-IAM5", "reason": "Review bodies are objects named by review and "
+              "version under one prefix of one bucket; the grant is that prefix, nothing wider.",
+              "applies_to": [{"regex": "/^Resource::.*\\/reviews\\/\\*$/g"}]}],
+            apply_to_children=True,
+        )  # fmt: skip
         # SQL -> DynamoDB: drain the outbox on a schedule.
         self.sql_sync = self.function("SqlSync", name="sql_sync", sql=True, timeout=Duration.minutes(1))
         self.sql_sync.function.add_to_role_policy(

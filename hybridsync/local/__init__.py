@@ -10,7 +10,7 @@ import threading
 import types
 import warnings
 from collections.abc import Callable
-from contextlib import ExitStack
+from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -214,6 +214,7 @@ class LocalStack:
     database_url: str
     table_names: dict[str, str]
     embedded: list[str] = field(default_factory=list)
+    bucket_names: dict[str, str] = field(default_factory=dict)
     _closer: ExitStack = field(default_factory=ExitStack, repr=False)
     region: str = aws.LOCAL_REGION
 
@@ -227,13 +228,15 @@ class LocalStack:
             "DATABASE_URL": self.database_url,
             "AWS_REGION": self.region,
             **{f"TABLE_{name.upper()}": physical for name, physical in self.table_names.items()},
+            **{f"BUCKET_{name.upper()}": physical for name, physical in self.bucket_names.items()},
         }
 
     def in_region(self, region: str, prefix: str = DEFAULT_PREFIX, streams: bool = True) -> LocalStack:
         """The same servers with tables of their own in another region (moto keeps one backend
         per region): isolation for work that must not share tables."""
         names = create_tables(aws.client("dynamodb", self.dynamodb_endpoint, region), prefix, streams=streams)
-        return LocalStack(self.dynamodb_endpoint, self.database_url, names, self.embedded, region=region)
+        return LocalStack(self.dynamodb_endpoint, self.database_url, names, self.embedded,
+                          self.bucket_names, region=region)  # fmt: skip
 
     def close(self) -> None:
         self._closer.close()
@@ -265,8 +268,21 @@ def start(
         embedded.append("postgresql")
     try:
         names = create_tables(aws.client("dynamodb", endpoint), prefix) if tables else {}
+        buckets = create_buckets(aws.client("s3", endpoint), prefix) if tables else {}
         migrations.upgrade(url)
     except BaseException:
         closer.close()
         raise
-    return LocalStack(endpoint, url, names, embedded, closer)
+    return LocalStack(endpoint, url, names, embedded, buckets, closer)
+
+
+BUCKETS = ("bodies",)  # as the data stack declares them
+
+
+def create_buckets(s3: Any, prefix: str) -> dict[str, str]:
+    """The stacks' buckets, `<prefix>-<name>`; those that exist are kept."""
+    names = {name: f"{prefix}-{name}" for name in BUCKETS}
+    for physical in names.values():
+        with suppress(s3.exceptions.BucketAlreadyOwnedByYou, s3.exceptions.BucketAlreadyExists):
+            s3.create_bucket(Bucket=physical)
+    return names

@@ -83,6 +83,7 @@ class LocalApp:
         self.mapping_functions: dict[str, str] = {}
         self.queues: dict[str, str] = {}  # queue name -> URL
         self.tables: dict[str, str] = {}  # construct -> physical name
+        self.buckets: dict[str, str] = {}  # construct -> physical name
         self.sweepers: dict[str, TtlSweeper] = {}  # physical table name -> its TTL sweeper
         self.http: ThreadingHTTPServer | None = None
         self._stop = threading.Event()
@@ -103,6 +104,10 @@ class LocalApp:
             name = f"{self.prefix}-{queue.construct}"
             a.set(queue, QueueName=name, Arn=f"arn:aws:sqs:{self.region}:{ACCOUNT}:{name}",
                   Ref=f"{self.dynamodb_endpoint}/{ACCOUNT}/{name}")  # fmt: skip
+        for bucket in a.resources("AWS::S3::Bucket"):
+            name = f"{self.prefix}-{bucket.construct}".lower()  # bucket names are lower case
+            self.buckets[bucket.construct] = name
+            a.set(bucket, Ref=name, Arn=f"arn:aws:s3:::{name}")
         for integration in a.resources("AWS::ApiGatewayV2::Integration"):
             a.set(integration, Ref=integration.logical_id)
         for function in self.python_functions():
@@ -161,6 +166,7 @@ class LocalApp:
     def start(self, *, http_port: int | None = 0, schedules: bool = True, mappings: bool = True) -> None:
         self._create_tables()
         self._create_queues()
+        self._create_buckets()
         self.build_functions()
         if mappings:
             self._start_mappings()
@@ -184,6 +190,12 @@ class LocalApp:
             if ttl.get("Enabled"):
                 key = [k["AttributeName"] for k in table.properties["KeySchema"]]
                 self.sweepers[name] = TtlSweeper(self.client, name, ttl["AttributeName"], key)
+
+    def _create_buckets(self) -> None:
+        s3 = aws.client("s3", self.dynamodb_endpoint, self.region)
+        existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
+        for name in set(self.buckets.values()) - existing:
+            s3.create_bucket(Bucket=name)
 
     def _create_queues(self) -> None:
         sqs = aws.client("sqs", self.dynamodb_endpoint, self.region)

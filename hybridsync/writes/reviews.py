@@ -30,6 +30,13 @@ BATCH_WRITE, BATCH_GET = 25, 100  # BatchWriteItem / BatchGetItem request limits
 FIELDS = ("ReviewId", "ProductId", "CustomerId", "Rating", "Title")
 BODY_ATTRIBUTES = ("Body", "BodyGz", "ChunkCount", "ChunkVersion", "BodyObject")
 OBJECT_PREFIX = "reviews/"
+STORAGE = {"Body": "text", "BodyGz": "gzip", "ChunkCount": "chunks", "BodyObject": "s3"}
+
+
+def _shown(item: dict[str, Any]) -> dict[str, Any]:
+    """The review as callers see it: its fields and where its body is kept, not the body's bytes."""
+    values = {k: v for k, v in REVIEW.values(item).items() if k not in BODY_ATTRIBUTES}
+    return values | {"Storage": next(kind for attr, kind in STORAGE.items() if attr in item)}
 
 
 @dataclass(frozen=True)
@@ -91,7 +98,7 @@ def put_review(client: Any, table: str, place: Place, values: dict[str, Any], bo
         raise Conflict(f"review {values['ReviewId']!r} changed meanwhile; read it again and retry") from None
     if stored is not None:
         _remove_body(client, place, stored)  # only now: a reader of the old item still finds it whole
-    return REVIEW.values(item)
+    return _shown(item)
 
 
 def _write_body(client: Any, place: Place, item: dict[str, Any], raw: bytes, version: int) -> None:
@@ -166,7 +173,7 @@ def get_review(client: Any, table: str, place: Place, product_id: str, review_id
             raise NotFound(f"product {product_id!r} has no review {review_id!r}")
         body = _read_body(client, place, item)
         if body is not None:
-            return REVIEW.values(item) | {"Body": body}
+            return _shown(item) | {"Body": body}
     raise Conflict(f"review {review_id!r} keeps changing while it is read; retry")
 
 

@@ -208,18 +208,27 @@ def test_read_api_is_an_iam_authorized_http_api_with_access_logs(api):
     )  # fmt: skip
 
 
-def test_read_and_sync_functions_get_only_what_they_use(pipeline):
-    def actions(prefix):
+def test_api_and_sync_functions_get_only_what_they_use(pipeline):
+    def actions(prefix, service="dynamodb:", resource=""):
         return {
             a
             for rid, r in pipeline["Resources"].items()
             if r["Type"] == "AWS::IAM::Policy" and rid.startswith(prefix)
             for s in r["Properties"]["PolicyDocument"]["Statement"]
+            if resource in json.dumps(s["Resource"])
             for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])
-            if a.startswith("dynamodb:")
+            if a.startswith(service)
         }
 
-    assert actions("ReadApi") == {"dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query"}
+    assert actions("Api", resource="MainTable") == {
+        "dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:Query",
+        "dynamodb:UpdateItem", "dynamodb:DeleteItem",
+    }  # fmt: skip
+    assert actions("Api", resource="ChunksTable") == {
+        "dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:GetItem", "dynamodb:Scan",
+    }  # fmt: skip
+    assert actions("Api", "s3:", "/reviews/*") == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
+    assert actions("Api", "s3:") == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject", "s3:ListBucket"}
     assert actions("SqlSync") == {"dynamodb:PutItem"}
     template = Template.from_json(pipeline)
     template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(1 minute)"})

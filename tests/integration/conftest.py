@@ -74,6 +74,7 @@ def _forget_clients():
         runtime.engine().dispose()
     runtime.engine.cache_clear()
     runtime.dynamodb.cache_clear()
+    runtime.s3.cache_clear()
 
 
 @pytest.fixture

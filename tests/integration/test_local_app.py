@@ -4,7 +4,10 @@ real functions (their asset folders), the stream mappings, PostgreSQL and the HT
 from __future__ import annotations
 
 import json
+import os
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 import uuid
 from decimal import Decimal
@@ -59,7 +62,7 @@ def test_everything_is_derived_from_the_template(app, cloud_assembly):
         assert described["KeySchema"] == table.properties["KeySchema"]
         declared = {i["IndexName"] for i in table.properties.get("GlobalSecondaryIndexes", [])}
         assert {i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])} == declared
-    assert set(app.functions) == {"Migrate", "WriteBack", "Aggregate", "ReadApi", "SqlSync"}
+    assert set(app.functions) == {"Migrate", "WriteBack", "Aggregate", "Api", "SqlSync"}
     write_back = app.functions["WriteBack"]
     assert (write_back.timeout_s, write_back.memory_mb) == (120, 1024)
     assert write_back.environment["TABLE_MAIN"] == app.tables["MainTable"]  # an import, resolved
@@ -103,6 +106,42 @@ def test_an_order_flows_to_postgresql_the_aggregates_and_the_http_api(app, engin
     assert not [k for d in drift.values() for k in d.missing + d.stale + d.extra if str(k[0]).startswith(tag)]
 
 
+def call(app, method, path, body=None, headers=None):
+    """One HTTP request to the local API over its socket: (status, JSON body or None)."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{app.http.server_address[1]}{urllib.parse.quote(path)}", method=method,
+        data=None if body is None else json.dumps(body).encode(), headers=headers or {},
+    )  # fmt: skip
+    try:
+        with urllib.request.urlopen(request) as response:
+            text = response.read()
+            return response.status, json.loads(text) if text else None
+    except urllib.error.HTTPError as error:
+        return error.code, json.loads(error.read())
+
+
+def test_the_write_path_over_the_socket_reaches_postgresql(app, engine):
+    tag = uuid.uuid4().hex[:6]
+    order = {"CustomerId": f"{tag}-c", "Lines": [{"ProductId": f"{tag}-p", "Quantity": 2, "UnitPrice": 4.5}]}
+    code, placed = call(app, "POST", "/orders", order, {"Idempotency-Key": tag})
+    assert code == 201 and call(app, "POST", "/orders", order, {"Idempotency-Key": tag}) == (200, placed)
+    assert call(app, "PUT", f"/orders/{placed['OrderId']}/status", {"Status": "SHIPPED"})[0] == 200
+
+    def written_back():
+        with engine.connect() as conn:
+            row = conn.execute(sa.text("SELECT status, total FROM orders WHERE order_id = :o"),
+                               {"o": placed["OrderId"]}).first()  # fmt: skip
+        return row is not None and row.status == "SHIPPED" and row
+
+    assert wait_for(written_back).total == Decimal("9.0")
+    body = "Zürich " + os.urandom(1_200_000).hex()  # 2.4 MB that hardly compresses: kept in S3
+    review = {"CustomerId": f"{tag}-c", "Rating": 4, "Title": "Sturdy", "Body": body}
+    assert call(app, "PUT", f"/products/{tag}-p/reviews/r1", review)[1]["Storage"] == "s3"
+    assert call(app, "GET", f"/products/{tag}-p/reviews/r1")[1]["Body"] == review["Body"]
+    assert call(app, "PUT", f"/stores/CH/ZH/Zürich/{tag}", {"Name": "Bahnhof"})[0] == 200
+    assert [s["StoreId"] for s in call(app, "GET", "/stores/CH/ZH/Zürich")[1]["stores"]] == [tag]
+
+
 def test_a_postgresql_change_reaches_dynamodb_through_the_drain_function(app, engine):
     product = f"p-{uuid.uuid4().hex[:8]}"
     with engine.begin() as conn:
@@ -144,7 +183,7 @@ def test_up_brings_the_whole_app_up_and_tells_where_everything_is(cloud_assembly
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    for expected in ("WriteBack", "Aggregate", "ReadApi", "SqlSync", "batch 1000, window 5s", "tumbling 60s",
+    for expected in ("WriteBack", "Aggregate", "Api", "SqlSync", "batch 1000, window 5s", "tumbling 60s",
                      "IAM authorization is NOT enforced locally", f"{prefix}-main"):  # fmt: skip
         assert expected in result.stdout, expected
     assert f"export TABLE_MAIN='{prefix}-main'" in (tmp_path / "env").read_text()

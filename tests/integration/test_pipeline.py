@@ -21,7 +21,7 @@ def http(api, path, **query):
 
 
 def test_an_order_reaches_postgresql_and_the_top_sellers(handler_env, engine, workload, stream):
-    write_back, aggregate, api = load("write_back"), load("aggregate"), load("read_api")
+    write_back, aggregate, api = load("write_back"), load("aggregate"), load("api")
     product = f"{workload.prefix}-kettle"
     oid = workload.id("o")
     workload.order(oid, CreatedAt="2026-09-01T08:00:00.000Z")
@@ -43,7 +43,7 @@ def test_an_order_reaches_postgresql_and_the_top_sellers(handler_env, engine, wo
 
 
 def test_a_price_change_in_postgresql_reaches_the_read_api(handler_env, engine):
-    api, drain = load("read_api"), load("sql_sync")
+    api, drain = load("api"), load("sql_sync")
     pid = f"p-{uuid.uuid4().hex[:8]}"
     with engine.begin() as conn:
         conn.execute(

@@ -6,7 +6,6 @@ import json
 import time
 import uuid
 from decimal import Decimal
-from urllib.parse import urlencode
 
 import pytest
 import sqlalchemy as sa
@@ -16,25 +15,16 @@ from hybridsync.convert import marshal
 from hybridsync.model import CUSTOMER, PRODUCT_DETAILS
 from hybridsync.reads import cache
 from hybridsync.sync import outbox
-from tests.handlers import LambdaContext, load
+from tests.handlers import http, load
 
 
 @pytest.fixture
 def api(handler_env):
-    return load("read_api")
+    return load("api")
 
 
 def get(api, path, method="GET", **query):
-    event = {
-        "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": urlencode(query),
-        "queryStringParameters": query or None, "headers": {"host": "local"}, "isBase64Encoded": False,
-        "requestContext": {"http": {"method": method, "path": path, "protocol": "HTTP/1.1",
-                                    "sourceIp": "127.0.0.1", "userAgent": "test"},
-                           "requestId": "r", "routeKey": "$default", "stage": "$default", "accountId": "1",
-                           "apiId": "local", "domainName": "local", "domainPrefix": "local", "timeEpoch": 0},
-    }  # fmt: skip
-    response = api.handler(event, LambdaContext())
-    return response["statusCode"], json.loads(response["body"]), response.get("headers", {})
+    return http(api, method, path, **query)
 
 
 def sql(engine, statement, **params):
@@ -58,7 +48,7 @@ def sql_reads(engine):
 
 @pytest.fixture
 def shared_engine(api, engine, monkeypatch):
-    monkeypatch.setattr(api, "engine", lambda: engine)  # the test's engine, so reads can be counted
+    monkeypatch.setattr(api.read_routes, "engine", lambda: engine)  # the test engine: reads are counted
     return engine
 
 
@@ -222,9 +212,11 @@ def test_bad_input_gets_a_4xx_naming_the_parameter(api, path, query, status, nam
 
 @pytest.mark.parametrize("method", ["POST", "PUT", "DELETE", "PATCH"])
 def test_a_wrong_method_gets_405_with_allow(api, method):
-    code, body, headers = get(api, "/products/p-1", method=method)
+    code, body, headers = get(api, "/leaderboard", method=method)
     assert (code, headers["Allow"]) == (405, "GET")
-    assert body == {"statusCode": 405, "message": f"{method} is not allowed on '/products/p-1'; use GET"}
+    assert body == {"statusCode": 405, "message": f"{method} is not allowed on '/leaderboard'; use GET"}
+    if method != "PUT":  # a product is read and written: the answer names both
+        assert get(api, "/products/p-1", method=method)[2]["Allow"] == "GET, PUT"
     assert get(api, "/nowhere", method=method)[0] == 404  # no such path at all: still a 404
 
 
@@ -232,7 +224,7 @@ def test_unexpected_errors_are_a_500_envelope_without_a_trace(api, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(api.rankings, "leaderboard", broken)
+    monkeypatch.setattr(api.read_routes.rankings, "leaderboard", broken)
     code, body, _ = get(api, "/leaderboard")
     assert (code, body) == (500, {"statusCode": 500, "message": "internal error"})
 
@@ -248,7 +240,7 @@ def test_top_customers_by_loyalty_points_of_a_month(api, agg_free_spend):
 
 def test_database_outage_on_a_miss_is_a_503(api, monkeypatch):
     dead = db.create_engine("postgresql://nobody@/nowhere?host=/nonexistent&connect_timeout=1")
-    monkeypatch.setattr(api, "engine", lambda: dead)
+    monkeypatch.setattr(api.read_routes, "engine", lambda: dead)
     code, body, _ = get(api, f"/customers/{new_id('c')}")
     assert code == 503 and "database unavailable" in body["message"] and "Traceback" not in json.dumps(body)
     assert body["statusCode"] == 503

@@ -1,0 +1,75 @@
+"""HTTP API (API Gateway HTTP API): the read routes, the write path, and one error envelope for
+every error, {"statusCode": N, "message": "..."}: 400 naming the bad field or parameter, 404, 405
+with Allow, 409 for a conflict, 503 while PostgreSQL is down, 500 without a trace."""
+
+import re
+from typing import Any
+
+import read_routes  # noqa: F401 - registers the read routes
+import sqlalchemy as sa
+import write_routes  # noqa: F401 - registers the write routes
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.exceptions import ServiceError
+from aws_lambda_powertools.metrics import MetricUnit
+from web import ROUTES, app, error, logger, metrics
+
+from hybridsync.errors import Conflict, Invalid, NotFound
+
+
+@app.exception_handler(ServiceError)
+def bad_request(failure: ServiceError) -> Response:
+    return error(failure.status_code, str(failure.msg))
+
+
+@app.exception_handler(Invalid)
+def invalid(failure: Invalid) -> Response:
+    return error(400, str(failure))
+
+
+@app.exception_handler(NotFound)
+def not_found(failure: NotFound) -> Response:
+    return error(404, str(failure))
+
+
+@app.exception_handler(Conflict)
+def conflict(failure: Conflict) -> Response:
+    metrics.add_metric("Conflict", MetricUnit.Count, 1)
+    return error(409, str(failure))
+
+
+@app.exception_handler(sa.exc.OperationalError)
+def database_unavailable(failure: Exception) -> Response:
+    logger.exception("database unavailable")
+    metrics.add_metric("DatabaseUnavailable", MetricUnit.Count, 1)
+    return error(503, "database unavailable, retry later")
+
+
+@app.exception_handler(Exception)
+def internal_error(failure: Exception) -> Response:
+    logger.exception("unhandled error")  # the trace goes to the log, never to the client
+    return error(500, "internal error")
+
+
+def _allowed(path: str) -> set[str]:
+    return {
+        method
+        for rule, methods in ROUTES.items()
+        if re.fullmatch(re.sub(r"<\w+>", "[^/]+", rule), path)
+        for method in methods
+    }
+
+
+@app.not_found
+def unknown_route(_: Exception) -> Response:
+    path = app.current_event.path
+    if allowed := _allowed(path):
+        methods = ", ".join(sorted(allowed))
+        return error(405, f"{app.current_event.http_method} is not allowed on {path!r}; use {methods}",
+                     {"Allow": methods})  # fmt: skip
+    return error(404, f"no route {path!r}")
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    return app.resolve(event, context)

@@ -27,15 +27,28 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from hybridsync import keys, store, versions
+from hybridsync import store, versions
 from hybridsync.convert import marshal, to_row, unmarshal
 from hybridsync.deadletters import pending
+from hybridsync.errors import Conflict
 from hybridsync.local.app import LocalApp
 from hybridsync.local.report import html_report
-from hybridsync.model import CUSTOMER_SPEND, ENTITY, MODEL, ORDER, ORDER_LINE, SALES
+from hybridsync.model import (
+    CANCELLED,
+    CUSTOMER,
+    CUSTOMER_SPEND,
+    ENTITY,
+    MODEL,
+    ORDER,
+    ORDER_LINE,
+    PLAYER_SCORE,
+    SALES,
+    SHIPPED,
+)
 from hybridsync.records import Rejected
-from hybridsync.sync.aggregate import CANCELLED, points
+from hybridsync.sync.aggregate import points
 from hybridsync.sync.reconcile import reconcile
+from hybridsync.writes import catalog, follows, orders
 
 
 @dataclass
@@ -65,62 +78,32 @@ class Writer:
         self.written += 1
         return values
 
-    def delete(self, entity: Any, values: dict[str, Any]) -> None:
-        version = self.versions[f"{entity.name}:{entity.key(values)}"]
-        store.delete(self.client, self.table, entity, values, version)
-        self.written += 1
 
 
 def _sql_side(engine: sa.Engine, work: Workload, rng: random.Random, progress: Progress) -> list[str]:
+    """The catalogue, written where it is mastered, through the write path's SQL functions."""
     task = progress.add_task(
         "PostgreSQL: customers, catalogue, prices", total=work.customers + 2 * work.products
     )
     with engine.begin() as conn:
         for n in range(work.customers):
-            conn.execute(
-                sa.text(
-                    "INSERT INTO customers (customer_id, name, email, tier) "
-                    "VALUES (:c, :n, :e, :t) "
-                    "ON CONFLICT DO NOTHING"
-                ),
-                {
-                    "c": f"demo-c{n}",
-                    "n": f"Customer {n}",
-                    "e": f"c{n}@example.com",
-                    "t": rng.choice(["gold", "silver", None]),
-                },
-            )
+            customer = {"CustomerId": f"demo-c{n}", "Name": f"Customer {n}", "Email": f"c{n}@example.com",
+                        "Tier": rng.choice(["gold", "silver", None])}  # fmt: skip
+            catalog.upsert(conn, CUSTOMER, customer)
             progress.advance(task)
     products = [f"demo-p{n}" for n in range(work.products)]
-    with engine.begin() as conn:
-        for n, product in enumerate(products):
-            conn.execute(
-                sa.text(
-                    "INSERT INTO products (product_id, name, category, description) "
-                    "VALUES (:p, :n, :c, :d) ON CONFLICT DO NOTHING"
-                ),
-                {
-                    "p": product,
-                    "n": f"Product {n}",
-                    "c": rng.choice(["kitchen", "garden", "office"]),
-                    "d": "A fine thing. " * 40,
-                },
-            )
-            conn.execute(
-                sa.text(
-                    "INSERT INTO product_availability (product_id, price, stock) "
-                    "VALUES (:p, :x, :s) "
-                    "ON CONFLICT DO NOTHING"
-                ),
-                {"p": product, "x": Decimal(rng.randint(199, 9999)) / 100, "s": rng.randint(0, 500)},
-            )
-            progress.advance(task)
+    for n, product in enumerate(products):
+        details = {"ProductId": product, "Name": f"Product {n}", "Description": "A fine thing. " * 40,
+                   "Category": rng.choice(["kitchen", "garden", "office"])}  # fmt: skip
+        price = Decimal(rng.randint(199, 9999)) / 100
+        availability = {"ProductId": product, "Price": price, "Stock": rng.randint(0, 500)}
+        catalog.put_product(engine, details, availability)
+        progress.advance(task)
     for product in products:  # price changes: each its own transaction, as a pricing job commits them
-        with engine.begin() as conn:
-            conn.execute(
-                sa.text("UPDATE product_availability SET price = price * 0.9 WHERE product_id = :p"),
-                {"p": product},
-            )
+        with engine.connect() as conn:
+            price = conn.execute(sa.text("SELECT price FROM product_availability WHERE product_id = :p"),
+                                 {"p": product}).scalar_one()  # fmt: skip
+        catalog.set_price(engine, product, (price * Decimal("0.9")).quantize(Decimal("0.01")))
         progress.advance(task)
     return products
 
@@ -128,62 +111,48 @@ def _sql_side(engine: sa.Engine, work: Workload, rng: random.Random, progress: P
 def _dynamodb_side(
     writer: Writer, products: list[str], work: Workload, rng: random.Random, progress: Progress
 ) -> None:
+    """Orders, follows, reviews and publication edits through the write path; scores as a game
+    server writes them."""
     task = progress.add_task(
         "DynamoDB: orders, lines, edits, scores, follows", total=work.orders + work.players + work.follows
     )
+    client, table = writer.client, writer.table
     today = datetime.now(UTC)
     weights = [1 / (k + 1) ** 1.1 for k in range(len(products))]  # a few best sellers, a long tail
     for n in range(work.orders):
         customer = f"demo-c{rng.randrange(work.customers)}"
-        created = keys.iso_ms(today.replace(microsecond=rng.randrange(1000) * 1000))
-        common = {"OrderId": f"demo-o{n}", "CustomerId": customer, "CreatedAt": created, "Status": "OPEN"}
-        lines = []
-        for line_no in range(1, rng.randint(1, 4) + 1):
-            line = common | {
-                "LineNo": line_no,
-                "ProductId": rng.choices(products, weights)[0],
-                "Quantity": rng.randint(1, 5),
-                "UnitPrice": Decimal(rng.randint(199, 4999)) / 100,
-            }
-            lines.append(writer.put(ORDER_LINE, line))
-        total = sum(line["Quantity"] * line["UnitPrice"] for line in lines)
-        order = writer.put(ORDER, common | {"Total": total})
+        lines = [{"ProductId": rng.choices(products, weights)[0], "Quantity": rng.randint(1, 5),
+                  "UnitPrice": Decimal(rng.randint(199, 4999)) / 100}
+                 for _ in range(rng.randint(1, 4))]  # fmt: skip
+        moment = today.replace(microsecond=rng.randrange(1000) * 1000)
+        order, created = orders.place_order(
+            client, table, customer, lines, idempotency_key=f"demo-o{n}", now=moment
+        )
+        writer.written += 1 if created else 0
         fate = rng.random()
-        if fate < 0.10:  # a quantity edit
-            edited = lines[0] | {"Quantity": lines[0]["Quantity"] + 1}
-            writer.put(ORDER_LINE, {k: v for k, v in edited.items() if k != "Version"})
-        elif fate < 0.15:  # cancelled: the order and its lines
-            for line in lines:
-                writer.put(
-                    ORDER_LINE, {k: v for k, v in line.items() if k != "Version"} | {"Status": CANCELLED}
-                )
-            writer.put(ORDER, {k: v for k, v in order.items() if k != "Version"} | {"Status": CANCELLED})
-        elif fate < 0.18:  # deleted, lines too
-            for line in lines:
-                writer.delete(ORDER_LINE, line)
-            writer.delete(ORDER, order)
-        elif fate < 0.5:
-            writer.put(ORDER, {k: v for k, v in order.items() if k != "Version"} | {"Status": "SHIPPED"})
+        try:
+            if fate < 0.10:  # a quantity edit
+                orders.edit_line(client, table, order["OrderId"], 1, order["Lines"][0]["Quantity"] + 1)
+            elif fate < 0.15:  # cancelled: the order and its lines
+                orders.set_status(client, table, order["OrderId"], CANCELLED)
+            elif fate < 0.18:  # deleted, lines too
+                orders.delete_order(client, table, order["OrderId"])
+            elif fate < 0.5:
+                orders.set_status(client, table, order["OrderId"], SHIPPED)
+            writer.written += 1
+        except Conflict:
+            pass  # a demo run again: the order already moved on in the run before
         progress.advance(task)
     for n in range(work.players):
         for _ in range(rng.randint(1, 3)):  # scores move
-            writer.put(
-                MODEL.entity("PlayerScore"), {"PlayerId": f"demo-c{n}", "Score": rng.randint(0, 100_000)}
-            )
+            writer.put(PLAYER_SCORE, {"PlayerId": f"demo-c{n}", "Score": rng.randint(0, 100_000)})
         progress.advance(task)
-    follow = MODEL.entity("Follow")
     for _ in range(work.follows):
-        a, b = rng.sample(range(work.customers), 2)
-        edge = writer.put(
-            follow,
-            {
-                "FollowerId": f"demo-c{a}",
-                "FolloweeId": f"demo-c{b}",
-                "CreatedAt": today.strftime("%Y-%m-%dT%H:%M:%S.000Z"),
-            },
-        )
+        a, b = (f"demo-c{x}" for x in rng.sample(range(work.customers), 2))
+        follows.follow(client, table, a, b)
         if rng.random() < 0.1:
-            writer.delete(follow, edge)
+            follows.unfollow(client, table, a, b)
+        writer.written += 1
         progress.advance(task)
 
 

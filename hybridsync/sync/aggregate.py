@@ -32,6 +32,7 @@ from hybridsync.convert import attribute_value, marshal, to_row, unmarshal
 from hybridsync.model import (
     AGGREGATION_CURSOR,
     AGGREGATION_JOURNAL,
+    CANCELLED,
     CUSTOMER_SPEND,
     ENTITY,
     EXPIRES_AT,
@@ -41,7 +42,6 @@ from hybridsync.model import (
 from hybridsync.records import DeadLetter, Rejected, stream_data, triage
 
 SOURCE = "aggregate"
-CANCELLED = "CANCELLED"
 MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems limit
 CONCURRENT_RETRIES = 3
 

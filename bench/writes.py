@@ -1,0 +1,167 @@
+"""The write path: what a write costs, and whether what was written reads back, in one run.
+
+On moto server + embedded PostgreSQL:
+
+  vertical partition   a price change rewrites the ~300 B availability item (through the outbox),
+                       against rewriting one item that holds details and availability together:
+                       write units by DynamoDB's size arithmetic on the items actually stored
+  large items          review bodies from 1 KB to 10 MB stored by size (text, gzip in the item,
+                       gzip chunks, gzip in S3) and read back; the largest intact body, gzip ratio
+  place order          an order with 3 lines in one TransactWriteItems (ref, header, lines,
+                       #static item) against one plain PutItem of the header alone, p50 each
+  version history      N edits of a publication; every revision and v0 read back and compared
+
+Usage: python bench/writes.py [--quick]   (--quick: 50 orders and 20 revisions instead of 300 and 100)
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import random
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from decimal import Decimal
+from pathlib import Path
+
+from rich.progress import Progress
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from hybridsync import capacity, db, local, store  # noqa: E402
+from hybridsync.convert import marshal  # noqa: E402
+from hybridsync.model import ORDER, PRODUCT_AVAILABILITY, PRODUCT_DETAILS  # noqa: E402
+from hybridsync.sync import outbox  # noqa: E402
+from hybridsync.writes import catalog, orders, publications, reviews  # noqa: E402
+
+SIZES = (1_000, 50_000, 600_000, 3_000_000, 10 * 1024 * 1024)
+
+
+def body(size: int, rng: random.Random) -> str:
+    """Review-like text: words, some repetition, some noise (compresses 2-4x)."""
+    words = ["kettle", "boils", "quiet", "handle", "Zürich", "café", "steel", "spout", "東京"]
+    parts, total = [], 0
+    while total < size:
+        part = rng.choice(words) if rng.random() < 0.7 else rng.randbytes(3).hex()
+        parts.append(part)
+        total += len(part.encode()) + 1
+    return " ".join(parts)[:size]
+
+
+def p50_ms(samples: list[float]) -> float:
+    return round(statistics.median(samples) * 1000, 2)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--quick", action="store_true", help="fewer orders and revisions (under a minute)")
+    args = parser.parse_args()
+    n_orders, n_revisions = (50, 20) if args.quick else (300, 100)
+    rng = random.Random(20261122)
+    state = Path(tempfile.mkdtemp(prefix="bench-"))
+    with local.start(state, prefix="bench") as stack, Progress() as progress:
+        client, table = stack.client(), stack.table_names["main"]
+        engine = db.create_engine(stack.database_url)
+        place = reviews.Place(stack.table_names["chunks"], stack.client("s3"), stack.bucket_names["bodies"])
+
+        # vertical partitioning: measured on the items the outbox drain really wrote
+        product = f"p-{uuid.uuid4().hex[:6]}"
+        details = {"ProductId": product, "Name": "Kettle", "Category": "kitchen",
+                   "Description": "A quiet 1.7 l kettle with a brushed steel body and a soft lid. " * 40,
+                   "Attributes": {"colors": ["red", "black", "white"], "watts": 2200}}  # fmt: skip
+        catalog.put_product(engine, details, {"ProductId": product, "Price": Decimal("24.99"), "Stock": 12})
+        catalog.set_price(engine, product, Decimal("19.99"))
+        outbox.drain_all(engine, client, table)
+        stored_details = store.get(client, table, PRODUCT_DETAILS.key({"ProductId": product}))
+        stored_availability = store.get(client, table, PRODUCT_AVAILABILITY.key({"ProductId": product}))
+        split_wu = capacity.write_units(stored_availability)
+        combined_wu = capacity.write_units(stored_details | stored_availability)
+
+        # large items
+        task = progress.add_task("review bodies, 1 KB to 10 MB", total=len(SIZES))
+        largest, raw_total, packed_total, storage = 0, 0, 0, {}
+        for size in SIZES:
+            text = body(size, rng)
+            review = {"ReviewId": f"r-{size}", "ProductId": product, "CustomerId": "c-1", "Rating": 4,
+                      "Title": f"{size} bytes"}  # fmt: skip
+            shown = reviews.put_review(client, table, place, review, text)
+            back = reviews.get_review(client, table, place, product, review["ReviewId"])["Body"]
+            if back == text:
+                largest = max(largest, len(text.encode()))
+            raw_total += len(text.encode())
+            packed_total += len(gzip.compress(text.encode(), mtime=0))
+            storage[size] = shown["Storage"]
+            progress.advance(task)
+
+        # place order vs a plain put of the header
+        task = progress.add_task("orders", total=n_orders)
+        placed, plain = [], []
+        lines = [{"ProductId": f"p{k}", "Quantity": k, "UnitPrice": Decimal("9.99")} for k in range(1, 4)]
+        for n in range(n_orders):
+            start = time.perf_counter()
+            order, _ = orders.place_order(client, table, f"c-{n % 40}", lines, idempotency_key=f"bench-{n}")
+            placed.append(time.perf_counter() - start)
+            header = ORDER.item(ORDER.values(order) | {"OrderId": f"plain-{n}"})
+            start = time.perf_counter()
+            client.put_item(TableName=table, Item=marshal(header))
+            plain.append(time.perf_counter() - start)
+            progress.advance(task)
+
+        # version history: every revision reads back as written
+        task = progress.add_task("publication revisions", total=n_revisions)
+        pub = f"pub-{uuid.uuid4().hex[:6]}"
+        written = {}
+        for k in range(1, n_revisions + 1):
+            edit = {"Name": f"Name {k}", "Description": rng.randbytes(8).hex()}
+            publications.edit(client, table, pub, edit, editor=f"e{k % 3}")
+            written[k] = edit
+            progress.advance(task)
+        history, cursor = [], None
+        while True:
+            page, cursor = publications.history(client, table, pub, limit=25, cursor=cursor)
+            history += page
+            if cursor is None:
+                break
+        history_ok = (
+            [h["Revision"] for h in history] == list(range(n_revisions, 0, -1))
+            and all(h["Name"] == written[h["Revision"]]["Name"] for h in history)
+            and all(publications.revision(client, table, pub, k)["Description"] == e["Description"]
+                    for k, e in written.items())
+            and publications.latest(client, table, pub)["Name"] == written[n_revisions]["Name"]
+        )
+        engine.dispose()
+
+    figures = {
+        "split_item_bytes": capacity.item_size(stored_availability),
+        "combined_item_bytes": capacity.item_size(stored_details | stored_availability),
+        "split_write_units": split_wu,
+        "combined_write_units": combined_wu,
+        "vertical_partition_wu_ratio": round(split_wu / combined_wu, 3),
+        "large_item_roundtrip_bytes": largest,
+        "storage_by_size": {str(k): v for k, v in storage.items()},
+        "gzip_ratio": round(packed_total / raw_total, 3),
+        "place_order_p50_ms": p50_ms(placed),
+        "plain_put_p50_ms": p50_ms(plain),
+        "place_order_vs_put_ratio": round(statistics.median(placed) / statistics.median(plain), 2),
+        "history_revisions": n_revisions,
+        "history_ok": history_ok,
+    }
+    print(f"price change: {split_wu} WCU for the availability item ({figures['split_item_bytes']} B) vs "
+          f"{combined_wu} WCU for one combined item ({figures['combined_item_bytes']} B)")  # fmt: skip
+    print(f"review bodies: largest intact {largest:,} B; gzip to {figures['gzip_ratio']:.0%}; stored as "
+          + ", ".join(f"{k:,} B: {v}" for k, v in storage.items()))  # fmt: skip
+    print(f"place order (3 lines, one transaction): p50 {figures['place_order_p50_ms']} ms vs plain PutItem "
+          f"{figures['plain_put_p50_ms']} ms ({figures['place_order_vs_put_ratio']}x)")  # fmt: skip
+    print(f"version history: {n_revisions} revisions, every one read back as written: {history_ok}")
+    print(json.dumps(figures))
+
+
+if __name__ == "__main__":
+    main()

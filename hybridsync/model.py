@@ -464,9 +464,9 @@ MAIN = Table(
             _s("GSI1PK"),
             _s("GSI1SK"),
             Projection.ALL,
-            "overloaded inverted edges: who follows A (PK/SK of follow edges swapped) and a "
-            "customer's reviews (the product -> review edge read from the author's side) "
-            "(patterns 4, 10, 19)",
+            "overloaded inverted edges: who follows A (PK/SK of follow edges swapped), a "
+            "customer's reviews (the product -> review edge read from the author's side) and a "
+            "title's tags (the tag -> title edge read from the title's side) (patterns 4, 10, 19)",
         ),
         Index(
             "DistinctKeys",

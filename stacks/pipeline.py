@@ -50,6 +50,8 @@ STREAM_DEFAULTS = {
     "iterator_age_alarm_s": 300,  # alarm when the consumer is this far behind
     "outbox_drain_minutes": 1,  # how often the SQL -> DynamoDB drain runs (it can also be invoked)
     "outbox_age_alarm_s": 300,  # alarm when a PostgreSQL change waited this long
+    "sweep_hours": 24,  # how often orphaned review bodies are swept
+    "sweep_grace_s": 900,  # a body younger than this may belong to a write in progress
 }
 # The GSIs the API queries (by name: a wildcard on every index would grant more).
 READ_INDEXES = ("OrdersByTime", "OpenOrders", "Rankings", "Inverted", "DistinctKeys")
@@ -134,32 +136,32 @@ class PipelineStack(Stack):
             )
         )
         self.api.function.add_to_role_policy(
-            iam.PolicyStatement(
-                actions=["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem", "dynamodb:GetItem",
-                         "dynamodb:Scan"],  # chunks of review bodies, and their sweep
+            iam.PolicyStatement(  # chunks of review bodies
+                actions=["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"],
                 resources=[data.tables["chunks"].table_arn],
             )
-        )  # fmt: skip
-        bodies = data.bodies
-        self.api.function.add_to_role_policy(
+        )
+        self._grant_bodies(self.api, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"])
+        # Orphaned review bodies (a writer that died between its body and its item): swept daily.
+        self.sweep = self.function("Sweep", name="sweep", timeout=Duration.minutes(5), environment={
+            "BUCKET_BODIES": data.bodies.bucket_name, "SWEEP_GRACE_S": str(self.setting("sweep_grace_s")),
+        })  # fmt: skip
+        self.sweep.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:GetItem"], resources=[table.table_arn])
+        )
+        self.sweep.function.add_to_role_policy(
             iam.PolicyStatement(
-                actions=["s3:GetObject", "s3:PutObject", "s3:DeleteObject"],
-                resources=[bodies.arn_for_objects(f"{reviews.OBJECT_PREFIX}*")],
+                actions=["dynamodb:Scan", "dynamodb:BatchWriteItem"],
+                resources=[data.tables["chunks"].table_arn],
             )
         )
-        self.api.function.add_to_role_policy(
-            iam.PolicyStatement(  # the orphan sweep lists the review bodies
-                actions=["s3:ListBucket"], resources=[bodies.bucket_arn],
-                conditions={"StringLike": {"s3:prefix": [f"{reviews.OBJECT_PREFIX}*"]}},
-            )
-        )  # fmt: skip
-        NagSuppressions.add_resource_suppressions(
-            self.api.function.role,
-            [{"id": "AwsSolutions-IAM5", "reason": "Review bodies are objects named by review and "
-              "version under one prefix of one bucket; the grant is that prefix, nothing wider.",
-              "applies_to": [{"regex": "/^Resource::.*\\/reviews\\/\\*$/g"}]}],
-            apply_to_children=True,
-        )  # fmt: skip
+        self._grant_bodies(self.sweep, ["s3:DeleteObject"], listing=True)
+        events.Rule(
+            self,
+            "SweepSchedule",
+            schedule=events.Schedule.rate(Duration.hours(self.setting("sweep_hours"))),
+            targets=[targets.LambdaFunction(self.sweep.function, retry_attempts=2)],
+        )
         # SQL -> DynamoDB: drain the outbox on a schedule.
         self.sql_sync = self.function("SqlSync", name="sql_sync", sql=True, timeout=Duration.minutes(1))
         self.sql_sync.function.add_to_role_policy(
@@ -277,6 +279,28 @@ class PipelineStack(Stack):
             )
         CfnOutput(self, f"{id}FailureQueueUrl", value=failures.queue_url)
         return handler
+
+    def _grant_bodies(self, handler: HandlerFunction, actions: list[str], listing: bool = False) -> None:
+        """Object actions on the review bodies' prefix of the bodies bucket, nothing wider."""
+        bodies, prefix = self.data.bodies, f"{reviews.OBJECT_PREFIX}*"
+        handler.function.add_to_role_policy(
+            iam.PolicyStatement(actions=actions, resources=[bodies.arn_for_objects(prefix)])
+        )
+        if listing:
+            handler.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket"],
+                    resources=[bodies.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [prefix]}},
+                )
+            )
+        NagSuppressions.add_resource_suppressions(
+            handler.function.role,
+            [{"id": "AwsSolutions-IAM5", "reason": "Review bodies are objects named by review and "
+              "version under one prefix of one bucket; the grant is that prefix, nothing wider.",
+              "applies_to": [{"regex": "/^Resource::.*\\/reviews\\/\\*$/g"}]}],
+            apply_to_children=True,
+        )  # fmt: skip
 
     def function(
         self,

@@ -62,7 +62,7 @@ def test_everything_is_derived_from_the_template(app, cloud_assembly):
         assert described["KeySchema"] == table.properties["KeySchema"]
         declared = {i["IndexName"] for i in table.properties.get("GlobalSecondaryIndexes", [])}
         assert {i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])} == declared
-    assert set(app.functions) == {"Migrate", "WriteBack", "Aggregate", "Api", "SqlSync"}
+    assert set(app.functions) == {"Migrate", "WriteBack", "Aggregate", "Api", "SqlSync", "Sweep"}
     write_back = app.functions["WriteBack"]
     assert (write_back.timeout_s, write_back.memory_mb) == (120, 1024)
     assert write_back.environment["TABLE_MAIN"] == app.tables["MainTable"]  # an import, resolved
@@ -140,6 +140,8 @@ def test_the_write_path_over_the_socket_reaches_postgresql(app, engine):
     assert call(app, "GET", f"/products/{tag}-p/reviews/r1")[1]["Body"] == review["Body"]
     assert call(app, "PUT", f"/stores/CH/ZH/Zürich/{tag}", {"Name": "Bahnhof"})[0] == 200
     assert [s["StoreId"] for s in call(app, "GET", "/stores/CH/ZH/Zürich")[1]["stores"]] == [tag]
+    scheduled = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
+    assert app.function("sweep").invoke(scheduled) == {"chunks": 0, "objects": 0}  # nothing orphaned
 
 
 def test_a_postgresql_change_reaches_dynamodb_through_the_drain_function(app, engine):

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import threading
 import uuid
+from decimal import Decimal
 
 import pytest
 
+from hybridsync import store
+from hybridsync.convert import unmarshal
 from hybridsync.errors import Conflict, Invalid, NotFound
-from hybridsync.writes import distinct, follows, publications, stores
+from hybridsync.writes import distinct, follows, orders, publications, stores
 
 
 @pytest.fixture
@@ -153,3 +156,18 @@ def test_concurrent_edits_of_one_revision_one_wins_one_conflicts(dynamodb, table
     assert [h["Name"] for h in history] == [winner, "v1"]  # the loser left no revision behind
     with pytest.raises(Conflict, match="revision"):
         publications.edit(dynamodb, table, pub, {"Name": "stale"}, editor="e", expected_revision=1)
+
+
+def test_every_item_the_write_path_writes_carries_version_and_entity(dynamodb, table, stack, tag):
+    customer = f"cv-{tag}"
+    line = {"ProductId": "p", "Quantity": 1, "UnitPrice": Decimal(1)}
+    orders.place_order(dynamodb, table, customer, [line])
+    follows.follow(dynamodb, table, f"{tag}-x", f"{tag}-y")
+    publications.edit(dynamodb, table, f"pub-{tag}", {"Name": "n"}, editor="e")
+    publications.add_title(dynamodb, table, f"pub-{tag}", "t", "T", tags=("a",))
+    stores.put_store(dynamodb, table, {"Country": f"V{tag}", "Region": "R", "City": "C", "StoreId": "s",
+                                       "Name": "n"})  # fmt: skip
+    items = [unmarshal(i) for page in store.pages(dynamodb, "scan", TableName=table) for i in page["Items"]]
+    mine = [i for i in items if tag in i["PK"] or tag in str(i.get("CustomerId", ""))]
+    assert len(mine) >= 10
+    assert all("Version" in i and "Entity" in i for i in mine), [i for i in mine if "Version" not in i]

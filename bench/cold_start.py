@@ -34,6 +34,7 @@ NEEDS = {
     "api": ("powertools", "http", "sql", "dynamodb"),
     "sql_sync": ("powertools", "sql", "dynamodb"),
     "migrate": ("powertools", "sql", "alembic"),
+    "sweep": ("powertools", "dynamodb", "s3"),
 }
 BARE = {
     "powertools": "from aws_lambda_powertools import Logger, Metrics; Logger(); Metrics()",
@@ -41,10 +42,12 @@ BARE = {
     "sql": "import boto3, sqlalchemy; sqlalchemy.create_engine('postgresql+psycopg://u:p@127.0.0.1:1/d')",
     "dynamodb": "import boto3; boto3.client('dynamodb', endpoint_url='http://127.0.0.1:1')",
     "alembic": "import alembic.command, alembic.config",
+    "s3": "import boto3; boto3.client('s3', endpoint_url='http://127.0.0.1:1')",
 }
 INIT = {  # after `import handler`: the clients the first invocation builds
     "sql": "from hybridsync import runtime; runtime.engine()",
     "dynamodb": "from hybridsync import runtime; runtime.dynamodb()",
+    "s3": "from hybridsync import runtime; runtime.s3()",
 }
 ENV = {
     "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "local",

@@ -132,8 +132,10 @@ def main() -> None:
         history_ok = (
             [h["Revision"] for h in history] == list(range(n_revisions, 0, -1))
             and all(h["Name"] == written[h["Revision"]]["Name"] for h in history)
-            and all(publications.revision(client, table, pub, k)["Description"] == e["Description"]
-                    for k, e in written.items())
+            and all(
+                publications.revision(client, table, pub, k)["Description"] == e["Description"]
+                for k, e in written.items()
+            )
             and publications.latest(client, table, pub)["Name"] == written[n_revisions]["Name"]
         )
         engine.dispose()

@@ -39,6 +39,7 @@ def _up(args: argparse.Namespace) -> int:
             app.start(http_port=args.port)
             drainer.start()
             stack.table_names = {c.removesuffix("Table").lower(): name for c, name in app.tables.items()}
+            stack.bucket_names = {c.removesuffix("Bucket").lower(): name for c, name in app.buckets.items()}
             env_file = state / "env"
             env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in stack.environment().items()))
             took = time.monotonic() - started
@@ -104,6 +105,8 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
         )
     for name in app.queues:
         print(f"  queue      {name} (failed batches)")
+    for name in app.buckets.values():
+        print(f"  bucket     {name} (S3 on the DynamoDB endpoint)")
     print("  outbox     PostgreSQL changes reach DynamoDB on NOTIFY, and on the drain's schedule")
     print(f"  env        source {env_file}  (for other shells and tools); `hybridsync status` for lag")
 

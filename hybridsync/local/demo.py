@@ -1,8 +1,10 @@
 """`hybridsync up --demo`: a realistic workload on both sides of the running app, then a report.
 
-PostgreSQL gets customers, a catalogue and price changes (mastered there, they reach DynamoDB
-through the outbox); DynamoDB gets orders with lines, edits, cancellations and deletes, player
-scores and follows (written back to PostgreSQL, folded into aggregates), and a few poison records.
+Everything goes through the write path (`hybridsync.writes`). PostgreSQL gets customers, a
+catalogue and price changes (mastered there, they reach DynamoDB through the outbox); DynamoDB gets
+orders with lines, edits, cancellations and deletes, player scores and follows (written back to
+PostgreSQL, folded into aggregates), stores, publications with revisions, titles and tags, reviews
+from a line to megabytes, and a few poison records.
 Then, once the pipeline has caught up: what each side holds, reconcile drift, the aggregates
 against a clean recount, top sellers and the leaderboard read through the HTTP API over a socket,
 the dead letters with their reasons, lag and throughput; and the same as `.local/report.html`.
@@ -10,6 +12,7 @@ the dead letters with their reasons, lag and throughput; and the same as `.local
 
 from __future__ import annotations
 
+import contextlib
 import json
 import random
 import statistics
@@ -27,7 +30,7 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from hybridsync import store, versions
+from hybridsync import aws, store, versions
 from hybridsync.convert import marshal, to_row, unmarshal
 from hybridsync.deadletters import pending
 from hybridsync.errors import Conflict
@@ -48,7 +51,7 @@ from hybridsync.model import (
 from hybridsync.records import Rejected
 from hybridsync.sync.aggregate import points
 from hybridsync.sync.reconcile import reconcile
-from hybridsync.writes import catalog, follows, orders
+from hybridsync.writes import catalog, follows, orders, publications, reviews, stores
 
 
 @dataclass
@@ -77,7 +80,6 @@ class Writer:
         store.put(self.client, self.table, entity, values)
         self.written += 1
         return values
-
 
 
 def _sql_side(engine: sa.Engine, work: Workload, rng: random.Random, progress: Progress) -> list[str]:
@@ -152,6 +154,49 @@ def _dynamodb_side(
         follows.follow(client, table, a, b)
         if rng.random() < 0.1:
             follows.unfollow(client, table, a, b)
+        writer.written += 1
+        progress.advance(task)
+
+
+PLACES = [("CH", "ZH", "Zürich"), ("CH", "GE", "Genève"), ("DE", "BY", "München"), ("JP", "東京都", "渋谷区"),
+          ("US", "WA", "Seattle"), ("US", "WA", "Spokane")]  # fmt: skip
+
+
+def _shapes(
+    app: LocalApp, writer: Writer, products: list[str], rng: random.Random, progress: Progress
+) -> None:
+    """The other data shapes of the write path: stores under hierarchical keys, publications with
+    titles, tags and revisions, and reviews whose bodies range from a line to megabytes."""
+    client, table = writer.client, writer.table
+    buckets = list(app.buckets.values())
+    place = reviews.Place(app.tables["ChunksTable"], aws.client("s3", app.dynamodb_endpoint, app.region),
+                          buckets[0] if buckets else None)  # fmt: skip
+    task = progress.add_task("DynamoDB: stores, publications, reviews", total=30 + 3 + 24)
+    for n in range(30):
+        country, region, city = rng.choice(PLACES)
+        stores.put_store(client, table, {"Country": country, "Region": region, "City": city,
+                                         "StoreId": f"demo-s{n}", "Name": f"{city} {n}"})  # fmt: skip
+        writer.written += 1
+        progress.advance(task)
+    for n in range(3):
+        publication = f"demo-pub{n}"
+        for revision in range(1, 6):
+            publications.edit(client, table, publication, {"Name": f"Publication {n}",
+                              "Description": f"revision {revision}"}, editor=f"demo-c{revision}")  # fmt: skip
+        for t in range(4):
+            with contextlib.suppress(Conflict):  # a demo run again: the title is there already
+                tags = tuple(rng.sample(["dynamodb", "sql", "streams", "cdk"], 2))
+                publications.add_title(client, table, publication, f"t{t}", f"Title {t}", tags)
+        writer.written += 9
+        progress.advance(task)
+    sizes = [300, 5_000, 40_000, 300_000, 1_500_000]  # text, gzip, gzip, chunks, S3 (when noisy enough)
+    for n in range(24):
+        size = sizes[n % len(sizes)]
+        noisy = size >= 300_000  # random hex hardly compresses: it really needs chunks or S3
+        body = rng.randbytes(size // 2).hex() if noisy else "Boils fast, pours well. " * (size // 24)
+        review = {"ReviewId": f"demo-r{n}", "ProductId": rng.choice(products), "CustomerId": f"demo-c{n}",
+                  "Rating": rng.randint(1, 5), "Title": f"{size:,} bytes of opinion"}  # fmt: skip
+        reviews.put_review(client, table, place, review, body)
         writer.written += 1
         progress.advance(task)
 
@@ -255,6 +300,7 @@ def run(
     with Progress(console=console, transient=False) as progress:
         products = _sql_side(engine, work, rng, progress)
         _dynamodb_side(writer, products, work, rng, progress)
+        _shapes(app, writer, products, rng, progress)
         _poison(writer)
     written_s = time.time() - started
     with console.status("the pipeline is catching up...") as status:

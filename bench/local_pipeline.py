@@ -10,10 +10,14 @@ Two phases in one run, each on tables of its own in the same embedded services:
 `pipeline_vs_raw_ratio` is the pipeline phase's write rate over the raw one (>= 0.8: running the
 pipeline beside the writer costs it little; on 2 cores they share the CPU, so the ratio is
 CPU-bound on both sides and travels). Lag is each record's time from its write to its delivery
-(batching windows included: 5 s for the write-back, 30 s for the aggregation, as deployed). RSS is
-the whole local app's (this process, which also holds the embedded DynamoDB and so every item and
-stream record written, and the function workers) after warm-up and at the end; the workers' alone
-beside it.
+(batching windows included: 5 s for the write-back, 30 s for the aggregation, as deployed).
+
+Memory: the embedded DynamoDB runs in a process of its own here, so the pipeline's RSS (this
+process: pollers, readers, the HTTP API; plus the function workers) is measured apart from the
+emulator's, which holds every item and stream record written and so grows with the data. The
+pipeline's RSS is sampled every 2 s through the pipeline phase; `rss_mb_mid` is its value halfway,
+so growth in the second half (`rss_growth_second_half_mb`) against the first tells a high-water
+mark (flat) from a leak (still climbing).
 
 Usage: python bench/local_pipeline.py [--quick] [--seconds N]   (--quick: 10 s per phase)
 """
@@ -24,8 +28,10 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
+import threading
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -57,6 +63,40 @@ def app_pids(app: LocalApp) -> list[int]:
     return [os.getpid(), *workers]
 
 
+EMULATOR = (
+    "import sys; from hybridsync import local; print(local.start_dynamodb()[0], flush=True); sys.stdin.read()"
+)
+
+
+def start_emulator() -> subprocess.Popen:
+    """The embedded DynamoDB in a process of its own (until its stdin closes): its memory is the
+    data it holds, measured apart from the pipeline's."""
+    process = subprocess.Popen([sys.executable, "-c", EMULATOR], cwd=ROOT, text=True,
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
+    os.environ["DYNAMODB_ENDPOINT"] = process.stdout.readline().strip()  # type: ignore[union-attr]
+    return process
+
+
+class Sampler(threading.Thread):
+    """The pipeline's RSS and the emulator's, every `every` seconds, until stopped."""
+
+    def __init__(self, app: LocalApp, emulator: int, every: float = 2.0):
+        super().__init__(daemon=True)
+        self.app, self.emulator, self.every = app, emulator, every
+        self.samples: list[tuple[float, float, float, float]] = []  # t, pipeline, workers, emulator
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        started = time.monotonic()
+        while not self.done.wait(self.every):
+            pids = app_pids(self.app)
+            self.samples.append((time.monotonic() - started, rss_mb(pids), rss_mb(pids[1:]),
+                                 rss_mb([self.emulator])))  # fmt: skip
+
+    def at(self, seconds: float) -> tuple[float, float, float, float]:
+        return min(self.samples, key=lambda s: abs(s[0] - seconds))
+
+
 def write_for(writer: Writer, seconds: float, tag: str) -> tuple[int, float]:
     """Orders with two lines, back to back, for `seconds`; returns (orders, orders per second)."""
     started, n = time.monotonic(), 0
@@ -81,6 +121,7 @@ def main() -> None:
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     assembly_dir = synth_if_stale(ROOT / "cdk.out")
     state = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    emulator = start_emulator()
     with local.start(state, tables=False) as stack:
         engine = db.create_engine(stack.database_url)
         apps = {}
@@ -93,11 +134,12 @@ def main() -> None:
         warm = Writer(pipeline.client, pipeline.tables["MainTable"])
         write_for(warm, 1, "warm")  # cold starts of the functions happen here, not in the measure
         time.sleep(6)
-        rss_start, workers_start = rss_mb(app_pids(pipeline)), rss_mb(app_pids(pipeline)[1:])
         raw_orders, raw_rate = write_for(
             Writer(apps["raw"].client, apps["raw"].tables["MainTable"]), seconds, "r"
         )
         print(f"raw       {raw_orders:>6} orders in {seconds:g} s: {raw_rate:7.1f} orders/s", flush=True)
+        sampler = Sampler(pipeline, emulator.pid)
+        sampler.start()
         orders, rate = write_for(Writer(pipeline.client, pipeline.tables["MainTable"]), seconds, "p")
         print(
             f"pipeline  {orders:>6} orders in {seconds:g} s: {rate:7.1f} orders/s (while consuming)",
@@ -106,13 +148,19 @@ def main() -> None:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and not all(p.stats.caught_up for p in pipeline.pollers):
             time.sleep(0.5)
-        rss_end, workers_end = rss_mb(app_pids(pipeline)), rss_mb(app_pids(pipeline)[1:])
+        sampler.done.set()
+        sampler.join()
+        _, rss_start, workers_start, emulator_start = sampler.samples[0]
+        _, rss_mid, workers_mid, _ = sampler.at(seconds / 2)
+        _, rss_end, workers_end, emulator_end = sampler.at(seconds)
         lags = sorted(lag for p in pipeline.pollers for _, lag in p.stats.lags)
         report = reconcile(pipeline.client, pipeline.tables["MainTable"], engine)
         drift = sum(d.total for d in report.values())
         for app in apps.values():
             app.stop()
         engine.dispose()
+    emulator.stdin.close()  # type: ignore[union-attr]
+    emulator.wait(timeout=30)
     result = {
         "seconds_per_phase": seconds,
         "raw_orders_per_s": round(raw_rate, 1),
@@ -123,13 +171,20 @@ def main() -> None:
         "lag_p99_s": round(lags[int(len(lags) * 0.99)], 2),
         "drift": drift,
         "rss_mb_start": rss_start,
+        "rss_mb_mid": rss_mid,
         "rss_mb_end": rss_end,
+        "rss_growth_first_half_mb": round(rss_mid - rss_start, 1),
+        "rss_growth_second_half_mb": round(rss_end - rss_mid, 1),
         "workers_rss_mb_start": workers_start,
+        "workers_rss_mb_mid": workers_mid,
         "workers_rss_mb_end": workers_end,
+        "emulator_rss_mb_start": emulator_start,
+        "emulator_rss_mb_end": emulator_end,
     }
     print(f"lag p50 {result['lag_p50_s']} s, p99 {result['lag_p99_s']} s over {len(lags)} deliveries; "
-          f"drift {drift}; RSS {rss_start} -> {rss_end} MB (function workers {workers_start} -> "
-          f"{workers_end} MB)")  # fmt: skip
+          f"drift {drift}; pipeline RSS {rss_start} -> {rss_mid} -> {rss_end} MB (start, halfway, end; "
+          f"function workers {workers_start} -> {workers_mid} -> {workers_end}); embedded DynamoDB "
+          f"{emulator_start} -> {emulator_end} MB")  # fmt: skip
     print(json.dumps(result))
 
 

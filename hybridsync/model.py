@@ -9,6 +9,7 @@ from __future__ import annotations
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from decimal import Decimal
 from enum import Enum, StrEnum
 from functools import cached_property
@@ -108,6 +109,42 @@ class Table:
 
     def key_schema(self) -> list[KeyAttribute]:
         return [self.partition] + ([self.sort] if self.sort else [])
+
+    def create_request(self, name: str, capacity: tuple[int, int] | None = None) -> dict[str, Any]:
+        """The CreateTable call for this declaration (the CDK data stack renders the same one):
+        on demand, or provisioned with (read, write) `capacity` for the table and each index."""
+
+        def key_schema(partition: KeyAttribute, sort: KeyAttribute | None) -> list[dict[str, str]]:
+            schema = [{"AttributeName": partition.name, "KeyType": "HASH"}]
+            return schema + ([{"AttributeName": sort.name, "KeyType": "RANGE"}] if sort else [])
+
+        throughput = capacity and {"ReadCapacityUnits": capacity[0], "WriteCapacityUnits": capacity[1]}
+        request: dict[str, Any] = {
+            "TableName": name,
+            "KeySchema": key_schema(self.partition, self.sort),
+            "AttributeDefinitions": [
+                {"AttributeName": a.name, "AttributeType": a.type} for a in self.attribute_definitions()
+            ],
+        } | ({"BillingMode": "PROVISIONED", "ProvisionedThroughput": throughput} if throughput
+             else {"BillingMode": "PAY_PER_REQUEST"})  # fmt: skip
+        if self.indexes:
+            request["GlobalSecondaryIndexes"] = [
+                {
+                    "IndexName": index.name,
+                    "KeySchema": key_schema(index.partition, index.sort),
+                    "Projection": {"ProjectionType": index.projection.value}
+                    | (
+                        {"NonKeyAttributes": list(index.non_key_attributes)}
+                        if index.non_key_attributes
+                        else {}
+                    ),
+                }
+                | ({"ProvisionedThroughput": throughput} if throughput else {})
+                for index in self.indexes
+            ]
+        if self.stream:
+            request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": self.stream.value}
+        return request
 
     def attribute_definitions(self) -> list[KeyAttribute]:
         """Every key attribute of the table and its indexes, once (what CreateTable wants)."""
@@ -385,10 +422,73 @@ class Entity:
         return item
 
 
+class Period(StrEnum):
+    DAY = "day"
+    MONTH = "month"
+
+
+@dataclass(frozen=True)
+class TimeSeries:
+    """A table per period (pattern 22): `<prefix>-<table>-<label>`, e.g. `hybridsync-events-2026-11-22`.
+    The table of a period is created `ahead` periods before it starts, with full capacity while it
+    is current; once it is past, its capacity is lowered; past `keep` periods it is archived (its
+    items copied to S3) and dropped. Provisioned capacity, since lowering it is the point."""
+
+    entity: Entity
+    period: Period
+    time_attribute: str  # the entity's attribute that places an item in a period (ISO-8601)
+    ahead: int = 1
+    keep: int = 14
+    current_capacity: tuple[int, int] = (25, 25)  # (read, write) units of the current period
+    past_capacity: tuple[int, int] = (5, 1)  # of periods past: read-mostly, seldom written
+
+    @property
+    def table(self) -> Table:
+        return self.entity.table
+
+    def label(self, at: datetime) -> str:
+        return at.strftime("%Y-%m-%d" if self.period is Period.DAY else "%Y-%m")
+
+    def start_of(self, at: datetime) -> datetime:
+        day = at.astimezone(UTC).replace(hour=0, minute=0, second=0, microsecond=0)
+        return day if self.period is Period.DAY else day.replace(day=1)
+
+    def step(self, start: datetime, periods: int) -> datetime:
+        """The start of the period `periods` after (or before) the one starting at `start`."""
+        if self.period is Period.DAY:
+            return start + timedelta(days=periods)
+        months = start.year * 12 + start.month - 1 + periods
+        return start.replace(year=months // 12, month=months % 12 + 1)
+
+    def table_name(self, prefix: str, at: datetime) -> str:
+        return f"{prefix}-{self.table.name}-{self.label(at)}"
+
+    def label_of(self, table_name: str, prefix: str) -> str | None:
+        """The period label of one of this series' tables, None for any other table."""
+        head = f"{prefix}-{self.table.name}-"
+        label = table_name.removeprefix(head)
+        if label == table_name:
+            return None
+        try:
+            datetime.strptime(label, "%Y-%m-%d" if self.period is Period.DAY else "%Y-%m")
+        except ValueError:
+            return None
+        return label
+
+    def starts(self, start: datetime, end: datetime) -> list[datetime]:
+        """The start of every period that [start, end] touches, oldest first."""
+        out, at = [], self.start_of(start)
+        while at <= end:
+            out.append(at)
+            at = self.step(at, 1)
+        return out
+
+
 @dataclass(frozen=True)
 class Model:
     tables: tuple[Table, ...]
     entities: tuple[Entity, ...]
+    time_series: tuple[TimeSeries, ...] = ()
 
     def entity(self, name: str) -> Entity:
         for entity in self.entities:
@@ -835,7 +935,33 @@ AGGREGATION_JOURNAL = Entity(
     versioned=False,
 )
 
+EVENTS = Table(
+    name="events",
+    partition=_s("PK"),
+    sort=_s("SK"),
+    purpose="one table per day of device events (pattern 22); created ahead, cooled, archived, dropped",
+)
+
+EVENT = Entity(
+    "Event",
+    EVENTS,
+    Side.DYNAMODB,
+    fields=(
+        Field("Source", FieldType.STRING, max_length=ID_LENGTH),  # a device, a service, a user
+        Field("At", FieldType.STRING),  # ISO-8601 UTC, ms
+        Field("EventId", FieldType.STRING, max_length=ID_LENGTH),
+        Field("Kind", FieldType.STRING),
+        Field("Data", FieldType.JSON, required=False),
+    ),
+    keys={"PK": Template("SOURCE#{Source}"), "SK": Template("{At}#{EventId}")},
+    description="an event of a source at a time; a source's events of a day are one Query",
+    versioned=False,
+)
+
+EVENT_SERIES = TimeSeries(EVENT, Period.DAY, time_attribute="At")
+
 MODEL = Model(
+    time_series=(EVENT_SERIES,),
     tables=(MAIN, CHUNKS),
     entities=(
         CUSTOMER,

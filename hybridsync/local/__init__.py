@@ -16,40 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from hybridsync import aws, migrations
-from hybridsync.model import MODEL, Model, Table
+from hybridsync.model import MODEL, Model
 
 DEFAULT_STATE_DIR = Path(".local")
 DEFAULT_PREFIX = "hybridsync"
-
-
-def create_table_request(table: Table, name: str) -> dict[str, Any]:
-    """The CreateTable call for a declared table (the CDK data stack renders the same declaration)."""
-
-    def key_schema(partition: Any, sort: Any) -> list[dict[str, str]]:
-        schema = [{"AttributeName": partition.name, "KeyType": "HASH"}]
-        return schema + ([{"AttributeName": sort.name, "KeyType": "RANGE"}] if sort else [])
-
-    request: dict[str, Any] = {
-        "TableName": name,
-        "BillingMode": "PAY_PER_REQUEST",
-        "KeySchema": key_schema(table.partition, table.sort),
-        "AttributeDefinitions": [
-            {"AttributeName": a.name, "AttributeType": a.type} for a in table.attribute_definitions()
-        ],
-    }
-    if table.indexes:
-        request["GlobalSecondaryIndexes"] = [
-            {
-                "IndexName": index.name,
-                "KeySchema": key_schema(index.partition, index.sort),
-                "Projection": {"ProjectionType": index.projection.value}
-                | ({"NonKeyAttributes": list(index.non_key_attributes)} if index.non_key_attributes else {}),
-            }
-            for index in table.indexes
-        ]
-    if table.stream:
-        request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": table.stream.value}
-    return request
 
 
 def create_tables(
@@ -63,7 +33,7 @@ def create_tables(
         name = names[table.name]
         if name in existing:
             continue
-        request = create_table_request(table, name)
+        request = table.create_request(name)
         if not streams:
             request.pop("StreamSpecification", None)
         client.create_table(**request)

@@ -30,18 +30,20 @@ def customer_orders(client: Any, table: str, customer_id: str, start: str, end: 
     return [unmarshal(i) for page in pages for i in page["Items"]]
 
 
-def _scatter(client: Any, table: str, index: str, condition: str, values: dict, n: int,
-             newest_first: bool) -> list[dict[str, Any]]:  # fmt: skip
-    """The first n orders of a write-sharded index: one Query per shard, merged."""
+def _scatter(client: Any, table: str, index: str, values: dict, n: int, newest_first: bool,
+             start: str | None, end: str | None) -> list[dict[str, Any]]:  # fmt: skip
+    """The first n orders of a write-sharded index with the sort key in [start, end] (ISO-8601
+    prefixes; None leaves that side open): one Query per shard, each stopping at n, merged."""
     declared = MAIN.index(index)
     sort = declared.sort
     assert sort is not None
-    key_condition = f"{declared.partition.name} = :p" + (f" AND {condition}" if condition else "")
+    condition, bounds = _time_range(sort.name, start, end)
     found = []
     for partition in ORDER.partitions(declared.partition.name):
         page = client.query(
-            TableName=table, IndexName=index, KeyConditionExpression=key_condition,
-            ExpressionAttributeValues=marshal({":p": partition, **values}),
+            TableName=table, IndexName=index,
+            KeyConditionExpression=f"{declared.partition.name} = :p" + condition,
+            ExpressionAttributeValues=marshal({":p": partition, **values, **bounds}),
             ScanIndexForward=not newest_first, Limit=n,
         )  # fmt: skip
         found += [unmarshal(i) for i in page["Items"]]
@@ -49,11 +51,26 @@ def _scatter(client: Any, table: str, index: str, condition: str, values: dict, 
     return pick(n, found, key=lambda i: (i[sort.name], i["OrderId"]))
 
 
-def recent_orders(client: Any, table: str, since: str, n: int) -> list[dict[str, Any]]:
-    """The newest n orders created at or after `since`, across all customers: one Query per shard."""
-    return _scatter(client, table, "OrdersByTime", "CreatedAt >= :since", {":since": since}, n, True)
+def _time_range(attribute: str, start: str | None, end: str | None) -> tuple[str, dict[str, str]]:
+    """A sort-key condition for [start, end]; `end` is a prefix, so all of its second (or day) counts."""
+    if start and end:
+        return f" AND {attribute} BETWEEN :low AND :high", {":low": start, ":high": end + HIGHEST}
+    if start:
+        return f" AND {attribute} >= :low", {":low": start}
+    if end:
+        return f" AND {attribute} <= :high", {":high": end + HIGHEST}
+    return "", {}
 
 
-def open_orders(client: Any, table: str, n: int) -> list[dict[str, Any]]:
-    """The n oldest open orders: the sparse index holds open orders only."""
-    return _scatter(client, table, "OpenOrders", "", {}, n, False)
+def recent_orders(client: Any, table: str, since: str | None, n: int, *, until: str | None = None,
+                  oldest_first: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    """n orders created in [since, until] across all customers, newest first (or oldest first):
+    one Query per shard of the sharded constant partition (pattern 5)."""
+    return _scatter(client, table, "OrdersByTime", {}, n, not oldest_first, since, until)
+
+
+def open_orders(client: Any, table: str, n: int, *, since: str | None = None,
+                until: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The n oldest orders still open, opened in [since, until]: the sparse, write-sharded index
+    holds open orders only, so a time range is one Query per shard, never a scan (patterns 8, 9)."""
+    return _scatter(client, table, "OpenOrders", {}, n, False, since, until)

@@ -75,13 +75,24 @@ def customer_orders(customer_id: str) -> Response:
 @get("/orders/recent")
 def recent_orders() -> Response:
     since = time_param("since", keys.iso_ms(datetime.now(UTC) - timedelta(days=1)))
-    rows = orders.recent_orders(dynamodb(), table(), since, top_n())
-    return respond({"since": since, "orders": [public(ORDER, r) for r in rows]})
+    until = time_param("until", "")
+    if until and since > until:
+        raise BadRequestError("since must not be after until")
+    order = app.current_event.get_query_string_value("order", "newest")
+    if order not in ("newest", "oldest"):
+        raise BadRequestError("order must be newest or oldest")
+    rows = orders.recent_orders(dynamodb(), table(), since, top_n(), until=until or None,
+                                oldest_first=order == "oldest")  # fmt: skip
+    return respond({"since": since, "until": until or None, "orders": [public(ORDER, r) for r in rows]})
 
 
 @get("/orders/open")
 def open_orders() -> Response:
-    return respond({"orders": [public(ORDER, r) for r in orders.open_orders(dynamodb(), table(), top_n())]})
+    since, until = time_param("since", ""), time_param("until", "")
+    if since and until and since > until:
+        raise BadRequestError("since must not be after until")
+    rows = orders.open_orders(dynamodb(), table(), top_n(), since=since or None, until=until or None)
+    return respond({"orders": [public(ORDER, r) for r in rows]})
 
 
 @get("/leaderboard")

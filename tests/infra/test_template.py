@@ -5,7 +5,6 @@ import json
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from hybridsync.local import create_table_request
 from hybridsync.model import MODEL
 from tests.conftest import load_template
 
@@ -41,7 +40,7 @@ def by_name(items, key="AttributeName"):
 @pytest.mark.parametrize("table", MODEL.tables, ids=lambda t: t.name)
 def test_template_table_equals_the_declaration(data, table):
     props = table_resource(data, table.name)
-    declared = create_table_request(table, "x")
+    declared = table.create_request("x")
     assert props["KeySchema"] == declared["KeySchema"]
     assert by_name(props["AttributeDefinitions"]) == by_name(declared["AttributeDefinitions"])
     rendered = {g["IndexName"]: g for g in props.get("GlobalSecondaryIndexes", [])}

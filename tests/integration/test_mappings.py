@@ -19,11 +19,10 @@ from hybridsync.model import MODEL
 @pytest.fixture
 def table(stack):
     """A table of its own per test (its own stream), created from the model's declaration."""
-    from hybridsync.local import create_table_request
 
     client = stack.client()
     name = f"esm-{uuid.uuid4().hex[:8]}"
-    client.create_table(**create_table_request(MODEL.table("main"), name))
+    client.create_table(**MODEL.table("main").create_request(name))
     arn = client.describe_table(TableName=name)["Table"]["LatestStreamArn"]
     return client, name, arn
 

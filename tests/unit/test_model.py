@@ -3,7 +3,6 @@ from decimal import Decimal
 import pytest
 
 from hybridsync import keys
-from hybridsync.local import create_table_request
 from hybridsync.model import MAIN, MODEL, ORDER, ORDER_LINE, PLAYER_SCORE, SALES, Side, Template
 from tests.samples import SAMPLES
 
@@ -86,7 +85,7 @@ def test_every_index_key_is_built_by_some_entity():
 
 
 def test_create_table_request_renders_the_declaration():
-    request = create_table_request(MAIN, "t")
+    request = MAIN.create_request("t")
     assert request["KeySchema"] == [
         {"AttributeName": "PK", "KeyType": "HASH"},
         {"AttributeName": "SK", "KeyType": "RANGE"},

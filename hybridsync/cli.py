@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
 import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 from hybridsync import db, migrations
-from hybridsync.model import MODEL
+from hybridsync.model import MODEL, OPEN_ORDER_SHARDS, ORDER_TIME_SHARDS
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -188,12 +190,54 @@ def _show_keys(keys: list, limit: int = 10) -> str:
     return shown + (f" ... (+{len(keys) - limit})" if len(keys) > limit else "")
 
 
+@contextlib.contextmanager
+def _scanning(what: str) -> Iterator[Callable[[Any], None]]:
+    """A live line while a scan runs (items, requests, read units so far), gone when it ends."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True) as progress:
+        task = progress.add_task(what)
+
+        def update(cost: Any) -> None:
+            progress.update(task, description=f"{what}: {cost.items_read:,} items, {cost.requests:,} "
+                                              f"requests, {cost.read_units:,.1f} read units")  # fmt: skip
+
+        yield update
+
+
+def _scanner(args: argparse.Namespace, table: str, progress: Callable[[Any], None],
+             index: str | None = None) -> Any:  # fmt: skip
+    from hybridsync import aws
+    from hybridsync.scans import Scanner
+
+    return Scanner(
+        aws.client("dynamodb"),
+        table,
+        index,
+        segments=args.segments,
+        page_limit=args.page_limit,
+        rate=args.rate,
+        consistent=getattr(args, "consistent", False),
+        progress=progress,
+    )
+
+
+def _spent(cost: Any) -> str:
+    reported = "" if cost.consumed is None else f" (DynamoDB reported {cost.consumed:,.1f})"
+    return (f"read {cost.items_read:,} items in {cost.requests:,} requests: {cost.read_units:,.1f} read "
+            f"units by the model{reported}")  # fmt: skip
+
+
 def _reconcile(args: argparse.Namespace) -> int:
     from hybridsync import aws
     from hybridsync.sync.reconcile import reconcile
 
     engine = db.create_engine(_database_url(args))
-    report = reconcile(aws.client("dynamodb"), _table_name(args), engine, repair=args.repair)
+    table = _table_name(args)
+    with _scanning(f"scanning {table}") as progress:
+        scanner = _scanner(args, table, progress)
+        report = reconcile(aws.client("dynamodb"), table, engine, repair=args.repair, scanner=scanner)
+    print(_spent(scanner.cost))
     print(f"{'entity':12} {'checked':>8} {'missing':>8} {'stale':>6} {'extra':>6} {'unmappable':>10}")
     for name, drift in report.items():
         print(f"{name:12} {drift.checked:8} {len(drift.missing):8} {len(drift.stale):6} "
@@ -271,6 +315,103 @@ def _leaderboard(args: argparse.Namespace) -> int:
     return 0
 
 
+def _distinct_keys(args: argparse.Namespace) -> int:
+    from hybridsync import scans
+    from hybridsync.model import MAIN
+
+    table = _table_name(args)
+    index = "DistinctKeys" if args.by == "index" else None
+    with _scanning(f"distinct keys of {table} by {args.by}") as progress:
+        scanner = _scanner(args, table, progress, index)
+        if args.by == "index":
+            found = scans.distinct_keys_by_index(scanner, MAIN.index("DistinctKeys").partition.name)
+        elif args.by == "skip-scan":
+            found = scans.skip_scan(scanner, MAIN.partition, scans.table_sort_key(MAIN))
+        else:
+            found = scans.distinct_keys_by_scan(scanner, MAIN.partition.name)
+        keys = list(found)
+    if not args.count:
+        for key in sorted(keys):
+            print(key)
+    print(f"{len(keys):,} distinct partition keys; " + _spent(scanner.cost), file=sys.stderr)
+    return 0
+
+
+def _cost(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hybridsync import costs
+
+    rows = []
+    if args.pattern in ("all", "distinct-keys"):
+        rows += costs.distinct_keys(args.keys, args.items_per_key, args.item_size, args.index_entry_size)
+    if args.pattern in ("all", "time-range"):
+        rows += costs.time_range(
+            args.days, args.items_per_day, args.entry_size, args.shards, args.reads_per_s
+        )
+    if args.pattern in ("all", "open-orders"):
+        rows += costs.selective(args.days * args.items_per_day, args.item_size, args.matching,
+                                args.entry_size, args.open_shards, args.reads_per_s)  # fmt: skip
+    if args.pattern in ("all", "price-change"):
+        rows += costs.price_change(args.static_size, args.small_size, args.writes_per_s)
+    if args.pattern in ("all", "order-lines"):
+        rows += costs.order_with_lines(args.lines, args.entry_size, args.item_size, args.reads_per_s)
+    if args.json:
+        print(json.dumps([{"pattern": r.pattern, "design": r.design, "naive": r.naive, **r.cost.as_dict(),
+                           "units_per_s": r.units_per_second} for r in rows]))  # fmt: skip
+        return 0
+    table = Table(title="what each access pattern costs (capacity model; eventually consistent reads)")
+    for column in ("pattern", "design", "requests", "items read", "read units", "write units", "units/s"):
+        table.add_column(column, justify="left" if column in ("pattern", "design") else "right", no_wrap=True)
+    for row in rows:
+        c = row.cost
+        table.add_row(row.pattern, ("[dim]naive:[/] " if row.naive else "") + row.design, f"{c.requests:,}",
+                      f"{c.items_read:,}", f"{c.read_units:,.1f}", f"{c.write_units:,.0f}",
+                      f"{row.units_per_second:,.1f}" if row.per_second else "-")  # fmt: skip
+    Console(width=None if sys.stdout.isatty() else 170).print(table)
+    print("1 read unit = 4 KB (4,096 bytes) strongly consistent, or 8 KB eventually consistent.")
+    if args.pattern in ("all", "distinct-keys"):
+        print("The seeds' 125,000,000 and 37,500 divide by 4,000-byte kilobytes: 2.4% above the model.")
+    return 0
+
+
+def _timeseries(args: argparse.Namespace) -> int:
+    from datetime import UTC, datetime
+
+    from hybridsync import aws, settings, timeseries
+
+    client = aws.client("dynamodb")
+    if args.action == "rotate":
+        bucket = _given(args.bucket, "BUCKET_BODIES", "bucket for archives", "--bucket")
+        now = datetime.fromisoformat(args.at.replace("Z", "+00:00")) if args.at else datetime.now(UTC)
+        if now.tzinfo is None:
+            raise SystemExit("--at needs a timezone, e.g. 2026-11-22T00:00:00Z")
+        done = timeseries.rotate(
+            client, aws.client("s3"), bucket, args.prefix or settings.series_prefix(), now
+        )
+        for label in ("created", "lowered", "dropped"):
+            print(f"{label:8} {', '.join(getattr(done, label)) or '-'}")
+        for name, key in done.archived.items():
+            print(f"archived {name} -> s3://{bucket}/{key}")
+        return 0
+    prefix = args.prefix or settings.series_prefix()
+    if args.action == "list":
+        for label, name in sorted(timeseries.tables(client, prefix).items()):
+            print(f"{label}  {name}")
+        return 0
+    if not (args.source and args.start and args.end):
+        raise SystemExit(
+            "query needs --source, --from and --to, e.g. --source dev-1 --from 2026-11-20 --to 2026-11-22"
+        )
+    items, missing = timeseries.query(client, prefix, {"Source": args.source}, args.start, args.end)
+    for item in items:
+        print(json.dumps(item, default=str))
+    if missing:
+        print(f"no table (archived and dropped, or never created) for: {', '.join(missing)}", file=sys.stderr)
+    return 0
+
+
 def _model(_: argparse.Namespace) -> int:
     for table in MODEL.tables:
         keys = " + ".join(a.name for a in table.key_schema())
@@ -296,6 +437,11 @@ def parser() -> argparse.ArgumentParser:
         "source .local/env && hybridsync reconcile)", formatter_class=argparse.RawDescriptionHelpFormatter,
     )  # fmt: skip
     commands = top.add_subparsers(dest="command", required=True)
+
+    def scan_options(sub: argparse.ArgumentParser) -> None:
+        sub.add_argument("--segments", type=int, default=1, help="parallel scan segments (default 1)")
+        sub.add_argument("--rate", type=float, help="pace to this many read units per second")
+        sub.add_argument("--page-limit", type=int, help="items per Scan request (smaller pages spread load)")
 
     def command(name: str, summary: str, example: str, run: Any) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=summary, description=summary, epilog=f"example: {example}")
@@ -335,6 +481,72 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument("--repair", action="store_true", help="re-apply DynamoDB's state to PostgreSQL")
     check.add_argument("--table", help="DynamoDB table (default $TABLE_MAIN)")
     check.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
+    scan_options(check)
+    check.add_argument(
+        "--consistent", action="store_true", help="strongly consistent reads (twice the units)"
+    )
+
+    keys = command(
+        "distinct-keys",
+        "list every partition key of the main table, with what it cost",
+        "hybridsync distinct-keys --by skip-scan --segments 4 --count",
+        _distinct_keys,
+    )
+    keys.add_argument(
+        "--by",
+        choices=["index", "skip-scan", "scan"],
+        default="index",
+        help="the #static KEYS_ONLY index (default), a skip-scan, or a full scan",
+    )
+    keys.add_argument("--count", action="store_true", help="print the count and cost only")
+    keys.add_argument("--table", help="DynamoDB table (default $TABLE_MAIN)")
+    scan_options(keys)
+
+    cost = command(
+        "cost",
+        "read and write units of each access pattern for a workload, beside the naive way",
+        "hybridsync cost distinct-keys --keys 2000000 --items-per-key 1000 --item-size 500",
+        _cost,
+    )
+    cost.add_argument(
+        "pattern",
+        nargs="?",
+        default="all",
+        choices=["all", "distinct-keys", "time-range", "open-orders", "price-change", "order-lines"],
+    )
+    for flag, default, text in (
+        ("--keys", 2_000_000, "item collections (distinct partition keys)"),
+        ("--items-per-key", 1000, "items per collection"),
+        ("--item-size", 500, "bytes per table item"),
+        ("--index-entry-size", 150, "bytes per KEYS_ONLY index entry"),
+        ("--days", 7, "days in the time range"),
+        ("--items-per-day", 10_000, "orders per day"),
+        ("--entry-size", 200, "bytes per index entry / order line"),
+        ("--shards", ORDER_TIME_SHARDS, "shards of the time index"),
+        ("--matching", 2_000, "open orders in the range"),
+        ("--open-shards", OPEN_ORDER_SHARDS, "shards of the open-orders index"),
+        ("--static-size", 2731, "bytes of the static product part"),
+        ("--small-size", 128, "bytes of the availability part"),
+        ("--lines", 5, "lines per order"),
+    ):
+        cost.add_argument(flag, type=int, default=default, help=f"{text} (default {default})")
+    cost.add_argument("--reads-per-s", type=float, default=0.0, help="reads per second (units/s column)")
+    cost.add_argument("--writes-per-s", type=float, default=0.0, help="writes per second (units/s column)")
+    cost.add_argument("--json", action="store_true", help="one JSON list instead of the table")
+
+    series = command(
+        "timeseries",
+        "rotate, list or query the tables of a time series (a table per day)",
+        "hybridsync timeseries query --source dev-1 --from 2026-11-20 --to 2026-11-22",
+        _timeseries,
+    )
+    series.add_argument("action", choices=["rotate", "list", "query"])
+    series.add_argument("--at", help="rotate as of this time (default now), e.g. 2026-11-22T00:00:00Z")
+    series.add_argument("--bucket", help="S3 bucket for archives (default $BUCKET_BODIES)")
+    series.add_argument("--prefix", help="table name prefix (default $TIMESERIES_PREFIX or hybridsync)")
+    series.add_argument("--source", help="query: the event source")
+    series.add_argument("--from", dest="start", help="query: first day or time (ISO-8601)")
+    series.add_argument("--to", dest="end", help="query: last day or time (ISO-8601)")
 
     letters = command("dead-letters", "list or redrive records a consumer rejected",
                       "hybridsync dead-letters list --source write_back", _dead_letters)  # fmt: skip

@@ -26,6 +26,12 @@ def bucket_name(logical: str) -> str:
     return required(f"BUCKET_{logical.upper()}")
 
 
+def series_prefix() -> str:
+    """Name prefix of the time-series tables (`<prefix>-events-2026-11-22`): `TIMESERIES_PREFIX`,
+    by default `hybridsync`, the prefix the stacks and the local app use."""
+    return os.environ.get("TIMESERIES_PREFIX", "").strip() or "hybridsync"
+
+
 def database_url() -> str:
     """`DATABASE_URL` when given (local, tests); in AWS the Secrets Manager secret `DB_SECRET_ARN`,
     reached through `DB_HOST` (the RDS Proxy) when the stack sets it."""

@@ -10,10 +10,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import store
-from hybridsync.convert import to_row, unmarshal
+from hybridsync.convert import to_row
 from hybridsync.model import ENTITY, MODEL, VERSION, Entity, FieldType
 from hybridsync.records import Rejected
+from hybridsync.scans import Scanner
 from hybridsync.schema import entity_tables
 from hybridsync.sync.writeback import Change, apply_changes
 
@@ -43,21 +43,13 @@ def _comparable(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _dynamodb_items(client: Any, table_name: str, entities: tuple[Entity, ...]) -> dict[str, list[dict]]:
-    names = {f":e{i}": {"S": e.name} for i, e in enumerate(entities)}
+def _dynamodb_items(scanner: Scanner, entities: tuple[Entity, ...]) -> dict[str, list[dict]]:
+    """The entities' items, from one scan of the table. No server-side filter: a Scan is charged
+    for every item it reads either way, so filtering here costs nothing more and keeps the
+    scanner's capacity figure exact."""
     items: dict[str, list[dict]] = {e.name: [] for e in entities}
-    pages = store.pages(
-        client,
-        "scan",
-        TableName=table_name,
-        FilterExpression=f"#entity IN ({', '.join(names)})",
-        ExpressionAttributeNames={"#entity": ENTITY},
-        ExpressionAttributeValues=names,
-        ConsistentRead=True,
-    )
-    for page in pages:
-        for raw in page["Items"]:
-            item = unmarshal(raw)
+    for item in scanner.items():
+        if item.get(ENTITY) in items:
             items[item[ENTITY]].append(item)
     return items
 
@@ -73,11 +65,14 @@ def _sql_rows(conn: sa.Connection, entity: Entity) -> dict[tuple[Any, ...], dict
     return {tuple(r[c] for c in key): r for r in (row._asdict() for row in conn.execute(query))}
 
 
-def reconcile(client: Any, table_name: str, engine: sa.Engine, *, repair: bool = False) -> dict[str, Drift]:
+def reconcile(client: Any, table_name: str, engine: sa.Engine, *, repair: bool = False,
+              scanner: Scanner | None = None) -> dict[str, Drift]:  # fmt: skip
     """Drift per entity. With `repair`, DynamoDB's state is written over SQL's (never over a newer
-    SQL version) and rows gone from DynamoDB are tombstoned."""
+    SQL version) and rows gone from DynamoDB are tombstoned. `scanner` sets how the table is read
+    (pace, segments, consistency) and adds up what it cost; by default one eventually consistent
+    sequential scan."""
     entities = MODEL.written_back()
-    dynamo = _dynamodb_items(client, table_name, entities)
+    dynamo = _dynamodb_items(scanner or Scanner(client, table_name), entities)
     report: dict[str, Drift] = {}
     fixes: list[Change] = []
     with engine.connect() as conn:

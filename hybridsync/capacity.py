@@ -165,8 +165,11 @@ class Meter:
     _request: threading.local = field(default_factory=threading.local, repr=False)
 
     def attach(self, client: Any) -> Any:
-        client.meta.events.register("provide-client-params.dynamodb.*", self._ask)
-        client.meta.events.register("after-call.dynamodb.*", self._count)
+        """Meter this client's calls (attaching the same client again changes nothing)."""
+        if getattr(client.meta, "_hybridsync_meter", None) is not self:
+            client.meta.events.register("provide-client-params.dynamodb.*", self._ask)
+            client.meta.events.register("after-call.dynamodb.*", self._count)
+            client.meta._hybridsync_meter = self
         return client
 
     def reset(self) -> Cost:

@@ -109,6 +109,8 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
         print(f"  queue      {name} (failed batches)")
     for name in app.buckets.values():
         print(f"  bucket     {name} (S3 on the DynamoDB endpoint)")
+    if app.custom_resources:
+        print(f"  deploy     ran {', '.join(app.custom_resources)} (custom resources, as a deploy does)")
     print("  outbox     PostgreSQL changes reach DynamoDB on NOTIFY, and on the drain's schedule")
     print(f"  env        source {env_file}  (for other shells and tools); `hybridsync status` for lag")
 
@@ -351,7 +353,8 @@ def _cost(args: argparse.Namespace) -> int:
             args.days, args.items_per_day, args.entry_size, args.shards, args.reads_per_s
         )
     if args.pattern in ("all", "open-orders"):
-        rows += costs.selective(args.days * args.items_per_day, args.item_size, args.matching,
+        rows += costs.selective(args.days * args.items_per_day, args.item_size,
+                                min(args.matching, args.days * args.items_per_day),
                                 args.entry_size, args.open_shards, args.reads_per_s)  # fmt: skip
     if args.pattern in ("all", "price-change"):
         rows += costs.price_change(args.static_size, args.small_size, args.writes_per_s)

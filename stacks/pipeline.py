@@ -18,8 +18,9 @@ from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import deadletters
+from hybridsync import deadletters, timeseries
 from hybridsync.migrations import MIGRATIONS
+from hybridsync.model import MODEL
 from hybridsync.sync import aggregate, writeback
 from hybridsync.writes import reviews
 from stacks.data import DataStack
@@ -52,6 +53,7 @@ STREAM_DEFAULTS = {
     "outbox_age_alarm_s": 300,  # alarm when a PostgreSQL change waited this long
     "sweep_hours": 24,  # how often orphaned review bodies are swept
     "sweep_grace_s": 900,  # a body younger than this may belong to a write in progress
+    "rotate_hours": 6,  # how often the time-series tables are rotated (each day's is made a day ahead)
 }
 # The GSIs the API queries (by name: a wildcard on every index would grant more).
 READ_INDEXES = ("OrdersByTime", "OpenOrders", "Rankings", "Inverted", "DistinctKeys")
@@ -78,18 +80,7 @@ class PipelineStack(Stack):
         }
 
         migrate = self.function("Migrate", name="migrate", timeout=Duration.minutes(5), sql=True)
-        provider = cr.Provider(
-            self,
-            "SchemaProvider",
-            on_event_handler=migrate.function,
-            log_group=logs.LogGroup(self, "SchemaProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
-        )
-        CustomResource(
-            self,
-            "Schema",
-            service_token=provider.service_token,
-            properties={"MigrationsDigest": _migrations_digest()},
-        )
+        self.at_deploy("Schema", migrate, {"MigrationsDigest": _migrations_digest()})
         self.write_back = self.stream_consumer(
             "WriteBack", name="write_back", sql=True, filters=writeback.EVENT_FILTERS, memory_size=1024
         )
@@ -162,6 +153,7 @@ class PipelineStack(Stack):
             schedule=events.Schedule.rate(Duration.hours(self.setting("sweep_hours"))),
             targets=[targets.LambdaFunction(self.sweep.function, retry_attempts=2)],
         )
+        self.time_series()
         # SQL -> DynamoDB: drain the outbox on a schedule.
         self.sql_sync = self.function("SqlSync", name="sql_sync", sql=True, timeout=Duration.minutes(1))
         self.sql_sync.function.add_to_role_policy(
@@ -191,18 +183,60 @@ class PipelineStack(Stack):
             alarm_description="sql_sync: a PostgreSQL change waited too long in the outbox",
         )
 
+    def at_deploy(self, id: str, handler: HandlerFunction, properties: dict[str, str]) -> None:
+        """Run a function on every deploy that changes `properties` (a custom resource)."""
+        provider = cr.Provider(
+            self,
+            f"{id}Provider",
+            on_event_handler=handler.function,
+            log_group=logs.LogGroup(self, f"{id}ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
+        )
+        CustomResource(self, id, service_token=provider.service_token, properties=properties)
         NagSuppressions.add_resource_suppressions(
             provider,
             [
                 {"id": "AwsSolutions-IAM4", "reason": "CDK's custom resource framework uses the "
                  "AWS-maintained basic execution policy for its own logs."},
                 {"id": "AwsSolutions-IAM5", "reason": "The framework may invoke every version of the "
-                 "one migration function (`<arn>:*`), nothing else."},
+                 "one function it serves (`<arn>:*`), nothing else."},
                 {"id": "AwsSolutions-L1", "reason": "The framework function's runtime is chosen and "
                  "updated by aws-cdk-lib."},
             ],
             apply_to_children=True,
         )  # fmt: skip
+
+    def time_series(self) -> None:
+        """Pattern 22: the rotation function, on a schedule and at deploy (so today's table exists
+        before the first write); it may manage only tables named `<prefix>-<series>-*`."""
+        prefix = self.node.try_get_context("timeseries_prefix") or "hybridsync"
+        rotate = self.function("Rotate", name="rotate", timeout=Duration.minutes(15), environment={
+            "BUCKET_BODIES": self.data.bodies.bucket_name, "TIMESERIES_PREFIX": prefix})  # fmt: skip
+        names = [f"{prefix}-{series.table.name}-" for series in MODEL.time_series]
+        tables = [self.format_arn(service="dynamodb", resource="table", resource_name=f"{n}*") for n in names]
+        rotate.function.add_to_role_policy(iam.PolicyStatement(
+            actions=["dynamodb:CreateTable", "dynamodb:DescribeTable", "dynamodb:UpdateTable",
+                     "dynamodb:DeleteTable", "dynamodb:Scan"],
+            resources=tables))  # fmt: skip
+        # ListTables has no resource-level permissions: it is granted on "*" or not at all.
+        rotate.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:ListTables"], resources=["*"])
+        )
+        self._grant_bodies(rotate, ["s3:PutObject", "s3:GetObject"], prefix=timeseries.ARCHIVE_PREFIX)
+        NagSuppressions.add_resource_suppressions(
+            rotate.function.role,
+            [{"id": "AwsSolutions-IAM5", "reason": "A table per day is created at run time: the grant is "
+              "the series' name prefix; ListTables takes no resource.",
+              "applies_to": ["Resource::*",
+                             *({"regex": f"/^Resource::.*:table\\/{n}\\*$/g"} for n in names)]}],
+            apply_to_children=True,
+        )  # fmt: skip
+        events.Rule(
+            self,
+            "RotateSchedule",
+            schedule=events.Schedule.rate(Duration.hours(self.setting("rotate_hours"))),
+            targets=[targets.LambdaFunction(rotate.function, retry_attempts=2)],
+        )
+        self.at_deploy("TimeSeriesTables", rotate, {"Prefix": prefix})
 
     def setting(self, name: str) -> int:
         value = self.node.try_get_context(name)
@@ -280,9 +314,10 @@ class PipelineStack(Stack):
         CfnOutput(self, f"{id}FailureQueueUrl", value=failures.queue_url)
         return handler
 
-    def _grant_bodies(self, handler: HandlerFunction, actions: list[str], listing: bool = False) -> None:
-        """Object actions on the review bodies' prefix of the bodies bucket, nothing wider."""
-        bodies, prefix = self.data.bodies, f"{reviews.OBJECT_PREFIX}*"
+    def _grant_bodies(self, handler: HandlerFunction, actions: list[str], listing: bool = False,
+                      prefix: str = reviews.OBJECT_PREFIX) -> None:  # fmt: skip
+        """Object actions on one prefix of the bodies bucket (review bodies, archives), nothing wider."""
+        bodies, prefix = self.data.bodies, f"{prefix.rstrip('/')}/*"
         handler.function.add_to_role_policy(
             iam.PolicyStatement(actions=actions, resources=[bodies.arn_for_objects(prefix)])
         )
@@ -296,9 +331,9 @@ class PipelineStack(Stack):
             )
         NagSuppressions.add_resource_suppressions(
             handler.function.role,
-            [{"id": "AwsSolutions-IAM5", "reason": "Review bodies are objects named by review and "
-              "version under one prefix of one bucket; the grant is that prefix, nothing wider.",
-              "applies_to": [{"regex": "/^Resource::.*\\/reviews\\/\\*$/g"}]}],
+            [{"id": "AwsSolutions-IAM5", "reason": "Objects named at run time (review bodies by review "
+              "and version, archives by table) under one prefix of one bucket; the grant is that prefix.",
+              "applies_to": [{"regex": f"/^Resource::.*\\/{prefix[:-2]}\\/\\*$/g"}]}],
             apply_to_children=True,
         )  # fmt: skip
 

@@ -78,6 +78,7 @@ class LocalApp:
         self.dynamodb_endpoint, self.database_url = dynamodb_endpoint, database_url
         self.client = aws.client("dynamodb", dynamodb_endpoint, region)
         self.functions: dict[str, LocalFunction] = {}
+        self.custom_resources: list[str] = []  # those run at start, as a deploy runs them
         self.pollers: list[ShardPoller] = []
         self.mapping_stats: dict[str, MappingStats] = {}
         self.mapping_functions: dict[str, str] = {}
@@ -126,6 +127,8 @@ class LocalApp:
         variables = self.assembly.resolve(function.stack, function.properties.get("Environment", {}))
         env = {k: str(v) for k, v in variables.get("Variables", {}).items()
                if v is not None and k not in DATABASE_VARIABLES}  # fmt: skip
+        if "TIMESERIES_PREFIX" in env:  # tables a function creates are named like the app's own
+            env["TIMESERIES_PREFIX"] = self.prefix
         return env | {
             "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"),
             "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
@@ -168,6 +171,7 @@ class LocalApp:
         self._create_queues()
         self._create_buckets()
         self.build_functions()
+        self.custom_resources = self._run_custom_resources()
         if mappings:
             self._start_mappings()
         if http_port is not None:
@@ -176,6 +180,26 @@ class LocalApp:
             self._start_schedules()
             for sweeper in self.sweepers.values():
                 self._spawn(sweeper.run, self._stop, TTL_SWEEP_S, name=f"ttl-{sweeper.table}")
+
+    def _run_custom_resources(self) -> list[str]:
+        """What a deploy runs once (the schema migration, today's time-series tables): each custom
+        resource's Create event, through CDK's provider framework to the app's function it serves.
+        A failure stops the start, as it would fail a deploy."""
+        ran = []
+        for resource in self.assembly.resources("AWS::CloudFormation::CustomResource"):
+            framework_id = resource.properties["ServiceToken"]["Fn::GetAtt"][0]
+            framework = self.assembly.templates[resource.stack]["Resources"][framework_id]["Properties"]
+            served = framework.get("Environment", {}).get("Variables", {}).get("USER_ON_EVENT_FUNCTION_ARN")
+            if served is None:
+                continue  # a provider of CDK's own, not one of the app's functions
+            function = self.functions[self.assembly.function_of(resource.stack, served).construct]
+            properties = self.assembly.resolve(resource.stack, resource.properties)
+            stack_id = f"arn:aws:cloudformation:{self.region}:{ACCOUNT}:stack/{resource.stack}"
+            function.invoke({"RequestType": "Create", "RequestId": str(uuid.uuid4()), "StackId": stack_id,
+                             "LogicalResourceId": resource.logical_id, "ResourceType": resource.type,
+                             "ResourceProperties": properties})  # fmt: skip
+            ran.append(resource.construct)
+        return ran
 
     def _create_tables(self) -> None:
         existing = set(self.client.get_paginator("list_tables").paginate().build_full_result()["TableNames"])

@@ -13,7 +13,11 @@ from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 from web import ROUTES, app, error, logger, metrics
 
+from hybridsync.capacity import Meter
 from hybridsync.errors import Conflict, Invalid, NotFound
+from hybridsync.runtime import dynamodb
+
+METER = Meter()
 
 
 @app.exception_handler(ServiceError)
@@ -72,4 +76,9 @@ def unknown_route(_: Exception) -> Response:
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
-    return app.resolve(event, context)
+    METER.attach(dynamodb())
+    try:
+        return app.resolve(event, context)
+    finally:  # what the request cost: the model's figure beside DynamoDB's own
+        spent = METER.reset()
+        logger.info("capacity", extra={"route": event.get("routeKey"), **spent.as_dict()})

@@ -10,6 +10,7 @@ import urllib.error
 import urllib.parse
 import urllib.request
 import uuid
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -19,7 +20,7 @@ from hybridsync import store
 from hybridsync.convert import marshal
 from hybridsync.local.app import LocalApp
 from hybridsync.local.template import Assembly
-from hybridsync.model import ORDER, ORDER_LINE, PRODUCT_AVAILABILITY, SALES
+from hybridsync.model import EVENT_SERIES, ORDER, ORDER_LINE, PRODUCT_AVAILABILITY, SALES
 from hybridsync.sync.reconcile import reconcile
 
 
@@ -62,7 +63,10 @@ def test_everything_is_derived_from_the_template(app, cloud_assembly):
         assert described["KeySchema"] == table.properties["KeySchema"]
         declared = {i["IndexName"] for i in table.properties.get("GlobalSecondaryIndexes", [])}
         assert {i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])} == declared
-    assert set(app.functions) == {"Migrate", "WriteBack", "Aggregate", "Api", "SqlSync", "Sweep"}
+    assert set(app.functions) == {"Migrate", "WriteBack", "Aggregate", "Api", "SqlSync", "Sweep", "Rotate"}
+    assert app.custom_resources == ["Schema", "TimeSeriesTables"]  # run at start, as a deploy does
+    today = EVENT_SERIES.table_name(app.prefix, datetime.now(UTC))
+    assert app.client.describe_table(TableName=today)["Table"]["TableStatus"] == "ACTIVE"
     write_back = app.functions["WriteBack"]
     assert (write_back.timeout_s, write_back.memory_mb) == (120, 1024)
     assert write_back.environment["TABLE_MAIN"] == app.tables["MainTable"]  # an import, resolved

@@ -1,0 +1,31 @@
+"""Time-series rotation (pattern 22): creates the tables of today and the days ahead, lowers the
+capacity of past days' tables, archives the oldest to S3 and drops them. Runs on a schedule, and
+at deploy as a custom resource so today's table exists before the first write."""
+
+from dataclasses import asdict
+from datetime import UTC, datetime
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from hybridsync import settings, timeseries
+from hybridsync.runtime import dynamodb, s3
+
+logger = Logger()
+metrics = Metrics()
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    prefix = settings.series_prefix()
+    if event.get("RequestType") == "Delete":  # the stack goes: the data stays, never dropped here
+        return {"PhysicalResourceId": event.get("PhysicalResourceId", f"timeseries-{prefix}")}
+    done = timeseries.rotate(dynamodb(), s3(), settings.bucket_name("bodies"), prefix, datetime.now(UTC))
+    for label in ("created", "lowered", "dropped"):
+        metrics.add_metric(f"TimeSeriesTables{label.title()}", MetricUnit.Count, len(getattr(done, label)))
+    logger.info("rotated the time-series tables", extra={"rotation": asdict(done)})
+    if "RequestType" in event:  # CloudFormation, through the custom resource provider
+        return {"PhysicalResourceId": f"timeseries-{prefix}"}
+    return asdict(done)

@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+import base64
+import bisect
 import copy
 import logging
 import os
@@ -12,6 +14,7 @@ import warnings
 from collections.abc import Callable
 from contextlib import ExitStack, suppress
 from dataclasses import dataclass, field
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -152,6 +155,57 @@ def _fast_stream_reads() -> None:
     DynamoDBStreamsHandler._hybridsync_fast = True  # type: ignore[attr-defined]
 
 
+def _fast_scans() -> None:
+    """moto's Scan sorts every item with Python-level comparisons, then compares items one by one
+    with ExclusiveStartKey until it passes it: 0.1 s a page at 15,000 items, so a skip-scan of
+    1,000 collections took minutes. The same order keyed once per item with plain values (Binary
+    by its bytes, as DynamoDB orders it; moto compares base64 text), and the start key found by
+    bisection, serves the same pages."""
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.models.table import Table
+
+    if getattr(Table, "_hybridsync_fast_scan", False):
+        return
+    after = threading.local()
+
+    def plain(value: Any) -> Any:
+        if value is None:
+            return ""
+        if value.type == "N":
+            return Decimal(value.value)
+        if value.type == "B":
+            return base64.b64decode(value.value) if isinstance(value.value, str) else bytes(value.value)
+        return value.value
+
+    def all_items(self: Any) -> list[Any]:
+        items = [i for hash_set in self.items.values()
+                 for i in (hash_set.values() if self.range_key_attr else [hash_set])]  # fmt: skip
+        keyed = sorted(((plain(i.hash_key), plain(i.range_key)), i) for i in items) if items else []
+        start = getattr(after, "key", None)
+        if start is not None:  # only the items after ExclusiveStartKey
+            keyed = keyed[bisect.bisect_right(keyed, (start,), key=lambda pair: (pair[0],)) :]
+        return [item for _, item in keyed]
+
+    original = Table.scan
+
+    def scan(self: Any, filters: Any, limit: Any, exclusive_start_key: Any, filter_expression: Any = None,
+             index_name: Any = None, *args: Any, **kwargs: Any) -> Any:  # fmt: skip
+        if exclusive_start_key is None or index_name:
+            start = exclusive_start_key
+            return original(self, filters, limit, start, filter_expression, index_name, *args, **kwargs)
+        hash_value = DynamoType(exclusive_start_key[self.hash_key_attr])
+        range_raw = exclusive_start_key.get(self.range_key_attr) if self.range_key_attr else None
+        after.key = (plain(hash_value), plain(DynamoType(range_raw) if range_raw else None))
+        try:
+            return original(self, filters, limit, None, filter_expression, index_name, *args, **kwargs)
+        finally:
+            after.key = None
+
+    Table.all_items = all_items  # type: ignore[method-assign]
+    Table.scan = scan  # type: ignore[method-assign]
+    Table._hybridsync_fast_scan = True  # type: ignore[attr-defined]
+
+
 def start_dynamodb() -> tuple[str, Callable[[], None]]:
     """moto server on 127.0.0.1 and a free port, in this process."""
     from moto.server import ThreadedMotoServer
@@ -159,6 +213,7 @@ def start_dynamodb() -> tuple[str, Callable[[], None]]:
     _undo_log_for_transactions()
     _one_request_at_a_time()
     _fast_stream_reads()
+    _fast_scans()
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one log line per request otherwise
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()

@@ -30,7 +30,7 @@ def customer_orders(client: Any, table: str, customer_id: str, start: str, end: 
     return [unmarshal(i) for page in pages for i in page["Items"]]
 
 
-def _scatter(client: Any, table: str, index: str, values: dict, n: int, newest_first: bool,
+def _scatter(client: Any, table: str, index: str, n: int, newest_first: bool,
              start: str | None, end: str | None) -> list[dict[str, Any]]:  # fmt: skip
     """The first n orders of a write-sharded index with the sort key in [start, end] (ISO-8601
     prefixes; None leaves that side open): one Query per shard, each stopping at n, merged."""
@@ -40,13 +40,20 @@ def _scatter(client: Any, table: str, index: str, values: dict, n: int, newest_f
     condition, bounds = _time_range(sort.name, start, end)
     found = []
     for partition in ORDER.partitions(declared.partition.name):
-        page = client.query(
+        request = dict(
             TableName=table, IndexName=index,
             KeyConditionExpression=f"{declared.partition.name} = :p" + condition,
-            ExpressionAttributeValues=marshal({":p": partition, **values, **bounds}),
-            ScanIndexForward=not newest_first, Limit=n,
+            ExpressionAttributeValues=marshal({":p": partition, **bounds}),
+            ScanIndexForward=not newest_first,
         )  # fmt: skip
-        found += [unmarshal(i) for i in page["Items"]]
+        wanted = n
+        while wanted > 0:  # a shard's Query stops at 1 MB: page on until n or the end
+            page = client.query(**request, Limit=wanted)
+            found += [unmarshal(i) for i in page["Items"]]
+            wanted -= len(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                break
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
     pick = heapq.nlargest if newest_first else heapq.nsmallest
     return pick(n, found, key=lambda i: (i[sort.name], i["OrderId"]))
 
@@ -66,11 +73,11 @@ def recent_orders(client: Any, table: str, since: str | None, n: int, *, until: 
                   oldest_first: bool = False) -> list[dict[str, Any]]:  # fmt: skip
     """n orders created in [since, until] across all customers, newest first (or oldest first):
     one Query per shard of the sharded constant partition (pattern 5)."""
-    return _scatter(client, table, "OrdersByTime", {}, n, not oldest_first, since, until)
+    return _scatter(client, table, "OrdersByTime", n, not oldest_first, since, until)
 
 
 def open_orders(client: Any, table: str, n: int, *, since: str | None = None,
                 until: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
     """The n oldest orders still open, opened in [since, until]: the sparse, write-sharded index
     holds open orders only, so a time range is one Query per shard, never a scan (patterns 8, 9)."""
-    return _scatter(client, table, "OpenOrders", {}, n, False, since, until)
+    return _scatter(client, table, "OpenOrders", n, False, since, until)

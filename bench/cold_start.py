@@ -35,6 +35,7 @@ NEEDS = {
     "sql_sync": ("powertools", "sql", "dynamodb"),
     "migrate": ("powertools", "sql", "alembic"),
     "sweep": ("powertools", "dynamodb", "s3"),
+    "rotate": ("powertools", "dynamodb", "s3"),
 }
 BARE = {
     "powertools": "from aws_lambda_powertools import Logger, Metrics; Logger(); Metrics()",

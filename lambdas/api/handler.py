@@ -81,4 +81,5 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
         return app.resolve(event, context)
     finally:  # what the request cost: the model's figure beside DynamoDB's own
         spent = METER.reset()
-        logger.info("capacity", extra={"route": event.get("routeKey"), **spent.as_dict()})
+        request = f"{event.get('requestContext', {}).get('http', {}).get('method')} {event.get('rawPath')}"
+        logger.info("capacity", extra={"request": request, **spent.as_dict()})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from hybridsync import cli
@@ -24,8 +26,9 @@ def test_reconcile_reports_drift_and_repairs_it(env, engine, workload, stream, c
     oid = workload.id("o")
     workload.order(oid)  # in DynamoDB, never written back: drift
     stream.read()
-    assert cli.main(["reconcile"]) == 1
-    assert "missing" in capsys.readouterr().out
+    assert cli.main(["reconcile", "--segments", "2"]) == 1
+    out = capsys.readouterr().out
+    assert "missing" in out and "read units by the model" in out  # what its scan cost
     cli.main(["reconcile", "--repair"])
     assert "repaired" in capsys.readouterr().out
     with engine.connect() as conn:
@@ -60,3 +63,36 @@ def test_db_commands_need_a_database(monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)
     with pytest.raises(SystemExit, match="DATABASE_URL"):
         cli.main(["db", "current"])
+
+
+def test_distinct_keys_three_ways_agree(env, capsys):
+    counts = []
+    for way in ("index", "skip-scan", "scan"):
+        assert cli.main(["distinct-keys", "--by", way]) == 0
+        captured = capsys.readouterr()
+        assert "read units by the model" in captured.err
+        counts.append(sorted(captured.out.split()))
+    # the index lists the collections the write path keeps a #static item for; the scans see all
+    assert set(counts[0]) <= set(counts[1]) == set(counts[2])
+
+
+def test_cost_prints_the_seeds_scenario_as_json(capsys):
+    assert cli.main(["cost", "distinct-keys", "--keys", "2000000", "--items-per-key", "1000",
+                     "--item-size", "500", "--json"]) == 0  # fmt: skip
+    rows = {r["design"]: r for r in json.loads(capsys.readouterr().out)}
+    assert [r["naive"] for r in rows.values()] == [True, False, False]
+    assert {r["read_units"] for r in rows.values()} == {122079161.0, 36624.0, 1000000.5}
+
+
+def test_timeseries_commands(env, stack, capsys, monkeypatch):
+    monkeypatch.setenv("BUCKET_BODIES", stack.bucket_names["bodies"])
+    prefix = "cli-ts"
+    assert cli.main(["timeseries", "rotate", "--prefix", prefix, "--at", "2026-11-22T10:00:00Z"]) == 0
+    assert f"{prefix}-events-2026-11-22, {prefix}-events-2026-11-23" in capsys.readouterr().out
+    assert cli.main(["timeseries", "list", "--prefix", prefix]) == 0
+    assert "2026-11-23" in capsys.readouterr().out
+    assert cli.main(["timeseries", "query", "--prefix", prefix, "--source", "d", "--from", "2026-11-21",
+                     "--to", "2026-11-22"]) == 0  # fmt: skip
+    assert "2026-11-21" in capsys.readouterr().err  # no table for that day
+    with pytest.raises(SystemExit, match="--at needs a timezone"):
+        cli.main(["timeseries", "rotate", "--prefix", prefix, "--at", "2026-11-22T10:00:00"])

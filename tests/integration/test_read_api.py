@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from hybridsync import db
 from hybridsync.convert import marshal
-from hybridsync.model import CUSTOMER, PRODUCT_DETAILS
+from hybridsync.model import CUSTOMER, ORDER, PRODUCT_DETAILS
 from hybridsync.reads import cache
 from hybridsync.sync import outbox
 from tests.handlers import http, load
@@ -269,3 +269,14 @@ def test_price_values_are_exact(api, shared_engine):
         p=pid,
         x=Decimal("12345678901234567890.123456789"))  # fmt: skip
     assert get(api, f"/products/{pid}")[1]["Price"] == "12345678901234567890.123456789"
+
+
+def test_each_request_logs_its_read_units_beside_dynamodbs(api, caplog):
+    caplog.set_level("INFO")
+    status, _, _ = get(api, "/orders/open", n="5")
+    assert status == 200
+    logged = [r for r in caplog.records if r.getMessage() == "capacity"]
+    assert len(logged) == 1 and logged[0].request == "GET /orders/open"
+    shards = len(ORDER.partitions("OpenShard"))
+    assert logged[0].requests == shards and logged[0].read_units >= 0.5 * shards
+    assert logged[0].consumed_units is not None  # what DynamoDB (here moto) reported

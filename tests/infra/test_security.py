@@ -14,6 +14,7 @@ ALLOWED_ON_ANY_RESOURCE = {  # actions AWS cannot scope to a resource
     "xray:PutTraceSegments", "xray:PutTelemetryRecords",
     "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
     "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
+    "dynamodb:ListTables",  # the time-series rotation finds its tables by name
 }  # fmt: skip
 
 

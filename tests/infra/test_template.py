@@ -229,6 +229,19 @@ def test_api_and_sync_functions_get_only_what_they_use(pipeline):
     assert actions("Sweep") == {"dynamodb:GetItem", "dynamodb:Scan", "dynamodb:BatchWriteItem"}
     assert actions("Sweep", "s3:") == {"s3:DeleteObject", "s3:ListBucket"}
     assert actions("SqlSync") == {"dynamodb:PutItem"}
+    # rotation: the series' tables by name prefix, ListTables (no resource-level permission), archives
+    assert actions("Rotate", resource="table/hybridsync-events-*") == {
+        "dynamodb:CreateTable", "dynamodb:DescribeTable", "dynamodb:UpdateTable", "dynamodb:DeleteTable",
+        "dynamodb:Scan"}  # fmt: skip
+    assert actions("Rotate", resource="MainTable") == set()
+    archives = {"s3:PutObject", "s3:GetObject"}
+    assert actions("Rotate", "s3:", "/timeseries/*") == actions("Rotate", "s3:") == archives
+    resources = pipeline["Resources"].values()
+    schedules = {r["Properties"]["ScheduleExpression"] for r in resources if r["Type"] == "AWS::Events::Rule"}
+    assert {"rate(6 hours)", "rate(1 day)", "rate(1 minute)"} <= schedules
+    custom = [r["Properties"] for r in pipeline["Resources"].values()
+              if r["Type"] == "AWS::CloudFormation::CustomResource"]  # fmt: skip
+    assert {"Prefix": "hybridsync"}.items() <= next(c for c in custom if "Prefix" in c).items()
     template = Template.from_json(pipeline)
     template.has_resource_properties("AWS::Events::Rule", {"ScheduleExpression": "rate(1 minute)"})
     names = {

@@ -35,7 +35,7 @@ from rich.table import Table as RichTable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import aws, costs, local, scans  # noqa: E402
+from hybridsync import aws, capacity, costs, local, scans  # noqa: E402
 from hybridsync.capacity import Cost, Meter  # noqa: E402
 from hybridsync.convert import marshal  # noqa: E402
 from hybridsync.keys import iso_ms  # noqa: E402
@@ -66,8 +66,10 @@ def generate(client: Any, table: str, by_day: str, customers: int, progress: Pro
             order = ORDER.item({"OrderId": order_id, "CustomerId": customer, "Status": status,
                                 "Total": rng.randint(5, 500), "CreatedAt": at, "Version": 1})  # fmt: skip
             items.append(order)
-            day_items.append({"Day": at[:10], "At": f"{at}#{order_id}", "OrderId": order_id,
-                              "CustomerId": customer, "Status": status, "Total": order["Total"]})  # fmt: skip
+            # the entry a per-day GSI would hold: what OrdersByTime projects, partitioned by day
+            entry = capacity.index_entry(MAIN, "OrdersByTime", order) or {}
+            entry.pop("TimeShard")
+            day_items.append(entry | {"Day": at[:10], "At": f"{at}#{order_id}"})
             for line in range(min(3, ITEMS_PER_CUSTOMER - n - 1)):
                 items.append(
                     ORDER_LINE.item(

@@ -111,6 +111,12 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
         print(f"  bucket     {name} (S3 on the DynamoDB endpoint)")
     if app.custom_resources:
         print(f"  deploy     ran {', '.join(app.custom_resources)} (custom resources, as a deploy does)")
+    from hybridsync import timeseries
+
+    for series in MODEL.time_series:
+        days = sorted(timeseries.tables(app.client, app.prefix, series))
+        print(f"  series     {app.prefix}-{series.table.name}-<day>: {', '.join(days) or 'none yet'} "
+              "(a table per day, rotated by the Rotate function)")  # fmt: skip
     print("  outbox     PostgreSQL changes reach DynamoDB on NOTIFY, and on the drain's schedule")
     print(f"  env        source {env_file}  (for other shells and tools); `hybridsync status` for lag")
 

@@ -6,6 +6,7 @@ from aws_cdk import App, Aspects
 from cdk_nag import AwsSolutionsChecks
 
 from stacks.api import ApiStack
+from stacks.checks import CheckovSkips
 from stacks.data import DataStack
 from stacks.database import DatabaseStack
 from stacks.pipeline import PipelineStack
@@ -32,4 +33,5 @@ def build(app: App) -> dict[str, object]:
     )
     api = ApiStack(app, f"{prefix}-api", function=pipeline.api.function, public=_flag(app, "public_api"))
     Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    Aspects.of(app).add(CheckovSkips())
     return {"data": data, "database": database, "pipeline": pipeline, "api": api}

@@ -90,6 +90,7 @@ class DatabaseStack(Stack):
             removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.SNAPSHOT,
             backup=rds.BackupProps(retention=Duration.days(7)),
             cloudwatch_logs_exports=["postgresql"],
+            monitoring_interval=Duration.seconds(60),  # enhanced monitoring: OS metrics each minute
         )
         assert cluster.secret is not None
         self.secret = cluster.secret
@@ -104,6 +105,12 @@ class DatabaseStack(Stack):
             cluster.node.find_child("Secret"),  # the secret itself; `cluster.secret` is its attachment
             [{"id": "AwsSolutions-SMG4", "reason": "Rotation would invalidate the password RDS Proxy "
               "caches mid-batch; rotate by redeploying with a new secret, with the pipeline paused."}],
+            apply_to_children=True,
+        )  # fmt: skip
+        NagSuppressions.add_resource_suppressions(
+            cluster,
+            [{"id": "AwsSolutions-IAM4", "reason": "Enhanced monitoring's role uses the AWS-maintained "
+              "AmazonRDSEnhancedMonitoringRole policy, which RDS requires."}],
             apply_to_children=True,
         )  # fmt: skip
         NagSuppressions.add_resource_suppressions(

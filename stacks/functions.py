@@ -13,6 +13,7 @@ from aws_cdk import AssetHashType, BundlingOptions, DockerImage, Duration, ILoca
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -98,6 +99,8 @@ class HandlerFunction(Construct):
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         vpc: ec2.IVpc | None = None,
         security_groups: list[ec2.ISecurityGroup] | None = None,
+        dead_letter_queue: sqs.IQueue | None = None,
+        reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, id)
         handler_dir = ROOT / "lambdas" / name
@@ -132,4 +135,6 @@ class HandlerFunction(Construct):
             vpc=vpc,
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED) if vpc else None,
             security_groups=security_groups,
+            dead_letter_queue=dead_letter_queue,
+            reserved_concurrent_executions=reserved_concurrency or None,
         )

@@ -53,6 +53,8 @@ STREAM_DEFAULTS = {
     "outbox_age_alarm_s": 300,  # alarm when a PostgreSQL change waited this long
     "sweep_hours": 24,  # how often orphaned review bodies are swept
     "sweep_grace_s": 900,  # a body younger than this may belong to a write in progress
+    "api_reserved_concurrency": 20,  # the API's share of the account: it must not starve PostgreSQL
+    "sql_sync_reserved_concurrency": 1,  # one outbox drain at a time (0 for either: none reserved)
     "rotate_hours": 6,  # how often the time-series tables are rotated (each day's is made a day ahead)
 }
 # The GSIs the API queries (by name: a wildcard on every index would grant more).
@@ -112,6 +114,7 @@ class PipelineStack(Stack):
         table = data.tables["main"]
         # HTTP API: cache-aside reads and populates, order views, rankings, and the write path.
         self.api = self.function("Api", name="api", sql=True, memory_size=1024, timeout=Duration.seconds(15),
+                                 reserved_concurrency=self.setting("api_reserved_concurrency"),
                                  environment={"BUCKET_BODIES": data.bodies.bucket_name})  # fmt: skip
         self.api.function.add_to_role_policy(
             iam.PolicyStatement(
@@ -134,7 +137,10 @@ class PipelineStack(Stack):
         )
         self._grant_bodies(self.api, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"])
         # Orphaned review bodies (a writer that died between its body and its item): swept daily.
-        self.sweep = self.function("Sweep", name="sweep", timeout=Duration.minutes(5), environment={
+        # Schedules invoke asynchronously: what fails past Lambda's retries lands here.
+        self.scheduled_failures = self.failure_queue("ScheduledFailures")
+        self.sweep = self.function("Sweep", name="sweep", timeout=Duration.minutes(5),
+                                   dead_letter_queue=self.scheduled_failures, environment={
             "BUCKET_BODIES": data.bodies.bucket_name, "SWEEP_GRACE_S": str(self.setting("sweep_grace_s")),
         })  # fmt: skip
         self.sweep.function.add_to_role_policy(
@@ -155,7 +161,11 @@ class PipelineStack(Stack):
         )
         self.time_series()
         # SQL -> DynamoDB: drain the outbox on a schedule.
-        self.sql_sync = self.function("SqlSync", name="sql_sync", sql=True, timeout=Duration.minutes(1))
+        self.sql_sync = self.function(
+            "SqlSync", name="sql_sync", sql=True, timeout=Duration.minutes(1),
+            dead_letter_queue=self.scheduled_failures,
+            reserved_concurrency=self.setting("sql_sync_reserved_concurrency"),
+        )  # fmt: skip
         self.sql_sync.function.add_to_role_policy(
             iam.PolicyStatement(actions=["dynamodb:PutItem"], resources=[table.table_arn])
         )
@@ -209,7 +219,8 @@ class PipelineStack(Stack):
         """Pattern 22: the rotation function, on a schedule and at deploy (so today's table exists
         before the first write); it may manage only tables named `<prefix>-<series>-*`."""
         prefix = self.node.try_get_context("timeseries_prefix") or "hybridsync"
-        rotate = self.function("Rotate", name="rotate", timeout=Duration.minutes(15), environment={
+        rotate = self.function("Rotate", name="rotate", timeout=Duration.minutes(15),
+                               dead_letter_queue=self.scheduled_failures, environment={
             "BUCKET_BODIES": self.data.bodies.bucket_name, "TIMESERIES_PREFIX": prefix})  # fmt: skip
         names = [f"{prefix}-{series.table.name}-" for series in MODEL.time_series]
         tables = [self.format_arn(service="dynamodb", resource="table", resource_name=f"{n}*") for n in names]
@@ -238,6 +249,16 @@ class PipelineStack(Stack):
         )
         self.at_deploy("TimeSeriesTables", rotate, {"Prefix": prefix})
 
+    def failure_queue(self, id: str) -> sqs.Queue:
+        """A queue for what failed past its retries: KMS-encrypted, TLS only, kept 14 days."""
+        queue = sqs.Queue(self, id, encryption=sqs.QueueEncryption.KMS_MANAGED, enforce_ssl=True,
+                          retention_period=Duration.days(14))  # fmt: skip
+        NagSuppressions.add_resource_suppressions(
+            queue,
+            [{"id": "AwsSolutions-SQS3", "reason": "This queue is itself a dead-letter destination."}],
+        )  # fmt: skip
+        return queue
+
     def setting(self, name: str) -> int:
         value = self.node.try_get_context(name)
         return int(value) if value is not None else STREAM_DEFAULTS[name]
@@ -257,18 +278,7 @@ class PipelineStack(Stack):
         per shard at a time), bisect on error, bounded retries and age, partial-failure reports,
         failed batches to a queue, and alarms on lag, dead letters and failed batches."""
         handler = self.function(id, name=name, sql=sql, timeout=Duration.minutes(2), **options)
-        failures = sqs.Queue(
-            self,
-            f"{id}Failures",
-            encryption=sqs.QueueEncryption.SQS_MANAGED,
-            enforce_ssl=True,
-            retention_period=Duration.days(14),
-        )
-        NagSuppressions.add_resource_suppressions(
-            failures,
-            [{"id": "AwsSolutions-SQS3", "reason": "This queue is itself the dead-letter destination of "
-              "the event source mapping."}],
-        )  # fmt: skip
+        failures = self.failure_queue(f"{id}Failures")
         handler.function.add_event_source(
             sources.DynamoEventSource(
                 self.data.tables["main"],

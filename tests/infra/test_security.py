@@ -1,7 +1,10 @@
-"""Security of the synthesized app: cdk-nag AwsSolutions, IAM scope, synth without AWS."""
+"""Security of the synthesized app: cdk-nag AwsSolutions, checkov, cfn-lint, IAM scope, synth
+without AWS."""
 
 import csv
 import json
+import subprocess
+from pathlib import Path
 
 from aws_cdk import App
 from aws_cdk.assertions import Annotations, Match, Template
@@ -16,6 +19,36 @@ ALLOWED_ON_ANY_RESOURCE = {  # actions AWS cannot scope to a resource
     "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
     "dynamodb:ListTables",  # the time-series rotation finds its tables by name
 }  # fmt: skip
+
+
+ROOT = Path(__file__).resolve().parents[2]
+# cfn-lint warnings on what CDK itself writes: a DependsOn beside a GetAtt that already orders it.
+CFN_LINT_IGNORED = {"W3005": "CDK adds DependsOn on the role a function's GetAtt already waits for"}
+
+
+def templates(assembly: Path) -> list[Path]:
+    return sorted(assembly.glob("*.template.json"))
+
+
+def test_checkov_finds_nothing_but_explained_skips(cloud_assembly):
+    """checkov, offline, on every template (its own venv: it pins an older boto3 than the app)."""
+    files = [a for path in templates(cloud_assembly) for a in ("-f", str(path))]
+    run = subprocess.run([str(ROOT / "scripts" / "checkov"), *files, "--framework", "cloudformation",
+                          "--compact", "-o", "json"], capture_output=True, text=True)  # fmt: skip
+    reports = json.loads(run.stdout)
+    reports = reports if isinstance(reports, list) else [reports]
+    failed = [(f["check_id"], f["resource"]) for r in reports for f in r["results"]["failed_checks"]]
+    assert failed == []
+    skipped = [s for r in reports for s in r["results"]["skipped_checks"]]
+    assert skipped and all(len(s["check_result"].get("suppress_comment") or "") > 40 for s in skipped)
+    assert sum(r["summary"]["passed"] for r in reports) > 200
+
+
+def test_cfn_lint_finds_no_errors_and_no_unexplained_warnings(cloud_assembly):
+    ignored = ",".join(CFN_LINT_IGNORED)
+    run = subprocess.run(["cfn-lint", "--ignore-checks", ignored, "--", *map(str, templates(cloud_assembly))],
+                         capture_output=True, text=True)  # fmt: skip
+    assert run.returncode == 0, run.stdout + run.stderr
 
 
 def nag_rows(assembly):
@@ -104,3 +137,17 @@ def test_dev_flag_turns_off_deletion_protection():
     for resource in data.find_resources("AWS::DynamoDB::GlobalTable").values():
         assert resource["Properties"]["Replicas"][0]["DeletionProtectionEnabled"] is False
         assert resource["DeletionPolicy"] == "Delete"
+
+
+def test_what_checkov_asked_for_is_in_place(cloud_assembly):
+    pipeline = Template.from_json(load_template(cloud_assembly, "pipeline"))
+    functions = {k: r["Properties"] for k, r in pipeline.find_resources("AWS::Lambda::Function").items()}
+    reserved = {k.split("Function")[0]: p["ReservedConcurrentExecutions"]
+                for k, p in functions.items() if "ReservedConcurrentExecutions" in p}  # fmt: skip
+    assert reserved == {"Api": 20, "SqlSync": 1}  # the two that can load PostgreSQL on demand
+    with_dlq = {k.split("Function")[0] for k, p in functions.items() if "DeadLetterConfig" in p}
+    assert with_dlq == {"Sweep", "Rotate", "SqlSync"}  # the asynchronously invoked (scheduled) ones
+    queues = pipeline.find_resources("AWS::SQS::Queue").values()
+    assert len(queues) == 3 and all(q["Properties"]["KmsMasterKeyId"] == "alias/aws/sqs" for q in queues)
+    database = Template.from_json(load_template(cloud_assembly, "database"))
+    database.has_resource_properties("AWS::RDS::DBInstance", {"MonitoringInterval": 60})

@@ -143,7 +143,7 @@ def test_write_back_consumes_the_stream_with_safe_retry_settings(pipeline):
          "FilterCriteria": {"Filters": [{"Pattern": json.dumps(f, separators=(",", ":"))}
                                         for f in writeback.EVENT_FILTERS]}},
     )  # fmt: skip
-    template.has_resource_properties("AWS::SQS::Queue", {"SqsManagedSseEnabled": True})
+    template.has_resource_properties("AWS::SQS::Queue", {"KmsMasterKeyId": "alias/aws/sqs"})
     alarms = template.find_resources("AWS::CloudWatch::Alarm")
     names = {a["Properties"].get("MetricName") for a in alarms.values()}
     assert {"IteratorAge", "DeadLetters", "ApproximateNumberOfMessagesVisible"} <= names

@@ -75,7 +75,7 @@ def test_everything_is_derived_from_the_template(app, cloud_assembly):
     assert settings["WriteBack"].batch_size == 2  # the edited template, not a second list
     assert settings["Aggregate"].tumbling_window_s == 60 and settings["Aggregate"].bisect
     assert [(m, p.pattern) for m, p, _ in app.routes()] == [("ANY", "/(?P<proxy>.+)")]
-    assert len(app.queues) == 2
+    assert len(app.queues) == 3  # two mappings' on-failure queues and the schedules' dead letters
 
 
 def test_an_order_flows_to_postgresql_the_aggregates_and_the_http_api(app, engine):

@@ -75,6 +75,7 @@ def test_everything_is_derived_from_the_template(app, cloud_assembly):
     assert settings["WriteBack"].batch_size == 2  # the edited template, not a second list
     assert settings["Aggregate"].tumbling_window_s == 60 and settings["Aggregate"].bisect
     assert [(m, p.pattern) for m, p, _ in app.routes()] == [("ANY", "/(?P<proxy>.+)")]
+    assert app.http.server_address[0] == "127.0.0.1"  # the local HTTP API is loopback only
     assert len(app.queues) == 3  # two mappings' on-failure queues and the schedules' dead letters
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import itertools
+import uuid
 from decimal import Decimal
 
 import pytest
@@ -434,3 +435,34 @@ def test_a_replayed_batch_does_not_multiply_its_dead_letters(engine, workload, s
     for _ in range(3):
         writeback.write_back([broken], engine)
     assert len(dead_letters(engine, before)) == 1
+
+
+HOSTILE = st.sampled_from([
+    "'; DROP TABLE orders; --", "Robert'); DROP TABLE students;--", "%s %(name)s {0} $1 :name ?",
+    "\\", "\\'", "''", '"', "\t\n\r", "E'\\x41'", "$$ $tag$", "/* */ --", "\\N", "\\.", "Zoë 東京 🚀",
+])  # fmt: skip
+TEXT = st.one_of(HOSTILE, st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+                                  max_size=60))  # fmt: skip
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=list(HealthCheck))
+@given(status=TEXT, name=TEXT)
+def test_sql_is_only_bound_parameters_whatever_the_values(engine, status, name):
+    """Values go through COPY and bound parameters only: whatever a value holds (quotes, comment
+    markers, placeholders, COPY escapes) it is stored literally, and nothing else changes."""
+    from hybridsync.convert import to_row
+    from hybridsync.model import ORDER
+
+    oid = f"fuzz-{uuid.uuid4().hex[:10]}"
+    item = ORDER.item({"OrderId": oid, "CustomerId": "c-fuzz", "Status": status, "Total": Decimal("1.5"),
+                       "CreatedAt": "2026-11-22T07:00:00.000Z", "ShippingAddress": {"name": name},
+                       "Version": 1})  # fmt: skip
+    row = to_row(ORDER, item)
+    change = writeback.Change(ORDER, (oid,), 1, False, row, {"eventID": oid})
+    with engine.begin() as conn:
+        assert writeback.apply_changes(conn, [change]) == []
+    with engine.connect() as conn:
+        got = conn.execute(sa.text("SELECT status, shipping_address->>'name' AS name FROM orders "
+                                   "WHERE order_id = :o"), {"o": oid}).one()  # fmt: skip
+        assert (got.status, got.name) == (status, name)
+        assert conn.execute(sa.text("SELECT to_regclass('orders') IS NOT NULL")).scalar_one()

@@ -1,0 +1,46 @@
+"""Secrets never reach a log line: the database password, read from Secrets Manager as in AWS,
+through a run that fails to reach the database and logs its traceback."""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+
+import pytest
+
+from tests.handlers import http, load
+
+pytestmark = pytest.mark.integration
+
+PASSWORD = f"pw-{uuid.uuid4().hex}-never-logged"
+
+
+@pytest.fixture
+def secret_env(handler_env, stack, monkeypatch):
+    """The AWS way in: DB_SECRET_ARN (a JSON secret on moto's Secrets Manager), no DATABASE_URL;
+    the database behind it is unreachable, so every SQL path fails and logs why."""
+    secrets = stack.client("secretsmanager")
+    value = {"username": "app", "password": PASSWORD, "host": "127.0.0.1", "port": 1, "dbname": "x"}
+    arn = secrets.create_secret(Name=f"db-{uuid.uuid4().hex[:8]}", SecretString=json.dumps(value))["ARN"]
+    monkeypatch.delenv("DATABASE_URL")
+    monkeypatch.setenv("DB_SECRET_ARN", arn)
+    monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", stack.dynamodb_endpoint)
+    for name, value in (("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ACCESS_KEY_ID", "local"),
+                        ("AWS_SECRET_ACCESS_KEY", "local")):  # fmt: skip
+        monkeypatch.setenv(name, value)
+    return arn
+
+
+def test_the_password_never_reaches_a_log_line(secret_env, caplog, capfd):
+    caplog.set_level(logging.DEBUG)
+    api = load("api")
+    status, body, _ = http(api, "GET", f"/customers/c-{uuid.uuid4().hex[:6]}")
+    assert status == 503 and PASSWORD not in json.dumps(body)  # the SQL path really ran and failed
+    status, _, _ = http(api, "PUT", "/customers/c-1", body={"Name": "A", "Email": "a@example.com"})
+    assert status == 503
+    logged = "\n".join(r.getMessage() + (r.exc_text or "") for r in caplog.records)
+    out, err = capfd.readouterr()
+    assert "database unavailable" in logged  # the failure was logged, with its traceback
+    for text in (logged, out, err):
+        assert PASSWORD not in text

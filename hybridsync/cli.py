@@ -390,12 +390,18 @@ def _timeseries(args: argparse.Namespace) -> int:
 
     from hybridsync import aws, settings, timeseries
 
+    if args.action == "query" and not (args.source and args.start and args.end):
+        raise SystemExit("query needs --source, --from and --to, e.g. --source dev-1 --from 2026-11-20 "
+                         "--to 2026-11-22")  # fmt: skip
+    try:
+        now = datetime.fromisoformat(args.at.replace("Z", "+00:00")) if args.at else datetime.now(UTC)
+    except ValueError:
+        raise SystemExit(f"--at must be an ISO-8601 time, got {args.at!r}") from None
+    if now.tzinfo is None:
+        raise SystemExit("--at needs a timezone, e.g. 2026-11-22T00:00:00Z")
     client = aws.client("dynamodb")
     if args.action == "rotate":
         bucket = _given(args.bucket, "BUCKET_BODIES", "bucket for archives", "--bucket")
-        now = datetime.fromisoformat(args.at.replace("Z", "+00:00")) if args.at else datetime.now(UTC)
-        if now.tzinfo is None:
-            raise SystemExit("--at needs a timezone, e.g. 2026-11-22T00:00:00Z")
         done = timeseries.rotate(
             client, aws.client("s3"), bucket, args.prefix or settings.series_prefix(), now
         )
@@ -583,6 +589,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from botocore.exceptions import NoRegionError
+
     from hybridsync.settings import ConfigurationError
 
     args = parser().parse_args(argv)
@@ -590,6 +598,9 @@ def main(argv: list[str] | None = None) -> int:
         return args.run(args)
     except ConfigurationError as error:  # what the user can fix: one clear line, no traceback
         raise SystemExit(f"hybridsync {args.command}: {error}") from None
+    except NoRegionError:
+        raise SystemExit(f"hybridsync {args.command}: no AWS region: set AWS_REGION, or `source .local/env` "
+                         "for the local app") from None  # fmt: skip
 
 
 if __name__ == "__main__":

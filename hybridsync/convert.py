@@ -85,7 +85,17 @@ def to_string(f: Field, value: Any) -> str:
         raise _reject(f, "a string", value)
     if f.max_length is not None and len(value) > f.max_length:
         raise Rejected(f"{f.attribute} is {len(value)} characters long, over its limit of {f.max_length}")
-    return value
+    return _unicode(f, value)
+
+
+def _unicode(f: Field, text: str) -> str:
+    """Valid Unicode: JSON escapes can smuggle a lone surrogate into an event, and no driver can
+    encode it. (A NUL is left to PostgreSQL, which refuses it: that row alone is dead-lettered.)"""
+    try:
+        text.encode()
+    except UnicodeEncodeError:
+        raise Rejected(f"{f.attribute} is not valid Unicode (it holds a lone surrogate)") from None
+    return text
 
 
 def to_integer(f: Field, value: Any) -> int:
@@ -120,7 +130,7 @@ def to_boolean(f: Field, value: Any) -> bool:
 def to_json(f: Field, value: Any) -> str:
     if not isinstance(value, dict | list | set):
         raise _reject(f, "a map, list or set", value)
-    return json_text(value)
+    return _unicode(f, json_text(value))
 
 
 CONVERTERS: dict[FieldType, Callable[[Field, Any], Any]] = {

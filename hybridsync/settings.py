@@ -46,8 +46,12 @@ def database_url() -> str:
         return url
     import sqlalchemy as sa
     from aws_lambda_powertools.utilities import parameters
+    from aws_lambda_powertools.utilities.parameters.exceptions import TransformParameterError
 
-    secret = parameters.get_secret(required("DB_SECRET_ARN"), transform="json", max_age=300)
+    try:
+        secret = parameters.get_secret(required("DB_SECRET_ARN"), transform="json", max_age=300)
+    except TransformParameterError:
+        raise ConfigurationError("DB_SECRET_ARN does not hold a JSON secret") from None
     if not isinstance(secret, dict):
         raise ConfigurationError("DB_SECRET_ARN does not hold a JSON secret")
     try:

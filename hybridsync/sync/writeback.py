@@ -12,6 +12,7 @@ import contextlib
 import dataclasses
 import functools
 import gc
+import json
 import operator
 import time
 from collections import defaultdict
@@ -101,7 +102,13 @@ def decode(record: dict[str, Any]) -> Change | None:
         if entity is None:  # mastered elsewhere, or no SQL table: not ours
             return None
         # Only the attributes the mapping reads are decoded: keys and GSI attributes are not.
-        image = {a: attribute_value(raw[a]) for a in attributes if a in raw}
+        image = {}
+        for a in (a for a in attributes if a in raw):
+            try:
+                image[a] = attribute_value(raw[a])
+            except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError):
+                shown = json.dumps(raw[a], default=str)[:80]
+                raise Rejected(f"undecodable {a}: {shown} is not a DynamoDB value") from None
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
         raise Rejected(f"undecodable image: {type(error).__name__}: {error}") from None
     if image.get(ORIGIN) == ORIGIN_SQL:

@@ -16,6 +16,7 @@ from web import ROUTES, app, error, logger, metrics
 from hybridsync.capacity import Meter
 from hybridsync.errors import Conflict, Invalid, NotFound
 from hybridsync.runtime import dynamodb
+from hybridsync.settings import ConfigurationError
 
 METER = Meter()
 
@@ -46,6 +47,13 @@ def database_unavailable(failure: Exception) -> Response:
     logger.exception("database unavailable")
     metrics.add_metric("DatabaseUnavailable", MetricUnit.Count, 1)
     return error(503, "database unavailable, retry later")
+
+
+@app.exception_handler(ConfigurationError)
+def misconfigured(failure: ConfigurationError) -> Response:
+    logger.error(f"misconfigured: {failure}")  # names the variable or secret field to fix
+    metrics.add_metric("Misconfigured", MetricUnit.Count, 1)
+    return error(500, "the service is misconfigured; its log says what to fix")
 
 
 @app.exception_handler(Exception)

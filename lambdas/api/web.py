@@ -1,11 +1,13 @@
 """What every route of the HTTP API shares: the resolver, parameters that answer 400 naming
 themselves, JSON bodies, and one error envelope for every error: {"statusCode": N, "message": "..."}."""
 
+import functools
 import json
 from collections.abc import Callable
 from datetime import datetime
 from decimal import Decimal
 from typing import Any
+from urllib.parse import unquote
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
@@ -25,8 +27,18 @@ ROUTES: dict[str, set[str]] = {}  # rule -> methods: what a wrong method is told
 
 
 def route(method: str, rule: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
+    """Register a route; its path parameters arrive percent-decoded (`Z%C3%BCrich` is `Zürich`,
+    `%23` is a `#` the key checks then refuse), as API Gateway leaves them encoded in the path."""
     ROUTES.setdefault(rule, set()).add(method)
-    return app.route(rule, method)
+
+    def register(handler: Callable[..., Response]) -> Callable[..., Response]:
+        @functools.wraps(handler)
+        def decoded(**parameters: str) -> Response:
+            return handler(**{name: unquote(value) for name, value in parameters.items()})
+
+        return app.route(rule, method)(decoded)
+
+    return register
 
 
 def get(rule: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:

@@ -241,9 +241,9 @@ def poison_variants(valid):
         ),
         "malformed number": (
             edit(lambda r: image(r).update(Total={"N": "twelve"})),
-            "Total must be a number",
+            'undecodable Total: {"N": "twelve"}',
         ),
-        "unknown attribute type": (edit(lambda r: image(r).update(Total={"Q": "1"})), "undecodable image"),
+        "unknown attribute type": (edit(lambda r: image(r).update(Total={"Q": "1"})), "undecodable Total"),
         "no Entity": (edit(lambda r: image(r).pop("Entity")), "no Entity attribute"),
         "unknown entity": (
             edit(lambda r: image(r).update(Entity={"S": "Invoice"})),

@@ -30,7 +30,7 @@ def _up(args: argparse.Namespace) -> int:
     assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
     with local.start(state, args.prefix, tables=False) as stack:
         app = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint, database_url=stack.database_url,
-                       state_dir=state, prefix=args.prefix)  # fmt: skip
+                       state_dir=state, prefix=args.prefix, faults=args.faults)  # fmt: skip
         stop = threading.Event()
         drain_args = (stack.database_url, stack.client(), app.tables["MainTable"], stop)
         drainer = threading.Thread(target=outbox.listen_and_drain, args=drain_args, daemon=True)
@@ -77,6 +77,15 @@ def _up(args: argparse.Namespace) -> int:
     return 0
 
 
+def _fault_plan(text: str) -> Any:
+    from hybridsync.local.faults import FaultPlan
+
+    try:
+        return FaultPlan.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _banner(stack: Any, app: Any, env_file: Path) -> None:
     def origin(service: str) -> str:
         return "embedded" if service in stack.embedded else "from the environment"
@@ -117,6 +126,8 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
         days = sorted(timeseries.tables(app.client, app.prefix, series))
         print(f"  series     {app.prefix}-{series.table.name}-<day>: {', '.join(days) or 'none yet'} "
               "(a table per day, rotated by the Rotate function)")  # fmt: skip
+    if app.faults:
+        print(f"  faults     {app.faults.plan} injected into stream deliveries")
     print("  outbox     PostgreSQL changes reach DynamoDB on NOTIFY, and on the drain's schedule")
     print(f"  env        source {env_file}  (for other shells and tools); `hybridsync status` for lag")
 
@@ -472,6 +483,9 @@ def parser() -> argparse.ArgumentParser:
         help="drive a realistic workload through the app, then report (also .local/report.html)",
     )
     up.add_argument("--port", type=int, default=0, help="HTTP API port on 127.0.0.1 (default: a free one)")
+    up.add_argument("--faults", type=_fault_plan, default=None, metavar="PLAN",
+                    help="inject faults into stream deliveries, seeded: e.g. "
+                         "duplicate=0.2,fail_before=0.05,fail_after=0.05,seed=7")  # fmt: skip
     status = command("status", "what the running app's mappings and functions are doing",
                      "hybridsync status", _status)  # fmt: skip
     invoke = command("invoke", "invoke one function of the app with one event",

@@ -18,6 +18,7 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from hybridsync import aws
+from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
 from hybridsync.local.mappings import Checkpoints, MappingStats, Settings, ShardPoller, ShardReader
 from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
@@ -73,6 +74,7 @@ class LocalApp:
         state_dir: Path,
         prefix: str = "hybridsync",
         region: str = aws.LOCAL_REGION,
+        faults: FaultPlan | None = None,
     ):
         self.assembly, self.state_dir, self.prefix, self.region = assembly, state_dir, prefix, region
         self.dynamodb_endpoint, self.database_url = dynamodb_endpoint, database_url
@@ -87,6 +89,7 @@ class LocalApp:
         self.buckets: dict[str, str] = {}  # construct -> physical name
         self.sweepers: dict[str, TtlSweeper] = {}  # physical table name -> its TTL sweeper
         self.http: ThreadingHTTPServer | None = None
+        self.faults = Faults(faults) if faults and faults.active else None  # on stream deliveries
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._logs: list[Any] = []
@@ -263,8 +266,11 @@ class LocalApp:
                     (stream_arn, shard["ShardId"]),
                     ShardReader(streams, stream_arn, shard["ShardId"], sweeper.mark if sweeper else None),
                 )  # one reader per shard, shared by its mappings
+                invoke = self.functions[function.construct].invoke
+                if self.faults:
+                    invoke = self.faults.wrap(function.construct, invoke)
                 self.pollers.append(ShardPoller(
-                    settings, self.functions[function.construct].invoke, reader, stream_arn,
+                    settings, invoke, reader, stream_arn,
                     shard["ShardId"], checkpoints, self._queue_sender(destination), arn, stats,
                 ))  # fmt: skip
         for poller in self.pollers:  # every poller registered first: the reader starts early enough
@@ -406,6 +412,7 @@ class LocalApp:
             },
             "functions": {name: vars(f.stats) for name, f in self.functions.items()},
             "failure_queues": queues,
+            "faults_injected": dict(self.faults.counts) if self.faults else {},
         }  # fmt: skip
 
     def stop(self) -> None:

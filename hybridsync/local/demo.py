@@ -362,6 +362,8 @@ def _report(
         "records_delivered": len(lags),
         "throughput_records_s": round(len(lags) / elapsed, 1),
         "timeline": sorted((round(at, 3), round(lag, 3)) for at, lag in delivered),
+        "faults_injected": dict(app.faults.counts) if app.faults else {},
+        "failed_batches_queued": sum(app.status()["failure_queues"].values()),
     }
 
 
@@ -403,3 +405,7 @@ def _print(console: Console, f: dict[str, Any]) -> None:
         f"records; {f['throughput_records_s']} records/s delivered"
         + ("" if f["caught_up"] else " [red](did not catch up in time)[/red]")
     )
+    if f["faults_injected"]:
+        injected = ", ".join(f"{kind} {n}" for kind, n in sorted(f["faults_injected"].items()))
+        console.print(f"faults injected into stream deliveries: {injected}; "
+                      f"failed batches in the failure queues: {f['failed_batches_queued']}")  # fmt: skip

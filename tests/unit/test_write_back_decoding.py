@@ -38,7 +38,7 @@ REJECTED = {
     "poison_order_unknown_event_name": "unknown eventName 'TRUNCATE'",
     "poison_order_no_dynamodb_section": "no dynamodb section",
     "poison_order_remove_without_old_image": "REMOVE record without OldImage",
-    "poison_order_malformed_number": "undecodable Total: {\"N\": \"twelve\"} is not a DynamoDB value",
+    "poison_order_malformed_number": 'undecodable Total: {"N": "twelve"} is not a DynamoDB value',
     "poison_order_unknown_attribute_type": "undecodable Total",
     "poison_order_no_entity": "item has no Entity attribute",
     "poison_order_unknown_entity": "unknown entity 'Invoice'",

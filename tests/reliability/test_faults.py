@@ -67,5 +67,6 @@ def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, st
     assert figures["aggregates_equal_recount"] and figures["aggregates"] > 0
     assert set(map(tuple, figures["dead_letters"])) == POISON_REASONS  # exactly the poison, once each
     injected = figures["faults_injected"]
+    print(f"faults injected: {injected}")  # shown with -s
     assert min(injected.get(kind, 0) for kind in ("duplicate", "fail_before", "fail_after")) >= 3, injected
     assert figures["failed_batches_queued"] == 0  # every failure retried through, none exhausted

@@ -132,6 +132,8 @@ class LocalApp:
                if v is not None and k not in DATABASE_VARIABLES}  # fmt: skip
         if "TIMESERIES_PREFIX" in env:  # tables a function creates are named like the app's own
             env["TIMESERIES_PREFIX"] = self.prefix
+        if self.faults:
+            env |= self.faults.plan.worker_environment()
         return env | {
             "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"),
             "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,

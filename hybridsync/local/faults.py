@@ -6,7 +6,11 @@ Lambda may do to a batch under at-least-once delivery, on purpose and often.
   fail_after    the function runs to the end, then the invocation is reported failed (a timeout
                 after the work was done): the platform retries what was already applied
 
-Each is a probability per invocation. `./scripts/up --faults duplicate=0.2,fail_after=0.05` runs
+  throttle      a function's DynamoDB request answered with a throttle (400) before it is sent
+  server_error  ... with an InternalServerError (500): the SDK's retries must absorb both
+
+The first three are probabilities per invocation, the last two per DynamoDB request (injected in
+the function's worker, `bootstrap.py`). `./scripts/up --faults duplicate=0.2,throttle=0.05` runs
 the app with them; the mapping's own retries, bisection and failure queue do the rest.
 """
 
@@ -28,6 +32,8 @@ class FaultPlan:
     duplicate: float = 0.0
     fail_before: float = 0.0
     fail_after: float = 0.0
+    throttle: float = 0.0
+    server_error: float = 0.0
 
     @classmethod
     def parse(cls, text: str) -> FaultPlan:
@@ -48,7 +54,14 @@ class FaultPlan:
 
     @property
     def active(self) -> bool:
-        return any((self.duplicate, self.fail_before, self.fail_after))
+        return any((self.duplicate, self.fail_before, self.fail_after, self.throttle, self.server_error))
+
+    def worker_environment(self) -> dict[str, str]:
+        """What a function's worker needs to inject the per-request faults."""
+        if not (self.throttle or self.server_error):
+            return {}
+        spec = f"throttle={self.throttle},server_error={self.server_error},seed={self.seed}"
+        return {"HYBRIDSYNC_DYNAMODB_FAULTS": spec}
 
 
 class Faults:

@@ -1,7 +1,8 @@
 """The whole running app under injected faults: the demo's workload on both sides (orders with
 edits, cancellations and deletes, follows, scores, catalogue and prices, reviews, poison records)
 through the app of the session's `cdk synth`, every stream delivery exposed to seeded faults
-(duplicate deliveries, failures before and after the function ran). Then the same checks as a
+(duplicate deliveries, failures before and after the function ran), every DynamoDB request of a
+function to throttles and 500s. Then the same checks as a
 clean run: no drift, aggregates equal a recount, the dead letters are the poison records."""
 
 from __future__ import annotations
@@ -47,7 +48,8 @@ def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, st
     assembly = Assembly.load(cloud_assembly)
     for mapping in assembly.resources("AWS::Lambda::EventSourceMapping"):  # many small batches: many faults
         mapping.properties.update(BatchSize=25, MaximumBatchingWindowInSeconds=0)
-    plan = FaultPlan(seed=20261122, duplicate=0.3, fail_before=0.15, fail_after=0.15)
+    plan = FaultPlan(seed=20261122, duplicate=0.3, fail_before=0.15, fail_after=0.15, throttle=0.05,
+                     server_error=0.02)  # fmt: skip
     app = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint, database_url=database_url,
                    state_dir=tmp_path, prefix=f"rel{uuid.uuid4().hex[:4]}", faults=plan)  # fmt: skip
     stop = threading.Event()  # the outbox drain on NOTIFY, as `hybridsync up` runs it
@@ -66,7 +68,11 @@ def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, st
     assert figures["drift"] == 0
     assert figures["aggregates_equal_recount"] and figures["aggregates"] > 0
     assert set(map(tuple, figures["dead_letters"])) == POISON_REASONS  # exactly the poison, once each
-    injected = figures["faults_injected"]
+    logged = "".join(log.read_text() for log in (tmp_path / "logs").glob("*.log"))
+    injected = figures["faults_injected"] | {
+        "throttle": logged.count("injected: ProvisionedThroughputExceededException"),
+        "server_error": logged.count("injected: InternalServerError"),
+    }
     print(f"faults injected: {injected}")  # shown with -s
-    assert min(injected.get(kind, 0) for kind in ("duplicate", "fail_before", "fail_after")) >= 3, injected
+    assert min(injected.values()) >= 3 and len(injected) == 5, injected
     assert figures["failed_batches_queued"] == 0  # every failure retried through, none exhausted

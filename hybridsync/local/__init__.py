@@ -8,6 +8,8 @@ import bisect
 import copy
 import logging
 import os
+import subprocess
+import sys
 import threading
 import types
 import warnings
@@ -219,6 +221,16 @@ def start_dynamodb() -> tuple[str, Callable[[], None]]:
     server.start()
     host, port = server.get_host_and_port()
     return f"http://{host}:{port}", server.stop
+
+
+def start_dynamodb_process() -> tuple[str, subprocess.Popen]:
+    """moto server in a process of its own, until its stdin closes: it outlives an app that is
+    killed (as DynamoDB would), and its memory is measured apart from the app's."""
+    code = ("import sys; from hybridsync import local; print(local.start_dynamodb()[0], flush=True); "
+            "sys.stdin.read()")  # fmt: skip
+    process = subprocess.Popen([sys.executable, "-c", code], text=True, stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    return process.stdout.readline().strip(), process  # type: ignore[union-attr]
 
 
 def start_postgres(data_dir: Path) -> tuple[str, Callable[[], None]]:

@@ -230,14 +230,20 @@ def _poison(writer: Writer) -> None:
 
 
 def _caught_up(app: LocalApp, engine: sa.Engine) -> tuple[bool, str]:
-    with engine.connect() as conn:
-        outbox = conn.execute(sa.text("SELECT count(*) FROM outbox")).scalar_one()
+    try:
+        with engine.connect() as conn:
+            outbox = conn.execute(sa.text("SELECT count(*) FROM outbox")).scalar_one()
+    except sa.exc.OperationalError:  # PostgreSQL restarting: not caught up yet, ask again
+        return False, "PostgreSQL unreachable"
     lag = {p.settings.name.split(":")[0]: p.stats.lag_records for p in app.pollers}
     done = outbox == 0 and all(p.stats.caught_up for p in app.pollers)
     return done, ", ".join(f"{name} {n}" for name, n in lag.items()) + f", outbox {outbox}"
 
 
-def _recount(items: list[dict[str, Any]]) -> dict[tuple[str, str, str], tuple[Decimal, Decimal]]:
+Aggregates = dict[tuple[str, str, str], tuple[Decimal, Decimal]]  # (entity, owner, period) -> counters
+
+
+def recount(items: list[dict[str, Any]]) -> Aggregates:
     """The aggregates a clean pass over the order lines gives (lines the mapping rejects count for
     nothing, as in the pipeline: they are dead letters)."""
     totals: dict[tuple[str, str, str], list[Decimal]] = defaultdict(lambda: [Decimal(0), Decimal(0)])
@@ -260,8 +266,9 @@ def _recount(items: list[dict[str, Any]]) -> dict[tuple[str, str, str], tuple[De
     return {k: (v[0], v[1]) for k, v in totals.items() if v != [0, 0]}
 
 
-def _stored_aggregates(items: list[dict[str, Any]]) -> dict[tuple[str, str, str], tuple[Decimal, Decimal]]:
-    """The demo's aggregates as stored (zero counters count as absent)."""
+def stored_aggregates(items: list[dict[str, Any]], owners: str = "demo-") -> Aggregates:
+    """The aggregates of the products and customers named `owners`... as stored (zero counters
+    count as absent)."""
     fields = {
         SALES.name: ("ProductId", "Units", "Revenue"),
         CUSTOMER_SPEND.name: ("CustomerId", "Points", "Spend"),
@@ -271,7 +278,7 @@ def _stored_aggregates(items: list[dict[str, Any]]) -> dict[tuple[str, str, str]
         if item[ENTITY] in fields:
             owner, first, second = fields[item[ENTITY]]
             value = (item[first], item[second])
-            if item[owner].startswith("demo-") and value != (0, 0):
+            if item[owner].startswith(owners) and value != (0, 0):
                 out[(item[ENTITY], item[owner], item["Period"])] = value
     return out
 
@@ -340,7 +347,7 @@ def _report(
         since = datetime.fromtimestamp(started, UTC)  # this run's only: earlier runs' stay in the table
         letters = [(r.source, r.reason) for r in pending(conn) if r.created_at >= since]
     drift = reconcile(app.client, table, engine)
-    recount, stored = _recount(items), _stored_aggregates(items)
+    clean, stored = recount(items), stored_aggregates(items)
     day = datetime.now(UTC).strftime("%Y-%m-%d")
     lags = sorted(lag for p in app.pollers for _, lag in p.stats.lags)
     delivered = [(at, lag) for p in app.pollers for at, lag in p.stats.lags]
@@ -353,7 +360,7 @@ def _report(
         "postgresql_rows": rows,
         "drift": sum(d.total for d in drift.values()),
         "aggregates": len(stored),
-        "aggregates_equal_recount": stored == recount,
+        "aggregates_equal_recount": stored == clean,
         "top_sellers": _http(app, f"/products/top?day={day}&n=5")["products"],
         "leaderboard": _http(app, "/leaderboard?n=5")["players"],
         "dead_letters": letters,

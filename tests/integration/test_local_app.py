@@ -45,13 +45,13 @@ def app(cloud_assembly, stack, tmp_path_factory):
     running.stop()
 
 
-def wait_for(check, seconds=30):
+def wait_for(check, seconds=30, state=lambda: None):
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         if value := check():
             return value
         time.sleep(0.2)
-    raise AssertionError("timed out")
+    raise AssertionError(f"timed out; {state()}")
 
 
 def test_everything_is_derived_from_the_template(app, cloud_assembly):
@@ -235,10 +235,11 @@ def test_a_restart_resumes_from_the_saved_positions_and_ends_as_one_clean_pass(c
     write(first, range(10, 20))
     second = started()
     try:
-        wait_for(lambda: landed(20))
+        counts = lambda: f"before the stop {before}, after {delivered(second)}"  # noqa: E731
+        wait_for(lambda: landed(20), 60, counts)
         # across the stop, every record went to each function once: none again, none lost
-        wait_for(lambda: before["WriteBack"] + delivered(second)["WriteBack"] == 40)  # 20 orders, 20 lines
-        wait_for(lambda: before["Aggregate"] + delivered(second)["Aggregate"] == 20)
+        wait_for(lambda: before["WriteBack"] + delivered(second)["WriteBack"] == 40, 60, counts)  # 20 + 20
+        wait_for(lambda: before["Aggregate"] + delivered(second)["Aggregate"] == 20, 60, counts)
         key = marshal(SALES.key({"ProductId": f"{tag}-p", "Period": "2031-08-09"}))
         sales = wait_for(lambda: second.client.get_item(TableName=second.tables["MainTable"], Key=key,
                                                         ConsistentRead=True).get("Item"))  # fmt: skip

@@ -43,7 +43,6 @@ from hybridsync import db, local  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.demo import Writer  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
-from hybridsync.model import ORDER, ORDER_LINE  # noqa: E402
 from hybridsync.sync.reconcile import reconcile  # noqa: E402
 
 
@@ -95,12 +94,9 @@ def write_for(writer: Writer, seconds: float, tag: str) -> tuple[int, float]:
     """Orders with two lines, back to back, for `seconds`; returns (orders, orders per second)."""
     started, n = time.monotonic(), 0
     while time.monotonic() - started < seconds:
-        common = {"OrderId": f"{tag}-o{n}", "CustomerId": f"{tag}-c{n % 50}", "Status": "OPEN",
-                  "CreatedAt": "2031-05-06T07:00:00.000Z"}  # fmt: skip
-        for line_no in (1, 2):
-            writer.put(ORDER_LINE, common | {"LineNo": line_no, "ProductId": f"{tag}-p{(n + line_no) % 30}",
-                                             "Quantity": line_no, "UnitPrice": Decimal("9.99")})  # fmt: skip
-        writer.put(ORDER, common | {"Total": Decimal("29.97")})
+        order = {"OrderId": f"{tag}-o{n}", "CustomerId": f"{tag}-c{n % 50}",
+                 "CreatedAt": "2031-05-06T07:00:00.000Z"}  # fmt: skip
+        writer.order(order, [f"{tag}-p{(n + line) % 30}" for line in (1, 2)], Decimal("9.99"))
         n += 1
     return n, n / (time.monotonic() - started)
 

@@ -81,6 +81,16 @@ class Writer:
         self.written += 1
         return values
 
+    def order(self, order: dict[str, Any], products: list[str], unit_price: Decimal) -> dict[str, Any]:
+        """An open order (OrderId, CustomerId, CreatedAt) with a line per product, quantities 1, 2,
+        ..., lines first: the order's Total is theirs."""
+        order = order | {"Status": "OPEN"}
+        for line_no, product in enumerate(products, 1):
+            self.put(ORDER_LINE, order | {"LineNo": line_no, "ProductId": product, "Quantity": line_no,
+                                          "UnitPrice": unit_price})  # fmt: skip
+        total = unit_price * sum(range(1, len(products) + 1))
+        return self.put(ORDER, order | {"Total": total})
+
 
 def _sql_side(engine: sa.Engine, work: Workload, rng: random.Random, progress: Progress) -> list[str]:
     """The catalogue, written where it is mastered, through the write path's SQL functions."""

@@ -20,7 +20,7 @@ import pytest
 from hybridsync import aws, db, local, migrations, store
 from hybridsync.convert import unmarshal
 from hybridsync.local import demo
-from hybridsync.model import ORDER, ORDER_LINE
+from hybridsync.model import ORDER
 from hybridsync.sync.reconcile import reconcile
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,14 +58,11 @@ def start_app(assembly: Path, state: Path, env: dict[str, str]) -> subprocess.Po
 
 def write_orders(writer: demo.Writer, first: int, count: int) -> None:
     for n in range(first, first + count):
-        common = {"OrderId": f"r-o{n}", "CustomerId": f"r-c{n % 20}", "Status": "OPEN",
-                  "CreatedAt": "2026-11-22T07:00:00.000Z"}  # fmt: skip
-        for line_no in (1, 2):
-            writer.put(ORDER_LINE, common | {"LineNo": line_no, "ProductId": f"r-p{(n + line_no) % 15}",
-                                             "Quantity": line_no, "UnitPrice": Decimal("4.50")})  # fmt: skip
-        writer.put(ORDER, common | {"Total": Decimal("13.50")})
+        order = {"OrderId": f"r-o{n}", "CustomerId": f"r-c{n % 20}", "CreatedAt": "2026-11-22T07:00:00.000Z"}
+        placed = writer.order(order, [f"r-p{(n + line) % 15}" for line in (1, 2)], Decimal("4.50"))
         if n % 7 == 0:  # some orders change again: the newest version must win
-            writer.put(ORDER, common | {"Total": Decimal("13.50"), "Status": "SHIPPED"})
+            writer.put(ORDER, {k: placed[k] for k in ("OrderId", "CustomerId", "CreatedAt", "Total")}
+                       | {"Status": "SHIPPED"})  # fmt: skip
 
 
 @pytest.fixture

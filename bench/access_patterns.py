@@ -107,9 +107,7 @@ def measured(client: Any, run: Callable[[], Any], scanner: Scanner | None = None
     result = run()
     took = (time.perf_counter() - started) * 1000
     spent = meter.reset()
-    client.meta.events.unregister("provide-client-params.dynamodb.*", meter._ask)
-    client.meta.events.unregister("after-call.dynamodb.*", meter._count)
-    client.meta._hybridsync_meter = None
+    meter.detach(client)
     return (scanner.cost if scanner else spent), took, result
 
 

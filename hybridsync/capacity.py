@@ -172,6 +172,11 @@ class Meter:
             client.meta._hybridsync_meter = self
         return client
 
+    def detach(self, client: Any) -> None:
+        client.meta.events.unregister("provide-client-params.dynamodb.*", self._ask)
+        client.meta.events.unregister("after-call.dynamodb.*", self._count)
+        client.meta._hybridsync_meter = None
+
     def reset(self) -> Cost:
         spent, self.cost, self.by_operation = self.cost, Cost(), {}
         return spent

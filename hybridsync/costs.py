@@ -39,6 +39,15 @@ def bulk_read(items: int, size: int, *, limit: int | None = None, consistent: bo
     return Cost(requests=full + (1 if rest or not full else 0), items_read=items, read_units=units)
 
 
+def _scatter(items: int, size: int, shards: int) -> Cost:
+    """A scatter read: the items spread evenly over the shards, one Query (or more) per shard."""
+    cost, left = Cost(), items
+    for shard in range(shards):
+        share = left // (shards - shard)
+        cost, left = cost + bulk_read(share, size), left - share
+    return cost
+
+
 def distinct_keys(keys: int, items_per_key: int, item_size: int, index_entry_size: int = 150) -> list[Row]:
     """Pattern 20: every partition key of a table whose collections hold many items."""
     skip = Cost(requests=keys + 1, items_read=keys,
@@ -56,10 +65,7 @@ def time_range(days: int, items_per_day: int, entry_size: int, shards: int = ORD
     per_day = Cost()
     for _ in range(days):
         per_day += bulk_read(items_per_day, entry_size)
-    sharded, left = Cost(), days * items_per_day
-    for shard in range(shards):
-        share = left // (shards - shard)
-        sharded, left = sharded + bulk_read(share, entry_size), left - share
+    sharded = _scatter(days * items_per_day, entry_size, shards)
     return [
         Row("orders in a time range", "GSI partition per day", per_day, reads_per_s, naive=True),
         Row("orders in a time range", f"constant partition, {shards} shards", sharded, reads_per_s),
@@ -69,10 +75,7 @@ def time_range(days: int, items_per_day: int, entry_size: int, shards: int = ORD
 def selective(table_items: int, item_size: int, matching: int, entry_size: int,
               shards: int, reads_per_s: float = 0.0) -> list[Row]:  # fmt: skip
     """Patterns 8, 9: items with one status in a time range, by scan vs the sparse sharded index."""
-    index, left = Cost(), matching
-    for shard in range(shards):
-        share = left // (shards - shard)
-        index, left = index + bulk_read(share, entry_size), left - share
+    index = _scatter(matching, entry_size, shards)
     return [
         Row("open orders in a range", "scan with a filter", bulk_read(table_items, item_size), reads_per_s,
             naive=True),

@@ -7,6 +7,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 
 SEPARATOR = "#"
+HIGHEST = "\U0010ffff"  # sorts after every character a key can hold: the end of a prefix range
 
 
 def key_text(value: object) -> str:

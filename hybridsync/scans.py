@@ -22,13 +22,14 @@ from botocore.exceptions import ClientError
 from hybridsync import capacity
 from hybridsync.capacity import Cost
 from hybridsync.convert import marshal, unmarshal
+from hybridsync.keys import HIGHEST
 from hybridsync.model import KeyAttribute, Table
 
 # The largest sort-key value of each type: the skip-scan restarts after it, i.e. at the next item
 # collection. S: 256 x U+10FFFF (1,024 bytes of UTF-8); N: the largest number DynamoDB holds;
 # B: 1,024 x 0xFF. (The key limits: 1,024 bytes for a sort key.)
 LARGEST_SORT_VALUE: dict[str, Any] = {
-    "S": "\U0010ffff" * 256,
+    "S": HIGHEST * 256,
     "N": Decimal("9.9999999999999999999999999999999999999E+125"),
     "B": b"\xff" * 1024,
 }
@@ -120,7 +121,7 @@ class Scanner:
 
     def pages(self, **extra: Any) -> Iterator[list[dict[str, Any]]]:
         """Every page of the scan (items unmarshalled), segments read in parallel."""
-        yield from self._parallel(lambda segment: self._segment_pages(segment, extra))
+        yield from self.parallel(lambda segment: self._segment_pages(segment, extra))
 
     def items(self, **extra: Any) -> Iterator[dict[str, Any]]:
         for page in self.pages(**extra):
@@ -137,7 +138,7 @@ class Scanner:
                 return
             request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
-    def _parallel(self, run: Callable[[int], Iterator[Any]]) -> Iterator[Any]:
+    def parallel(self, run: Callable[[int], Iterator[Any]]) -> Iterator[Any]:
         """What `run(segment)` yields for every segment, one thread per segment when there are
         several; the first error of any segment is raised to the reader."""
         if self.segments == 1:
@@ -212,7 +213,7 @@ def skip_scan(scanner: Scanner, partition: KeyAttribute, sort: KeyAttribute) -> 
             collection = unmarshal(page["LastEvaluatedKey"])[partition.name]
             request["ExclusiveStartKey"] = marshal({partition.name: collection, sort.name: largest})
 
-    yield from scanner._parallel(walk)
+    yield from scanner.parallel(walk)
 
 
 def distinct_keys_by_scan(scanner: Scanner, partition: str) -> Iterator[Any]:

@@ -18,7 +18,7 @@ from typing import Any
 
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.errors import Invalid
-from hybridsync.keys import parse_iso
+from hybridsync.keys import HIGHEST, parse_iso
 from hybridsync.model import EVENT_SERIES, TimeSeries
 from hybridsync.scans import Scanner
 
@@ -144,7 +144,7 @@ def query(client: Any, prefix: str, partition: dict[str, Any], start: str, end: 
             TableName=name,
             KeyConditionExpression="#pk = :pk AND #sk BETWEEN :low AND :high",
             ExpressionAttributeNames={"#pk": entity.table.partition.name, "#sk": sort.name},
-            ExpressionAttributeValues=marshal({":pk": pk, ":low": start, ":high": end + "\U0010ffff"}),
+            ExpressionAttributeValues=marshal({":pk": pk, ":low": start, ":high": end + HIGHEST}),
         )
         try:
             found += [unmarshal(i) for page in pages for i in page["Items"]]

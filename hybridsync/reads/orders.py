@@ -8,9 +8,8 @@ from typing import Any
 
 from hybridsync import store
 from hybridsync.convert import marshal, unmarshal
+from hybridsync.keys import HIGHEST
 from hybridsync.model import ENTITY, MAIN, ORDER
-
-HIGHEST = "\U0010ffff"  # sorts after every character a key can hold
 
 
 def customer_orders(client: Any, table: str, customer_id: str, start: str, end: str) -> list[dict[str, Any]]:

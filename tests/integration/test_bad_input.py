@@ -17,6 +17,7 @@ import sqlalchemy as sa
 
 from hybridsync import cli
 from tests.handlers import LambdaContext, http, load
+from tests.integration.conftest import use_database_secret
 
 pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
@@ -167,14 +168,7 @@ def test_bad_configuration_fails_clearly_and_the_log_says_what_to_fix(kind, hand
     elif how == "url":
         monkeypatch.setenv("DATABASE_URL", value)
     else:
-        secret = value if isinstance(value, str) else json.dumps(value)
-        arn = stack.client("secretsmanager").create_secret(Name=f"s-{uuid.uuid4().hex[:8]}",
-                                                           SecretString=secret)["ARN"]  # fmt: skip
-        monkeypatch.delenv("DATABASE_URL")
-        for name, setting in (("DB_SECRET_ARN", arn), ("AWS_ENDPOINT_URL_SECRETS_MANAGER", stack.dynamodb_endpoint),
-                              ("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ACCESS_KEY_ID", "local"),
-                              ("AWS_SECRET_ACCESS_KEY", "local")):  # fmt: skip
-            monkeypatch.setenv(name, setting)
+        use_database_secret(stack, monkeypatch, value if isinstance(value, str) else json.dumps(value))
     caplog.set_level(logging.INFO)
     api = load("api")
     status, answer, _ = http(api, "GET", f"/customers/c-{uuid.uuid4().hex[:6]}")

@@ -158,9 +158,7 @@ def test_orders_in_a_time_range_newest_or_oldest_and_open_orders_by_range(dynamo
     try:
         orders.open_orders(dynamodb, main_table, 100, since=since, until=until)
     finally:
-        dynamodb.meta.events.unregister("provide-client-params.dynamodb.*", meter._ask)
-        dynamodb.meta.events.unregister("after-call.dynamodb.*", meter._count)
-        dynamodb.meta._hybridsync_meter = None
+        meter.detach(dynamodb)
     shards = len(ORDER.partitions("OpenShard"))
     assert (meter.cost.requests, meter.cost.items_read) == (shards, len(open_inside))
     assert meter.cost.read_units == 0.5 * shards  # small entries: one half unit per shard's Query

@@ -10,6 +10,7 @@ import uuid
 import pytest
 
 from tests.handlers import http, load
+from tests.integration.conftest import use_database_secret
 
 pytestmark = pytest.mark.integration
 
@@ -20,16 +21,8 @@ PASSWORD = f"pw-{uuid.uuid4().hex}-never-logged"
 def secret_env(handler_env, stack, monkeypatch):
     """The AWS way in: DB_SECRET_ARN (a JSON secret on moto's Secrets Manager), no DATABASE_URL;
     the database behind it is unreachable, so every SQL path fails and logs why."""
-    secrets = stack.client("secretsmanager")
     value = {"username": "app", "password": PASSWORD, "host": "127.0.0.1", "port": 1, "dbname": "x"}
-    arn = secrets.create_secret(Name=f"db-{uuid.uuid4().hex[:8]}", SecretString=json.dumps(value))["ARN"]
-    monkeypatch.delenv("DATABASE_URL")
-    monkeypatch.setenv("DB_SECRET_ARN", arn)
-    monkeypatch.setenv("AWS_ENDPOINT_URL_SECRETS_MANAGER", stack.dynamodb_endpoint)
-    for name, value in (("AWS_DEFAULT_REGION", "us-east-1"), ("AWS_ACCESS_KEY_ID", "local"),
-                        ("AWS_SECRET_ACCESS_KEY", "local")):  # fmt: skip
-        monkeypatch.setenv(name, value)
-    return arn
+    return use_database_secret(stack, monkeypatch, json.dumps(value))
 
 
 def test_the_password_never_reaches_a_log_line(secret_env, caplog, capfd):

@@ -43,7 +43,8 @@ def _up(args: argparse.Namespace) -> int:
             stack.table_names = {c.removesuffix("Table").lower(): name for c, name in app.tables.items()}
             stack.bucket_names = {c.removesuffix("Bucket").lower(): name for c, name in app.buckets.items()}
             env_file = state / "env"
-            env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in stack.environment().items()))
+            env = stack.environment() | {"FAILURE_QUEUES": ",".join(app.queues.values())}
+            env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in env.items()))
             took = time.monotonic() - started
             print(f"hybridsync: the app of {args.assembly}/ running locally, up in {took:.1f}s")
             _banner(stack, app, env_file)
@@ -295,6 +296,32 @@ def _dead_letters(args: argparse.Namespace) -> int:
     for letter in still:
         print(f"  {letter.record.get('eventID', '?')}: {letter.reason}")
     return 1 if still else 0
+
+
+def _failed_batches(args: argparse.Namespace) -> int:
+    from hybridsync import aws
+    from hybridsync.sync import failed
+
+    queues = args.queue or [q for q in os.environ.get("FAILURE_QUEUES", "").split(",") if q]
+    if not queues:
+        raise SystemExit("no failure queue: pass --queue URL (the stack's ...FailuresQueueUrl outputs) or "
+                         "set FAILURE_QUEUES (e.g. `source .local/env`)")  # fmt: skip
+    sqs = aws.client("sqs")
+    if args.action == "list":
+        batches = [b for url in queues for b in failed.pending(sqs, url, hold_s=1)]
+        for b in batches:
+            print(f"{b.at[:19]:19} {b.consumer or '?':10} {b.condition:24} {b.size:5} record(s) "
+                  f"{b.shard} {b.first}..{b.last}")  # fmt: skip
+        print(f"{len(batches)} failed batch(es), {sum(b.size for b in batches)} record(s)")
+        return 0
+    engine = db.create_engine(_database_url(args))
+    done = failed.redrive(sqs, aws.client("dynamodbstreams"), queues, client=aws.client("dynamodb"),
+                          table=_table_name(args), engine=engine)  # fmt: skip
+    print(f"redriven: {done.batches} batch(es), {done.records} record(s), {done.applied} changed something "
+          f"(the rest were applied already); {len(done.left)} left in the queue")  # fmt: skip
+    for batch, why in done.left:
+        print(f"  {batch.consumer or '?'} {batch.shard} {batch.first}..{batch.last}: {why}")
+    return 1 if done.left else 0
 
 
 def _top_sellers(args: argparse.Namespace) -> int:
@@ -583,6 +610,17 @@ def parser() -> argparse.ArgumentParser:
     letters.add_argument("--source", help="only this consumer's (e.g. write_back)")
     letters.add_argument("--id", type=int, action="append", help="only this id (repeatable)")
     letters.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
+
+    batches = command(
+        "failed-batches",
+        "list or redrive the stream batches a consumer gave up on (its on-failure queue)",
+        "hybridsync failed-batches redrive   (after `source .local/env`)",
+        _failed_batches,
+    )
+    batches.add_argument("action", choices=["list", "redrive"])
+    batches.add_argument("--queue", action="append", help="queue URL (repeatable; default $FAILURE_QUEUES)")
+    batches.add_argument("--table", help="DynamoDB table (default $TABLE_MAIN)")
+    batches.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
 
     sellers = command("top-sellers", "top products of a day or month (sparse GSI)",
                       "hybridsync top-sellers --day 2026-11-22 --n 10", _top_sellers)  # fmt: skip

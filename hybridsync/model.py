@@ -935,6 +935,21 @@ AGGREGATION_JOURNAL = Entity(
     versioned=False,
 )
 
+AGGREGATION_RANGE = Entity(
+    "AggregationRange",
+    MAIN,
+    Side.DERIVED,
+    fields=(
+        Field("ShardId", FieldType.STRING),
+        Field("First", FieldType.STRING),  # first sequence number journaled, zero-padded (sorts)
+        Field("Last", FieldType.STRING),  # last one
+    ),
+    keys={"PK": Template("AGGREGATE#{ShardId}"), "SK": Template("APPLIED#{First}")},
+    description="the stream records one batch journaled: a failed batch redriven later applies only "
+    "the records no batch did; TTL as the cursor's",
+    versioned=False,
+)
+
 EVENTS = Table(
     name="events",
     partition=_s("PK"),
@@ -983,5 +998,6 @@ MODEL = Model(
         CUSTOMER_SPEND,
         AGGREGATION_CURSOR,
         AGGREGATION_JOURNAL,
+        AGGREGATION_RANGE,
     ),
 )

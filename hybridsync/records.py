@@ -76,6 +76,11 @@ def _json_default(value: Any) -> Any:
     return str(value)
 
 
+def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
+    """A DynamoDB Streams API record in the shape a Lambda event source mapping delivers."""
+    return as_json(record | {"eventSourceARN": stream_arn})
+
+
 def as_json(record: dict[str, Any]) -> Any:
     """The record as JSON-safe data in the Lambda event shape, whatever produced it (a Lambda event,
     or boto3's streams client with datetimes and raw bytes)."""

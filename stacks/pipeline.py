@@ -279,6 +279,7 @@ class PipelineStack(Stack):
         failed batches to a queue, and alarms on lag, dead letters and failed batches."""
         handler = self.function(id, name=name, sql=sql, timeout=Duration.minutes(2), **options)
         failures = self.failure_queue(f"{id}Failures")
+        CfnOutput(self, f"{id}FailuresQueueUrl", value=failures.queue_url)  # `hybridsync failed-batches`
         handler.function.add_event_source(
             sources.DynamoEventSource(
                 self.data.tables["main"],

@@ -49,5 +49,6 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
     "AggregationCursor": [{"ShardId": "shardId-0001", "Watermark": "100", "Pending": "100", "Chunks": 1,
                            "Progress": 0}],
     "AggregationJournal": [{"ShardId": "shardId-0001", "JournalId": "100", "Part": 0, "Deltas": "[]"}],
+    "AggregationRange": [{"ShardId": "shardId-0001", "First": f"{90:040d}", "Last": "100"}],
     "CustomerSpend": [{"CustomerId": "c-1", "Period": "2026-11", "Spend": Decimal("49.98"), "Points": 49}],
 }  # fmt: skip

@@ -31,7 +31,8 @@ from typing import Any
 
 from hybridsync import filters, keys
 from hybridsync.local.functions import FunctionError
-from hybridsync.local.streams import lambda_record
+from hybridsync.records import lambda_record
+from hybridsync.sync import failed
 
 log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 0.25  # Lambda polls each shard about four times a second
@@ -394,23 +395,14 @@ class ShardPoller:
         self._checkpoint(_sequence(records[-1]))
 
     def _send_to_failure_queue(self, records: list[dict[str, Any]], condition: str, attempts: int) -> None:
-        info = {
-            "requestContext": {"requestId": f"local-{time.time_ns()}", "functionArn": self.function_arn,
-                               "condition": condition, "approximateInvokeCount": attempts},
-            "responseContext": {"statusCode": 200, "executedVersion": "$LATEST",
-                                "functionError": "Unhandled"},
-            "version": "1.0",
-            "timestamp": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.%f")[:-3] + "Z",
-            "DDBStreamBatchInfo": {
-                "shardId": self.shard,
-                "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
-                "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
-                "approximateArrivalOfFirstRecord": _iso(_created(records[0])),
-                "approximateArrivalOfLastRecord": _iso(_created(records[-1])),
-                "batchSize": len(records),
-                "streamArn": self.stream_arn,
-            },
-        }  # fmt: skip
+        info = failed.batch_info(
+            records,
+            stream_arn=self.stream_arn,
+            shard=self.shard,
+            function_arn=self.function_arn,
+            condition=condition,
+            attempts=attempts,
+        )
         if self.on_failure is not None:
             self.on_failure(info)
         self.stats.sent_to_failure_queue += len(records)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybridsync.records import as_json
+from hybridsync.records import lambda_record
 
 
 class StreamReader:
@@ -42,8 +42,3 @@ class StreamReader:
                 if not page["Records"]:
                     break
         return records
-
-
-def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
-    """A DynamoDB Streams API record in the shape a Lambda event source mapping delivers."""
-    return as_json(record | {"eventSourceARN": stream_arn})

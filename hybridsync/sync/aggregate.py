@@ -13,8 +13,13 @@ shard id when the event source mapping uses a tumbling window):
    cursor's progress counter, so a crash between two chunks resumes at the next chunk, on the
    retry of any batch of the shard, without applying a chunk twice. Then the journal is deleted.
 
-Cursors carry a TTL renewed on every batch: a closed shard's cursor expires on its own 48 h after
-its last batch (the stream keeps records 24 h). TransactWriteItems' `ClientRequestToken` would not
+Each journal also records the range of sequence numbers it covered. A batch the platform gave up
+on (its retries exhausted, its metadata in the failure queue) is skipped by the watermark once
+later batches pass it; `redrive` applies such a batch later, only its records no range covers,
+under a cursor of its own, so redriving it twice applies nothing more.
+
+Cursors and ranges carry a TTL renewed on every batch: a closed shard's expire on their own 48 h
+after its last batch (the stream keeps records 24 h). TransactWriteItems' `ClientRequestToken` would not
 do: it is remembered for 10 minutes only, and moto ignores it.
 """
 
@@ -32,6 +37,7 @@ from hybridsync.convert import attribute_value, marshal, to_row, unmarshal
 from hybridsync.model import (
     AGGREGATION_CURSOR,
     AGGREGATION_JOURNAL,
+    AGGREGATION_RANGE,
     CANCELLED,
     CUSTOMER_SPEND,
     ENTITY,
@@ -141,6 +147,10 @@ def write_units(item_bytes: int, *, transactional: bool, gsi_moves: int = 0) -> 
     return units * (2 if transactional else 1) + 2 * gsi_moves
 
 
+def _padded(sequence: int) -> str:
+    return f"{sequence:040d}"  # sequence numbers sort as text once padded
+
+
 def _cursor_key(shard: str) -> dict[str, Any]:
     return marshal(AGGREGATION_CURSOR.key({"ShardId": shard}))
 
@@ -187,8 +197,11 @@ def _journal(
             size = 0
         parts[-1].extend(chunk)
         size += chunk_bytes
-    items: list[dict] = []
-    units = 0
+    expires = int(time.time()) + CURSOR_TTL_S
+    covered = {"ShardId": shard, "First": _padded(pending[0].sequence), "Last": journal}
+    range_item = AGGREGATION_RANGE.item(covered) | {EXPIRES_AT: expires}
+    items: list[dict] = [{"Put": {"TableName": table, "Item": marshal(range_item)}}]
+    units = write_units(200, transactional=True)
     for number, part in enumerate(parts):
         body = json.dumps(part)
         values = {"ShardId": shard, "JournalId": journal, "Part": number, "Deltas": body}
@@ -198,7 +211,7 @@ def _journal(
     names = {"#w": "Watermark", "#p": "Pending", "#c": "Chunks", "#g": "Progress", "#t": EXPIRES_AT,
              "#s": "ShardId", "#e": ENTITY}  # fmt: skip
     values = {":w": str(pending[-1].sequence), ":p": journal, ":c": len(chunks), ":g": 0, ":s": shard,
-              ":t": int(time.time()) + CURSOR_TTL_S, ":e": AGGREGATION_CURSOR.name}  # fmt: skip
+              ":t": expires, ":e": AGGREGATION_CURSOR.name}  # fmt: skip
     update = {
         "TableName": table,
         "Key": _cursor_key(shard),
@@ -328,3 +341,48 @@ def aggregate(
     if outcome.rejected and dead_letter is not None:
         dead_letter(outcome.rejected)
     return outcome
+
+
+def redrive(
+    records: Sequence[dict[str, Any]],
+    client: Any,
+    table: str,
+    shard: str,
+    *,
+    dead_letter: Callable[[list[DeadLetter]], None] | None = None,
+) -> Outcome:
+    """Apply a failed batch of `shard` (read back from the stream after its metadata reached the
+    failure queue) exactly once: records a journal of the shard covered count as duplicates, the
+    rest are folded under a cursor named after the batch, which skips them on a second redrive."""
+    sequences = sorted(map(_sequence, records))
+    if not sequences:
+        return Outcome()
+    covered = _applied(client, table, shard, sequences[0], sequences[-1])
+    rest = [r for r in records if not any(a <= _sequence(r) <= b for a, b in covered)]
+    outcome = aggregate(rest, client, table, f"{shard}@{sequences[0]}", dead_letter=dead_letter)
+    outcome.received, outcome.duplicates = len(records), outcome.duplicates + len(records) - len(rest)
+    return outcome
+
+
+def _sequence(record: dict[str, Any]) -> int:
+    return int(stream_data(record)["SequenceNumber"])
+
+
+def _applied(client: Any, table: str, shard: str, first: int, last: int) -> list[tuple[int, int]]:
+    """The journaled ranges of `shard` overlapping first..last, newest first. Ranges never overlap
+    and come in stream order, so the walk back stops at the first one ending before `first`."""
+    where = {"ShardId": shard}
+    found = []
+    for page in store.pages(
+        client, "query", TableName=table, ScanIndexForward=False, ConsistentRead=True,
+        KeyConditionExpression="PK = :pk AND SK BETWEEN :lo AND :hi",
+        ExpressionAttributeValues=marshal({":pk": AGGREGATION_RANGE.key_value("PK", where),
+                                           ":lo": AGGREGATION_RANGE.key_prefix("SK", where),
+                                           ":hi": AGGREGATION_RANGE.key_prefix("SK", where) + _padded(last)}),
+    ):  # fmt: skip
+        for raw in page["Items"]:
+            start, end = int(raw["First"]["S"]), int(raw["Last"]["S"])
+            if end < first:
+                return found
+            found.append((start, end))
+    return found

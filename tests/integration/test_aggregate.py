@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import json
 import time
 import uuid
 from collections import defaultdict
@@ -17,7 +18,7 @@ from hybridsync import keys
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.model import CUSTOMER_SPEND, PLAYER_SCORE, SALES
 from hybridsync.reads import rankings
-from hybridsync.sync import aggregate
+from hybridsync.sync import aggregate, failed
 from tests.handlers import LambdaContext, load
 from tests.schedules import schedules
 
@@ -349,3 +350,41 @@ def test_leaderboard_top_n_and_a_players_neighbourhood(stack, dynamodb, workload
     assert [i["Score"] for i in view["Above"]] == [10_000_080, 10_000_070]
     assert [i["Score"] for i in view["Below"]] == [10_000_050, 10_000_030]
     assert rankings.player(dynamodb, table, "nobody") is None
+
+
+def test_a_failed_batch_redriven_later_is_applied_once(stack, dynamodb, agg, target, shop, stream, engine):
+    """A batch the mapping gave up on (its metadata in the failure queue) is passed by the
+    watermark once later batches land; redriven from the queue, its records count once, a batch
+    that had been applied (reported failed after the work) counts nothing, and a second redrive
+    of the same batch changes nothing."""
+    shop.line("o1", 1, product=1, quantity=2)
+    applied = stream.read()
+    shop.line("o2", 1, product=1, quantity=3, customer="c2")
+    shop.line("o2", 2, product=2, quantity=1, customer="c2")
+    given_up = stream.read()
+    shop.line("o3", 1, product=2, quantity=4)
+    later = stream.read()
+    table, out = stack.table_names["main"], target.table_names["main"]
+    for batch in (applied, later):
+        aggregate.aggregate(batch, agg, out, stream.shard)
+    assert stored(agg, out, shop.tag, shop) != recount(dynamodb, table, shop.tag)  # the gap
+    sqs, streams = stack.client("sqs"), stack.client("dynamodbstreams")
+    url = sqs.create_queue(QueueName=f"AggregateFailures-{shop.tag}")["QueueUrl"]
+
+    def fail(batch):
+        info = failed.batch_info(batch, stream_arn=stream.stream_arn, shard=stream.shard, attempts=11,
+                                 function_arn="x", condition="RetryAttemptsExhausted")  # fmt: skip
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps(info))
+
+    fail(given_up), fail(applied)
+    listed = failed.pending(sqs, url, hold_s=1)
+    assert sorted(b.size for b in listed) == [1, 2] and {b.consumer for b in listed} == {"aggregate"}
+    time.sleep(1.2)  # visible again
+    done = failed.redrive(sqs, streams, [url], client=agg, table=out, engine=engine)
+    assert (done.batches, done.records, done.left) == (2, 3, [])
+    assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
+    fail(given_up)
+    again = failed.redrive(sqs, streams, [url], client=agg, table=out, engine=engine)
+    assert (again.batches, again.applied) == (1, 0)
+    assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
+    assert failed.pending(sqs, url) == []

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import json
+import time
 
 import pytest
 
 from hybridsync import cli
-from hybridsync.sync import writeback
+from hybridsync.sync import failed, writeback
 
 
 @pytest.fixture
@@ -46,6 +47,39 @@ def test_dead_letters_list_and_redrive(env, engine, workload, stream, capsys):
     assert "Version must be" in capsys.readouterr().out
     assert cli.main(["dead-letters", "redrive", "--source", "write_back"]) == 1  # still bad
     assert "still rejected" in capsys.readouterr().out
+
+
+def test_failed_batches_list_and_redrive(env, engine, workload, stream, stack, monkeypatch, capsys):
+    """A write-back batch the mapping gave up on while PostgreSQL was away: listed, then redriven
+    from the stream into PostgreSQL; what the queue named nothing about stays, with the reason."""
+    oid = workload.id("o")
+    workload.order(oid)
+    workload.order(oid, Status="SHIPPED")
+    records = stream.read()
+    sqs = stack.client("sqs")
+    urls = [
+        sqs.create_queue(QueueName=f"{workload.prefix}-{name}")["QueueUrl"]
+        for name in ("WriteBackFailures", "Q")
+    ]
+    for url in urls:
+        info = failed.batch_info(records, stream_arn=stream.stream_arn, shard=stream.shard, function_arn="f",
+                                 condition="RetryAttemptsExhausted", attempts=11)  # fmt: skip
+        sqs.send_message(QueueUrl=url, MessageBody=json.dumps(info))
+    with pytest.raises(SystemExit, match="no failure queue"):
+        cli.main(["failed-batches", "list"])
+    monkeypatch.setenv("FAILURE_QUEUES", ",".join(urls))
+    assert cli.main(["failed-batches", "list"]) == 0
+    out = capsys.readouterr().out
+    assert (
+        "write_back" in out and "RetryAttemptsExhausted" in out and "2 failed batch(es), 4 record(s)" in out
+    )
+    time.sleep(1.1)  # listing hid them for a second
+    assert cli.main(["failed-batches", "redrive"]) == 1  # the unnamed queue's batch stays
+    out = capsys.readouterr().out
+    assert "redriven: 1 batch(es), 2 record(s)" in out and "no consumer is named" in out
+    with engine.connect() as conn:
+        status = conn.exec_driver_sql("SELECT status FROM orders WHERE order_id = %s", (oid,)).scalar_one()
+    assert status == "SHIPPED"
 
 
 def test_rankings_commands_validate_and_print(env, workload, capsys):

@@ -23,7 +23,6 @@ def _up(args: argparse.Namespace) -> int:
     from hybridsync import local
     from hybridsync.local.app import LocalApp
     from hybridsync.local.template import Assembly, synth_if_stale
-    from hybridsync.sync import outbox
 
     started = time.monotonic()
     state = Path(args.state_dir)
@@ -32,8 +31,7 @@ def _up(args: argparse.Namespace) -> int:
         app = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint, database_url=stack.database_url,
                        state_dir=state, prefix=args.prefix, faults=args.faults)  # fmt: skip
         stop = threading.Event()
-        drain_args = (stack.database_url, stack.client(), app.tables["MainTable"], stop)
-        drainer = threading.Thread(target=outbox.listen_and_drain, args=drain_args, daemon=True)
+        drainer = app.outbox_drainer(stop)
         status_file = state / "status.json"
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with Ctrl-C ignored

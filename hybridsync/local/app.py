@@ -394,6 +394,19 @@ class LocalApp:
                 except FunctionError as error:
                     log.warning("%s: scheduled invocation failed: %s", function.name, error)
 
+    def outbox_drainer(self, stop: threading.Event) -> threading.Thread:
+        """The SQL -> DynamoDB drain on NOTIFY, as `hybridsync up` runs it beside the app (on a
+        client of its own, exposed to the plan's DynamoDB faults and dropped NOTIFYs); start it."""
+        from hybridsync.sync import outbox
+
+        client = aws.client("dynamodb", self.dynamodb_endpoint, self.region)
+        faults = {"dropped": self.faults.notify_dropped} if self.faults else {}
+        if self.faults:
+            self.faults.on_client(client)
+        args = (self.database_url, client, self.tables["MainTable"], stop)
+        return threading.Thread(target=outbox.listen_and_drain, args=args, kwargs=faults, daemon=True,
+                                name="outbox-drain")  # fmt: skip
+
     # --- status and stopping ------------------------------------------------------------------
 
     def status(self) -> dict[str, Any]:

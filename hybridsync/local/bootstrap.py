@@ -37,45 +37,18 @@ class Context:
         return max(0, int((self._deadline - time.time()) * 1000))
 
 
-def inject_dynamodb_faults(spec: str) -> None:
-    """`throttle=0.05,server_error=0.02,seed=7`: that share of the function's DynamoDB requests is
-    answered, before it is sent, with a throttle (400) or an InternalServerError (500), as DynamoDB
-    answers under load; the SDK's retries must absorb them. Each is logged as `injected: <code>`."""
-    import random
+if os.environ.get("HYBRIDSYNC_DYNAMODB_FAULTS"):  # see dynamodb_faults.py; each logged "injected: <kind>"
+    import importlib.util
 
     import boto3
-    from botocore.awsrequest import AWSResponse
 
-    plan = dict(part.split("=", 1) for part in spec.split(",") if part)
-    rng = random.Random(int(plan.get("seed", 7)))
-    throttle, server_error = float(plan.get("throttle", 0)), float(plan.get("server_error", 0))
-
-    class Body:
-        def __init__(self, data: bytes) -> None:
-            self.data = data
-
-        def stream(self, **_: object) -> object:
-            yield self.data
-
-    def before_send(request: object, **_: object) -> object:
-        roll = rng.random()
-        if roll < throttle:
-            code, status = "ProvisionedThroughputExceededException", 400
-        elif roll < throttle + server_error:
-            code, status = "InternalServerError", 500
-        else:
-            return None
-        print(f"injected: {code}", file=sys.stderr, flush=True)
-        body = json.dumps({"__type": f"com.amazonaws.dynamodb.v20120810#{code}", "message": "injected"})
-        headers = {"x-amzn-RequestId": "injected", "Content-Type": "application/x-amz-json-1.0"}
-        return AWSResponse(request.url, status, headers, Body(body.encode()))  # type: ignore[attr-defined]
-
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dynamodb_faults.py")
+    spec = importlib.util.spec_from_file_location("dynamodb_faults", path)
+    dynamodb_faults = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(dynamodb_faults)  # type: ignore[union-attr]
     boto3.setup_default_session()
-    boto3.DEFAULT_SESSION.events.register("before-send.dynamodb", before_send)
-
-
-if os.environ.get("HYBRIDSYNC_DYNAMODB_FAULTS"):
-    inject_dynamodb_faults(os.environ["HYBRIDSYNC_DYNAMODB_FAULTS"])
+    dynamodb_faults.inject(boto3.DEFAULT_SESSION.events, os.environ["HYBRIDSYNC_DYNAMODB_FAULTS"],
+                           lambda kind: print(f"injected: {kind}", file=sys.stderr, flush=True))  # fmt: skip
 
 try:
     module_name, _, attribute = handler_name.rpartition(".")

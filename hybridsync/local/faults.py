@@ -6,12 +6,19 @@ Lambda may do to a batch under at-least-once delivery, on purpose and often.
   fail_after    the function runs to the end, then the invocation is reported failed (a timeout
                 after the work was done): the platform retries what was already applied
 
-  throttle      a function's DynamoDB request answered with a throttle (400) before it is sent
-  server_error  ... with an InternalServerError (500): the SDK's retries must absorb both
+  throttle      a DynamoDB request of a function or of the outbox drain answered with a throttle
+                (400) before it is sent
+  server_error  ... with an InternalServerError (500)
+  server_error_after  a DynamoDB write sent and applied, then answered with a 500: the SDK retries
+                what DynamoDB already did (see dynamodb_faults.py)
 
-The first three are probabilities per invocation, the last two per DynamoDB request (injected in
-the function's worker, `bootstrap.py`). `./scripts/up --faults duplicate=0.2,throttle=0.05` runs
-the app with them; the mapping's own retries, bisection and failure queue do the rest.
+  drop_notify   a PostgreSQL NOTIFY of the outbox channel is lost: the drain's idle timer must
+                find the change anyway
+
+The first three are probabilities per invocation, the next three per DynamoDB request (injected in
+the function's worker, `bootstrap.py`, and on the outbox drain's client), the last per NOTIFY.
+`./scripts/up --faults duplicate=0.2,throttle=0.05` runs the app with them; the mapping's own
+retries, bisection and failure queue do the rest.
 """
 
 from __future__ import annotations
@@ -21,8 +28,10 @@ import threading
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, fields
+from pathlib import Path
 from typing import Any
 
+from hybridsync.local import dynamodb_faults
 from hybridsync.local.functions import FunctionError
 
 
@@ -34,6 +43,8 @@ class FaultPlan:
     fail_after: float = 0.0
     throttle: float = 0.0
     server_error: float = 0.0
+    server_error_after: float = 0.0
+    drop_notify: float = 0.0
 
     @classmethod
     def parse(cls, text: str) -> FaultPlan:
@@ -54,14 +65,17 @@ class FaultPlan:
 
     @property
     def active(self) -> bool:
-        return any((self.duplicate, self.fail_before, self.fail_after, self.throttle, self.server_error))
+        return any(getattr(self, f.name) for f in fields(self) if f.name != "seed")
+
+    @property
+    def dynamodb_spec(self) -> str:
+        """The per-request faults, as `dynamodb_faults.inject` takes them ("" for none)."""
+        chosen = [f"{kind}={getattr(self, kind)}" for kind in dynamodb_faults.KINDS if getattr(self, kind)]
+        return ",".join([*chosen, f"seed={self.seed}"]) if chosen else ""
 
     def worker_environment(self) -> dict[str, str]:
         """What a function's worker needs to inject the per-request faults."""
-        if not (self.throttle or self.server_error):
-            return {}
-        spec = f"throttle={self.throttle},server_error={self.server_error},seed={self.seed}"
-        return {"HYBRIDSYNC_DYNAMODB_FAULTS": spec}
+        return {"HYBRIDSYNC_DYNAMODB_FAULTS": self.dynamodb_spec} if self.dynamodb_spec else {}
 
 
 class Faults:
@@ -80,6 +94,19 @@ class Faults:
                 self.counts[kind] += 1
             return hit
 
+    def on_client(self, client: Any) -> Any:
+        """The per-request faults on a client of this process (the outbox drain's), counted here."""
+        if self.plan.dynamodb_spec:
+            dynamodb_faults.inject(client.meta.events, self.plan.dynamodb_spec, self._count)
+        return client
+
+    def _count(self, kind: str) -> None:
+        with self._lock:
+            self.counts[kind] += 1
+
+    def notify_dropped(self) -> bool:
+        return self._roll("drop_notify")
+
     def wrap(self, name: str, invoke: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
         def faulty(event: dict[str, Any]) -> Any:
             if self._roll("fail_before"):
@@ -92,3 +119,14 @@ class Faults:
             return result
 
         return faulty
+
+
+def injected(state_dir: Path, counts: dict[str, int]) -> dict[str, int]:
+    """Every fault of a run: the app's own counts (`status()["faults_injected"]`) and those the
+    function workers logged in `<state_dir>/logs`."""
+    total = Counter(counts)
+    for log in (state_dir / "logs").glob("*.log"):
+        for line in log.read_text(errors="replace").splitlines():
+            if line.startswith("injected: "):
+                total[line.removeprefix("injected: ").strip()] += 1
+    return dict(total)

@@ -15,6 +15,7 @@ import json
 import logging
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -116,11 +117,18 @@ def drain_all(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -
 
 
 def listen_and_drain(
-    url: str, client: Any, table: str, stop: threading.Event, *, idle_s: float = 5.0
+    url: str,
+    client: Any,
+    table: str,
+    stop: threading.Event,
+    *,
+    idle_s: float = 5.0,
+    dropped: Callable[[], bool] = lambda: False,
 ) -> None:
-    """Locally: drain whenever PostgreSQL NOTIFYs the outbox channel (and every `idle_s` anyway),
-    until `stop` is set; reconnects if PostgreSQL restarts. In AWS the schedule (and an invoke
-    after commit) does this."""
+    """Locally: drain whenever PostgreSQL NOTIFYs the outbox channel (and every `idle_s` anyway:
+    a NOTIFY is lost when the listener is reconnecting), until `stop` is set; reconnects if
+    PostgreSQL restarts. `dropped()` says whether to ignore a NOTIFY (a fault, injected). In AWS
+    the schedule (and an invoke after commit) does this."""
     import psycopg
 
     from hybridsync import db
@@ -133,8 +141,11 @@ def listen_and_drain(
                     conn.execute(f"LISTEN {CHANNEL}")
                     while not stop.is_set():
                         drain_all(engine, client, table)
-                        for _ in conn.notifies(timeout=idle_s, stop_after=1):
-                            pass
+                        deadline = time.monotonic() + idle_s
+                        while (left := deadline - time.monotonic()) > 0:
+                            heard = next(iter(conn.notifies(timeout=left, stop_after=1)), None)
+                            if heard is None or not dropped():
+                                break
             except (psycopg.OperationalError, sa.exc.OperationalError):
                 if not stop.is_set():
                     logging.getLogger(__name__).warning("outbox drainer lost PostgreSQL; retrying in 2 s")

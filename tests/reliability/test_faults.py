@@ -2,7 +2,8 @@
 edits, cancellations and deletes, follows, scores, catalogue and prices, reviews, poison records)
 through the app of the session's `cdk synth`, every stream delivery exposed to seeded faults
 (duplicate deliveries, failures before and after the function ran), every DynamoDB request of a
-function to throttles and 500s, and PostgreSQL stopped for 3 s under the running app. Then the
+function and of the outbox drain to throttles and 500s (before the write, and after DynamoDB
+applied it), every outbox NOTIFY lost, and PostgreSQL stopped for 3 s under the running app. Then the
 same checks as a clean run: no drift, aggregates equal a recount, the dead letters are the poison
 records."""
 
@@ -18,11 +19,10 @@ import pytest
 from rich.console import Console
 
 from hybridsync import db, migrations
-from hybridsync.local import demo
+from hybridsync.local import demo, faults
 from hybridsync.local.app import LocalApp
 from hybridsync.local.faults import FaultPlan
 from hybridsync.local.template import Assembly
-from hybridsync.sync import outbox
 
 POISON_REASONS = {
     ("write_back", "Total must be a number, got str '12.00'"),
@@ -65,12 +65,11 @@ def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, st
     for mapping in assembly.resources("AWS::Lambda::EventSourceMapping"):  # many small batches: many faults
         mapping.properties.update(BatchSize=25, MaximumBatchingWindowInSeconds=0)
     plan = FaultPlan(seed=20261122, duplicate=0.3, fail_before=0.15, fail_after=0.15, throttle=0.05,
-                     server_error=0.02)  # fmt: skip
+                     server_error=0.02, server_error_after=0.03, drop_notify=1.0)  # fmt: skip
     app = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint, database_url=database_url,
                    state_dir=tmp_path, prefix=f"rel{uuid.uuid4().hex[:4]}", faults=plan)  # fmt: skip
-    stop = threading.Event()  # the outbox drain on NOTIFY, as `hybridsync up` runs it
-    drain_args = (database_url, app.client, app.tables["MainTable"], stop)
-    drainer = threading.Thread(target=outbox.listen_and_drain, args=drain_args, daemon=True)
+    stop = threading.Event()
+    drainer = app.outbox_drainer(stop)
     downtime: list[float] = []
     stopper = threading.Thread(target=outage, args=(server, stop, 8, 3, downtime), daemon=True)
     try:
@@ -91,11 +90,7 @@ def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, st
     assert figures["drift"] == 0
     assert figures["aggregates_equal_recount"] and figures["aggregates"] > 0
     assert set(map(tuple, figures["dead_letters"])) == POISON_REASONS  # exactly the poison, once each
-    logged = "".join(log.read_text() for log in (tmp_path / "logs").glob("*.log"))
-    injected = figures["faults_injected"] | {
-        "throttle": logged.count("injected: ProvisionedThroughputExceededException"),
-        "server_error": logged.count("injected: InternalServerError"),
-    }
+    injected = faults.injected(tmp_path, figures["faults_injected"])
     print(f"faults injected: {injected}; PostgreSQL down {downtime[1] - downtime[0]:.1f} s")  # shown with -s
-    assert min(injected.values()) >= 1 and len(injected) == 5, injected  # each kind happened
+    assert min(injected.values()) >= 1 and len(injected) == 7, injected  # each kind happened
     assert figures["failed_batches_queued"] == 0  # every failure retried through, none exhausted

@@ -1,9 +1,11 @@
 """Reconcile: compare every written-back entity in DynamoDB with its PostgreSQL rows, row by row
-(like a DMS validation task), and optionally repair PostgreSQL from DynamoDB."""
+(like a DMS validation task), and optionally repair PostgreSQL from DynamoDB; and the other way,
+the rows mastered in PostgreSQL with their DynamoDB views."""
 
 from __future__ import annotations
 
 import json
+import time
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -11,11 +13,12 @@ from typing import Any
 import sqlalchemy as sa
 
 from hybridsync.convert import to_row
-from hybridsync.model import ENTITY, MODEL, VERSION, Entity, FieldType
+from hybridsync.model import ENTITY, MODEL, VERSION, Entity, FieldType, Side
 from hybridsync.records import Rejected
 from hybridsync.scans import Scanner
 from hybridsync.schema import entity_tables
 from hybridsync.sync.writeback import Change, apply_changes
+from hybridsync.views import is_live, is_missing
 
 
 @dataclass
@@ -54,14 +57,18 @@ def _dynamodb_items(scanner: Scanner, entities: tuple[Entity, ...]) -> dict[str,
     return items
 
 
-def _sql_rows(conn: sa.Connection, entity: Entity) -> dict[tuple[Any, ...], dict[str, Any]]:
+def _sql_rows(
+    conn: sa.Connection, entity: Entity, *, live_only: bool = True
+) -> dict[tuple[Any, ...], dict[str, Any]]:
     table = entity_tables[entity.name]
     columns = [
         sa.cast(table.c[f.column], sa.Text).label(f.column) if f.type is FieldType.JSON else table.c[f.column]
         for f in entity.fields
     ]
     key = [entity.field(a).column for a in entity.sql_key]
-    query = sa.select(*columns, table.c.version).where(table.c.deleted.is_(False))
+    query = sa.select(*columns, table.c.version)
+    if live_only:  # written-back tables keep deleted rows as tombstones
+        query = query.where(table.c.deleted.is_(False))
     return {tuple(r[c] for c in key): r for r in (row._asdict() for row in conn.execute(query))}
 
 
@@ -116,4 +123,35 @@ def reconcile(client: Any, table_name: str, engine: sa.Engine, *, repair: bool =
                 report[where["entity"]].unrepaired.append(
                     f"{'/'.join(map(str, where['key']))}: {letter.reason}"
                 )
+    return report
+
+
+def reconcile_views(client: Any, table_name: str, engine: sa.Engine, *, scanner: Scanner | None = None,
+                    every_row: bool = False) -> dict[str, Drift]:  # fmt: skip
+    """The other direction: each entity mastered in PostgreSQL against its DynamoDB views. A view
+    of an older version or other values is stale; a live view of a row PostgreSQL no longer has
+    is extra. A row without a view is missing only with `every_row` (when every row was changed
+    through the outbox since the views were empty): otherwise the cache may simply be cold."""
+    entities = MODEL.mastered_in(Side.POSTGRESQL)
+    dynamo = _dynamodb_items(scanner or Scanner(client, table_name), entities)
+    now = int(time.time())
+    report: dict[str, Drift] = {}
+    with engine.connect() as conn:
+        for entity in entities:
+            drift = report.setdefault(entity.name, Drift())
+            rows = _sql_rows(conn, entity, live_only=False)
+            views = {(i["PK"], i["SK"]): i for i in dynamo[entity.name] if is_live(i, now)}
+            for key, row in rows.items():
+                drift.checked += 1
+                where = entity.key({a: row[entity.field(a).column] for a in entity.sql_key})
+                view = views.pop((where["PK"], where["SK"]), None)
+                if view is None or is_missing(view):
+                    if every_row or view is not None:
+                        drift.missing.append(key)
+                elif int(view[VERSION]) != row["version"] or _comparable(entity, to_row(entity, view)) != (
+                    _comparable(entity, row)
+                ):
+                    drift.stale.append(key)
+            drift.extra += [tuple(view.get(a) for a in entity.sql_key) for view in views.values()
+                            if not is_missing(view)]  # fmt: skip
     return report

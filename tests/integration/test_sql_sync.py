@@ -13,7 +13,7 @@ import sqlalchemy as sa
 from hybridsync import filters
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.model import PRODUCT_AVAILABILITY, PRODUCT_DETAILS
-from hybridsync.sync import outbox, writeback
+from hybridsync.sync import outbox, reconcile, writeback
 from tests.handlers import LambdaContext, load
 
 
@@ -188,3 +188,30 @@ def test_notify_wakes_the_local_drainer(stack, engine, dynamodb, product_id):
         stop.set()
         sql(engine, "SELECT pg_notify('hybridsync_outbox', 'stop')")  # wake it so it sees stop
         drainer.join(timeout=10)
+
+
+def test_reconcile_views_finds_stale_and_extra_views(stack, engine, dynamodb, product_id):
+    """The SQL -> DynamoDB direction of reconcile: a change not drained yet leaves a stale view, a
+    deleted row's live view is extra, and once drained both are gone."""
+    table = stack.table_names["main"]
+
+    def drifted():
+        report = reconcile.reconcile_views(dynamodb, table, engine)[PRODUCT_AVAILABILITY.name]
+        return {kind for kind in ("missing", "stale", "extra")
+                if any(product_id in map(str, key) for key in getattr(report, kind))}  # fmt: skip
+
+    sql(
+        engine,
+        "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 10.00, 5)",
+        p=product_id,
+    )
+    assert drifted() == set()  # no view yet: a cold cache is no drift
+    drain(stack, engine)
+    assert drifted() == set()
+    sql(engine, "UPDATE product_availability SET price = 11.00 WHERE product_id = :p", p=product_id)
+    assert drifted() == {"stale"}
+    drain(stack, engine)
+    sql(engine, "DELETE FROM product_availability WHERE product_id = :p", p=product_id)
+    assert drifted() == {"extra"}
+    drain(stack, engine)
+    assert drifted() == set()

@@ -42,19 +42,9 @@ sys.path.insert(0, str(ROOT))
 from hybridsync import db, local  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.demo import Writer  # noqa: E402
+from hybridsync.local.process import rss_mb  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.sync.reconcile import reconcile  # noqa: E402
-
-
-def rss_mb(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            status = Path(f"/proc/{pid}/status").read_text()
-        except OSError:
-            continue
-        total += int(next(line.split()[1] for line in status.splitlines() if line.startswith("VmRSS")))
-    return round(total / 1024, 1)
 
 
 def app_pids(app: LocalApp) -> list[int]:

@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
-import signal
-import subprocess
-import sys
 import time
 from decimal import Decimal
 from pathlib import Path
@@ -20,40 +16,11 @@ import pytest
 from hybridsync import aws, db, local, migrations, store
 from hybridsync.convert import unmarshal
 from hybridsync.local import demo
+from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.model import ORDER
 from hybridsync.sync.reconcile import reconcile
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-def fast_assembly(source: Path, target: Path) -> Path:
-    """The session's assembly with small batches and no batching windows: assets linked, the
-    templates rewritten (what `-c stream_batch_size=25 -c stream_batching_window_s=0` would give)."""
-    target.mkdir()
-    for entry in source.iterdir():
-        if entry.name.endswith(".template.json"):
-            template = json.loads(entry.read_text())
-            for resource in template["Resources"].values():
-                if resource["Type"] == "AWS::Lambda::EventSourceMapping":
-                    resource["Properties"].update(BatchSize=25, MaximumBatchingWindowInSeconds=0)
-            (target / entry.name).write_text(json.dumps(template))
-        else:
-            (target / entry.name).symlink_to(entry)
-    return target
-
-
-def start_app(assembly: Path, state: Path, env: dict[str, str]) -> subprocess.Popen:
-    command = [sys.executable, "-m", "hybridsync.cli", "up", "--assembly", str(assembly), "--no-synth",
-               "--state-dir", str(state), "--prefix", "restart",
-               "--faults", "duplicate=0.3,fail_before=0.1,fail_after=0.1,seed=5"]  # fmt: skip
-    log = (state / "up.log").open("a")
-    app = subprocess.Popen(command, cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 90
-    while not (state / "status.json").is_file():
-        assert app.poll() is None, (state / "up.log").read_text()[-3000:]
-        assert time.monotonic() < deadline, "the app did not come up"
-        time.sleep(0.5)
-    return app
 
 
 def write_orders(writer: demo.Writer, first: int, count: int) -> None:
@@ -80,22 +47,24 @@ def services(tmp_path):
 
 def test_killed_mid_run_it_resumes_and_ends_as_one_clean_pass(cloud_assembly, services, tmp_path):
     endpoint, url = services
-    assembly = fast_assembly(cloud_assembly, tmp_path / "assembly")
+    # small batches, no batching windows: what `-c stream_batch_size=25 -c stream_batching_window_s=0` gives
+    assembly = tuned_assembly(cloud_assembly, tmp_path / "a", BatchSize=25, MaximumBatchingWindowInSeconds=0)
     state = tmp_path / "state"
     state.mkdir()
     env = {**os.environ, "DYNAMODB_ENDPOINT": endpoint, "DATABASE_URL": url, "AWS_REGION": aws.LOCAL_REGION,
            "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}  # fmt: skip
     client = aws.client("dynamodb", endpoint, aws.LOCAL_REGION)
-    app = start_app(assembly, state, env)
+    faults = "duplicate=0.3,fail_before=0.1,fail_after=0.1,seed=5"
+    app = UpProcess(assembly, state, env, prefix="restart", faults=faults)
+    app.start()
     table = "restart-main"
     writer = demo.Writer(client, table)
     write_orders(writer, 0, 120)
     time.sleep(2)  # mid-stream: some batches applied, some in flight
-    os.kill(app.pid, signal.SIGKILL)
-    app.wait(timeout=30)
+    app.kill()
     assert (state / "positions.json").is_file()  # what it had applied, saved before the kill
     write_orders(writer, 120, 120)  # while the app is down
-    app = start_app(assembly, state, env)
+    app.start()
     engine = db.create_engine(url)
     try:
         deadline, drift = time.monotonic() + 180, None
@@ -110,12 +79,10 @@ def test_killed_mid_run_it_resumes_and_ends_as_one_clean_pass(cloud_assembly, se
                     if demo.stored_aggregates(items, "r-") == demo.recount(items):
                         break
             time.sleep(2)
-        assert drift == 0, (state / "up.log").read_text()[-3000:]
+        assert drift == 0, app.log_tail()
         assert demo.stored_aggregates(items, "r-") == demo.recount(items)
         assert len(demo.stored_aggregates(items, "r-")) > 0
         assert status["faults_injected"], status
     finally:
-        app.send_signal(signal.SIGTERM)
-        app.wait(timeout=60)
+        app.stop()
         engine.dispose()
-        shutil.rmtree(assembly, ignore_errors=True)

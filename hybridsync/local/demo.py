@@ -211,32 +211,38 @@ def _shapes(
         progress.advance(task)
 
 
-POISON = {
-    "an order whose Total is text": ("Order", {"Total": {"S": "12.00"}}),
-    "an order line whose Quantity is text": ("OrderLine", {"Quantity": {"S": "two"}}),
-    "an order with an id over 128 characters": ("Order", {"OrderId": {"S": "x" * 200}}),
-}
+POISON = {  # name: (entity, what another writer got wrong, the dead letters it must give)
+    "an order whose Total is text": ("Order", {"Total": {"S": "12.00"}},
+                                     [("write_back", "Total must be a number, got str '12.00'")]),
+    "an order line whose Quantity is text": ("OrderLine", {"Quantity": {"S": "two"}},
+                                             [("write_back", "Quantity must be an integer, got str 'two'"),
+                                              ("aggregate", "Quantity must be an integer, got str 'two'")]),
+    "an order with an id over 128 characters": (
+        "Order", {"OrderId": {"S": "x" * 200}},
+        [("write_back", "OrderId is 200 characters long, over its limit of 128")]),
+}  # fmt: skip
+POISON_REASONS = {letter for _, _, letters in POISON.values() for letter in letters}
+
+
+def poison_item(writer: Writer, name: str, order_id: str) -> None:
+    """An item another writer put without the model's validation (a POISON kind): it must become
+    dead letters."""
+    entity_name, bad, _ = POISON[name]
+    entity = MODEL.entity(entity_name)
+    values = {"OrderId": order_id, "CustomerId": "demo-c0", "CreatedAt": "2026-01-01T00:00:00.000Z",
+              "Status": "OPEN", "Version": 1}  # fmt: skip
+    values |= (
+        {"Total": Decimal(1)}
+        if entity is ORDER
+        else {"LineNo": 1, "ProductId": "demo-p0", "Quantity": 1, "UnitPrice": Decimal(1)}
+    )
+    writer.client.put_item(TableName=writer.table, Item=marshal(entity.item(values)) | bad)
+    writer.written += 1
 
 
 def _poison(writer: Writer) -> None:
-    """Items another writer put without the model's validation: they must become dead letters."""
-    for n, (entity_name, bad) in enumerate(POISON.values()):
-        entity = MODEL.entity(entity_name)
-        values = {
-            "OrderId": f"demo-poison{n}",
-            "CustomerId": "demo-c0",
-            "CreatedAt": "2026-01-01T00:00:00.000Z",
-            "Status": "OPEN",
-            "Version": 1,
-        }
-        values |= (
-            {"Total": Decimal(1)}
-            if entity is ORDER
-            else {"LineNo": 1, "ProductId": "demo-p0", "Quantity": 1, "UnitPrice": Decimal(1)}
-        )
-        item = marshal(entity.item(values)) | bad
-        writer.client.put_item(TableName=writer.table, Item=item)
-        writer.written += 1
+    for n, name in enumerate(POISON):
+        poison_item(writer, name, f"demo-poison{n}")
 
 
 def _caught_up(app: LocalApp, engine: sa.Engine) -> tuple[bool, str]:

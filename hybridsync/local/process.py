@@ -66,6 +66,19 @@ class UpProcess:
             time.sleep(0.5)
         self.lives += 1
 
+    def start_until_up(self, attempts: int = 30, pause_s: float = 2) -> int:
+        """Start it again until it comes up, as a supervisor would (it cannot start while
+        PostgreSQL is down, for one); returns the attempts that failed."""
+        for failures in range(attempts):
+            try:
+                self.start()
+                return failures
+            except RuntimeError:
+                if failures == attempts - 1:
+                    raise
+                time.sleep(pause_s)
+        return attempts
+
     def kill(self) -> None:
         """SIGKILL: no goodbye, whatever it was doing."""
         assert self.process is not None

@@ -16,6 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from hybridsync import cli
+from hybridsync.local.chaos import BadRequest
 from tests.handlers import LambdaContext, http, load
 from tests.integration.conftest import use_database_secret
 
@@ -114,13 +115,23 @@ HTTP = [
 ]  # fmt: skip
 
 
+def bad_requests() -> tuple[BadRequest, ...]:
+    """The HTTP kinds as the chaos run sends them to the running app over a socket."""
+    out = []
+    for kind in HTTP:
+        method, path, body, extra = kind.case
+        headers = {k: v for k, v in extra.items() if k[0].isupper()}
+        query = {k: v for k, v in extra.items() if not k[0].isupper()}
+        out.append(BadRequest(kind.name, method, path, body, headers, query, kind.status, kind.expected))
+    return tuple(out)
+
+
 @pytest.mark.parametrize("kind", HTTP, ids=lambda k: k.name)
 def test_a_bad_request_gets_a_4xx_naming_what_is_wrong(kind, handler_env):
-    method, path, body, extra = kind.case
-    headers = {k: v for k, v in extra.items() if k[0].isupper()}
-    query = {k: v for k, v in extra.items() if not k[0].isupper()}
+    (request,) = (r for r in bad_requests() if r.name == kind.name)
     api = load("api")
-    status, answer, _ = http(api, method, path, body=body, headers=headers, **query)
+    status, answer, _ = http(api, request.method, request.path, body=request.body, headers=request.headers,
+                             **request.query)  # fmt: skip
     assert status == kind.status, answer
     assert kind.expected in answer["message"], answer
 

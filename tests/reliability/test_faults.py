@@ -24,13 +24,6 @@ from hybridsync.local.app import LocalApp
 from hybridsync.local.faults import FaultPlan
 from hybridsync.local.template import Assembly
 
-POISON_REASONS = {
-    ("write_back", "Total must be a number, got str '12.00'"),
-    ("write_back", "Quantity must be an integer, got str 'two'"),
-    ("write_back", "OrderId is 200 characters long, over its limit of 128"),
-    ("aggregate", "Quantity must be an integer, got str 'two'"),
-}
-
 
 @pytest.fixture
 def own_database(tmp_path):
@@ -89,7 +82,7 @@ def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, st
     assert figures["caught_up"]
     assert figures["drift"] == 0
     assert figures["aggregates_equal_recount"] and figures["aggregates"] > 0
-    assert set(map(tuple, figures["dead_letters"])) == POISON_REASONS  # exactly the poison, once each
+    assert set(map(tuple, figures["dead_letters"])) == demo.POISON_REASONS  # exactly the poison, once each
     injected = faults.injected(tmp_path, figures["faults_injected"])
     print(f"faults injected: {injected}; PostgreSQL down {downtime[1] - downtime[0]:.1f} s")  # shown with -s
     assert min(injected.values()) >= 1 and len(injected) == 7, injected  # each kind happened

@@ -416,7 +416,9 @@ def run(
     events = sorted([(0.1, "outage"), (0.2, "kill"), (0.3, "outage"), (0.4, "kill"), (0.7, "outage")])
     chaos: Counter[str] = Counter()
     lives: list[dict[str, int]] = []  # each life's fault counts
-    rss: list[tuple[float, float]] = []  # (seconds into the run, app MB) of the last life
+    rss: list[
+        tuple[float, float, float, int]
+    ] = []  # (s into the run, app MB, its own MB, processes), last life
     http_good: set[str] = set()
     http_wrong: list[str] = []
     last_life_from = 0.0
@@ -444,7 +446,8 @@ def run(
             if elapsed >= next_sample:
                 next_sample = elapsed + 2
                 if elapsed - last_life_from >= 20:
-                    rss.append((elapsed, rss_mb(app.pids())))
+                    pids = app.pids()
+                    rss.append((elapsed, rss_mb(pids), rss_mb(pids[:1]), len(pids)))
             if elapsed >= next_http and (status := app.status()) and status.get("http"):
                 next_http = elapsed + 30
                 good, wrong = send_bad_requests(status["http"], bad_requests)
@@ -504,6 +507,9 @@ def run(
         "rss_mb_start": rss[0][1] if rss else None,
         "rss_mb_end": rss[-1][1] if rss else None,
         "rss_window_s": round(rss[-1][0] - rss[0][0]) if len(rss) > 1 else 0,
+        "rss_mb_mid": rss[len(rss) // 2][1] if rss else None,
+        "rss_mb_app_process": [rss[0][2], rss[-1][2]] if rss else None,  # start, end: without the workers
+        "app_processes": [rss[0][3], rss[-1][3]] if rss else None,  # the app and its function workers
     }
     show(console, figures)
     return figures

@@ -7,7 +7,7 @@ duplicated, stale, drift (each must be 0), bad_input_kinds, lag_p99_s, rss_mb_st
 The lag is end to end (a probe written, then found on the other side), outages and kills included,
 so it is bounded by them, not by the machine. Memory is the app's over its last life.
 
-The full run writes for 15 minutes (>= 10,000 changes on the 2-core reference machine, whose
+The full run writes for 20 minutes (>= 10,000 changes on the 2-core reference machine, whose
 embedded DynamoDB serves one request at a time); --quick for 1 minute.
 
 Usage: python bench/chaos.py [--quick] [--seconds N] [--rate N]
@@ -32,7 +32,7 @@ from tests.integration.test_bad_input import bad_requests  # noqa: E402
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="example: python bench/chaos.py --quick")  # fmt: skip
-    parser.add_argument("--quick", action="store_true", help="1 minute of writes (default 15 minutes)")
+    parser.add_argument("--quick", action="store_true", help="1 minute of writes (default 20 minutes)")
     parser.add_argument("--seconds", type=float, help="seconds of writes")
     parser.add_argument("--rate", type=float, default=30, help="attempted changes per second (default 30)")
     parser.add_argument("--outage", type=float, default=10, help="seconds PostgreSQL stays down (default 10)")
@@ -41,7 +41,7 @@ def main() -> None:
     args = parser.parse_args()
     figures = chaos.run(
         synth_if_stale(ROOT / "cdk.out"), Path(tempfile.mkdtemp(prefix="bench-chaos-")),
-        seconds=args.seconds or (60 if args.quick else 900), rate=args.rate, outage_s=args.outage,
+        seconds=args.seconds or (60 if args.quick else 1200), rate=args.rate, outage_s=args.outage,
         writers=args.writers, seed=args.seed, bad_requests=bad_requests(),
     )  # fmt: skip
     print(json.dumps(figures))

@@ -144,6 +144,8 @@ def _status(args: argparse.Namespace) -> int:
     for name, m in status["mappings"].items():
         print(f"{name:<26} {m['position'] or '-':>24} {m['delivered']:>9} {m['lag_records']:>7} "
               f"{m['lag_s']:>7.1f} {m['sent_to_failure_queue']:>6}  {m['last_error'] or '-'}")  # fmt: skip
+        if m.get("blocked"):
+            print(f"{'':<26} BLOCKED: {m['blocked']} ({m['retries']} retries)")
     print(f"{'function':<26} {'invocations':>11} {'errors':>7} {'cold':>5}  last error")
     for name, f in status["functions"].items():
         error = f["last_error"] or "-"

@@ -422,7 +422,8 @@ class LocalApp:
                 name: {"function": self.mapping_functions[name], "position": s.position,
                        "delivered": s.delivered, "filtered": s.filtered, "batches": s.batches,
                        "retries": s.retries, "lag_records": s.lag_records, "lag_s": round(s.lag_s, 3),
-                       "sent_to_failure_queue": s.sent_to_failure_queue, "last_error": s.last_error}
+                       "sent_to_failure_queue": s.sent_to_failure_queue, "last_error": s.last_error,
+                       "blocked": s.blocked}
                 for name, s in self.mapping_stats.items()
             },
             "functions": {name: vars(f.stats) for name, f in self.functions.items()},

@@ -9,9 +9,11 @@ lowest failed sequence number and retries from there. Records older than
 `MaximumRecordAgeInSeconds`, and batches out of retries, go to the `OnFailure` queue as Lambda's
 invocation record (metadata, not the records) and the shard goes on. `TumblingWindowInSeconds` adds
 the window, the shard id and the state returned by the previous invocation of the window, and a
-final invocation when the window closes. `ParallelizationFactor` N runs up to N batches of a shard
-at once, each partition key's records in one lane, in order. Positions are saved under `.local/`
-after every batch.
+final invocation when the window closes; as Lambda documents (services-ddb-windows), a response
+without a `state` object is a failed invocation, and a failed final invocation is retried while
+the shard waits: nothing more of it is delivered until that invocation succeeds.
+`ParallelizationFactor` N runs up to N batches of a shard at once, each partition key's records in
+one lane, in order. Positions are saved under `.local/` after every batch.
 """
 
 from __future__ import annotations
@@ -106,6 +108,7 @@ class MappingStats:
     retries: int = 0
     sent_to_failure_queue: int = 0  # records whose metadata went to the OnFailure destination
     last_error: str = ""
+    blocked: str = ""  # why the shard waits: a window's final invocation that keeps failing
     lag_records: int = 0
     lag_s: float = 0.0
     caught_up: bool = False  # the last read found nothing new and nothing waits to be delivered
@@ -225,6 +228,8 @@ class ShardPoller:
         self.first_buffered_at = 0.0
         self.window: tuple[float, float] | None = None  # the open tumbling window and its state
         self.state: dict[str, Any] = {}
+        self.final_attempts = 0  # failed final invocations of the open window so far
+        self.final_retry_at = 0.0  # monotonic time of the next one
         if position:
             self.stats.position = position
         self._in_lanes = False  # lanes checkpoint together, when all are done
@@ -256,10 +261,16 @@ class ShardPoller:
             return False
         full = len(self.buffer) >= self.settings.batch_size
         waited = time.monotonic() - self.first_buffered_at >= self.settings.batching_window_s
-        return full or waited or draining or self._window_of(self.buffer[0]) != self.window
+        head_window = self._window_of(self.buffer[0])
+        window_over = head_window is not None and time.time() >= head_window[1]  # nothing more joins it
+        return full or waited or draining or window_over
 
     def deliver_due(self, *, draining: bool = False) -> None:
-        while self.due(draining=draining):
+        while True:
+            if self._window_over() and not self._close_window():
+                return  # the shard waits for the window's final invocation to succeed
+            if not self.due(draining=draining):
+                return
             if self.settings.parallelization > 1 and not self.settings.tumbling_window_s:
                 batch = self._deliver_in_lanes()
             else:
@@ -270,7 +281,6 @@ class ShardPoller:
             if self.buffer:
                 self.first_buffered_at = time.monotonic()
             self._checkpoint_passed()
-        self._close_window_if_due()
 
     def _deliver_in_lanes(self) -> list[dict[str, Any]]:
         """`ParallelizationFactor` N: up to N batches of the shard at once, each partition key's
@@ -307,8 +317,7 @@ class ShardPoller:
             if len(batch) == self.settings.batch_size or self._window_of(record) != window:
                 break  # a batch never spans two tumbling windows
             batch.append(record)
-        if self.settings.tumbling_window_s and window != self.window:
-            self._close_window()
+        if window is not None and self.window is None:  # the previous one was closed first
             self.window, self.state = window, {}
         return batch
 
@@ -337,16 +346,19 @@ class ShardPoller:
                 continue
             try:
                 response = self.invoke(self._event(records))
-                failed = self._failed(records, response)
-            except FunctionError as error:
-                self.stats.last_error = str(error)[:300]
+                error = self._refusal(response)
+            except FunctionError as raised:
+                error = str(raised)
+            if error:
+                self.stats.last_error = error[:300]
                 if self.settings.bisect and len(records) > 1:
                     middle = len(records) // 2
                     work.extendleft([(records[middle:], attempts), (records[:middle], attempts)])
                     continue
                 failed = records
             else:
-                if isinstance(response, dict) and isinstance(response.get("state"), dict):
+                failed = self._failed(records, response)
+                if self.settings.tumbling_window_s:
                     self.state = response["state"]
             done = records[: len(records) - len(failed)]
             if done:
@@ -360,6 +372,14 @@ class ShardPoller:
             self.stats.retries += 1
             time.sleep(min(0.05 * 2**attempts, 2.0))
             work.appendleft((failed, attempts))
+
+    def _refusal(self, response: Any) -> str | None:
+        """Why Lambda counts a response that returned normally as a failed invocation, if it does:
+        under a tumbling window the response must carry a `state` object."""
+        if self.settings.tumbling_window_s and not (isinstance(response, dict)
+                                                    and isinstance(response.get("state"), dict)):  # fmt: skip
+            return f"the response has no state object, required under a tumbling window: {response!r}"
+        return None
 
     def _failed(self, records: list[dict[str, Any]], response: Any) -> list[dict[str, Any]]:
         """The records to retry after a partial batch response: from the lowest failed sequence
@@ -411,19 +431,37 @@ class ShardPoller:
 
     # --- windows and positions ----------------------------------------------------------------
 
-    def _close_window_if_due(self) -> None:
-        if self.window is not None and time.time() >= self.window[1] and not self.buffer:
-            self._close_window()
-
-    def _close_window(self) -> None:
-        """The window's final invocation, with the state the last one returned."""
+    def _window_over(self) -> bool:
+        """The open window is done: the next record belongs to a later one, or its end has passed
+        with nothing of it left to deliver."""
         if self.window is None:
-            return
+            return False
+        if self.buffer:
+            return self._window_of(self.buffer[0]) != self.window
+        return time.time() >= self.window[1]
+
+    def _close_window(self) -> bool:
+        """The window's final invocation, with the state the last one returned; whether it succeeded.
+        Lambda retries a failed one and processes nothing more of the shard until it succeeds."""
+        assert self.window is not None
+        if time.monotonic() < self.final_retry_at:
+            return False
         try:
-            self.invoke(self._event([], final=True))
-        except FunctionError as error:
+            error = self._refusal(self.invoke(self._event([], final=True)))
+        except FunctionError as raised:
+            error = str(raised)
+        if error:
+            self.final_attempts += 1
+            self.stats.retries += 1
             self.stats.last_error = f"final invocation of the window: {error}"[:300]
+            start, end = (_iso(t) for t in self.window)
+            self.stats.blocked = (f"the final invocation of window {start}..{end} failed "
+                                  f"{self.final_attempts} time(s); the shard waits for it")  # fmt: skip
+            self.final_retry_at = time.monotonic() + min(0.05 * 2**self.final_attempts, 2.0)
+            return False
         self.window, self.state = None, {}
+        self.final_attempts, self.final_retry_at, self.stats.blocked = 0, 0.0, ""
+        return True
 
     def _checkpoint(self, sequence: int) -> None:
         if self._in_lanes:
@@ -457,7 +495,7 @@ class ShardPoller:
                 log.exception("%s: poller error", self.settings.name)
                 stop.wait(1.0)
                 continue
-            self.stats.caught_up = not came and not self.buffer
+            self.stats.caught_up = not came and not self.buffer and not self.final_attempts
             if came < PAGE:  # a full page: more is waiting, read on at once
                 stop.wait(POLL_INTERVAL_S)
         self.deliver_due(draining=True)

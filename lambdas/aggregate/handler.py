@@ -12,6 +12,7 @@ from hybridsync.sync import aggregate
 
 logger = Logger()
 metrics = Metrics()
+WINDOW_COUNTS = ("applied", "duplicates", "dead_letters")  # what the tumbling window's state carries
 
 
 def store_dead_letters(letters: list[DeadLetter]) -> None:
@@ -24,6 +25,16 @@ def store_dead_letters(letters: list[DeadLetter]) -> None:
 @metrics.log_metrics
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    # Under a tumbling window Lambda requires `state` in every response, or it counts the invocation
+    # as failed (and a failed final invocation stops the shard until it succeeds). The state carries
+    # the window's counts, so its final invocation logs one line per shard and window.
+    counts = {name: int((event.get("state") or {}).get(name, 0)) for name in WINDOW_COUNTS}
+    if event.get("isFinalInvokeForWindow"):
+        # Touches nothing that can fail: a pending journal is finished by the shard's next batch.
+        logger.info("window closed", extra={"shardId": event.get("shardId"), "window": event.get("window"),
+                                            **counts})  # fmt: skip
+        metrics.add_metric("AggregateWindowsClosed", MetricUnit.Count, 1)
+        return {"state": {}, "batchItemFailures": []}
     # With a tumbling window Lambda names the shard of the batch: the key of its exactly-once cursor.
     outcome = aggregate.aggregate(
         event["Records"],
@@ -36,6 +47,9 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     metrics.add_metric("DuplicateRecords", MetricUnit.Count, outcome.duplicates)
     metrics.add_metric("AggregateTransactions", MetricUnit.Count, outcome.transactions)
     deadletters.report(metrics, logger, outcome.rejected)
+    counts["applied"] += outcome.applied
+    counts["duplicates"] += outcome.duplicates
+    counts["dead_letters"] += len(outcome.rejected)
     # A failure raises and the whole batch is retried: the retry skips what was journaled and
     # resumes the journal, which a partial report could not do better.
-    return {"batchItemFailures": []}
+    return {"state": counts, "batchItemFailures": []}

@@ -263,3 +263,23 @@ def test_invoke_runs_one_function_with_one_event(cloud_assembly, stack, tmp_path
     assert json.loads(capsys.readouterr().out)["errorType"] == "KeyError"  # as Lambda reports it
     with pytest.raises(SystemExit, match="hybridsync invoke: no function 'nothing'; the app has Aggregate"):
         cli.main(["invoke", "nothing", *common])
+
+
+def test_invoke_aggregate_answers_tumbling_window_events_with_state(cloud_assembly, stack, tmp_path,
+                                                                     monkeypatch, capsys):  # fmt: skip
+    """The batch and the final invocation of a window, shaped as Lambda's developer guide documents
+    them (services-ddb-windows): each answer carries `state`, or Lambda would count it failed."""
+    from hybridsync import cli
+    from tests import events
+
+    monkeypatch.setenv("DYNAMODB_ENDPOINT", stack.dynamodb_endpoint)
+    monkeypatch.setenv("DATABASE_URL", stack.database_url)
+    common = ["--no-synth", "--assembly", str(cloud_assembly), "--state-dir", str(tmp_path)]
+    common += ["--prefix", "test"]  # the session's tables
+    shard, state = f"shard-{uuid.uuid4().hex[:8]}", {"1": "state1"}
+    batch = events.window_event([events.documented_record()], shard, state)
+    for name, event in {"batch": batch, "final": events.window_event([], shard, state, final=True)}.items():
+        (tmp_path / f"{name}.json").write_text(json.dumps(event))
+        assert cli.main(["invoke", "aggregate", "--event", str(tmp_path / f"{name}.json"), *common]) == 0
+        answer = json.loads(capsys.readouterr().out)
+        assert isinstance(answer["state"], dict) and answer["batchItemFailures"] == [], name

@@ -189,6 +189,58 @@ def test_tumbling_windows_carry_state_and_end_with_a_final_invocation(stack, tab
     assert final["isFinalInvokeForWindow"] and final["Records"] == [] and final["state"] == {"seen": 3}
 
 
+def test_under_a_tumbling_window_a_response_without_state_is_a_failed_invocation(stack, table, tmp_path):
+    """Lambda developer guide, services-ddb-windows: "If the response does not contain a state
+    property, Lambda considers this a failed invocation." Retried, bisected, then the failure queue."""
+    put_scores(table[0], table[1], ["a", "b"])
+    function, sent = Scripted(lambda event: {"batchItemFailures": []}), []
+    p = poller(stack, table, function, tmp_path, sent, batch_size=10, tumbling_window_s=3600, bisect=True,
+               max_retries=1)  # fmt: skip
+    drain(p)
+    assert function.players() == [["a", "b"], ["a"], ["a"], ["b"], ["b"]]  # a split is not a retry
+    assert [info["DDBStreamBatchInfo"]["batchSize"] for info in sent] == [1, 1]
+    assert "no state object" in p.stats.last_error
+    assert p.stats.delivered == 0
+
+
+def test_a_failed_final_invocation_is_retried_and_the_shard_waits_for_it(stack, table, tmp_path):
+    """services-ddb-windows: the final invocation is synchronous; "if the invocation fails, your
+    Lambda function suspends further processing until a successful invocation." A final response
+    without state fails too. Nothing of the next window is delivered meanwhile."""
+    client, name, _ = table
+    finals = []
+
+    def answer(event):
+        if not event["isFinalInvokeForWindow"]:
+            return {"state": {"seen": len(event["Records"])}}
+        finals.append(event["state"])
+        if len(finals) == 1:
+            return FunctionError("RuntimeError", "the final invocation failed")
+        if len(finals) == 2:
+            return {"batchItemFailures": []}  # no state: failed as well
+        return {"state": {}}
+
+    function = Scripted(answer)
+    p = poller(stack, table, function, tmp_path, batch_size=10, tumbling_window_s=1)
+    put_scores(client, name, ["first-window"])
+    drain(p)
+    time.sleep(1.05 - time.time() % 1)  # into the next one-second window
+    put_scores(client, name, ["next-window"])
+    drain(p)  # the first window's final invocation fails: the shard waits
+    assert function.players() == [["first-window"], []]
+    assert "waits" in p.stats.blocked and p.stats.retries == 1
+    assert p.read() == 0  # nothing more is read while it waits
+    deadline = time.monotonic() + 10
+    while len(function.events) < 5 and time.monotonic() < deadline:
+        p.read()
+        p.deliver_due()
+        time.sleep(0.05)
+    assert function.players() == [["first-window"], [], [], [], ["next-window"]]
+    assert finals == [{"seen": 1}] * 3  # every retry of the final invocation carries the window's state
+    assert p.stats.retries == 2 and p.stats.blocked == ""
+    assert [event["isFinalInvokeForWindow"] for event in function.events] == [False, True, True, True, False]
+
+
 def test_a_restart_resumes_from_the_saved_position(stack, table, tmp_path):
     put_scores(table[0], table[1], ["a", "b"])
     first = Scripted()

@@ -90,6 +90,7 @@ class Generator:
     gone_customers: list[str] = field(default_factory=list)
     products: list[str] = field(default_factory=list)
     poison: Counter[str] = field(default_factory=Counter)
+    poison_items: list[tuple[str, str]] = field(default_factory=list)  # (kind, order id)
     placed: dict[str, tuple[str, str, list[dict[str, Any]]]] = field(default_factory=dict)  # id -> how
     n: int = 0
 
@@ -112,6 +113,7 @@ class Generator:
             total.done += other.done
             total.refused += other.refused
             total.poison += other.poison
+            total.poison_items += other.poison_items
         return total
 
     def step(self) -> None:
@@ -246,8 +248,10 @@ class Generator:
         """One of the poison items another writer might put, without the model's validation."""
         name = self.rng.choice(list(demo.POISON))
         writer = demo.Writer(self.client, self.table)
-        demo.poison_item(writer, name, f"{self.tag}-poison{sum(self.poison.values())}")
+        order_id = f"{self.tag}-poison{sum(self.poison.values())}"
+        demo.poison_item(writer, name, order_id)
         self.poison[name] += 1
+        self.poison_items.append((name, order_id))
 
 
 class Probes(threading.Thread):
@@ -414,6 +418,7 @@ def run(
     stop = threading.Event()
     probes = Probes(client, table, engine, stop)
     events = sorted([(0.1, "outage"), (0.2, "kill"), (0.3, "outage"), (0.4, "kill"), (0.7, "outage")])
+    schedule: list[tuple[float, str]] = []  # (s into the run, event): what a replay repeats
     chaos: Counter[str] = Counter()
     lives: list[dict[str, int]] = []  # each life's fault counts
     rss: list[
@@ -434,6 +439,7 @@ def run(
         while (elapsed := time.monotonic() - started) < seconds:
             if events and elapsed >= events[0][0] * seconds:
                 _, event = events.pop(0)
+                schedule.append((round(elapsed, 1), event))
                 if event == "kill":
                     lives.append((app.status(fresh_s=30) or {}).get("faults_injected", {}))
                     app.kill()
@@ -483,6 +489,10 @@ def run(
     postgres.stop()
     lags = probes.lags["write_back"] + probes.lags["outbox"]
     figures = {
+        "seed": seed,
+        "replay": f"python bench/chaos.py --seconds {seconds:g} --rate {rate:g} --outage {outage_s:g} "
+        f"--writers {len(generators)} --seed {seed}",
+        "work": str(work),
         "changes": generator.changes,
         "seconds": round(writes_s),
         "rate_per_s": round(generator.changes / writes_s, 1),
@@ -511,6 +521,11 @@ def run(
         "rss_mb_app_process": [rss[0][2], rss[-1][2]] if rss else None,  # start, end: without the workers
         "app_processes": [rss[0][3], rss[-1][3]] if rss else None,  # the app and its function workers
     }
+    # what a replay needs: the seed (the writers' changes and the faults' odds), the fault plan and
+    # the kills and outages as they happened; the logs of every injected fault stay in `work`
+    replay = {"command": figures["replay"], "faults": f"{FAULTS},seed={seed}", "schedule": schedule,
+              "findings": figures["findings"]}  # fmt: skip
+    (work / "replay.json").write_text(json.dumps(replay, indent=1))
     show(console, figures)
     return figures
 
@@ -525,7 +540,8 @@ def wait_caught_up(app: UpProcess, engine: sa.Engine, timeout_s: float) -> bool:
                 outbox = conn.execute(sa.text("SELECT count(*) FROM outbox")).scalar_one()
         except sa.exc.OperationalError:
             outbox = -1
-        idle = status is not None and all(m["lag_records"] == 0 for m in status["mappings"].values())
+        idle = status is not None and all(m["lag_records"] == 0 and not m.get("blocked")
+                                          for m in status["mappings"].values())  # fmt: skip
         calm = calm + 1 if idle and outbox == 0 else 0
         if calm >= 3:
             return True
@@ -534,7 +550,9 @@ def wait_caught_up(app: UpProcess, engine: sa.Engine, timeout_s: float) -> bool:
 
 
 def check(client: Any, table: str, engine: sa.Engine, generator: Generator, state: Path) -> dict[str, Any]:
-    """Both sides, row by row; the aggregates; the dead letters."""
+    """Both sides, row by row; the aggregates; the dead letters. Every loss and duplicate is named
+    in `findings`: which row, which aggregate (by how much, from which order lines), which poison
+    item's dead letter."""
     to_sql = reconcile(client, table, engine)
     to_views = reconcile_views(client, table, engine, every_row=True)  # every row came through the outbox
     items = [unmarshal(i) for page in store.pages(client, "scan", TableName=table) for i in page["Items"]]
@@ -543,13 +561,28 @@ def check(client: Any, table: str, engine: sa.Engine, generator: Generator, stat
     under = [k for k in clean.keys() | stored.keys() if stored.get(k, (0, 0)) < clean.get(k, (0, 0))]
     over = [k for k in clean.keys() | stored.keys() if stored.get(k, (0, 0)) > clean.get(k, (0, 0))]
     with engine.connect() as conn:
-        letters = Counter(
-            tuple(row) for row in conn.execute(sa.text("SELECT source, reason FROM dead_letters"))
-        )
-    expected: Counter[tuple[str, str]] = Counter()
-    for name, count in generator.poison.items():
-        for letter in demo.POISON[name][2]:
-            expected[letter] += count
+        query = "SELECT source, reason, record #>> '{dynamodb,Keys,SK,S}' FROM dead_letters"
+        rows = conn.execute(sa.text(query))
+        # each dead letter by the poison item it came from: its sort key holds the item's order id
+        letters = Counter((source, reason, next((part for part in (sort_key or "?").split("#")
+                                                 if "-poison" in part), sort_key))
+                          for source, reason, sort_key in rows)  # fmt: skip
+    expected: Counter[tuple[str, str, str]] = Counter(
+        (source, reason, order_id)
+        for name, order_id in generator.poison_items
+        for source, reason in demo.POISON[name][2]
+    )
+    findings = [f"lost: {entity} {key}: in DynamoDB, not live in PostgreSQL"
+                for entity, d in to_sql.items() for key in d.missing]  # fmt: skip
+    findings += [f"lost: {entity} {key}: in PostgreSQL, no DynamoDB view"
+                 for entity, d in to_views.items() for key in d.missing]  # fmt: skip
+    for kind, keys in (("lost", under), ("duplicated", over)):
+        findings += [f"{kind}: {' '.join(key)}: stored {stored.get(key)}, recount {clean.get(key)}, from "
+                     f"{_lines_of(items, *key)}" for key in sorted(keys)]  # fmt: skip
+    findings += [f"lost: the {source} dead letter of poison item {order_id} ({reason})"
+                 for source, reason, order_id in sorted((expected - letters).elements())]  # fmt: skip
+    findings += [f"duplicated: the {source} dead letter of {order_id} ({reason})"
+                 for source, reason, order_id in sorted((letters - expected).elements())]  # fmt: skip
     drift = sum(d.total for d in (*to_sql.values(), *to_views.values()))
     return {
         "lost": sum(len(d.missing) for d in (*to_sql.values(), *to_views.values()))
@@ -558,6 +591,7 @@ def check(client: Any, table: str, engine: sa.Engine, generator: Generator, stat
         "duplicated": len(over) + sum((letters - expected).values()),
         "stale": sum(len(d.stale) + len(d.extra) for d in (*to_sql.values(), *to_views.values())),
         "drift": drift,
+        "findings": findings,
         "rows_checked": sum(d.checked for d in (*to_sql.values(), *to_views.values())),
         "aggregates": len(stored),
         "aggregates_equal_recount": stored == clean,
@@ -565,6 +599,14 @@ def check(client: Any, table: str, engine: sa.Engine, generator: Generator, stat
         "dead_letters_expected": sum(expected.values()),
         "poison_items": sum(generator.poison.values()),
     }
+
+
+def _lines_of(items: list[dict[str, Any]], entity: str, owner: str, period: str) -> list[str]:
+    """The order lines an aggregate counts now: order id, line, quantity, status, version."""
+    side = "ProductId" if entity == "Sales" else "CustomerId"
+    return [f"{i['OrderId']}#{i['LineNo']} x{i['Quantity']} {i['Status']} v{i['Version']}" for i in items
+            if i.get("Entity") == "OrderLine" and i.get(side) == owner
+            and str(i.get("CreatedAt", "")).startswith(period)]  # fmt: skip
 
 
 def show(console: Console, f: dict[str, Any]) -> None:
@@ -582,3 +624,7 @@ def show(console: Console, f: dict[str, Any]) -> None:
     for kind, n in f["faults"].items():
         table.add_row(f"fault: {kind}", str(n))
     console.print(table)
+    for finding in f["findings"]:
+        console.print(f"[red]{finding}[/red]")
+    if f["findings"]:
+        console.print(f"kept {f['work']} (logs of every fault, replay.json); replay: {f['replay']}")

@@ -13,7 +13,8 @@ Dataset: 1,000 customers (`--quick`: 120), each an item collection of 50 orders 
   open orders     open orders of the last 7 days: the sparse sharded index / a full scan
   seeds           the model's three figures for the seeds' 2 M keys x 1,000 items scenario
 
-Prints a table, then one JSON line. Usage: python bench/access_patterns.py [--quick]
+Prints a table, then one JSON line. Usage: python bench/access_patterns.py [--quick | --smoke]
+(--smoke: 12 customers, seconds: the same code path and JSON keys)
 """
 
 from __future__ import annotations
@@ -116,8 +117,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="120 customers (6,120 items) instead of 1,000")
+    parser.add_argument("--smoke", action="store_true", help="12 customers (612 items): seconds")
     args = parser.parse_args()
-    customers = 120 if args.quick else 1000
+    customers = 12 if args.smoke else 120 if args.quick else 1000
     endpoint, stop = local.start_dynamodb()
     client = aws.client("dynamodb", endpoint, "us-east-1")
     table, by_day = "bench-main", "bench-orders-by-day"

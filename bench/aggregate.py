@@ -16,9 +16,10 @@ Rankings GSI sort key 2 more (delete the old index entry, put the new one). `exa
 the handler's counts equal a clean recount of the lines in the table; the naive loop is then
 shown double-counting after one redelivered batch.
 
-Usage: python bench/aggregate.py [--quick]
+Usage: python bench/aggregate.py [--quick | --smoke]
   --quick: the deployed batch size only, and the naive loop timed on the first 300 records
   (its calls and write units are counted for all 10,000 either way: one update per delta).
+  --smoke: 400 records, seconds: the same code path and JSON keys.
 """
 
 from __future__ import annotations
@@ -58,12 +59,12 @@ def zipf(n: int, s: float, rng: random.Random) -> Any:
     return lambda: min(bisect.bisect_left(cumulative, rng.random()), n - 1)
 
 
-def workload(stack: local.LocalStack) -> tuple[list[dict[str, Any]], str]:
+def workload(stack: local.LocalStack, count: int = RECORDS) -> tuple[list[dict[str, Any]], str]:
     rng = random.Random(20261122)
     product, customer = zipf(500, 1.2, rng), zipf(2000, 1.1, rng)
     lines = []
     order = 0
-    while len(lines) < RECORDS * 0.92:
+    while len(lines) < count * 0.92:
         order += 1
         who = f"c{customer()}"
         for line_no in range(1, rng.randint(1, 4) + 1):
@@ -73,9 +74,9 @@ def workload(stack: local.LocalStack) -> tuple[list[dict[str, Any]], str]:
                 "Quantity": rng.randint(1, 3), "UnitPrice": Decimal(rng.randint(100, 9999)) / 100,
                 "Version": 1,
             })  # fmt: skip
-    edits = RECORDS // 20
+    edits = count // 20
     changes = [line | {"Quantity": line["Quantity"] + 1, "Version": 2} for line in rng.sample(lines, edits)]
-    cancelled = rng.sample(lines, RECORDS - edits - len(lines))
+    cancelled = rng.sample(lines, count - edits - len(lines))
     changes += [line | {"Status": aggregate.CANCELLED, "Version": 3} for line in cancelled]
     client, table = stack.client(), stack.table_names["main"]
     arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
@@ -89,7 +90,7 @@ def workload(stack: local.LocalStack) -> tuple[list[dict[str, Any]], str]:
     for line in changes:  # one by one: an edit and a cancellation may hit the same line
         client.put_item(TableName=table, Item=marshal(ORDER_LINE.item(line)))
     records = reader.read()
-    assert len(records) == RECORDS, len(records)
+    assert len(records) == count, len(records)
     return records, reader.shard
 
 
@@ -158,13 +159,15 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="only the deployed batch size")
+    parser.add_argument("--smoke", action="store_true", help="400 records: seconds")
     args = parser.parse_args()
-    batches = [DEPLOYED_BATCH] if args.quick else [DEPLOYED_BATCH, 1000]
+    batches = [DEPLOYED_BATCH] if args.quick or args.smoke else [DEPLOYED_BATCH, 1000]
+    count = 400 if args.smoke else RECORDS
 
     with local.start(Path(tempfile.mkdtemp(prefix="bench-")), prefix="bench") as stack:
-        records, shard = workload(stack)
+        records, shard = workload(stack, count)
         clean = recount(records)
-        print(f"{RECORDS:,} records, {len(clean):,} aggregate items in the clean recount")
+        print(f"{count:,} records, {len(clean):,} aggregate items in the clean recount")
         print(f"{'method':>22} {'calls':>8} {'write units':>12} {'records/s':>10} {'exact':>6}")
         results: dict[str, Any] = {}
         for n, batch in enumerate(batches):
@@ -180,35 +183,35 @@ def main() -> None:
             exact = exact and replay.applied == 0 and stored(client, table) == clean
             results[batch] = (outcome, elapsed, exact)
             print(f"{f'handler, batch {batch:,}':>22} {outcome.calls:>8,} {outcome.write_units:>12,} "
-                  f"{RECORDS / elapsed:>10,.0f} {exact!s:>6}")  # fmt: skip
+                  f"{count / elapsed:>10,.0f} {exact!s:>6}")  # fmt: skip
 
         naive_calls = len(naive_updates(records))
         naive_units = naive_calls * NAIVE_UNITS_PER_UPDATE
-        sample = records[:300] if args.quick else records
+        sample = records[: 60 if args.smoke else 300] if args.quick or args.smoke else records
         target = stack.in_region("eu-central-1", prefix="naive", streams=False)
         client, table = target.client(), target.table_names["main"]
         started = time.perf_counter()
         naive(client, table, sample)
         naive_elapsed = (time.perf_counter() - started) * len(records) / len(sample)
         naive_exact = stored(client, table) == recount(sample)
-        naive(client, table, sample[:300])  # one redelivered batch
+        naive(client, table, sample[:300])  # one redelivered batch (the whole sample in smoke)
         replayed_exact = stored(client, table) == recount(sample)
-        print(f"{'naive loop':>22} {naive_calls:>8,} {naive_units:>12,} {RECORDS / naive_elapsed:>10,.0f} "
+        print(f"{'naive loop':>22} {naive_calls:>8,} {naive_units:>12,} {count / naive_elapsed:>10,.0f} "
               f"{naive_exact!s:>6}  (after one redelivered batch: exact={replayed_exact})")  # fmt: skip
 
     outcome, elapsed, exact = results[DEPLOYED_BATCH]
     for batch, (other, _, _) in results.items():
         print(f"write units ratio at batch {batch:,}: {other.write_units / naive_units:.3f}")
     print(json.dumps({
-        "records": RECORDS,
+        "records": count,
         "batch_size": DEPLOYED_BATCH,
         "write_units": outcome.write_units,
         "naive_write_units": naive_units,
         "write_units_ratio": round(outcome.write_units / naive_units, 3),
         "dynamodb_calls": outcome.calls,
         "naive_dynamodb_calls": naive_calls,
-        "records_per_s": round(RECORDS / elapsed),
-        "naive_records_per_s": round(RECORDS / naive_elapsed),
+        "records_per_s": round(count / elapsed),
+        "naive_records_per_s": round(count / naive_elapsed),
         "exact": exact,
     }))  # fmt: skip
 

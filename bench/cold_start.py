@@ -12,7 +12,8 @@ really needs, each in fresh interpreters, side by side in one run.
 The ratio is what hybridsync adds on top of the libraries (1.0 = nothing). Interpreter start-up
 is not counted; runs alternate handler and baseline, and each figure is the median.
 
-Usage: python bench/cold_start.py [--quick] [--runs N]
+Usage: python bench/cold_start.py [--quick | --smoke] [--runs N]   (--smoke: one run, no warm-up: seconds,
+the same code path and JSON keys)
 """
 
 from __future__ import annotations
@@ -68,12 +69,13 @@ def timed(code: str, cwd: Path) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
-def measure(name: str, runs: int) -> tuple[float, float]:
+def measure(name: str, runs: int, warm: bool = True) -> tuple[float, float]:
     needs = NEEDS[name]
     handler = "\n".join(["import handler", *(INIT[n] for n in needs if n in INIT)])
     bare = "\n".join(BARE[n] for n in needs)
     folder = ROOT / "lambdas" / name
-    timed(handler, folder), timed(bare, folder)  # warm the bytecode caches: not a cold start's cost
+    if warm:
+        timed(handler, folder), timed(bare, folder)  # warm the bytecode caches: not a cold start's cost
     ours, theirs = [], []
     for _ in range(runs):
         ours.append(timed(handler, folder))
@@ -87,9 +89,10 @@ def main() -> None:
         epilog="example: python bench/cold_start.py --quick",
     )
     parser.add_argument("--quick", action="store_true", help="5 runs per function (default 11)")
+    parser.add_argument("--smoke", action="store_true", help="one run per function, no warm-up: seconds")
     parser.add_argument("--runs", type=int, help="runs per function")
     args = parser.parse_args()
-    runs = args.runs or (5 if args.quick else 11)
+    runs = args.runs or (1 if args.smoke else 5 if args.quick else 11)
     functions = sorted(p.parent.name for p in (ROOT / "lambdas").glob("*/handler.py"))
     missing = set(functions) ^ set(NEEDS)
     if missing:
@@ -98,7 +101,7 @@ def main() -> None:
     print(f"{'function':<11} {'handler ms':>10} {'bare libs ms':>12} {'ratio':>6}   needs")
     result: dict[str, float] = {}
     for name in functions:
-        ours, theirs = measure(name, runs)
+        ours, theirs = measure(name, runs, warm=not args.smoke)
         ratio = ours / theirs
         result[f"{name}_ms"], result[f"{name}_baseline_ms"] = round(ours, 1), round(theirs, 1)
         result[f"{name}_ratio"] = round(ratio, 3)

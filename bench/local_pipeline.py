@@ -19,7 +19,9 @@ pipeline's RSS is sampled every 2 s through the pipeline phase; `rss_mb_mid` is 
 so growth in the second half (`rss_growth_second_half_mb`) against the first tells a high-water
 mark (flat) from a leak (still climbing).
 
-Usage: python bench/local_pipeline.py [--quick] [--seconds N]   (--quick: 10 s per phase)
+Usage: python bench/local_pipeline.py [--quick | --smoke] [--seconds N] [--assembly DIR]
+  (--quick: 10 s per phase; --smoke: 2 s per phase and no batching windows, seconds in all: the same
+  code path and JSON keys)
 """
 
 from __future__ import annotations
@@ -42,7 +44,7 @@ sys.path.insert(0, str(ROOT))
 from hybridsync import db, local  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.demo import Writer  # noqa: E402
-from hybridsync.local.process import rss_mb  # noqa: E402
+from hybridsync.local.process import rss_mb, tuned_assembly  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.sync.reconcile import reconcile  # noqa: E402
 
@@ -95,12 +97,16 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="example: python bench/local_pipeline.py --quick")  # fmt: skip
     parser.add_argument("--quick", action="store_true", help="10 s per phase (default 60 s)")
+    parser.add_argument("--smoke", action="store_true", help="2 s per phase, no batching windows: seconds")
     parser.add_argument("--seconds", type=float, help="seconds of writes per phase")
+    parser.add_argument("--assembly", type=Path, help="a synthesized app (default: cdk.out)")
     args = parser.parse_args()
-    seconds = args.seconds or (10 if args.quick else 60)
+    seconds = args.seconds or (2 if args.smoke else 10 if args.quick else 60)
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    assembly_dir = synth_if_stale(ROOT / "cdk.out")
+    assembly_dir = args.assembly or synth_if_stale(ROOT / "cdk.out")
     state = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    if args.smoke:  # nothing waits for a batching window to fill
+        assembly_dir = tuned_assembly(assembly_dir, state / "assembly", MaximumBatchingWindowInSeconds=0)
     emulator = start_emulator()
     with local.start(state, tables=False) as stack:
         engine = db.create_engine(stack.database_url)
@@ -113,7 +119,7 @@ def main() -> None:
         pipeline = apps["pipeline"]
         warm = Writer(pipeline.client, pipeline.tables["MainTable"])
         write_for(warm, 1, "warm")  # cold starts of the functions happen here, not in the measure
-        time.sleep(6)
+        time.sleep(1 if args.smoke else 6)
         raw_orders, raw_rate = write_for(
             Writer(apps["raw"].client, apps["raw"].tables["MainTable"]), seconds, "r"
         )

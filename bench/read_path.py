@@ -10,7 +10,8 @@ Latencies are per request, p50 and p99; calls are counted per request (botocore 
 hooks). Then 2,000 PostgreSQL updates are drained from the outbox into DynamoDB, beside the raw
 rate of unconditional PutItem calls to the same table.
 
-Usage: python bench/read_path.py [--quick]   (--quick: 100 requests per case instead of 400)
+Usage: python bench/read_path.py [--quick | --smoke]   (--quick: 100 requests per case instead of
+400; --smoke: 10 requests and 40 changes, seconds, the same code path and JSON keys)
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 from hybridsync import local  # noqa: E402
 from hybridsync.convert import marshal  # noqa: E402
 from hybridsync.model import PRODUCT_AVAILABILITY  # noqa: E402
+from hybridsync.runtime import dynamodb, engine  # noqa: E402
 from hybridsync.sync import outbox  # noqa: E402
 from tests.handlers import LambdaContext, load  # noqa: E402
 
@@ -83,28 +85,30 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="100 requests per case")
-    n = 100 if parser.parse_args().quick else 400
+    parser.add_argument("--smoke", action="store_true", help="10 requests per case, 40 changes: seconds")
+    args = parser.parse_args()
+    n = 10 if args.smoke else 100 if args.quick else 400
 
     with local.start(Path(tempfile.mkdtemp(prefix="bench-")), prefix="bench") as stack:
         os.environ.update(stack.environment())
         os.environ.update({"POWERTOOLS_METRICS_NAMESPACE": "bench", "POWERTOOLS_METRICS_DISABLED": "true",
                            "POWERTOOLS_LOG_LEVEL": "WARNING"})  # fmt: skip
         api = load("api")
-        engine, client = api.engine(), api.dynamodb()
+        database, client = engine(), dynamodb()  # the handler's own clients, built once per container
         ids = [f"c-{i:05d}" for i in range(2 * n)]
-        with engine.begin() as conn:
+        with database.begin() as conn:
             insert = "INSERT INTO customers (customer_id, name, email, tier) VALUES (:c, :n, :e, 'gold')"
             conn.execute(sa.text(insert),
                          [{"c": c, "n": f"Customer {c}", "e": f"{c}@example.com"} for c in ids])  # fmt: skip
             conn.execute(sa.text("DELETE FROM outbox"))
-        calls = Calls(client, engine)
+        calls = Calls(client, database)
 
         def request(cid: str) -> None:
             response = api.handler(event(f"/customers/{cid}"), LambdaContext())
             assert response["statusCode"] == 200, response
 
         def direct(cid: str) -> None:
-            with engine.connect() as conn:
+            with database.connect() as conn:
                 conn.execute(sa.text("SELECT * FROM customers WHERE customer_id = :c"), {"c": cid}).one()
 
         miss = measure(request, ids[:n], calls)  # first reads: misses that populate
@@ -115,9 +119,9 @@ def main() -> None:
             print(f"{name:>6} {figures['p50_ms']:>8} {figures['p99_ms']:>8} {figures['dynamodb_calls']:>15} "
                   f"{figures['sql_calls']:>10}")  # fmt: skip
 
-        changes = 2000
+        changes = 40 if args.smoke else 2000
         products = [f"p-{i:04d}" for i in range(changes // 4)]
-        with engine.begin() as conn:
+        with database.begin() as conn:
             insert = "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 1, 0)"
             conn.execute(sa.text(insert),
                          [{"p": p} for p in products])  # fmt: skip
@@ -125,7 +129,7 @@ def main() -> None:
                 conn.execute(sa.text("UPDATE product_availability SET stock = :s"), {"s": stock})
         table = stack.table_names["main"]
         started = time.perf_counter()
-        drained = outbox.drain_all(engine, client, table)
+        drained = outbox.drain_all(database, client, table)
         drain_s = time.perf_counter() - started
         assert drained.claimed == changes, drained
         started = time.perf_counter()

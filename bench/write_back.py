@@ -12,7 +12,8 @@ read back from its stream) go into embedded PostgreSQL three ways, each from emp
 Every path starts from the same stream records and must decode them; the table also shows the
 SQL-only figures (rows already decoded) for the handler's statement vs COPY.
 
-Usage: python bench/write_back.py [--quick]   (--quick: the 1,000-record batch only)
+Usage: python bench/write_back.py [--quick | --smoke]   (--quick: the 1,000-record batch only;
+--smoke: a 60-record batch, seconds, the same code path and JSON keys)
 """
 
 from __future__ import annotations
@@ -192,8 +193,9 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="only the 1,000-record batch")
+    parser.add_argument("--smoke", action="store_true", help="a 60-record batch: seconds")
     args = parser.parse_args()
-    sizes = [1000] if args.quick else [1000, 10000]
+    sizes = [60] if args.smoke else [1000] if args.quick else [1000, 10000]
 
     with local.start(Path(tempfile.mkdtemp(prefix="bench-")), prefix="bench") as stack:
         os.environ.update(stack.environment())
@@ -208,7 +210,7 @@ def main() -> None:
         for size in sizes:
             results[size] = measure(stack, handler, engine, size)
         engine.dispose()
-    figures = {"records": 1000, **results[1000]}
+    figures = {"records": sizes[0], **results[sizes[0]]}
     for size in sizes[1:]:
         figures |= {f"{key}_{size}": value for key, value in results[size].items()}
     print(json.dumps(figures))

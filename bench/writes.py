@@ -11,7 +11,8 @@ On moto server + embedded PostgreSQL:
                        #static item) against one plain PutItem of the header alone, p50 each
   version history      N edits of a publication; every revision and v0 read back and compared
 
-Usage: python bench/writes.py [--quick]   (--quick: 50 orders and 20 revisions instead of 300 and 100)
+Usage: python bench/writes.py [--quick | --smoke]   (--quick: 50 orders and 20 revisions instead of 300
+and 100; --smoke: 5 of each and bodies up to 5 MB, seconds: the same code path and JSON keys)
 """
 
 from __future__ import annotations
@@ -62,8 +63,10 @@ def main() -> None:
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--quick", action="store_true", help="fewer orders and revisions (under a minute)")
+    parser.add_argument("--smoke", action="store_true", help="5 orders, 5 revisions: seconds")
     args = parser.parse_args()
-    n_orders, n_revisions = (50, 20) if args.quick else (300, 100)
+    n_orders, n_revisions = (5, 5) if args.smoke else (50, 20) if args.quick else (300, 100)
+    sizes = (*SIZES[:-1], 5 * 1024 * 1024) if args.smoke else SIZES  # each way of storing a body, in S3 too
     rng = random.Random(20261122)
     state = Path(tempfile.mkdtemp(prefix="bench-"))
     with local.start(state, prefix="bench") as stack, Progress() as progress:
@@ -85,9 +88,9 @@ def main() -> None:
         combined_wu = capacity.write_units(stored_details | stored_availability)
 
         # large items
-        task = progress.add_task("review bodies, 1 KB to 10 MB", total=len(SIZES))
+        task = progress.add_task(f"review bodies, 1 KB to {sizes[-1] // 2**20} MB", total=len(sizes))
         largest, raw_total, packed_total, storage = 0, 0, 0, {}
-        for size in SIZES:
+        for size in sizes:
             text = body(size, rng)
             review = {"ReviewId": f"r-{size}", "ProductId": product, "CustomerId": "c-1", "Rating": 4,
                       "Title": f"{size} bytes"}  # fmt: skip

@@ -1,0 +1,49 @@
+"""Every benchmark in its smoke mode (`--smoke`: seconds, tiny sizes, the same code path): it runs
+to the end and prints, as its last line, the JSON object whose keys the README documents. A
+benchmark that breaks fails here, not in the hands of the next person who runs it."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+KEYS = {  # the figures each benchmark must print (it may print more)
+    "access_patterns": {"items", "distinct_index_vs_scan_ru_ratio", "skip_scan_vs_scan_ru_ratio",
+                        "time_range_vs_scan_ru_ratio", "per_day_vs_sharded_requests_ratio",
+                        "open_range_vs_scan_ru_ratio", "seed_distinct_keys"},
+    "aggregate": {"records", "write_units", "naive_write_units", "write_units_ratio", "dynamodb_calls",
+                  "exact"},
+    "chaos": {"seed", "replay", "changes", "lost", "duplicated", "stale", "drift", "findings", "faults",
+              "fault_kinds", "lag_p99_s", "aggregates_equal_recount", "failed_batches_left"},
+    "cold_start": {"aggregate_ratio", "api_ratio", "write_back_ratio", "max_ratio"},
+    "local_pipeline": {"raw_orders_per_s", "pipeline_orders_per_s", "pipeline_vs_raw_ratio", "drift",
+                       "lag_p99_s", "rss_mb_start", "rss_mb_end"},
+    "read_path": {"hit_dynamodb_calls", "hit_sql_calls", "miss_dynamodb_calls", "hit_vs_sql_p50_ratio",
+                  "outbox_vs_raw_ratio"},
+    "write_back": {"records", "records_per_s", "vs_copy_ratio", "vs_naive_ratio"},
+    "writes": {"vertical_partition_wu_ratio", "large_item_roundtrip_bytes", "gzip_ratio",
+               "place_order_vs_put_ratio", "history_ok"},
+}  # fmt: skip
+NEEDS_ASSEMBLY = {"chaos", "local_pipeline"}
+
+
+def test_every_benchmark_is_covered():
+    assert {p.stem for p in (ROOT / "bench").glob("*.py")} == set(KEYS)
+
+
+@pytest.mark.parametrize("name", sorted(KEYS))
+def test_benchmark_smoke_run_prints_its_figures(name, cloud_assembly):
+    command = [sys.executable, str(ROOT / "bench" / f"{name}.py"), "--smoke"]
+    if name in NEEDS_ASSEMBLY:
+        command += ["--assembly", str(cloud_assembly)]
+    env = {k: v for k, v in os.environ.items() if k not in ("DYNAMODB_ENDPOINT", "DATABASE_URL")}  # its own
+    result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, f"{name} --smoke failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
+    figures = json.loads(result.stdout.strip().splitlines()[-1])
+    assert KEYS[name] <= set(figures), f"missing: {sorted(KEYS[name] - set(figures))}"

@@ -321,8 +321,17 @@ def aggregate(
     if not shard:
         raise ValueError("the shard id is required (the event source mapping needs a tumbling window)")
     parsed, rejected, skipped = triage(records, parse)
+    outcome = Outcome(received=len(records), skipped=skipped, rejected=rejected)
+    _fold(parsed, client, table, shard, outcome)
+    if outcome.rejected and dead_letter is not None:
+        dead_letter(outcome.rejected)
+    return outcome
+
+
+def _fold(parsed: list[RecordDelta], client: Any, table: str, shard: str, outcome: Outcome) -> None:
+    """Journal and apply the records past the shard's watermark (see the module's steps)."""
     deltas = sorted((d for d in parsed if d.deltas), key=lambda d: d.sequence)
-    outcome = Outcome(received=len(records), skipped=skipped + len(parsed) - len(deltas), rejected=rejected)
+    outcome.skipped += len(parsed) - len(deltas)
     for attempt in range(1, CONCURRENT_RETRIES + 1):
         try:
             cursor = _read_cursor(client, table, shard, outcome)
@@ -334,13 +343,10 @@ def aggregate(
             if pending:
                 _journal(client, table, shard, cursor, pending, outcome)
                 _apply_journal(client, table, shard, cursor, outcome)
-            break
+            return
         except ConcurrentUpdate:
             if attempt == CONCURRENT_RETRIES:
                 raise
-    if outcome.rejected and dead_letter is not None:
-        dead_letter(outcome.rejected)
-    return outcome
 
 
 def redrive(
@@ -353,19 +359,20 @@ def redrive(
 ) -> Outcome:
     """Apply a failed batch of `shard` (read back from the stream after its metadata reached the
     failure queue) exactly once: records a journal of the shard covered count as duplicates, the
-    rest are folded under a cursor named after the batch, which skips them on a second redrive."""
-    sequences = sorted(map(_sequence, records))
-    if not sequences:
-        return Outcome()
-    covered = _applied(client, table, shard, sequences[0], sequences[-1])
-    rest = [r for r in records if not any(a <= _sequence(r) <= b for a, b in covered)]
-    outcome = aggregate(rest, client, table, f"{shard}@{sequences[0]}", dead_letter=dead_letter)
-    outcome.received, outcome.duplicates = len(records), outcome.duplicates + len(records) - len(rest)
+    rest are folded under a cursor named after the batch, which skips them on a second redrive.
+    A journal's range spans only the records it folded in: a rejected record inside it was never
+    applied, and its dead letter (stored once per record) may still be owed."""
+    parsed, rejected, skipped = triage(records, parse)
+    outcome = Outcome(received=len(records), skipped=skipped, rejected=rejected)
+    if parsed:
+        sequences = sorted(d.sequence for d in parsed)
+        covered = _applied(client, table, shard, sequences[0], sequences[-1])
+        fresh = [d for d in parsed if not any(a <= d.sequence <= b for a, b in covered)]
+        _fold(fresh, client, table, f"{shard}@{sequences[0]}", outcome)  # the same on every redrive
+        outcome.duplicates += len(parsed) - len(fresh)
+    if outcome.rejected and dead_letter is not None:
+        dead_letter(outcome.rejected)
     return outcome
-
-
-def _sequence(record: dict[str, Any]) -> int:
-    return int(stream_data(record)["SequenceNumber"])
 
 
 def _applied(client: Any, table: str, shard: str, first: int, last: int) -> list[tuple[int, int]]:

@@ -40,6 +40,7 @@ from hybridsync import aws, capacity, costs, local, scans  # noqa: E402
 from hybridsync.capacity import Cost, Meter  # noqa: E402
 from hybridsync.convert import marshal  # noqa: E402
 from hybridsync.keys import iso_ms  # noqa: E402
+from hybridsync.local import dynamodb_local  # noqa: E402
 from hybridsync.model import COLLECTION, MAIN, ORDER, ORDER_LINE, KeyAttribute, Table  # noqa: E402
 from hybridsync.reads import orders  # noqa: E402
 from hybridsync.scans import Scanner  # noqa: E402
@@ -120,7 +121,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="12 customers (612 items): seconds")
     args = parser.parse_args()
     customers = 12 if args.smoke else 120 if args.quick else 1000
-    endpoint, stop = local.start_dynamodb()
+    endpoint, process = local.start_dynamodb()
     client = aws.client("dynamodb", endpoint, "us-east-1")
     table, by_day = "bench-main", "bench-orders-by-day"
     client.create_table(**MAIN.create_request(table))
@@ -168,7 +169,7 @@ def main() -> None:
                 i for i in open_scan.items() if i.get("Entity") == "Order" and i["Status"] == "OPEN"
                 and i["CreatedAt"] >= opened_since], open_scan)  # fmt: skip
     finally:
-        stop()
+        dynamodb_local.stop(process)
     assert listed == skipped == scanned, "the three ways disagree on the distinct keys"
     assert len(ranged) == len(per_day) == len(scanned_range), "the time-range designs disagree"
     assert {o["OrderId"] for o in open_index} == {o["OrderId"] for o in open_scanned}, "open orders disagree"

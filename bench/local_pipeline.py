@@ -30,7 +30,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -52,14 +51,6 @@ from hybridsync.sync.reconcile import reconcile  # noqa: E402
 def app_pids(app: LocalApp) -> list[int]:
     workers = [c.process.pid for f in app.functions.values() for c in list(f._idle.queue)]
     return [os.getpid(), *workers]
-
-
-def start_emulator() -> subprocess.Popen:
-    """The embedded DynamoDB in a process of its own: its memory is the data it holds, measured
-    apart from the pipeline's."""
-    endpoint, process = local.start_dynamodb_process()
-    os.environ["DYNAMODB_ENDPOINT"] = endpoint
-    return process
 
 
 class Sampler(threading.Thread):
@@ -107,13 +98,14 @@ def main() -> None:
     state = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
     if args.smoke:  # nothing waits for a batching window to fill
         assembly_dir = tuned_assembly(assembly_dir, state / "assembly", MaximumBatchingWindowInSeconds=0)
-    emulator = start_emulator()
-    with local.start(state, tables=False) as stack:
+    with local.start(state, tables=False) as stack:  # DynamoDB Local in a process of its own
+        assert stack.dynamodb_process is not None, "measured on the embedded DynamoDB Local"
+        emulator = stack.dynamodb_process
         engine = db.create_engine(stack.database_url)
         apps = {}
         for phase in ("raw", "pipeline"):
-            endpoints = {"dynamodb_endpoint": stack.dynamodb_endpoint, "database_url": stack.database_url}
-            app = LocalApp(Assembly.load(assembly_dir), **endpoints, state_dir=state / phase, prefix=phase)
+            assembly = Assembly.load(assembly_dir)
+            app = LocalApp(assembly, **stack.endpoints(), state_dir=state / phase, prefix=phase)
             app.start(http_port=None, schedules=phase == "pipeline", mappings=phase == "pipeline")
             apps[phase] = app
         pipeline = apps["pipeline"]
@@ -145,8 +137,6 @@ def main() -> None:
         for app in apps.values():
             app.stop()
         engine.dispose()
-    emulator.stdin.close()  # type: ignore[union-attr]
-    emulator.wait(timeout=30)
     result = {
         "seconds_per_phase": seconds,
         "raw_orders_per_s": round(raw_rate, 1),

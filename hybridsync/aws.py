@@ -1,4 +1,6 @@
-"""boto3 clients for DynamoDB and its streams, pointed at `DYNAMODB_ENDPOINT` when one is given."""
+"""boto3 clients, pointed at local endpoints when they are given: `DYNAMODB_ENDPOINT` for DynamoDB
+and its streams (DynamoDB Local), `AWS_ENDPOINT` for the other services (moto server: S3, SQS,
+Secrets Manager; it defaults to `DYNAMODB_ENDPOINT`, for one server that serves them all)."""
 
 from __future__ import annotations
 
@@ -9,12 +11,21 @@ import boto3
 from botocore.config import Config
 
 LOCAL_REGION = "us-east-1"
+DYNAMODB_SERVICES = ("dynamodb", "dynamodbstreams")
+
+
+def endpoint_of(service: str) -> str | None:
+    """The local endpoint the environment names for `service`, if any."""
+    dynamodb = os.environ.get("DYNAMODB_ENDPOINT") or None
+    if service in DYNAMODB_SERVICES:
+        return dynamodb
+    return os.environ.get("AWS_ENDPOINT") or dynamodb
 
 
 def client(service: str, endpoint: str | None = None, region: str | None = None, **config: Any) -> Any:
-    """A client for `dynamodb`, `dynamodbstreams` or `s3`. With an endpoint (moto server, DynamoDB Local),
-    placeholder credentials are used so nothing depends on the caller's AWS profile."""
-    endpoint = endpoint or os.environ.get("DYNAMODB_ENDPOINT") or None
+    """A client for `service`. With an endpoint (DynamoDB Local, moto server), placeholder
+    credentials are used so nothing depends on the caller's AWS profile."""
+    endpoint = endpoint or endpoint_of(service)
     settings = Config(
         retries={"mode": "standard", "max_attempts": 8},
         # Streams calls otherwise go to an account-based endpoint that endpoint_url cannot serve.

@@ -28,8 +28,7 @@ def _up(args: argparse.Namespace) -> int:
     state = Path(args.state_dir)
     assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
     with local.start(state, args.prefix, tables=False) as stack:
-        app = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint, database_url=stack.database_url,
-                       state_dir=state, prefix=args.prefix, faults=args.faults)  # fmt: skip
+        app = LocalApp(assembly, **stack.endpoints(), state_dir=state, prefix=args.prefix, faults=args.faults)
         stop = threading.Event()
         drainer = app.outbox_drainer(stop)
         status_file = state / "status.json"
@@ -161,7 +160,9 @@ def _invoke(args: argparse.Namespace) -> int:
     from hybridsync.local.template import Assembly, synth_if_stale
 
     assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
-    app = LocalApp(assembly, dynamodb_endpoint=_given(None, "DYNAMODB_ENDPOINT", "DynamoDB", "(no flag)"),
+    dynamodb = _given(None, "DYNAMODB_ENDPOINT", "DynamoDB", "(no flag)")
+    services = os.environ.get("AWS_ENDPOINT") or dynamodb
+    app = LocalApp(assembly, dynamodb_endpoint=dynamodb, services_endpoint=services,
                    database_url=_given(None, "DATABASE_URL", "database", "(no flag)"),
                    state_dir=Path(args.state_dir), prefix=args.prefix)  # fmt: skip
     app.build_functions()

@@ -187,9 +187,10 @@ def item_values(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
 
 def jsonable(value: Any) -> Any:
     """A decoded value as JSON-ready data: integral numbers as integers, others as exact decimal
-    strings, sets as sorted lists."""
+    strings in DynamoDB's canonical form (no trailing zeros: DynamoDB stores 3.50 as 3.5, so a view
+    read from PostgreSQL and the same view read from DynamoDB print alike), sets as sorted lists."""
     if isinstance(value, Decimal):
-        return int(value) if value == value.to_integral_value() else str(value)
+        return int(value) if value == value.to_integral_value() else format(value, "f").rstrip("0")
     if isinstance(value, dict):
         return {k: jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):

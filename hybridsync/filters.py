@@ -4,23 +4,81 @@ A record passes when any pattern matches it. A pattern is an object whose keys m
 an object value descends, a list value is the leaf's rules (any rule matching any value of the
 field: OR), several keys must all match (AND), and `$or` holds alternative sub-patterns. Rules:
 
-  "text", 12, true, null, ""           equals (null: the field is present and null; "": empty)
+  "text", 12, true, null, ""           equals (null: the field is present and null; "": empty); a
+                                        number equals only the number written the same way (300 is
+                                        not 300.0 nor 3.0e2, as in AWS)
   {"equals-ignore-case": "text"}
   {"prefix": "p"}  {"suffix": "s"}      either may take {"equals-ignore-case": ...}
   {"anything-but": x}                   present and not x (a value, a list, or a prefix/suffix rule)
   {"numeric": [">", 0, "<=", 5]}        JSON numbers only (DynamoDB's "N" values are strings)
   {"exists": true | false}              on leaves only; false also matches under a missing parent
 
-An operator this evaluator does not know raises ValueError, so a pattern never silently passes all.
+A pattern is checked when it is parsed (`parse`), as Lambda checks it when the mapping is
+created: one it would refuse raises InvalidPattern with Lambda's message. An operator this evaluator
+does not know raises ValueError, so a pattern never silently passes all.
 """
 
 from __future__ import annotations
 
+import json
 import operator
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 _ABSENT = object()
+LAMBDA_REFUSAL = "Invalid filter pattern definition."  # InvalidParameterValueException's message
+
+
+class InvalidPattern(ValueError):
+    """A pattern Lambda refuses when the mapping is created (InvalidParameterValueException)."""
+
+
+class _Number(float):
+    """A JSON number of a pattern, with the text it was written as (AWS compares that text)."""
+
+    text: str
+
+    def __new__(cls, text: str) -> _Number:
+        number = super().__new__(cls, text)
+        number.text = text
+        return number
+
+
+def parse(text: str) -> dict[str, Any]:
+    """A FilterCriteria pattern from its JSON text, checked as Lambda checks it."""
+    try:
+        pattern = json.loads(text, parse_float=_Number, parse_int=lambda t: int(t))
+    except ValueError:
+        raise InvalidPattern(LAMBDA_REFUSAL) from None
+    check(pattern)
+    return pattern
+
+
+def check(pattern: Any) -> None:
+    """Raise InvalidPattern unless `pattern` is one Lambda accepts: an object whose values are
+    objects (descending) or lists of rules, with `$or` holding a list of such objects."""
+    if not isinstance(pattern, Mapping) or not pattern:
+        raise InvalidPattern(LAMBDA_REFUSAL)
+    for name, rule in pattern.items():
+        if name == "$or":
+            if not isinstance(rule, list) or len(rule) < 2:
+                raise InvalidPattern(LAMBDA_REFUSAL)
+            for alternative in rule:
+                check(alternative)
+        elif isinstance(rule, Mapping):
+            check(rule)
+        elif isinstance(rule, list) and rule:
+            for leaf in rule:
+                if isinstance(leaf, list):
+                    raise InvalidPattern(LAMBDA_REFUSAL)
+                if isinstance(leaf, Mapping):
+                    try:
+                        _rule(leaf, "")  # its operator and arguments are checked on the way
+                    except ValueError:
+                        raise InvalidPattern(LAMBDA_REFUSAL) from None
+        else:
+            raise InvalidPattern(LAMBDA_REFUSAL)
+
 
 _NUMERIC: dict[str, Callable[[float, float], bool]] = {
     "=": operator.eq, "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge,
@@ -85,8 +143,12 @@ def _equals(expected: Any, value: Any) -> bool:
     if isinstance(expected, bool) or isinstance(value, bool) or expected is None or value is None:
         return type(expected) is type(value) and expected == value
     if isinstance(expected, int | float) and isinstance(value, int | float):
-        return float(expected) == float(value)
+        return _written(expected) == _written(value)
     return isinstance(value, str) and isinstance(expected, str) and expected == value
+
+
+def _written(number: float) -> str:
+    return getattr(number, "text", None) or json.dumps(number)
 
 
 def _anything(arg: Any, value: Any) -> bool:

@@ -77,8 +77,16 @@ def _json_default(value: Any) -> Any:
 
 
 def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
-    """A DynamoDB Streams API record in the shape a Lambda event source mapping delivers."""
-    return as_json(record | {"eventSourceARN": stream_arn})
+    """A DynamoDB Streams API record in the shape a Lambda event source mapping delivers: with its
+    `eventSourceARN`, epoch-second times, base64 binary, and the identity of a TTL deletion as
+    `{"type", "principalId"}` (the Streams API spells it `{"Type", "PrincipalId"}`)."""
+    shaped = as_json(record | {"eventSourceARN": stream_arn})
+    if identity := shaped.get("userIdentity"):
+        shaped["userIdentity"] = {key[0].lower() + key[1:]: value for key, value in identity.items()}
+    data = shaped.get("dynamodb")
+    if isinstance(data, dict) and isinstance(data.get("ApproximateCreationDateTime"), float):
+        data["ApproximateCreationDateTime"] = int(data["ApproximateCreationDateTime"])  # whole seconds
+    return shaped
 
 
 def as_json(record: dict[str, Any]) -> Any:

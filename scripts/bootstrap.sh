@@ -1,5 +1,5 @@
 # Sourced by the other scripts: installs what the project needs on first use (a .venv from the
-# requirements files, the pinned CDK CLI with `npm ci`), again only when those files change.
+# requirements files, the pinned CDK CLI with `npm ci`, DynamoDB Local), again only when those change.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -15,6 +15,9 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
   echo "installing the pinned CDK CLI (npm ci)..." >&2
   npm ci --no-fund --no-audit --loglevel=error
 fi
+
+# AWS's DynamoDB Local (the local app's DynamoDB), fetched once into the user's cache folder.
+.venv/bin/python -m hybridsync.local.dynamodb_local >/dev/null
 
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"
 export VIRTUAL_ENV="$PWD/.venv"

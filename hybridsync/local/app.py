@@ -4,7 +4,6 @@ app's parts a second time: all of it is read from the templates."""
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -12,22 +11,20 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
-from hybridsync import aws
+from hybridsync import aws, filters
+from hybridsync.local import apigateway, mappings
 from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
 from hybridsync.local.mappings import Checkpoints, MappingStats, Settings, ShardPoller, ShardReader
 from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
-from hybridsync.local.ttl import TtlSweeper
 
 log = logging.getLogger(__name__)
 TABLE_TYPES = ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table")
 DATABASE_VARIABLES = ("DB_SECRET_ARN", "DB_HOST", "DB_NAME")  # the embedded PostgreSQL stands in
-TTL_SWEEP_S = 60.0  # DynamoDB takes up to days; locally expired items go within a minute (a sweep scans)
 RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 
 
@@ -70,6 +67,7 @@ class LocalApp:
         assembly: Assembly,
         *,
         dynamodb_endpoint: str,
+        services_endpoint: str,
         database_url: str,
         state_dir: Path,
         prefix: str = "hybridsync",
@@ -78,6 +76,7 @@ class LocalApp:
     ):
         self.assembly, self.state_dir, self.prefix, self.region = assembly, state_dir, prefix, region
         self.dynamodb_endpoint, self.database_url = dynamodb_endpoint, database_url
+        self.services_endpoint = services_endpoint  # S3, SQS (moto server)
         self.client = aws.client("dynamodb", dynamodb_endpoint, region)
         self.functions: dict[str, LocalFunction] = {}
         self.custom_resources: list[str] = []  # those run at start, as a deploy runs them
@@ -87,7 +86,6 @@ class LocalApp:
         self.queues: dict[str, str] = {}  # queue name -> URL
         self.tables: dict[str, str] = {}  # construct -> physical name
         self.buckets: dict[str, str] = {}  # construct -> physical name
-        self.sweepers: dict[str, TtlSweeper] = {}  # physical table name -> its TTL sweeper
         self.http: ThreadingHTTPServer | None = None
         self.faults = Faults(faults) if faults and faults.active else None  # on stream deliveries
         self._stop = threading.Event()
@@ -107,7 +105,7 @@ class LocalApp:
         for queue in a.resources("AWS::SQS::Queue"):
             name = f"{self.prefix}-{queue.construct}"
             a.set(queue, QueueName=name, Arn=f"arn:aws:sqs:{self.region}:{ACCOUNT}:{name}",
-                  Ref=f"{self.dynamodb_endpoint}/{ACCOUNT}/{name}")  # fmt: skip
+                  Ref=f"{self.services_endpoint}/{ACCOUNT}/{name}")  # fmt: skip
         for bucket in a.resources("AWS::S3::Bucket"):
             name = f"{self.prefix}-{bucket.construct}".lower()  # bucket names are lower case
             self.buckets[bucket.construct] = name
@@ -140,7 +138,8 @@ class LocalApp:
             "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
             "AWS_LAMBDA_FUNCTION_NAME": function.construct,
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.properties.get("MemorySize", 128)),
-            "DYNAMODB_ENDPOINT": self.dynamodb_endpoint, "DATABASE_URL": self.database_url,
+            "DYNAMODB_ENDPOINT": self.dynamodb_endpoint, "AWS_ENDPOINT": self.services_endpoint,
+            "DATABASE_URL": self.database_url,
             "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "false"),
         }  # fmt: skip
 
@@ -183,8 +182,6 @@ class LocalApp:
             self._start_http(http_port)
         if schedules:
             self._start_schedules()
-            for sweeper in self.sweepers.values():
-                self._spawn(sweeper.run, self._stop, TTL_SWEEP_S, name=f"ttl-{sweeper.table}")
 
     def _run_custom_resources(self) -> list[str]:
         """What a deploy runs once (the schema migration, today's time-series tables): each custom
@@ -215,19 +212,15 @@ class LocalApp:
             description = self.client.describe_table(TableName=name)["Table"]
             if "LatestStreamArn" in description:
                 self.assembly.set(table, StreamArn=description["LatestStreamArn"])
-            ttl = table.properties.get("TimeToLiveSpecification") or {}
-            if ttl.get("Enabled"):
-                key = [k["AttributeName"] for k in table.properties["KeySchema"]]
-                self.sweepers[name] = TtlSweeper(self.client, name, ttl["AttributeName"], key)
 
     def _create_buckets(self) -> None:
-        s3 = aws.client("s3", self.dynamodb_endpoint, self.region)
+        s3 = aws.client("s3", self.services_endpoint, self.region)
         existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
         for name in set(self.buckets.values()) - existing:
             s3.create_bucket(Bucket=name)
 
     def _create_queues(self) -> None:
-        sqs = aws.client("sqs", self.dynamodb_endpoint, self.region)
+        sqs = aws.client("sqs", self.services_endpoint, self.region)
         for queue in self.assembly.resources("AWS::SQS::Queue"):
             name = self.assembly.resolve(queue.stack, {"Fn::GetAtt": [queue.logical_id, "QueueName"]})
             url = sqs.create_queue(QueueName=name)["QueueUrl"]
@@ -235,13 +228,15 @@ class LocalApp:
             self.queues[name] = url
         self._sqs = sqs
 
-    def _queue_sender(self, arn: str | None) -> Any:
+    def _destination(self, arn: str | None) -> Any:
         if not arn:
             return None
-        url = next((u for name, u in self.queues.items() if arn.endswith(f":{name}")), None)
-        if url is None:
-            raise TemplateError(f"failure destination {arn} is not a queue of the app")
-        return lambda info: self._sqs.send_message(QueueUrl=url, MessageBody=json.dumps(info))
+        try:
+            return mappings.destination(
+                arn, lambda service: aws.client(service, self.services_endpoint, self.region)
+            )
+        except (ValueError, self._sqs.exceptions.QueueDoesNotExist) as error:
+            raise TemplateError(f"failure destination {arn}: {error}") from None
 
     def _start_mappings(self) -> None:
         streams = aws.client("dynamodbstreams", self.dynamodb_endpoint, self.region)
@@ -254,26 +249,30 @@ class LocalApp:
                 log.warning("%s: only DynamoDB stream mappings run locally", mapping.path)
                 continue
             name = f"{function.construct}:{mapping.logical_id[-8:]}"
-            settings = Settings.from_properties(name, mapping.properties)
+            try:
+                settings = Settings.from_properties(name, mapping.properties)
+            except (
+                filters.InvalidPattern
+            ) as refused:  # as CreateEventSourceMapping refuses it: a failed deploy
+                raise TemplateError(f"{mapping.path}: InvalidParameterValueException: {refused}") from None
             destination = self.assembly.resolve(
                 mapping.stack, mapping.properties.get("DestinationConfig", {}).get("OnFailure", {})
             ).get("Destination")
             stats = self.mapping_stats.setdefault(name, MappingStats())
-            sweeper = next((s for t, s in self.sweepers.items() if f":table/{t}/" in stream_arn), None)
             self.mapping_functions[name] = function.construct
             shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
             for shard in shards:
                 arn = self.assembly.resolve(function.stack, {"Fn::GetAtt": [function.logical_id, "Arn"]})
                 reader = readers.get((stream_arn, shard["ShardId"])) or readers.setdefault(
                     (stream_arn, shard["ShardId"]),
-                    ShardReader(streams, stream_arn, shard["ShardId"], sweeper.mark if sweeper else None),
+                    ShardReader(streams, stream_arn, shard["ShardId"]),
                 )  # one reader per shard, shared by its mappings
                 invoke = self.functions[function.construct].invoke
                 if self.faults:
                     invoke = self.faults.wrap(function.construct, invoke)
                 self.pollers.append(ShardPoller(
                     settings, invoke, reader, stream_arn,
-                    shard["ShardId"], checkpoints, self._queue_sender(destination), arn, stats,
+                    shard["ShardId"], checkpoints, self._destination(destination), arn, stats,
                 ))  # fmt: skip
         for poller in self.pollers:  # every poller registered first: the reader starts early enough
             self._spawn(poller.run, self._stop, name=f"poller-{poller.settings.name}")
@@ -285,8 +284,8 @@ class LocalApp:
 
     # --- HTTP API -----------------------------------------------------------------------------
 
-    def routes(self) -> list[tuple[str, re.Pattern[str], LocalFunction]]:
-        """(method or ANY, path pattern, function) of every route of every HTTP API."""
+    def routes(self) -> list[apigateway.Route]:
+        """Every route of every HTTP API, with the function its integration invokes."""
         integrations = {
             (i.stack, i.logical_id): i for i in self.assembly.resources("AWS::ApiGatewayV2::Integration")
         }
@@ -295,75 +294,13 @@ class LocalApp:
             target = self.assembly.resolve(route.stack, route.properties["Target"])  # integrations/<id>
             integration = integrations[(route.stack, target.split("/")[-1])]
             function = self.assembly.function_of(integration.stack, integration.properties["IntegrationUri"])
-            key = route.properties["RouteKey"]
-            method, _, path = key.partition(" ") if key != "$default" else ("ANY", "", "/{proxy+}")
-            pattern = re.sub(r"\\\{(\w+)\\\+\\\}", r"(?P<\1>.+)", re.escape(path))
-            pattern = re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", pattern)
-            found.append((method, re.compile(pattern), self.functions[function.construct]))
+            invoke = self.functions[function.construct].invoke
+            found.append(apigateway.Route(route.properties["RouteKey"], invoke))
         return found
 
     def _start_http(self, port: int) -> None:
-        routes = self.routes()
-        app = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def _serve(self) -> None:
-                url = urlsplit(self.path)
-                found = [
-                    (m, f)
-                    for method, pattern, f in routes
-                    if (m := pattern.fullmatch(url.path)) and method in ("ANY", self.command)
-                ]
-                if not found:
-                    return self._answer(404, {"content-type": "application/json"}, '{"message":"Not Found"}')
-                matched, function = found[0]
-                length = int(self.headers.get("content-length") or 0)
-                body = self.rfile.read(length).decode("utf-8", "replace") if length else None
-                event = app.http_event(self.command, url.path, url.query, dict(self.headers), body,
-                                       matched.groupdict(), self.client_address[0])  # fmt: skip
-                try:
-                    response = function.invoke(event)
-                except FunctionError:
-                    return self._answer(500, {"content-type": "application/json"},
-                                        '{"message":"Internal Server Error"}')  # fmt: skip
-                self._answer(int(response.get("statusCode", 200)), response.get("headers") or {},
-                             response.get("body") or "")  # fmt: skip
-
-            def _answer(self, status: int, headers: dict[str, str], body: str) -> None:
-                data = body.encode()
-                self.send_response(status)
-                for name, value in headers.items():
-                    self.send_header(name, value)
-                self.send_header("content-length", str(len(data)))
-                self.end_headers()
-                self.wfile.write(data)
-
-            do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = _serve
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.http = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+        self.http = apigateway.serve(self.routes(), port, FunctionError)
         self._spawn(self.http.serve_forever, name="http")
-
-    def http_event(self, method: str, path: str, query: str, headers: dict[str, str], body: str | None,
-                   parameters: dict[str, str], source_ip: str) -> dict[str, Any]:  # fmt: skip
-        """An API Gateway HTTP API (payload 2.0) event."""
-        now = datetime.now(UTC)
-        return {
-            "version": "2.0", "routeKey": "ANY /{proxy+}", "rawPath": path, "rawQueryString": query,
-            "headers": {k.lower(): v for k, v in headers.items()},
-            "queryStringParameters": {k: ",".join(v) for k, v in parse_qs(query).items()} or None,
-            "pathParameters": parameters or None,
-            "requestContext": {
-                "accountId": ACCOUNT, "apiId": "local", "domainName": "127.0.0.1", "domainPrefix": "local",
-                "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": source_ip,
-                         "userAgent": headers.get("User-Agent", "")},
-                "requestId": str(uuid.uuid4()), "routeKey": "ANY /{proxy+}", "stage": "$default",
-                "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"), "timeEpoch": int(now.timestamp() * 1000),
-            },
-            "body": body, "isBase64Encoded": False,
-        }  # fmt: skip
 
     # --- schedules ----------------------------------------------------------------------------
 

@@ -387,19 +387,13 @@ def run(
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     assembly = tuned_assembly(assembly_dir, work / "assembly", BatchSize=25, MaximumBatchingWindowInSeconds=0,
                               MaximumRetryAttempts=3)  # fmt: skip
-    endpoint, emulator = local.start_dynamodb_process()
+    endpoints, stop_emulators = local.start_apart(work)
+    endpoint, services = endpoints["DYNAMODB_ENDPOINT"], endpoints["AWS_ENDPOINT"]
     postgres = Outages(work / "pg")
     migrations.upgrade(postgres.url, "head")
     state = work / "state"
     state.mkdir()
-    env = {
-        **os.environ,
-        "DYNAMODB_ENDPOINT": endpoint,
-        "DATABASE_URL": postgres.url,
-        "AWS_REGION": aws.LOCAL_REGION,
-        "AWS_ACCESS_KEY_ID": "local",
-        "AWS_SECRET_ACCESS_KEY": "local",
-    }
+    env = {**os.environ, **endpoints, "DATABASE_URL": postgres.url}
 
     app = UpProcess(assembly, state, env, prefix="chaos", faults=f"{FAULTS},seed={seed}")
     app.start()
@@ -408,7 +402,7 @@ def run(
     client = aws.client("dynamodb", endpoint, aws.LOCAL_REGION)
     engine = db.create_engine(postgres.url)
     place = reviews.Place(
-        names["TABLE_CHUNKS"], aws.client("s3", endpoint, aws.LOCAL_REGION), names["BUCKET_BODIES"]
+        names["TABLE_CHUNKS"], aws.client("s3", services, aws.LOCAL_REGION), names["BUCKET_BODIES"]
     )
     generators = [Generator(client, table, engine, place, random.Random(seed + n), tag=f"x{n}")
                   for n in range(writers)]  # fmt: skip
@@ -471,7 +465,7 @@ def run(
     caught_up = wait_caught_up(app, engine, timeout_s=300)
     queues = [q for q in names.get("FAILURE_QUEUES", "").split(",") if q]
     sqs, streams = (
-        aws.client("sqs", endpoint, aws.LOCAL_REGION),
+        aws.client("sqs", services, aws.LOCAL_REGION),
         aws.client("dynamodbstreams", endpoint, aws.LOCAL_REGION),
     )
     redriven = failed.redrive(sqs, streams, queues, client=client, table=table, engine=engine)
@@ -484,8 +478,7 @@ def run(
     result = check(client, table, engine, generator, state)
     app.stop()
     engine.dispose()
-    emulator.stdin.close()  # type: ignore[union-attr]
-    emulator.wait(timeout=60)
+    stop_emulators()
     postgres.stop()
     lags = probes.lags["write_back"] + probes.lags["outbox"]
     figures = {

@@ -179,7 +179,7 @@ def _shapes(
     titles, tags and revisions, and reviews whose bodies range from a line to megabytes."""
     client, table = writer.client, writer.table
     buckets = list(app.buckets.values())
-    place = reviews.Place(app.tables["ChunksTable"], aws.client("s3", app.dynamodb_endpoint, app.region),
+    place = reviews.Place(app.tables["ChunksTable"], aws.client("s3", app.services_endpoint, app.region),
                           buckets[0] if buckets else None)  # fmt: skip
     task = progress.add_task("DynamoDB: stores, publications, reviews", total=30 + 3 + 24)
     for n in range(30):

@@ -12,8 +12,8 @@ the window, the shard id and the state returned by the previous invocation of th
 final invocation when the window closes; as Lambda documents (services-ddb-windows), a response
 without a `state` object is a failed invocation, and a failed final invocation is retried while
 the shard waits: nothing more of it is delivered until that invocation succeeds.
-`ParallelizationFactor` N runs up to N batches of a shard at once, each partition key's records in
-one lane, in order. Positions are saved under `.local/` after every batch.
+`ParallelizationFactor` N runs up to N batches of a shard at once, each item's records (partition
+and sort key) in one lane, in order. Positions are saved under `.local/` after every batch.
 """
 
 from __future__ import annotations
@@ -23,6 +23,7 @@ import json
 import logging
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
@@ -33,12 +34,12 @@ from typing import Any
 
 from hybridsync import filters, keys
 from hybridsync.local.functions import FunctionError
-from hybridsync.records import lambda_record
-from hybridsync.sync import failed
+from hybridsync.local.streams import ShardCursor, as_delivered
 
 log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 0.25  # Lambda polls each shard about four times a second
 PAGE = 1000
+STATE_LIMIT = 1024 * 1024  # a tumbling window's state per shard; past it Lambda ends the window early
 
 
 @dataclass(frozen=True)
@@ -59,13 +60,14 @@ class Settings:
 
     @classmethod
     def from_properties(cls, name: str, properties: dict[str, Any]) -> Settings:
+        """Raises filters.InvalidPattern for a filter Lambda refuses when the mapping is created."""
         criteria = properties.get("FilterCriteria") or {}
         return cls(
             name=name,
             batch_size=int(properties.get("BatchSize", 100)),
             batching_window_s=float(properties.get("MaximumBatchingWindowInSeconds", 0)),
             starting_position=properties.get("StartingPosition", "TRIM_HORIZON"),
-            patterns=tuple(json.loads(f["Pattern"]) for f in criteria.get("Filters", [])),
+            patterns=tuple(filters.parse(f["Pattern"]) for f in criteria.get("Filters", [])),
             max_retries=int(properties.get("MaximumRetryAttempts", -1)),
             max_age_s=int(properties.get("MaximumRecordAgeInSeconds", -1)),
             bisect=bool(properties.get("BisectBatchOnFunctionError", False)),
@@ -73,6 +75,36 @@ class Settings:
             tumbling_window_s=int(properties.get("TumblingWindowInSeconds", 0)),
             parallelization=int(properties.get("ParallelizationFactor", 1)),
         )
+
+
+def destination(
+    arn: str, client: Callable[[str], Any]
+) -> Callable[[dict[str, Any], list[dict[str, Any]]], None]:
+    """What sends a failure record to an `OnFailure` destination, by its ARN's service, as Lambda
+    does: an SQS message, an SNS message, or an S3 object that also carries the batch's records
+    (`payload`, recorded: on_failure_s3_function_error) under
+    `aws/lambda/<mapping>/<shard>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<uuid>`. `client(service)` gives
+    the clients."""
+    service, name = arn.split(":")[2], arn.split(":")[-1]
+    if service == "sqs":
+        sqs = client("sqs")
+        url = sqs.get_queue_url(QueueName=name)["QueueUrl"]
+        return lambda info, records: sqs.send_message(QueueUrl=url, MessageBody=json.dumps(info))
+    if service == "sns":
+        sns = client("sns")
+        return lambda info, records: sns.publish(TopicArn=arn, Message=json.dumps(info))
+    if service == "s3":
+        s3 = client("s3")
+
+        def put(info: dict[str, Any], records: list[dict[str, Any]]) -> None:
+            at = datetime.now(UTC)
+            function = info["requestContext"]["functionArn"].split(":")[-1]
+            shard = info["DDBStreamBatchInfo"]["shardId"]
+            key = f"aws/lambda/{function}/{shard}/{at:%Y/%m/%d}/{at:%Y-%m-%dT%H.%M.%S}-{uuid.uuid4()}"
+            s3.put_object(Bucket=name, Key=key, Body=json.dumps(info | {"payload": {"Records": records}}))
+
+        return put
+    raise ValueError(f"an OnFailure destination must be an SQS queue, SNS topic or S3 bucket, not {arn}")
 
 
 class Checkpoints:
@@ -127,44 +159,66 @@ def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
+def failure_record(records: list[dict[str, Any]], *, stream_arn: str, shard: str, function_arn: str,
+                   condition: str, invokes: int, function_error: str | None = None,
+                   ) -> dict[str, Any]:  # fmt: skip
+    """The invocation record Lambda sends a stream mapping's on-failure destination: the batch's
+    metadata, not its records. As recorded against AWS (on_failure_*_function_error,
+    report_batch_item_failures, record_age_exceeded_*): a UUID request id; `functionError`
+    "Unhandled" when the function raised or timed out, null when it returned a response that failed
+    the batch; no `responseContext` for records that grew too old; arrival times in seconds, the
+    record's `timestamp` in milliseconds."""
+    request = {"requestId": str(uuid.uuid4()), "functionArn": function_arn, "condition": condition,
+               "approximateInvokeCount": invokes}  # fmt: skip
+    body: dict[str, Any] = {"requestContext": request}
+    if condition != "RecordAgeExceeded":
+        body["responseContext"] = {
+            "statusCode": 200,
+            "executedVersion": "$LATEST",
+            "functionError": function_error,
+        }
+    return body | {
+        "version": "1.0",
+        "timestamp": keys.iso_ms(datetime.now(UTC)),
+        "DDBStreamBatchInfo": {
+            "shardId": shard,
+            "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
+            "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
+            "approximateArrivalOfFirstRecord": _iso(_created(records[0])),
+            "approximateArrivalOfLastRecord": _iso(_created(records[-1])),
+            "batchSize": len(records),
+            "streamArn": stream_arn,
+        },
+    }
+
+
 class ShardReader:
     """One reader of a stream shard for every mapping on it: each record is fetched and converted
     once (GetRecords is the local app's costliest call), while each poller keeps its own position.
     It starts at the earliest position any poller needs and forgets what every poller has taken."""
 
-    def __init__(self, streams: Any, stream_arn: str, shard: str,
-                 mark: Callable[[dict[str, Any]], dict[str, Any]] | None = None):  # fmt: skip
+    def __init__(self, streams: Any, stream_arn: str, shard: str):
         self.streams, self.stream_arn, self.shard = streams, stream_arn, shard
-        self.mark = mark  # what the stream adds that the API does not show (TTL deletions' identity)
-        self.hash_key: str | None = None  # the table's partition key: parallel lanes keep its order
         self._lock = threading.Lock()
         self._cache: deque[dict[str, Any]] = deque()
-        self._iterator: str | None = None
+        self._cursor: ShardCursor | None = None
         self._cursors: dict[int, int] = {}  # poller -> last sequence number it took (-1: none yet)
-        self._starts: dict[int, tuple[str, int | None]] = {}  # poller -> (start kind, sequence)
+        self._starts: dict[int, tuple[str, str | None]] = {}  # poller -> (start kind, sequence number)
         self._not_before: dict[int, float] = {}  # LATEST pollers: nothing written before they began
 
     def register(self, poller: object, position: str | None, starting_position: str) -> None:
         with self._lock:
-            self._starts[id(poller)] = ("AFTER_SEQUENCE_NUMBER", int(position)) if position else (
+            self._starts[id(poller)] = ("AFTER_SEQUENCE_NUMBER", position) if position else (
                 starting_position, None)  # fmt: skip
             self._cursors[id(poller)] = int(position) if position else -1
             if not position and starting_position == "LATEST":
                 self._not_before[id(poller)] = time.time()
 
-    def _open(self) -> None:
-        starts = list(self._starts.values())
+    def _open(self) -> ShardCursor:
+        """A cursor at the earliest position any poller needs."""
         order = {"TRIM_HORIZON": 0, "AFTER_SEQUENCE_NUMBER": 1, "LATEST": 2}
-        kind, sequence = min(starts, key=lambda s: (order[s[0]], s[1] or 0))
-        if self._cache:  # reopened after an error: go on after what was read
-            kind, sequence = "AFTER_SEQUENCE_NUMBER", _sequence(self._cache[-1])
-        request = {"StreamArn": self.stream_arn, "ShardId": self.shard, "ShardIteratorType": kind}
-        if sequence is not None:
-            request["SequenceNumber"] = str(sequence)
-        self._iterator = self.streams.get_shard_iterator(**request)["ShardIterator"]
-        schema = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
-        hashes = [k["AttributeName"] for k in schema.get("KeySchema", []) if k["KeyType"] == "HASH"]
-        self.hash_key = hashes[0] if hashes else None
+        kind, sequence = min(self._starts.values(), key=lambda s: (order[s[0]], int(s[1] or 0)))
+        return ShardCursor(self.streams, self.stream_arn, self.shard, kind, sequence)
 
     def take(self, poller: object) -> tuple[list[dict[str, Any]], bool]:
         """The records after the poller's last one, and whether the shard may hold more right now
@@ -174,18 +228,11 @@ class ShardReader:
             newer = [r for r in self._cache if _sequence(r) > cursor]
             more = False
             if not newer:
-                try:
-                    if self._iterator is None:
-                        self._open()
-                    page = self.streams.get_records(ShardIterator=self._iterator, Limit=PAGE)
-                except Exception:
-                    self._iterator = None
-                    raise
-                self._iterator = page.get("NextShardIterator")
-                more = len(page["Records"]) == PAGE
-                for raw in page["Records"]:
-                    record = lambda_record(raw, self.stream_arn)
-                    self._cache.append(self.mark(record) if self.mark else record)
+                self._cursor = self._cursor or self._open()
+                raw, _ = self._cursor.page(PAGE)
+                more = len(raw) == PAGE
+                region, now = self.streams.meta.region_name, time.time()
+                self._cache.extend(as_delivered(record, self.stream_arn, region, now) for record in raw)
                 newer = [r for r in self._cache if _sequence(r) > cursor]
             if newer:
                 self._cursors[id(poller)] = _sequence(newer[-1])
@@ -208,27 +255,25 @@ class ShardPoller:
         stream_arn: str,
         shard: str,
         checkpoints: Checkpoints,
-        on_failure: Callable[[dict[str, Any]], None] | None = None,
+        on_failure: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None,
         function_arn: str = "",
         stats: MappingStats | None = None,
-        mark: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
     ):
         self.settings, self.invoke = settings, invoke
         self.stream_arn, self.shard, self.checkpoints = stream_arn, shard, checkpoints
         # a ShardReader shared with the shard's other mappings, or a client to read alone with
-        self.reader = (
-            streams if isinstance(streams, ShardReader) else ShardReader(streams, stream_arn, shard, mark)
-        )
+        self.reader = streams if isinstance(streams, ShardReader) else ShardReader(streams, stream_arn, shard)
         position = checkpoints.get(settings.name, stream_arn, shard)
         self.reader.register(self, position, settings.starting_position)
         self.on_failure, self.function_arn = on_failure, function_arn
         self.stats = stats or MappingStats()
         self.buffer: deque[dict[str, Any]] = deque()  # admitted, not yet delivered
-        self.passed: deque[int] = deque()  # filtered-out sequence numbers behind the buffer's head
+        self.passed: deque[dict[str, Any]] = deque()  # filtered-out records behind the buffer's head
         self.first_buffered_at = 0.0
         self.window: tuple[float, float] | None = None  # the open tumbling window and its state
         self.state: dict[str, Any] = {}
         self.final_attempts = 0  # failed final invocations of the open window so far
+        self.terminated_early = False  # the window's state passed 1 MB: its final invocation is due now
         self.final_retry_at = 0.0  # monotonic time of the next one
         if position:
             self.stats.position = position
@@ -248,9 +293,9 @@ class ShardPoller:
             else:
                 self.stats.filtered += 1
                 if self.buffer:
-                    self.passed.append(_sequence(record))
+                    self.passed.append(record)
                 else:
-                    self._checkpoint(_sequence(record))
+                    self._checkpoint(record)
         self._measure_lag()
         return PAGE if more else len(records)
 
@@ -283,13 +328,14 @@ class ShardPoller:
             self._checkpoint_passed()
 
     def _deliver_in_lanes(self) -> list[dict[str, Any]]:
-        """`ParallelizationFactor` N: up to N batches of the shard at once, each partition key's
-        records in one lane, in order. The shard's position moves once every lane is done."""
+        """`ParallelizationFactor` N: up to N batches of the shard at once, each item's records in
+        one lane, in order. The shard's position moves once every lane is done."""
         lanes_n = self.settings.parallelization
         taken = list(itertools.islice(self.buffer, self.settings.batch_size * lanes_n))
         lanes: list[list[dict[str, Any]]] = [[] for _ in range(lanes_n)]
-        for record in taken:
-            lanes[keys.shard_of(self._partition_key(record), lanes_n)].append(record)
+        for record in taken:  # Lambda keeps each item's order (its partition and sort key), no more
+            item = json.dumps(record["dynamodb"].get("Keys"), sort_keys=True)
+            lanes[keys.shard_of(item, lanes_n)].append(record)
         size = self.settings.batch_size
 
         def run(lane: list[dict[str, Any]]) -> None:
@@ -302,13 +348,8 @@ class ShardPoller:
                 list(pool.map(run, [lane for lane in lanes if lane]))
         finally:
             self._in_lanes = False
-        self._checkpoint(_sequence(taken[-1]))
+        self._checkpoint(taken[-1])
         return taken
-
-    def _partition_key(self, record: dict[str, Any]) -> str:
-        keys_ = record["dynamodb"].get("Keys", {})
-        hash_key = self.reader.hash_key
-        return json.dumps(keys_.get(hash_key) if hash_key else keys_, sort_keys=True)
 
     def _next_batch(self) -> list[dict[str, Any]]:
         batch = []
@@ -334,21 +375,23 @@ class ShardPoller:
             start, end = self.window
             event |= {"window": {"start": _iso(start), "end": _iso(end)}, "state": self.state,
                       "shardId": self.shard, "eventSourceARN": self.stream_arn,
-                      "isFinalInvokeForWindow": final, "isWindowTerminatedEarly": False}  # fmt: skip
+                      "isFinalInvokeForWindow": final,
+                      "isWindowTerminatedEarly": self.terminated_early}  # fmt: skip
         return event
 
     def _deliver(self, batch: list[dict[str, Any]]) -> None:
         work: deque[tuple[list[dict[str, Any]], int]] = deque([(batch, 0)])
         while work:
             records, attempts = work.popleft()
-            records = self._drop_expired(records)
+            records = self._drop_expired(records, attempts)
             if not records:
                 continue
+            raised = False
             try:
                 response = self.invoke(self._event(records))
                 error = self._refusal(response)
-            except FunctionError as raised:
-                error = str(raised)
+            except FunctionError as failure:
+                error, raised = str(failure), True
             if error:
                 self.stats.last_error = error[:300]
                 if self.settings.bisect and len(records) > 1:
@@ -360,14 +403,20 @@ class ShardPoller:
                 failed = self._failed(records, response)
                 if self.settings.tumbling_window_s:
                     self.state = response["state"]
+                    self.terminated_early = len(json.dumps(self.state)) > STATE_LIMIT
             done = records[: len(records) - len(failed)]
             if done:
                 self._delivered(done)
             if not failed:
                 continue
-            attempts += 1
+            # A partial failure that moved the checkpoint makes what is left a batch of its own, its
+            # invocations counted afresh (recorded: the failed record was delivered once in its batch,
+            # then 4 times alone, and its record says approximateInvokeCount 4 with 3 retries).
+            attempts = 0 if done else attempts + 1
             if 0 <= self.settings.max_retries < attempts:
-                self._send_to_failure_queue(failed, "RetryAttemptsExhausted", attempts)
+                self._send_to_failure_queue(
+                    failed, "RetryAttemptsExhausted", attempts, "Unhandled" if raised else None
+                )
                 continue
             self.stats.retries += 1
             time.sleep(min(0.05 * 2**attempts, 2.0))
@@ -398,13 +447,15 @@ class ShardPoller:
         self.stats.last_error = f"{len(failures)} item(s) reported failed"
         return [r for r in records if _sequence(r) >= lowest]
 
-    def _drop_expired(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    def _drop_expired(self, records: list[dict[str, Any]], invokes: int) -> list[dict[str, Any]]:
+        """Records older than `MaximumRecordAgeInSeconds` go to the failure destination with the
+        invocations so far (1 when none was made yet, as recorded)."""
         if self.settings.max_age_s < 0:
             return records
         oldest_allowed = time.time() - self.settings.max_age_s
         expired = [r for r in records if _created(r) < oldest_allowed]
         if expired:  # expired records sit in front: the stream is in order
-            self._send_to_failure_queue(expired, "EventAgeExceeded", 0)
+            self._send_to_failure_queue(expired, "RecordAgeExceeded", max(invokes, 1))
         return records[len(expired) :]
 
     def _delivered(self, records: list[dict[str, Any]]) -> None:
@@ -412,22 +463,18 @@ class ShardPoller:
         self.stats.batches += 1
         now = time.time()
         self.stats.lags.extend((now, now - _created(record)) for record in records)
-        self._checkpoint(_sequence(records[-1]))
+        self._checkpoint(records[-1])
 
-    def _send_to_failure_queue(self, records: list[dict[str, Any]], condition: str, attempts: int) -> None:
-        info = failed.batch_info(
-            records,
-            stream_arn=self.stream_arn,
-            shard=self.shard,
-            function_arn=self.function_arn,
-            condition=condition,
-            attempts=attempts,
-        )
+    def _send_to_failure_queue(self, records: list[dict[str, Any]], condition: str, invokes: int,
+                               function_error: str | None = None) -> None:  # fmt: skip
+        info = failure_record(records, stream_arn=self.stream_arn, shard=self.shard,
+                              function_arn=self.function_arn, condition=condition, invokes=invokes,
+                              function_error=function_error)  # fmt: skip
         if self.on_failure is not None:
-            self.on_failure(info)
+            self.on_failure(info, records)
         self.stats.sent_to_failure_queue += len(records)
         log.warning("%s: %d record(s) to the failure queue (%s)", self.settings.name, len(records), condition)
-        self._checkpoint(_sequence(records[-1]))
+        self._checkpoint(records[-1])
 
     # --- windows and positions ----------------------------------------------------------------
 
@@ -436,6 +483,8 @@ class ShardPoller:
         with nothing of it left to deliver."""
         if self.window is None:
             return False
+        if self.terminated_early:
+            return True
         if self.buffer:
             return self._window_of(self.buffer[0]) != self.window
         return time.time() >= self.window[1]
@@ -459,21 +508,25 @@ class ShardPoller:
                                   f"{self.final_attempts} time(s); the shard waits for it")  # fmt: skip
             self.final_retry_at = time.monotonic() + min(0.05 * 2**self.final_attempts, 2.0)
             return False
-        self.window, self.state = None, {}
+        if not self.terminated_early:
+            self.window = None
+        self.state, self.terminated_early = {}, False  # an early end goes on in the same window, afresh
         self.final_attempts, self.final_retry_at, self.stats.blocked = 0, 0.0, ""
         return True
 
-    def _checkpoint(self, sequence: int) -> None:
+    def _checkpoint(self, record: dict[str, Any]) -> None:
+        """The shard is done up to `record` (its sequence number kept as the stream spells it)."""
         if self._in_lanes:
             return
-        self.stats.position = str(sequence)
-        self.checkpoints.set(self.settings.name, self.stream_arn, self.shard, str(sequence))
+        sequence = record["dynamodb"]["SequenceNumber"]
+        self.stats.position = sequence
+        self.checkpoints.set(self.settings.name, self.stream_arn, self.shard, sequence)
 
     def _checkpoint_passed(self) -> None:
         """Filtered records between delivered batches are done too, once what precedes them is."""
         head = _sequence(self.buffer[0]) if self.buffer else None
         last = None
-        while self.passed and (head is None or self.passed[0] < head):
+        while self.passed and (head is None or _sequence(self.passed[0]) < head):
             last = self.passed.popleft()
         if last is not None:
             self._checkpoint(last)

@@ -2,9 +2,70 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from hybridsync.records import lambda_record
+
+
+def as_delivered(raw: dict[str, Any], stream_arn: str, region: str, read_at: float) -> dict[str, Any]:
+    """A GetRecords record as Lambda delivers it, with what DynamoDB Local gets wrong put right:
+    `awsRegion` is the table's region (DynamoDB Local says `ddblocal`), and the creation time, which
+    DynamoDB Local rounds down to the minute where AWS rounds it down to the second, becomes the
+    second the record was first read, within that minute (the poller reads within a second)."""
+    record = lambda_record(raw, stream_arn)
+    record["awsRegion"] = region
+    data = record.get("dynamodb")
+    created = data.get("ApproximateCreationDateTime") if isinstance(data, dict) else None
+    if isinstance(created, int) and created % 60 == 0:
+        data["ApproximateCreationDateTime"] = max(created, min(int(read_at), created + 59))  # type: ignore[index]
+    return record
+
+
+class ShardCursor:
+    """GetRecords over one shard, page by page, from a starting position ("TRIM_HORIZON", "LATEST"
+    or "AFTER_SEQUENCE_NUMBER" with a sequence number); after an error it starts again after the
+    last record it returned.
+
+    DynamoDB Local 1.25.1 hands out, for a shard that holds no record yet, an iterator it refuses
+    once records arrive (TrimmedDataAccessException "read past the oldest stream record", whenever
+    another table of the database has records). A cursor that has returned nothing yet and began at
+    TRIM_HORIZON or LATEST starts again at TRIM_HORIZON: the shard then holds only the records
+    written since, which is what either start delivers. A position past the trim horizon (AWS keeps
+    records 24 h) still raises."""
+
+    def __init__(self, streams: Any, stream_arn: str, shard: str, kind: str, sequence: str | None = None):
+        self.streams, self.stream_arn, self.shard = streams, stream_arn, shard
+        self.kind, self.sequence = kind, sequence
+        self.iterator: str | None = None
+        self.last: str | None = None  # the last record returned, as the stream spells its number
+
+    def _open(self) -> str:
+        kind, sequence = ("AFTER_SEQUENCE_NUMBER", self.last) if self.last else (self.kind, self.sequence)
+        request = {"StreamArn": self.stream_arn, "ShardId": self.shard, "ShardIteratorType": kind}
+        if sequence is not None:
+            request["SequenceNumber"] = sequence
+        return self.streams.get_shard_iterator(**request)["ShardIterator"]
+
+    def page(self, limit: int = 1000) -> tuple[list[dict[str, Any]], bool]:
+        """The next records (as GetRecords gives them) and whether the shard goes on (not closed)."""
+        try:
+            self.iterator = self.iterator or self._open()
+            try:
+                page = self.streams.get_records(ShardIterator=self.iterator, Limit=limit)
+            except self.streams.exceptions.TrimmedDataAccessException:
+                if self.last is not None or self.kind not in ("TRIM_HORIZON", "LATEST"):
+                    raise
+                self.kind, self.sequence = "TRIM_HORIZON", None  # DynamoDB Local's empty-shard iterator
+                self.iterator = self._open()
+                page = self.streams.get_records(ShardIterator=self.iterator, Limit=limit)
+        except Exception:
+            self.iterator = None  # start again after the last record returned
+            raise
+        self.iterator = page.get("NextShardIterator")
+        if page["Records"]:
+            self.last = page["Records"][-1]["dynamodb"]["SequenceNumber"]
+        return page["Records"], self.iterator is not None
 
 
 class StreamReader:
@@ -15,7 +76,7 @@ class StreamReader:
         self.streams = streams
         self.stream_arn = stream_arn
         self.start = start
-        self.iterators: dict[str, str | None] = {}
+        self.cursors: dict[str, ShardCursor] = {}
 
     def _shards(self) -> list[str]:
         description = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
@@ -23,7 +84,7 @@ class StreamReader:
 
     @property
     def shard(self) -> str:
-        """The stream's only shard (moto keeps one per table), as Lambda names it in a
+        """The stream's only shard (DynamoDB Local keeps one per table), as Lambda names it in a
         tumbling-window event's `shardId`."""
         (only,) = self._shards()
         return only
@@ -31,14 +92,13 @@ class StreamReader:
     def read(self) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
         for shard in self._shards():
-            if shard not in self.iterators:
-                self.iterators[shard] = self.streams.get_shard_iterator(
-                    StreamArn=self.stream_arn, ShardId=shard, ShardIteratorType=self.start
-                )["ShardIterator"]
-            while iterator := self.iterators[shard]:
-                page = self.streams.get_records(ShardIterator=iterator, Limit=1000)
-                self.iterators[shard] = page.get("NextShardIterator")
-                records += [lambda_record(r, self.stream_arn) for r in page["Records"]]
-                if not page["Records"]:
+            cursor = self.cursors.setdefault(
+                shard, ShardCursor(self.streams, self.stream_arn, shard, self.start)
+            )
+            while True:
+                raw, _ = cursor.page()
+                region, now = self.streams.meta.region_name, time.time()
+                records += [as_delivered(r, self.stream_arn, region, now) for r in raw]
+                if not raw:
                     break
         return records

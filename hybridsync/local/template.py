@@ -16,7 +16,7 @@ from typing import Any
 from hybridsync.settings import ConfigurationError
 
 ROOT = Path(__file__).resolve().parents[2]
-ACCOUNT = "123456789012"  # moto's default account
+ACCOUNT = "123456789012"  # the account the local app says it runs in (AWS documentation's example)
 SOURCES = ("app.py", "cdk.json", "stacks", "lambdas", "hybridsync", "requirements-runtime.txt")
 
 

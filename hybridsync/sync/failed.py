@@ -1,8 +1,9 @@
 """Failed batches: what an event source mapping gave up on, read back and redriven.
 
 When a batch still fails after the mapping's retries (or outlives its maximum record age), Lambda
-skips it and sends its metadata (`DDBStreamBatchInfo`: stream, shard, first and last sequence
-number) to the consumer's on-failure queue; the records stay in the stream for 24 h. `pending`
+skips it and sends its metadata (an invocation record whose `DDBStreamBatchInfo` names the stream,
+shard, first and last sequence number; the platform writes it, locally `hybridsync.local.mappings`)
+to the consumer's on-failure queue; the records stay in the stream for 24 h. `pending`
 lists those messages, `redrive` reads each batch's records back from the stream (as the mapping
 delivered them: the consumer's filters applied), hands them to the consumer's library function
 and deletes the message only once they are applied. Both consumers apply a redriven batch exactly
@@ -14,15 +15,13 @@ A batch whose records the stream no longer holds is reported and left in the que
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import deadletters, filters, keys
+from hybridsync import deadletters, filters
 from hybridsync.records import DeadLetter, lambda_record
 from hybridsync.sync import aggregate, writeback
 
@@ -30,32 +29,6 @@ from hybridsync.sync import aggregate, writeback
 CONSUMERS = {"WriteBack": writeback.SOURCE, "Aggregate": aggregate.SOURCE}
 FILTERS = {writeback.SOURCE: writeback.EVENT_FILTERS, aggregate.SOURCE: aggregate.EVENT_FILTERS}
 HOLD_S = 120  # a received message stays invisible this long: one redrive at a time per batch
-
-
-def batch_info(records: list[dict[str, Any]], *, stream_arn: str, shard: str, function_arn: str,
-               condition: str, attempts: int) -> dict[str, Any]:  # fmt: skip
-    """The message Lambda sends to a stream mapping's on-failure destination for these records."""
-
-    def arrival(record: dict[str, Any]) -> str:
-        epoch = float(record["dynamodb"].get("ApproximateCreationDateTime") or time.time())
-        return keys.iso_ms(datetime.fromtimestamp(epoch, UTC))
-
-    return {
-        "requestContext": {"requestId": f"local-{time.time_ns()}", "functionArn": function_arn,
-                           "condition": condition, "approximateInvokeCount": attempts},
-        "responseContext": {"statusCode": 200, "executedVersion": "$LATEST", "functionError": "Unhandled"},
-        "version": "1.0",
-        "timestamp": keys.iso_ms(datetime.now(UTC)),
-        "DDBStreamBatchInfo": {
-            "shardId": shard,
-            "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
-            "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
-            "approximateArrivalOfFirstRecord": arrival(records[0]),
-            "approximateArrivalOfLastRecord": arrival(records[-1]),
-            "batchSize": len(records),
-            "streamArn": stream_arn,
-        },
-    }  # fmt: skip
 
 
 class Gone(Exception):
@@ -73,8 +46,8 @@ class FailedBatch:
     at: str
     stream_arn: str
     shard: str
-    first: int
-    last: int
+    first: str  # sequence numbers as the stream spells them (21 digits, zero-padded)
+    last: str
     size: int
 
     @classmethod
@@ -86,7 +59,7 @@ class FailedBatch:
         return cls(queue_url, message["MessageId"], message["ReceiptHandle"], consumer,
                    context.get("condition", "?"), int(context.get("approximateInvokeCount", 0)),
                    body.get("timestamp", ""), info["streamArn"], info["shardId"],
-                   int(info["startSequenceNumber"]), int(info["endSequenceNumber"]),
+                   info["startSequenceNumber"], info["endSequenceNumber"],
                    int(info["batchSize"]))  # fmt: skip
 
 
@@ -107,7 +80,7 @@ def stream_records(streams: Any, batch: FailedBatch) -> list[dict[str, Any]]:
     try:
         iterator = streams.get_shard_iterator(
             StreamArn=batch.stream_arn, ShardId=batch.shard, ShardIteratorType="AT_SEQUENCE_NUMBER",
-            SequenceNumber=str(batch.first),
+            SequenceNumber=batch.first,
         )["ShardIterator"]  # fmt: skip
     except streams.exceptions.TrimmedDataAccessException:
         raise Gone(f"the stream no longer holds {batch.first}..{batch.last} (24 h retention)") from None
@@ -115,13 +88,13 @@ def stream_records(streams: Any, batch: FailedBatch) -> list[dict[str, Any]]:
     while iterator:
         page = streams.get_records(ShardIterator=iterator, Limit=1000)
         for raw in page["Records"]:
-            if int(raw["dynamodb"]["SequenceNumber"]) > batch.last:
+            if int(raw["dynamodb"]["SequenceNumber"]) > int(batch.last):
                 return records
             records.append(lambda_record(raw, batch.stream_arn))
         if not page["Records"]:  # an open shard's end: nothing more was written
             break
         iterator = page.get("NextShardIterator")
-    if not records or int(records[0]["dynamodb"]["SequenceNumber"]) != batch.first:
+    if not records or int(records[0]["dynamodb"]["SequenceNumber"]) != int(batch.first):
         raise Gone(f"the stream no longer holds record {batch.first} of the batch")
     return records
 

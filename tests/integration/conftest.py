@@ -83,7 +83,7 @@ def use_database_secret(stack, monkeypatch, secret: str) -> str:
     secrets = stack.client("secretsmanager")
     arn = secrets.create_secret(Name=f"db-{uuid.uuid4().hex[:8]}", SecretString=secret)["ARN"]
     monkeypatch.delenv("DATABASE_URL", raising=False)
-    environment = {"DB_SECRET_ARN": arn, "AWS_ENDPOINT_URL_SECRETS_MANAGER": stack.dynamodb_endpoint,
+    environment = {"DB_SECRET_ARN": arn, "AWS_ENDPOINT_URL_SECRETS_MANAGER": stack.services_endpoint,
                    "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "local",
                    "AWS_SECRET_ACCESS_KEY": "local"}  # fmt: skip
     for name, value in environment.items():

@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hybridsync import keys
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.local import demo
+from hybridsync.local.mappings import failure_record
 from hybridsync.model import CUSTOMER_SPEND, PLAYER_SCORE, SALES
 from hybridsync.reads import rankings
 from hybridsync.sync import aggregate, failed
@@ -29,11 +30,10 @@ DAY = "2026-11-22"
 
 @pytest.fixture(scope="module")
 def target(stack):
-    """Where the aggregates go: a table of its own, without a stream, in another region. moto
-    deep-copies the whole table (stream included) once per item of every transaction, so
-    aggregating into the shared, busy main table would make these tests crawl. The order lines
-    still come from the main table's real stream."""
-    return stack.in_region("eu-west-1", prefix="agg", streams=False)
+    """Where the aggregates go: tables of their own, without a stream, so the aggregates these
+    tests write never reach another test's stream reader. The order lines still come from the main
+    table's real stream."""
+    return stack.with_tables("agg", streams=False)
 
 
 @pytest.fixture(scope="module")
@@ -398,7 +398,7 @@ def test_a_failed_batch_redriven_later_is_applied_once(stack, dynamodb, agg, tar
     url = sqs.create_queue(QueueName=f"AggregateFailures-{shop.tag}")["QueueUrl"]
 
     def fail(batch):
-        info = failed.batch_info(batch, stream_arn=stream.stream_arn, shard=stream.shard, attempts=11,
+        info = failure_record(batch, stream_arn=stream.stream_arn, shard=stream.shard, invokes=11,
                                  function_arn="x", condition="RetryAttemptsExhausted")  # fmt: skip
         sqs.send_message(QueueUrl=url, MessageBody=json.dumps(info))
 

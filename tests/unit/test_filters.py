@@ -27,7 +27,8 @@ EVENT = {
         ({"eventName": ["MODIFY", "INSERT"]}, True),  # OR within a field
         ({"eventName": ["MODIFY"]}, False),
         ({"eventName": ["INSERT"], "size": [13]}, False),  # AND across fields
-        ({"size": [12.0]}, True),  # numbers compare as numbers
+        ({"size": [12]}, True),
+        ({"size": [12.0]}, False),  # equality compares numbers as written: 12 is not 12.0 in AWS either
         ({"size": ["12"]}, False),  # ... never as text
         ({"flag": [True]}, True),
         ({"flag": [1]}, False),

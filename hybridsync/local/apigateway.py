@@ -1,0 +1,145 @@
+"""API Gateway HTTP APIs, locally: routes matched as API Gateway matches them, each request turned
+into the Lambda proxy event of payload format 2.0, and the function's answer into the HTTP response,
+as the API Gateway developer guide describes both ("Create AWS Lambda proxy integrations for HTTP
+APIs"): duplicate headers and query parameters joined with commas, cookies in `cookies`, a binary
+body base64-encoded, `routeKey` the matched route's key, and an answer without `statusCode` taken
+as a 200 JSON body."""
+
+from __future__ import annotations
+
+import base64
+import json
+import re
+import uuid
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qsl, urlsplit
+
+from hybridsync.local.template import ACCOUNT
+
+JSON = [("content-type", "application/json")]
+TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|javascript|x-www-form-urlencoded)|[^;]*\+(json|xml))")
+
+
+@dataclass(frozen=True)
+class Route:
+    key: str  # "GET /orders/{id}", "ANY /{proxy+}" or "$default"
+    invoke: Callable[[dict[str, Any]], Any]
+
+    @property
+    def method(self) -> str:
+        return "ANY" if self.key == "$default" else self.key.partition(" ")[0]
+
+    @property
+    def pattern(self) -> re.Pattern[str]:
+        path = "/{proxy+}" if self.key == "$default" else self.key.partition(" ")[2]
+        pattern = re.sub(r"\\\{(\w+)\\\+\\\}", r"(?P<\1>.+)", re.escape(path))
+        return re.compile(re.sub(r"\\\{(\w+)\\\}", r"(?P<\1>[^/]+)", pattern))
+
+    def specificity(self) -> tuple[bool, bool, int, bool]:
+        """API Gateway prefers a route without a greedy variable, then the one with more literal
+        path, then the request's own method over ANY; `$default` comes last. Lower sorts first."""
+        literal = len(re.sub(r"\{[^}]+\}", "", self.key))
+        return (self.key == "$default", "+}" in self.key, -literal, self.method == "ANY")
+
+
+def match(routes: list[Route], method: str, path: str) -> tuple[Route, dict[str, str]] | None:
+    found = [(r, m) for r in routes if r.method in ("ANY", method) and (m := r.pattern.fullmatch(path))]
+    if not found:
+        return None
+    route, matched = min(found, key=lambda pair: pair[0].specificity())
+    return route, matched.groupdict()
+
+
+def http_event(method: str, target: str, headers: list[tuple[str, str]], body: bytes | None, *,
+               route_key: str = "$default", parameters: dict[str, str] | None = None,
+               source_ip: str = "127.0.0.1") -> dict[str, Any]:  # fmt: skip
+    """The payload 2.0 event of one request (`target`: the path and its query string)."""
+    url = urlsplit(target)
+    joined: dict[str, list[str]] = {}
+    for name, value in headers:
+        joined.setdefault(name.lower(), []).append(value)
+    cookies = [c.strip() for value in joined.pop("cookie", []) for c in value.split(";") if c.strip()]
+    query: dict[str, list[str]] = {}
+    for name, value in parse_qsl(url.query, keep_blank_values=True):
+        query.setdefault(name, []).append(value)
+    content_type = (joined.get("content-type") or [""])[0]
+    text = body is not None and bool(TEXT_TYPES.match(content_type) or (not content_type and _utf8(body)))
+    now = datetime.now(UTC)
+    event: dict[str, Any] = {
+        "version": "2.0", "routeKey": route_key, "rawPath": url.path, "rawQueryString": url.query,
+        "headers": {name: ",".join(values) for name, values in joined.items()},
+        "queryStringParameters": {name: ",".join(values) for name, values in query.items()} or None,
+        "pathParameters": parameters or None,
+        "requestContext": {
+            "accountId": ACCOUNT, "apiId": "local", "domainName": "127.0.0.1", "domainPrefix": "local",
+            "http": {"method": method, "path": url.path, "protocol": "HTTP/1.1", "sourceIp": source_ip,
+                     "userAgent": ",".join(joined.get("user-agent", []))},
+            "requestId": str(uuid.uuid4()), "routeKey": route_key, "stage": "$default",
+            "time": now.strftime("%d/%b/%Y:%H:%M:%S +0000"), "timeEpoch": int(now.timestamp() * 1000),
+        },
+        "isBase64Encoded": body is not None and not text,
+    }  # fmt: skip
+    if cookies:
+        event["cookies"] = cookies
+    if body is not None:
+        event["body"] = body.decode() if text else base64.b64encode(body).decode()
+    return event
+
+
+def _utf8(body: bytes) -> bool:
+    try:
+        body.decode()
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def response_of(answer: Any) -> tuple[int, list[tuple[str, str]], bytes]:
+    """The HTTP response for a function's answer: a dict with `statusCode` as it says (cookies as
+    Set-Cookie headers, a base64 body decoded), anything else as a 200 JSON body of it."""
+    if not (isinstance(answer, dict) and "statusCode" in answer):
+        return 200, JSON, json.dumps(answer).encode()
+    headers = [(k, str(v)) for k, v in (answer.get("headers") or {}).items()]
+    headers += [("set-cookie", cookie) for cookie in answer.get("cookies") or []]
+    body = answer.get("body") or ""
+    data = base64.b64decode(body) if answer.get("isBase64Encoded") else str(body).encode()
+    return int(answer["statusCode"]), headers, data
+
+
+def serve(routes: list[Route], port: int, failed: type[Exception]) -> ThreadingHTTPServer:
+    """An HTTP server on 127.0.0.1 for these routes (serve_forever it); a function that fails
+    (`failed` raised) answers 500 as API Gateway does."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def _serve(self) -> None:
+            found = match(routes, self.command, urlsplit(self.path).path)
+            if found is None:
+                return self._answer(404, JSON, b'{"message":"Not Found"}')
+            route, parameters = found
+            length = int(self.headers.get("content-length") or 0)
+            body = self.rfile.read(length) if length else None
+            event = http_event(self.command, self.path, list(self.headers.items()), body, route_key=route.key,
+                               parameters=parameters, source_ip=self.client_address[0])  # fmt: skip
+            try:
+                self._answer(*response_of(route.invoke(event)))
+            except failed:
+                self._answer(500, JSON, b'{"message":"Internal Server Error"}')
+
+        def _answer(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+            self.send_response(status)
+            for name, value in headers:
+                self.send_header(name, value)
+            self.send_header("content-length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    return ThreadingHTTPServer(("127.0.0.1", port), Handler)

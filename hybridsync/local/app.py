@@ -175,9 +175,11 @@ class LocalApp:
         self._create_queues()
         self._create_buckets()
         self.build_functions()
-        self.custom_resources = self._run_custom_resources()
         if mappings:
-            self._start_mappings()
+            self._create_mappings()  # refused before anything runs, as a deploy would fail
+        self.custom_resources = self._run_custom_resources()
+        for poller in self.pollers:  # every poller registered first: each shard's reader starts early enough
+            self._spawn(poller.run, self._stop, name=f"poller-{poller.settings.name}")
         if http_port is not None:
             self._start_http(http_port)
         if schedules:
@@ -238,10 +240,14 @@ class LocalApp:
         except (ValueError, self._sqs.exceptions.QueueDoesNotExist) as error:
             raise TemplateError(f"failure destination {arn}: {error}") from None
 
-    def _start_mappings(self) -> None:
+    def _create_mappings(self) -> None:
+        """Every stream mapping, checked as CreateEventSourceMapping checks it (a refusal fails the
+        start as it would fail a deploy; recorded: api_errors): a filter Lambda refuses, a second
+        mapping of one function on one stream, a stream that does not exist."""
         streams = aws.client("dynamodbstreams", self.dynamodb_endpoint, self.region)
         checkpoints = Checkpoints(self.state_dir / "positions.json")
         readers: dict[tuple[str, str], ShardReader] = {}
+        mapped: dict[tuple[str, str], str] = {}  # (stream, function) -> the mapping
         for mapping in self.assembly.resources("AWS::Lambda::EventSourceMapping"):
             function = self.assembly.function_of(mapping.stack, mapping.properties["FunctionName"])
             stream_arn = self.assembly.resolve(mapping.stack, mapping.properties["EventSourceArn"])
@@ -251,16 +257,26 @@ class LocalApp:
             name = f"{function.construct}:{mapping.logical_id[-8:]}"
             try:
                 settings = Settings.from_properties(name, mapping.properties)
-            except (
-                filters.InvalidPattern
-            ) as refused:  # as CreateEventSourceMapping refuses it: a failed deploy
+            except filters.InvalidPattern as refused:
                 raise TemplateError(f"{mapping.path}: InvalidParameterValueException: {refused}") from None
+            if (stream_arn, function.construct) in mapped:
+                raise TemplateError(
+                    f'{mapping.path}: ResourceConflictException: The event source arn (" {stream_arn} ") and '
+                    f'function (" {function.construct} ") provided mapping already exists '
+                    f"({mapped[(stream_arn, function.construct)]})"
+                )
+            mapped[(stream_arn, function.construct)] = mapping.path
+            try:
+                shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+            except streams.exceptions.ResourceNotFoundException:
+                raise TemplateError(
+                    f"{mapping.path}: InvalidParameterValueException: Stream not found: {stream_arn}"
+                ) from None
             destination = self.assembly.resolve(
                 mapping.stack, mapping.properties.get("DestinationConfig", {}).get("OnFailure", {})
             ).get("Destination")
             stats = self.mapping_stats.setdefault(name, MappingStats())
             self.mapping_functions[name] = function.construct
-            shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
             for shard in shards:
                 arn = self.assembly.resolve(function.stack, {"Fn::GetAtt": [function.logical_id, "Arn"]})
                 reader = readers.get((stream_arn, shard["ShardId"])) or readers.setdefault(
@@ -274,8 +290,6 @@ class LocalApp:
                     settings, invoke, reader, stream_arn,
                     shard["ShardId"], checkpoints, self._destination(destination), arn, stats,
                 ))  # fmt: skip
-        for poller in self.pollers:  # every poller registered first: the reader starts early enough
-            self._spawn(poller.run, self._stop, name=f"poller-{poller.settings.name}")
 
     def _spawn(self, target: Any, *args: Any, name: str) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)

@@ -27,8 +27,9 @@ def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     state = Path(args.state_dir)
     assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
-    with local.start(state, args.prefix, tables=False) as stack:
-        app = LocalApp(assembly, **stack.endpoints(), state_dir=state, prefix=args.prefix, faults=args.faults)
+    with local.start(state, args.prefix, tables=False, keep_dynamodb=True) as stack:
+        app = LocalApp(assembly, **stack.endpoints(), state_dir=state, prefix=args.prefix, faults=args.faults,
+                       iam=not args.no_iam)  # fmt: skip
         stop = threading.Event()
         drainer = app.outbox_drainer(stop)
         status_file = state / "status.json"
@@ -88,8 +89,13 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
     def origin(service: str) -> str:
         return "embedded" if service in stack.embedded else "from the environment"
 
-    print(f"  DynamoDB   {stack.dynamodb_endpoint}  ({origin('dynamodb')})")
+    kept = "AWS's DynamoDB Local, tables kept in .local/dynamodb" if "dynamodb" in stack.embedded else None
+    print(f"  DynamoDB   {stack.dynamodb_endpoint}  ({kept or origin('dynamodb')})")
+    services = "moto server" if "services" in stack.embedded else "from the environment"
+    print(f"  S3, SQS    {stack.services_endpoint}  ({services})")
     print(f"  PostgreSQL {stack.database_url}  ({origin('postgresql')})")
+    print("  IAM        " + ("each function's AWS calls checked against its role's policies (--no-iam: off)"
+                             if app.iam else "NOT checked (--no-iam)"))  # fmt: skip
     print(f"  schema     alembic revision {migrations.current_revision(stack.database_url)}")
     for name in app.tables.values():
         description = app.client.describe_table(TableName=name)["Table"]
@@ -109,8 +115,8 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
         )
     if app.http is not None:
         print(
-            f"  HTTP API   http://127.0.0.1:{app.http.server_address[1]}/  (IAM authorization is NOT "
-            "enforced locally)"
+            f"  HTTP API   http://127.0.0.1:{app.http.server_address[1]}/  (callers' IAM authorization is "
+            "not checked locally)"
         )
     for name in app.queues:
         print(f"  queue      {name} (failed batches)")
@@ -164,7 +170,7 @@ def _invoke(args: argparse.Namespace) -> int:
     services = os.environ.get("AWS_ENDPOINT") or dynamodb
     app = LocalApp(assembly, dynamodb_endpoint=dynamodb, services_endpoint=services,
                    database_url=_given(None, "DATABASE_URL", "database", "(no flag)"),
-                   state_dir=Path(args.state_dir), prefix=args.prefix)  # fmt: skip
+                   state_dir=Path(args.state_dir), prefix=args.prefix, iam=not args.no_iam)  # fmt: skip
     app.build_functions()
     event = json.loads(Path(args.event).read_text()) if args.event else {}
     try:
@@ -527,6 +533,11 @@ def parser() -> argparse.ArgumentParser:
         sub.add_argument("--prefix", default="hybridsync", help="table name prefix (default hybridsync)")
         sub.add_argument("--assembly", default="cdk.out", help="the synthesized app (default cdk.out)")
         sub.add_argument("--no-synth", action="store_true", help="use the assembly as it is, even if stale")
+        sub.add_argument(
+            "--no-iam",
+            action="store_true",
+            help="do not check each function's AWS calls against its role's policies (checked by default)",
+        )
 
     migrate = command("db", "migrate the PostgreSQL schema (Alembic)", "hybridsync db upgrade", _db)
     migrate.add_argument("action", choices=["upgrade", "downgrade", "current"])

@@ -4,6 +4,7 @@ app's parts a second time: all of it is read from the templates."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
 import re
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsync import aws, filters
-from hybridsync.local import apigateway, mappings
+from hybridsync.local import apigateway, iam, mappings
 from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
 from hybridsync.local.mappings import Checkpoints, MappingStats, Settings, ShardPoller, ShardReader
@@ -25,6 +26,12 @@ from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
 log = logging.getLogger(__name__)
 TABLE_TYPES = ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table")
 DATABASE_VARIABLES = ("DB_SECRET_ARN", "DB_HOST", "DB_NAME")  # the embedded PostgreSQL stands in
+STREAM_READ = (
+    "GetRecords",
+    "GetShardIterator",
+    "DescribeStream",
+    "ListStreams",
+)  # what a stream mapping needs
 RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 
 
@@ -73,8 +80,10 @@ class LocalApp:
         prefix: str = "hybridsync",
         region: str = aws.LOCAL_REGION,
         faults: FaultPlan | None = None,
+        iam: bool = True,
     ):
         self.assembly, self.state_dir, self.prefix, self.region = assembly, state_dir, prefix, region
+        self.iam = iam  # each function's calls checked against its role (local/iam.py)
         self.dynamodb_endpoint, self.database_url = dynamodb_endpoint, database_url
         self.services_endpoint = services_endpoint  # S3, SQS (moto server)
         self.client = aws.client("dynamodb", dynamodb_endpoint, region)
@@ -128,10 +137,20 @@ class LocalApp:
         variables = self.assembly.resolve(function.stack, function.properties.get("Environment", {}))
         env = {k: str(v) for k, v in variables.get("Variables", {}).items()
                if v is not None and k not in DATABASE_VARIABLES}  # fmt: skip
-        if "TIMESERIES_PREFIX" in env:  # tables a function creates are named like the app's own
+        deployed = env.get("TIMESERIES_PREFIX")
+        if deployed:  # tables a function creates are named like the app's own
             env["TIMESERIES_PREFIX"] = self.prefix
         if self.faults:
             env |= self.faults.plan.worker_environment()
+        if self.iam:
+            role, statements = self.role(function)
+            if deployed:  # its grants name those tables by the deployed prefix: the same rename
+                statements = json.loads(
+                    json.dumps(statements).replace(f":table/{deployed}-", f":table/{self.prefix}-")
+                )
+            policy = {"role": role, "function": function.construct, "region": self.region, "account": ACCOUNT,
+                      "statements": statements}  # fmt: skip
+            env["HYBRIDSYNC_IAM"] = json.dumps(policy)
         return env | {
             "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"),
             "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
@@ -142,6 +161,14 @@ class LocalApp:
             "DATABASE_URL": self.database_url,
             "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "false"),
         }  # fmt: skip
+
+    def role(self, function: Resource) -> tuple[str, list[dict[str, Any]]]:
+        """The function's execution role: its name and its policies' statements, in local ARNs."""
+        return iam.role_statements(self.assembly, function)
+
+    def may(self, function: Resource, action: str, resource: str) -> bool:
+        """Whether the function's role allows `action` on `resource` (always, with IAM off)."""
+        return not self.iam or iam.allowed(self.role(function)[1], action, resource, {})
 
     def build_functions(self) -> dict[str, LocalFunction]:
         logs = self.state_dir / "logs"
@@ -275,6 +302,24 @@ class LocalApp:
             destination = self.assembly.resolve(
                 mapping.stack, mapping.properties.get("DestinationConfig", {}).get("OnFailure", {})
             ).get("Destination")
+            # the mapping reads the stream and sends failure records with the function's role
+            for action in STREAM_READ:
+                if not self.may(function, f"dynamodb:{action}", stream_arn):
+                    raise TemplateError(
+                        f"{mapping.path}: InvalidParameterValueException: Cannot access stream "
+                        f"{stream_arn}. Please ensure the role can perform the GetRecords, "
+                        "GetShardIterator, DescribeStream, and ListStreams Actions on your stream in IAM."
+                    )
+            send = {"sqs": "sqs:SendMessage", "sns": "sns:Publish", "s3": "s3:PutObject"}
+            if destination and not self.may(
+                function,
+                send[destination.split(":")[2]],
+                destination + ("/*" if ":s3:" in destination else ""),
+            ):
+                raise TemplateError(
+                    f"{mapping.path}: InvalidParameterValueException: The function execution role "
+                    f"does not have permissions to call {send[destination.split(':')[2]]} on {destination}"
+                )
             stats = self.mapping_stats.setdefault(name, MappingStats())
             self.mapping_functions[name] = function.construct
             for shard in shards:

@@ -37,18 +37,29 @@ class Context:
         return max(0, int((self._deadline - time.time()) * 1000))
 
 
-if os.environ.get("HYBRIDSYNC_DYNAMODB_FAULTS"):  # see dynamodb_faults.py; each logged "injected: <kind>"
+def _local(name: str):  # a module of the local app beside this file, by its path
     import importlib.util
 
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
+
+
+if os.environ.get("HYBRIDSYNC_IAM") or os.environ.get("HYBRIDSYNC_DYNAMODB_FAULTS"):
     import boto3
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "dynamodb_faults.py")
-    spec = importlib.util.spec_from_file_location("dynamodb_faults", path)
-    dynamodb_faults = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    spec.loader.exec_module(dynamodb_faults)  # type: ignore[union-attr]
-    boto3.setup_default_session()
-    dynamodb_faults.inject(boto3.DEFAULT_SESSION.events, os.environ["HYBRIDSYNC_DYNAMODB_FAULTS"],
-                           lambda kind: print(f"injected: {kind}", file=sys.stderr, flush=True))  # fmt: skip
+    boto3.setup_default_session()  # every client the function builds comes from this session
+    if os.environ.get("HYBRIDSYNC_IAM"):  # see iam.py: calls checked against the execution role
+        _local("iam").install(boto3.DEFAULT_SESSION.events, os.environ["HYBRIDSYNC_IAM"])
+    if os.environ.get("HYBRIDSYNC_DYNAMODB_FAULTS"):  # see dynamodb_faults.py; each logged
+        spec = os.environ["HYBRIDSYNC_DYNAMODB_FAULTS"]
+
+        def injected(kind: str) -> None:
+            print(f"injected: {kind}", file=sys.stderr, flush=True)
+
+        _local("dynamodb_faults").inject(boto3.DEFAULT_SESSION.events, spec, injected)
 
 try:
     module_name, _, attribute = handler_name.rpartition(".")

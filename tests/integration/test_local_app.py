@@ -189,8 +189,17 @@ def test_up_brings_the_whole_app_up_and_tells_where_everything_is(cloud_assembly
         env=env, capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
-    for expected in ("WriteBack", "Aggregate", "Api", "SqlSync", "batch 1000, window 5s", "tumbling 60s",
-                     "IAM authorization is NOT enforced locally", f"{prefix}-main"):  # fmt: skip
+    expected_lines = (
+        "WriteBack",
+        "Aggregate",
+        "Api",
+        "SqlSync",
+        "batch 1000, window 5s",
+        "tumbling 60s",
+        "checked against its role's policies",
+        f"{prefix}-main",
+    )
+    for expected in expected_lines:
         assert expected in result.stdout, expected
     assert f"export TABLE_MAIN='{prefix}-main'" in (tmp_path / "env").read_text()
 

@@ -1,0 +1,212 @@
+"""IAM, enforced locally: every AWS call a function makes is checked against the identity-based
+policies of its execution role in the synthesized template, and a call no statement allows (or one
+a statement denies) fails with AccessDeniedException, as in AWS. So a function that works on your
+machine has the grants it needs in AWS too.
+
+What is evaluated: the role's inline policies, `AWS::IAM::Policy` and customer-managed
+`AWS::IAM::ManagedPolicy` resources attached to it (AWS-managed policies grant logging and network
+interfaces only, nothing a function calls here); Allow and Deny, Action/NotAction,
+Resource/NotResource with `*` and `?`, and the conditions the app's policies use (String* on
+`s3:prefix`; a statement with any other condition never allows and always denies, so unknown
+conditions err on the side of AWS refusing). Resource policies (bucket policies, key policies) and
+SCPs are not evaluated. The request's action and resources follow the service authorization
+reference: a transaction needs the action of each item it writes, a Query on an index the index's
+ARN, an S3 list the bucket with `s3:prefix`.
+
+Self-contained (no hybridsync imports): a function's worker loads this file by its path, as it
+loads `dynamodb_faults.py`, beside the library its asset ships.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urlsplit
+
+AWS_MANAGED = ":iam::aws:policy/"
+ITEM_ACTIONS = {
+    "Put": "PutItem",
+    "Update": "UpdateItem",
+    "Delete": "DeleteItem",
+    "ConditionCheck": "ConditionCheckItem",
+    "Get": "GetItem",
+}
+S3_ACTIONS = {
+    "HeadObject": "GetObject",
+    "ListObjectsV2": "ListBucket",
+    "ListObjects": "ListBucket",
+    "CreateMultipartUpload": "PutObject",
+    "UploadPart": "PutObject",
+    "CompleteMultipartUpload": "PutObject",
+    "AbortMultipartUpload": "AbortMultipartUpload",
+    "DeleteObjects": "DeleteObject",
+    "HeadBucket": "ListBucket",
+}
+STRING_CONDITIONS = {"StringEquals", "StringLike", "StringNotEquals", "StringNotLike"}
+Request = tuple[str, str, dict[str, str]]  # (action, resource ARN, condition context)
+
+
+# --- the role's statements, from the template ---------------------------------------------------
+
+
+def role_statements(assembly: Any, function: Any) -> tuple[str, list[dict[str, Any]]]:
+    """The execution role's name and every statement of its identity-based policies, resolved to
+    local ARNs (`assembly` is a hybridsync.local.template.Assembly, `function` its Resource)."""
+    role_ref = function.properties.get("Role")
+    role_id = role_ref["Fn::GetAtt"][0] if isinstance(role_ref, dict) and "Fn::GetAtt" in role_ref else None
+    template = assembly.templates[function.stack]["Resources"]
+    if role_id is None or role_id not in template:
+        return str(role_ref), []
+    role = template[role_id]["Properties"]
+    documents = [p["PolicyDocument"] for p in role.get("Policies", [])]
+    attached = {json.dumps(arn, sort_keys=True) for arn in role.get("ManagedPolicyArns", [])}
+    for logical_id, resource in template.items():
+        properties = resource.get("Properties", {})
+        if resource["Type"] in ("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy") and (
+            {"Ref": role_id} in properties.get("Roles", [])
+            or json.dumps({"Ref": logical_id}, sort_keys=True) in attached
+        ):
+            documents.append(properties["PolicyDocument"])
+    statements = []
+    for document in documents:
+        listed = document.get("Statement", [])
+        statements += listed if isinstance(listed, list) else [listed]
+    return role.get("RoleName") or role_id, assembly.resolve(function.stack, statements)
+
+
+# --- what a request asks for --------------------------------------------------------------------
+
+
+def requested(
+    service: str, operation: str, params: dict[str, Any], region: str, account: str
+) -> list[Request]:
+    """The (action, resource, condition context) pairs AWS authorizes for one API call."""
+    if service in ("dynamodb", "dynamodbstreams"):
+        return _dynamodb(operation, params, f"arn:aws:dynamodb:{region}:{account}:table/")
+    if service == "s3":
+        action = "s3:" + S3_ACTIONS.get(operation, operation)
+        bucket = f"arn:aws:s3:::{params.get('Bucket', '*')}"
+        if operation == "DeleteObjects":
+            return [(action, f"{bucket}/{o['Key']}", {}) for o in params.get("Delete", {}).get("Objects", [])]
+        if "Key" in params:
+            return [(action, f"{bucket}/{params['Key']}", {})]
+        return [
+            (action, bucket, {"s3:prefix": params.get("Prefix", "")} if action == "s3:ListBucket" else {})
+        ]
+    if service == "sqs":
+        url = params.get("QueueUrl")
+        name = urlsplit(url).path.rstrip("/").rpartition("/")[2] if url else params.get("QueueName", "*")
+        return [(f"sqs:{operation}", f"arn:aws:sqs:{region}:{account}:{name}", {})]
+    if service == "sns":
+        return [(f"sns:{operation}", params.get("TopicArn", "*"), {})]
+    if service == "secretsmanager":
+        secret = params.get("SecretId", "*")
+        return [(f"secretsmanager:{operation}", secret if secret.startswith("arn:") else "*", {})]
+    return [(f"{service}:{operation}", "*", {})]
+
+
+def _dynamodb(operation: str, params: dict[str, Any], tables: str) -> list[Request]:
+    if operation in ("BatchGetItem", "BatchWriteItem"):
+        return [(f"dynamodb:{operation}", tables + name, {}) for name in params.get("RequestItems", {})]
+    if operation in ("TransactWriteItems", "TransactGetItems"):
+        return [
+            (f"dynamodb:{ITEM_ACTIONS[kind]}", tables + item[kind]["TableName"], {})
+            for item in params.get("TransactItems", [])
+            for kind in item
+        ]
+    if "StreamArn" in params:
+        return [(f"dynamodb:{operation}", params["StreamArn"], {})]
+    if "TableName" not in params:  # ListTables, DescribeLimits, ...
+        return [(f"dynamodb:{operation}", "*", {})]
+    resource = tables + params["TableName"]
+    if params.get("IndexName"):
+        resource += f"/index/{params['IndexName']}"
+    return [(f"dynamodb:{operation}", resource, {})]
+
+
+# --- evaluation ---------------------------------------------------------------------------------
+
+
+def _listed(value: Any) -> list[str]:
+    return value if isinstance(value, list) else [value]
+
+
+def _matches(patterns: Iterable[str], value: str, *, case: bool = True) -> bool:
+    if not case:
+        value, patterns = value.lower(), [p.lower() for p in patterns]
+    return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)
+
+
+def _conditions_hold(condition: dict[str, Any], context: dict[str, str]) -> bool | None:
+    """Whether the statement's conditions hold; None when one cannot be evaluated here."""
+    for operator, tests in condition.items():
+        if operator not in STRING_CONDITIONS:
+            return None
+        for key, expected in tests.items():
+            if key not in context:
+                return None
+            value, wanted = context[key], [str(e) for e in _listed(expected)]
+            like = operator.endswith("Like")
+            hit = _matches(wanted, value) if like else value in wanted
+            if hit == ("Not" in operator):
+                return False
+    return True
+
+
+def _applies(statement: dict[str, Any], action: str, resource: str, context: dict[str, str]) -> bool | None:
+    if "Action" in statement and not _matches(_listed(statement["Action"]), action, case=False):
+        return False
+    if "NotAction" in statement and _matches(_listed(statement["NotAction"]), action, case=False):
+        return False
+    if "Resource" in statement and not _matches(_listed(statement["Resource"]), resource):
+        return False
+    if "NotResource" in statement and _matches(_listed(statement["NotResource"]), resource):
+        return False
+    return _conditions_hold(statement["Condition"], context) if statement.get("Condition") else True
+
+
+def allowed(statements: list[dict[str, Any]], action: str, resource: str, context: dict[str, str]) -> bool:
+    """An explicit Deny wins, then any Allow; otherwise the request is implicitly denied."""
+    allow = False
+    for statement in statements:
+        applies = _applies(statement, action, resource, context)
+        if statement.get("Effect") == "Deny" and applies is not False:
+            return False
+        allow = allow or (statement.get("Effect") == "Allow" and applies is True)
+    return allow
+
+
+def denial(role: str, function: str, account: str, action: str, resource: str) -> str:
+    """AWS's message for an identity-based denial."""
+    return (
+        f"User: arn:aws:sts::{account}:assumed-role/{role}/{function} is not authorized to perform: "
+        f"{action} on resource: {resource} because no identity-based policy allows the {action} action"
+    )
+
+
+# --- in a function's worker ---------------------------------------------------------------------
+
+
+def install(events: Any, spec: str) -> None:
+    """Check every call of the clients a session makes against the role in `spec` (JSON: role,
+    function, region, account, statements), raising AccessDeniedException as AWS answers it."""
+    from botocore.exceptions import ClientError
+
+    policy = json.loads(spec)
+
+    def check(params: dict[str, Any], model: Any, **_: Any) -> None:
+        service = model.service_model.service_name
+        for action, resource, context in requested(
+            service, model.name, params, policy["region"], policy["account"]
+        ):
+            if not allowed(policy["statements"], action, resource, context):
+                message = denial(policy["role"], policy["function"], policy["account"], action, resource)
+                error = {
+                    "Code": "AccessDeniedException" if service.startswith("dynamodb") else "AccessDenied",
+                    "Message": message,
+                }
+                raise ClientError({"Error": error, "ResponseMetadata": {"HTTPStatusCode": 400}}, model.name)
+
+    events.register("before-parameter-build", check)

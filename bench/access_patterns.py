@@ -20,9 +20,11 @@ Prints a table, then one JSON line. Usage: python bench/access_patterns.py [--qu
 from __future__ import annotations
 
 import argparse
+import csv
 import json
 import random
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -101,16 +103,41 @@ def generate(client: Any, table: str, by_day: str, customers: int, progress: Pro
     return len(items)
 
 
-def measured(client: Any, run: Callable[[], Any], scanner: Scanner | None = None) -> tuple[Cost, float, Any]:
-    """What `run` cost: a Scanner's own figures, else the Meter's over every call it made."""
+def measured(client: Any, run: Callable[[], Any],
+             scanner: Scanner | None = None) -> tuple[Cost, float, Any, list[tuple[str, Cost]]]:  # fmt: skip
+    """What `run` cost: a Scanner's own figures, else the Meter's over every call it made; and each
+    request with the model's read units beside the ConsumedCapacity DynamoDB reported."""
     meter = Meter()
     meter.attach(client)
     started = time.perf_counter()
     result = run()
     took = (time.perf_counter() - started) * 1000
+    calls = meter.calls
     spent = meter.reset()
     meter.detach(client)
-    return (scanner.cost if scanner else spent), took, result
+    return (scanner.cost if scanner else spent), took, result, calls
+
+
+def capacity_check(requests: list[tuple[str, str, str, Cost]], work: Path) -> int:
+    """Every request's units, the model's beside DynamoDB Local's, in a CSV; per pattern a line;
+    the requests where they differ, listed. Returns how many differ."""
+    differ = [r for r in requests if r[3].consumed is None or abs(r[3].read_units - r[3].consumed) > 1e-9]
+    path = work / "capacity-per-request.csv"
+    with path.open("w", newline="") as out:
+        writer = csv.writer(out)
+        writer.writerow(
+            ["pattern", "design", "operation", "items_read", "model_read_units", "consumed_units"]
+        )
+        for pattern, design, operation, cost in requests:
+            writer.writerow([pattern, design, operation, cost.items_read, cost.read_units, cost.consumed])
+    print(
+        f"capacity, request by request ({len(requests):,} requests; all in {path}): the model's read units "
+        f"beside the ConsumedCapacity DynamoDB Local reported; {len(differ)} differ"
+    )
+    for pattern, design, operation, cost in differ[:10]:
+        print(f"  differs: {pattern} / {design}: {operation} of {cost.items_read} items: "
+              f"model {cost.read_units}, DynamoDB Local {cost.consumed}")  # fmt: skip
+    return len(differ)
 
 
 def main() -> None:
@@ -121,20 +148,23 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="12 customers (612 items): seconds")
     args = parser.parse_args()
     customers = 12 if args.smoke else 120 if args.quick else 1000
+    work = Path(tempfile.mkdtemp(prefix="bench-access-"))
     endpoint, process = local.start_dynamodb()
     client = aws.client("dynamodb", endpoint, "us-east-1")
     table, by_day = "bench-main", "bench-orders-by-day"
     client.create_table(**MAIN.create_request(table))
     client.create_table(**BY_DAY.create_request(by_day))
     rows: list[tuple[str, str, Cost, float]] = []
+    requests: list[tuple[str, str, str, Cost]] = []  # (pattern, design, operation, its cost)
     try:
         with Progress(transient=True) as progress:
             written = generate(client, table, by_day, customers, progress)
             task = progress.add_task("reading", total=9)
 
             def row(pattern: str, design: str, run: Callable[[], Any], scanner: Scanner | None = None) -> Any:
-                cost, ms, result = measured(client, run, scanner)
+                cost, ms, result, calls = measured(client, run, scanner)
                 rows.append((pattern, design, cost, ms))
+                requests.extend((pattern, design, operation, call) for operation, call in calls)
                 progress.advance(task)
                 return result
 
@@ -188,8 +218,11 @@ def main() -> None:
 
     seeds = costs.distinct_keys(2_000_000, 1000, 500, index_entry_size=150)
     month, opened, keys = "orders, last 30 days", "open orders, last 7 days", "distinct keys"
+    mismatches = capacity_check(requests, work)
     figures = {
         "items": written,
+        "requests_checked": len(requests),
+        "capacity_model_mismatches": mismatches,
         "collections": customers,
         "distinct_index_vs_scan_ru_ratio": ratio(keys, "DistinctKeys index", "naive: full scan"),
         "skip_scan_vs_scan_ru_ratio": ratio(keys, "skip-scan", "naive: full scan"),

@@ -76,7 +76,7 @@ def page_units(sizes: Iterable[int], *, consistent: bool = False) -> float:
 @dataclass
 class Cost:
     """What a piece of work costs: requests, items read, and units by the model; `consumed` is
-    what DynamoDB reported (None when it did not: moto reports placeholders)."""
+    what DynamoDB reported (None when it did not)."""
 
     requests: int = 0
     items_read: int = 0
@@ -162,6 +162,7 @@ class Meter:
 
     cost: Cost = field(default_factory=Cost)
     by_operation: dict[str, Cost] = field(default_factory=dict)
+    calls: list[tuple[str, Cost]] = field(default_factory=list)  # each request, in order
     _request: threading.local = field(default_factory=threading.local, repr=False)
 
     def attach(self, client: Any) -> Any:
@@ -178,7 +179,7 @@ class Meter:
         client.meta._hybridsync_meter = None
 
     def reset(self) -> Cost:
-        spent, self.cost, self.by_operation = self.cost, Cost(), {}
+        spent, self.cost, self.by_operation, self.calls = self.cost, Cost(), {}, []
         return spent
 
     def _ask(self, params: dict[str, Any], model: Any, **_: Any) -> None:
@@ -208,6 +209,7 @@ class Meter:
                 )
         self.cost += cost
         self.by_operation[operation] = self.by_operation.get(operation, Cost()) + cost
+        self.calls.append((operation, cost))
 
 
 def _consumed(reported: Any) -> float | None:

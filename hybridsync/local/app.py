@@ -392,13 +392,17 @@ class LocalApp:
 
     def outbox_drainer(self, stop: threading.Event) -> threading.Thread:
         """The SQL -> DynamoDB drain on NOTIFY, as `hybridsync up` runs it beside the app (on a
-        client of its own, exposed to the plan's DynamoDB faults and dropped NOTIFYs); start it."""
+        client of its own, exposed to the plan's DynamoDB faults and dropped NOTIFYs, with the
+        SqlSync function's role: it does that function's work); start it."""
         from hybridsync.sync import outbox
 
         client = aws.client("dynamodb", self.dynamodb_endpoint, self.region)
         faults = {"dropped": self.faults.notify_dropped} if self.faults else {}
         if self.faults:
             self.faults.on_client(client)
+        sql_sync = next((f for f in self.python_functions() if f.construct == "SqlSync"), None)
+        if sql_sync is not None and self.iam:
+            iam.install(client.meta.events, self.function_environment(sql_sync)["HYBRIDSYNC_IAM"])
         args = (self.database_url, client, self.tables["MainTable"], stop)
         return threading.Thread(target=outbox.listen_and_drain, args=args, kwargs=faults, daemon=True,
                                 name="outbox-drain")  # fmt: skip

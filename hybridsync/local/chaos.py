@@ -92,6 +92,7 @@ class Generator:
     poison: Counter[str] = field(default_factory=Counter)
     poison_items: list[tuple[str, str]] = field(default_factory=list)  # (kind, order id)
     placed: dict[str, tuple[str, str, list[dict[str, Any]]]] = field(default_factory=dict)  # id -> how
+    times: list[float] = field(default_factory=list)  # when each change was made (monotonic)
     n: int = 0
 
     def run(self, rate: float, until: float) -> None:
@@ -114,6 +115,7 @@ class Generator:
             total.refused += other.refused
             total.poison += other.poison
             total.poison_items += other.poison_items
+            total.times += other.times
         return total
 
     def step(self) -> None:
@@ -121,6 +123,7 @@ class Generator:
         try:
             if getattr(self, f"_{kind}")() is not False:
                 self.done[kind] += 1
+                self.times.append(time.monotonic())
         except (Conflict, NotFound, Invalid):
             pass  # an edit that lost to another change: the application would be told so
         except sa.exc.OperationalError:
@@ -489,6 +492,11 @@ def run(
         "changes": generator.changes,
         "seconds": round(writes_s),
         "rate_per_s": round(generator.changes / writes_s, 1),
+        # changes per second in the run's first and last minute: does the app slow as it fills?
+        "rate_first_minute": round(sum(t < started + 60 for t in generator.times) / min(60, writes_s), 1),
+        "rate_last_minute": round(
+            sum(t >= started + writes_s - 60 for t in generator.times) / min(60, writes_s), 1
+        ),
         "changes_by_kind": dict(sorted(generator.done.items())),
         "refused_while_postgresql_down": sum(generator.refused.values()),
         "faults": dict(sorted(injected.items())),
@@ -607,6 +615,7 @@ def show(console: Console, f: dict[str, Any]) -> None:
     table.add_column("figure")
     table.add_column("value", justify="right")
     shown = (
+        "rate_first_minute rate_last_minute "
         "lost duplicated stale drift rows_checked aggregates aggregates_equal_recount dead_letters "
         "dead_letters_expected failed_batches_redriven failed_records_redriven failed_batches_left "
         "bad_input_kinds lag_p50_s lag_p99_s lag_p99_write_back_s lag_p99_outbox_s probes "

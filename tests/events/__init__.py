@@ -1,4 +1,4 @@
-"""Real-shaped DynamoDB stream events (Lambda's shape), recorded from moto server by record.py."""
+"""Real-shaped DynamoDB stream events (Lambda's shape), recorded from DynamoDB Local by record.py."""
 
 from __future__ import annotations
 

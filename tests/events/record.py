@@ -1,4 +1,4 @@
-"""Regenerate the stream-event fixtures in this folder from a real stream (moto server).
+"""Regenerate the stream-event fixtures in this folder from a real stream (AWS's DynamoDB Local).
 
 Each fixture is a Lambda event with one record, as an event source mapping delivers it. Poison
 fixtures are made from real records by one edit each; `tests/unit/test_records.py` names the
@@ -92,8 +92,8 @@ def script() -> list[tuple[str, str, dict[str, Any] | None]]:
                 "CreatedAt": "2026-11-22T08:00:00.000Z",
                 "Rating": 5,
                 "Title": "Boils fast",
-                "ChunkCount": 0,
-                "ChunkVersion": 0,
+                "BodyBytes": 10,
+                "Body": "Boils fast",
                 "Version": V,
             },
         ),
@@ -106,7 +106,8 @@ def script() -> list[tuple[str, str, dict[str, Any] | None]]:
 
 
 def derived(fixtures: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-    """Records a stream produces that a client cannot make on moto: a TTL expiry and poison."""
+    """Records a client cannot make on demand: TTL expiries (DynamoDB Local deletes expired items
+    every ten seconds or so, and none that lacks a key of one of the table's GSIs) and poison."""
     out = {}
 
     def edit(name: str, source: str, change: Any) -> None:

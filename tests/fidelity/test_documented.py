@@ -101,7 +101,7 @@ def test_parallel_batches_keep_each_items_order_not_each_partitions(stack, tmp_p
             running[0] -= 1
 
     function = Function(slow)
-    run_mapping(table, function, None, tmp_path, batch_size=4, parallelization=4)
+    poller = run_mapping(table, function, None, tmp_path, batch_size=4, parallelization=4)
     seen: dict[str, list[int]] = {}
     for event in function.events:
         for record in event["Records"]:
@@ -109,6 +109,8 @@ def test_parallel_batches_keep_each_items_order_not_each_partitions(stack, tmp_p
             seen.setdefault(image["sk"]["S"], []).append(int(image["v"]["N"]))
     assert seen == {f"s{n}": [1, 2, 3] for n in range(8)}
     assert most[0] > 1  # one partition key, several lanes at once
+    delivered = [int(r["dynamodb"]["SequenceNumber"]) for e in function.events for r in e["Records"]]
+    assert int(poller.stats.position) == max(delivered)  # the shard moved once every lane was done
 
 
 def test_a_table_name_of_one_character_is_refused(stack):

@@ -320,34 +320,6 @@ def test_ttl_deletes_expired_items_and_their_records_carry_the_services_identity
     assert filters.admits(writeback.EVENT_FILTERS, removes["o-user"])
 
 
-def test_parallelization_runs_batches_at_once_and_keeps_each_keys_order(stack, table, tmp_path):
-    client, name, _ = table
-    for version in range(1, 5):  # four versions of each of six players, interleaved
-        put_scores(client, name, [f"k{n}" for n in range(6)], version=version)
-    running, most, lock = [0], [0], threading.Lock()
-
-    def slow(event):
-        with lock:
-            running[0] += 1
-            most[0] = max(most[0], running[0])
-        time.sleep(0.2)
-        with lock:
-            running[0] -= 1
-
-    function = Scripted(slow)
-    p = poller(stack, table, function, tmp_path, batch_size=4, parallelization=3)
-    drain(p)
-    seen: dict[str, list[int]] = {}
-    for event in function.events:
-        for record in event["Records"]:
-            image = record["dynamodb"]["NewImage"]
-            seen.setdefault(image["PlayerId"]["S"], []).append(int(image["Version"]["N"]))
-    assert seen == {f"k{n}": [1, 2, 3, 4] for n in range(6)}  # every key, in its order
-    assert most[0] > 1  # lanes really ran at once
-    delivered = [int(r["dynamodb"]["SequenceNumber"]) for e in function.events for r in e["Records"]]
-    assert int(p.stats.position) == max(delivered)  # the shard moved once every lane was done
-
-
 def test_the_mappings_of_one_shard_share_one_reader(stack, table, tmp_path):
     from hybridsync.local.mappings import ShardReader
 

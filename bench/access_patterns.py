@@ -41,11 +41,12 @@ sys.path.insert(0, str(ROOT))
 from hybridsync import aws, capacity, costs, local, scans  # noqa: E402
 from hybridsync.capacity import Cost, Meter  # noqa: E402
 from hybridsync.convert import marshal  # noqa: E402
+from hybridsync.declare import KeyAttribute, Table  # noqa: E402
 from hybridsync.keys import iso_ms  # noqa: E402
 from hybridsync.local import dynamodb_local  # noqa: E402
-from hybridsync.model import COLLECTION, MAIN, ORDER, ORDER_LINE, KeyAttribute, Table  # noqa: E402
-from hybridsync.reads import orders  # noqa: E402
 from hybridsync.scans import Scanner  # noqa: E402
+from shop import order_reads as orders  # noqa: E402
+from shop.model import COLLECTION, MAIN, ORDER, ORDER_LINE  # noqa: E402
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 DAYS, RANGE_DAYS, OPEN_DAYS, ITEMS_PER_CUSTOMER = 90, 30, 7, 50

@@ -31,7 +31,6 @@ import random
 import sys
 import tempfile
 import time
-from collections import defaultdict
 from decimal import Decimal
 from pathlib import Path
 from typing import Any
@@ -39,11 +38,13 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import local  # noqa: E402
+from hybridsync import local, workloads  # noqa: E402
 from hybridsync.convert import marshal, unmarshal  # noqa: E402
 from hybridsync.local import streams  # noqa: E402
-from hybridsync.model import ORDER_LINE  # noqa: E402
 from hybridsync.sync import aggregate  # noqa: E402
+from shop.model import CANCELLED, MODEL, ORDER_LINE  # noqa: E402
+
+AGGREGATION = aggregate.Aggregation(MODEL)
 
 RECORDS = 10_000
 DEPLOYED_BATCH = 5_000
@@ -77,7 +78,7 @@ def workload(stack: local.LocalStack, count: int = RECORDS) -> tuple[list[dict[s
     edits = count // 20
     changes = [line | {"Quantity": line["Quantity"] + 1, "Version": 2} for line in rng.sample(lines, edits)]
     cancelled = rng.sample(lines, count - edits - len(lines))
-    changes += [line | {"Status": aggregate.CANCELLED, "Version": 3} for line in cancelled]
+    changes += [line | {"Status": CANCELLED, "Version": 3} for line in cancelled]
     client, table = stack.client(), stack.table_names["main"]
     arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
     reader = streams.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
@@ -95,50 +96,30 @@ def workload(stack: local.LocalStack, count: int = RECORDS) -> tuple[list[dict[s
 
 
 def recount(records: list[dict[str, Any]]) -> dict[tuple, tuple]:
-    """Clean answer: the latest image of every line, folded once."""
+    """Clean answer: the latest image of every line, folded once (the engine's recount)."""
     latest: dict[str, dict] = {}
     for record in records:
         latest[str(record["dynamodb"]["Keys"])] = record
-    totals: dict[tuple, list] = defaultdict(lambda: [Decimal(0), Decimal(0)])
-    for record in latest.values():
-        delta = aggregate.parse({**record, "dynamodb": {**record["dynamodb"], "OldImage": None}})
-        for item, (a, b) in (delta.deltas if delta else {}).items():
-            totals[item][0] += a
-            totals[item][1] += b
-    return {k: tuple(v) for k, v in totals.items() if v != [0, 0]}
+    images = [unmarshal(r["dynamodb"]["NewImage"]) for r in latest.values() if r["dynamodb"].get("NewImage")]
+    return AGGREGATION.recount(images)
 
 
 def stored(client: Any, table: str) -> dict[tuple, tuple]:
-    out = {}
-    for page in client.get_paginator("scan").paginate(TableName=table):
-        for raw in page["Items"]:
-            item = unmarshal(raw)
-            if item.get("Entity") == "Sales":
-                key, value = ("Sales", item["ProductId"], item["Period"]), (item["Units"], item["Revenue"])
-            elif item.get("Entity") == "CustomerSpend":
-                key, value = (
-                    ("CustomerSpend", item["CustomerId"], item["Period"]),
-                    (item["Points"], item["Spend"]),
-                )
-            else:
-                continue
-            if value != (0, 0):
-                out[key] = value
-    return out
+    return AGGREGATION.stored(workloads.scan(client, table))
 
 
 def naive_updates(records: list[dict[str, Any]]) -> list[tuple]:
     """What a per-record counter loop sends: one update per aggregate a record changes."""
     updates = []
     for record in records:
-        delta = aggregate.parse(record)
+        delta = AGGREGATION.parse(record)
         updates += list((delta.deltas if delta else {}).items())
     return updates
 
 
 def naive(client: Any, table: str, records: list[dict[str, Any]]) -> None:
     for item, values in naive_updates(records):
-        client.update_item(**aggregate._update(table, item, values)["Update"])
+        client.update_item(**AGGREGATION._update(table, item[0], item[1:], values)["Update"])
 
 
 def handler_run(
@@ -146,7 +127,7 @@ def handler_run(
 ) -> aggregate.Outcome:
     total = aggregate.Outcome()
     for start in range(0, len(records), batch):
-        outcome = aggregate.aggregate(records[start : start + batch], client, table, shard)
+        outcome = AGGREGATION.aggregate(records[start : start + batch], client, table, shard)
         total.calls += outcome.calls
         total.write_units += outcome.write_units
         total.transactions += outcome.transactions

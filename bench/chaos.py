@@ -1,6 +1,6 @@
 """Chaos: the whole local app under seeded faults, SIGKILLs and PostgreSQL outages while changes
-stream in on both sides for minutes; then every check, row by row (hybridsync/local/chaos.py says
-what runs and what is checked).
+stream in on both sides for minutes; then every check, row by row (the shop's chaos workload,
+examples/shop/shop_workloads/chaos.py, says what runs and what is checked).
 
 Prints a table, then one JSON line: changes, faults (count per kind), fault_kinds, lost,
 duplicated, stale, drift (each must be 0), bad_input_kinds, lag_p99_s, rss_mb_start, rss_mb_end...
@@ -28,8 +28,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync.local import chaos  # noqa: E402
 from hybridsync.local.template import synth_if_stale  # noqa: E402
+from shop_workloads import chaos  # noqa: E402
 from tests.integration.test_bad_input import bad_requests  # noqa: E402
 
 

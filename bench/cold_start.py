@@ -1,8 +1,9 @@
 """Cold start of every function: its handler module's import + init against the bare libraries it
 really needs, each in fresh interpreters, side by side in one run.
 
-  handler   `import handler` from lambdas/<name>/ (what the asset ships), then the per-container
-            clients it uses built as the first invocation builds them (hybridsync.runtime)
+  handler   `import hybridsync.functions.<name>` (what the asset ships: the engine and the shop's
+            model, which the function loads at import), then the per-container clients it uses
+            built as the first invocation builds them (hybridsync.runtime)
   baseline  the same libraries imported bare and the same clients built bare: Powertools' Logger
             and Metrics (and the HTTP resolver for the API), boto3 and a DynamoDB client, SQLAlchemy
             with the psycopg dialect and an engine (no connection is opened), Alembic. A function
@@ -56,13 +57,16 @@ ENV = {
     "AWS_SECRET_ACCESS_KEY": "local", "DYNAMODB_ENDPOINT": "http://127.0.0.1:1",
     "DATABASE_URL": "postgresql://u:p@127.0.0.1:1/d", "TABLE_MAIN": "main", "TABLE_CHUNKS": "chunks",
     "POWERTOOLS_SERVICE_NAME": "cold-start", "POWERTOOLS_METRICS_NAMESPACE": "hybridsync",
+    "HYBRIDSYNC_MODEL": "shop.model:MODEL", "HYBRIDSYNC_ROUTES": "shop.routes", "BUCKET_BODIES": "bodies",
 }  # fmt: skip
+SHOP = ROOT / "examples" / "shop"
+FUNCTIONS = ROOT / "hybridsync" / "functions"
 
 
 def timed(code: str, cwd: Path) -> float:
     """Milliseconds `code` takes in a fresh interpreter (start-up excluded)."""
     probe = f"import time; t = time.perf_counter()\n{code}\nprint((time.perf_counter() - t) * 1000)"
-    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{cwd}{os.pathsep}{ROOT}", **ENV}
+    env = {"PATH": os.environ.get("PATH", ""), "PYTHONPATH": f"{ROOT}{os.pathsep}{SHOP}", **ENV}
     out = subprocess.run([sys.executable, "-c", probe], cwd=cwd, env=env, capture_output=True, text=True)
     if out.returncode:
         raise SystemExit(f"probe failed in {cwd}:\n{out.stderr}")
@@ -71,9 +75,11 @@ def timed(code: str, cwd: Path) -> float:
 
 def measure(name: str, runs: int, warm: bool = True) -> tuple[float, float]:
     needs = NEEDS[name]
-    handler = "\n".join(["import handler", *(INIT[n] for n in needs if n in INIT)])
+    handler = "\n".join([f"import hybridsync.functions.{name}", *(INIT[n] for n in needs if n in INIT)])
+    if name in ("aggregate", "sweep", "write_back", "sql_sync", "rotate"):
+        handler += "\nfrom hybridsync import runtime; runtime.model()"  # what the first invocation loads
     bare = "\n".join(BARE[n] for n in needs)
-    folder = ROOT / "lambdas" / name
+    folder = Path("/")  # nothing of the repository on the path but what PYTHONPATH names
     if warm:
         timed(handler, folder), timed(bare, folder)  # warm the bytecode caches: not a cold start's cost
     ours, theirs = [], []
@@ -93,7 +99,7 @@ def main() -> None:
     parser.add_argument("--runs", type=int, help="runs per function")
     args = parser.parse_args()
     runs = args.runs or (1 if args.smoke else 5 if args.quick else 11)
-    functions = sorted(p.parent.name for p in (ROOT / "lambdas").glob("*/handler.py"))
+    functions = sorted(p.stem for p in FUNCTIONS.glob("*.py") if p.stem != "__init__")
     missing = set(functions) ^ set(NEEDS)
     if missing:
         raise SystemExit(f"NEEDS must name every function, and only those: {sorted(missing)}")

@@ -42,10 +42,12 @@ sys.path.insert(0, str(ROOT))
 
 from hybridsync import db, local  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
-from hybridsync.local.demo import Writer  # noqa: E402
 from hybridsync.local.process import rss_mb, tuned_assembly  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.sync.reconcile import reconcile  # noqa: E402
+from hybridsync.workloads import Writer  # noqa: E402
+from shop.model import MODEL  # noqa: E402
+from shop_workloads.demo import place_order  # noqa: E402
 
 
 def app_pids(app: LocalApp) -> list[int]:
@@ -79,7 +81,7 @@ def write_for(writer: Writer, seconds: float, tag: str) -> tuple[int, float]:
     while time.monotonic() - started < seconds:
         order = {"OrderId": f"{tag}-o{n}", "CustomerId": f"{tag}-c{n % 50}",
                  "CreatedAt": "2031-05-06T07:00:00.000Z"}  # fmt: skip
-        writer.order(order, [f"{tag}-p{(n + line) % 30}" for line in (1, 2)], Decimal("9.99"))
+        place_order(writer, order, [f"{tag}-p{(n + line) % 30}" for line in (1, 2)], Decimal("9.99"))
         n += 1
     return n, n / (time.monotonic() - started)
 
@@ -109,16 +111,16 @@ def main() -> None:
             app.start(http_port=None, schedules=phase == "pipeline", mappings=phase == "pipeline")
             apps[phase] = app
         pipeline = apps["pipeline"]
-        warm = Writer(pipeline.client, pipeline.tables["MainTable"])
+        warm = Writer(pipeline.client, pipeline.table_names["main"])
         write_for(warm, 1, "warm")  # cold starts of the functions happen here, not in the measure
         time.sleep(1 if args.smoke else 6)
         raw_orders, raw_rate = write_for(
-            Writer(apps["raw"].client, apps["raw"].tables["MainTable"]), seconds, "r"
+            Writer(apps["raw"].client, apps["raw"].table_names["main"]), seconds, "r"
         )
         print(f"raw       {raw_orders:>6} orders in {seconds:g} s: {raw_rate:7.1f} orders/s", flush=True)
         sampler = Sampler(pipeline, emulator.pid)
         sampler.start()
-        orders, rate = write_for(Writer(pipeline.client, pipeline.tables["MainTable"]), seconds, "p")
+        orders, rate = write_for(Writer(pipeline.client, pipeline.table_names["main"]), seconds, "p")
         print(
             f"pipeline  {orders:>6} orders in {seconds:g} s: {rate:7.1f} orders/s (while consuming)",
             flush=True,
@@ -132,7 +134,7 @@ def main() -> None:
         _, rss_mid, workers_mid, _ = sampler.at(seconds / 2)
         _, rss_end, workers_end, emulator_end = sampler.at(seconds)
         lags = sorted(lag for p in pipeline.pollers for _, lag in p.stats.lags)
-        report = reconcile(pipeline.client, pipeline.tables["MainTable"], engine)
+        report = reconcile(pipeline.client, pipeline.table_names, engine, MODEL)
         drift = sum(d.total for d in report.values())
         for app in apps.values():
             app.stop()

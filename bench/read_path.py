@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 
 from hybridsync import local  # noqa: E402
 from hybridsync.convert import marshal  # noqa: E402
-from hybridsync.model import PRODUCT_AVAILABILITY  # noqa: E402
 from hybridsync.runtime import dynamodb, engine  # noqa: E402
 from hybridsync.sync import outbox  # noqa: E402
+from shop.model import MODEL, PRODUCT_AVAILABILITY  # noqa: E402
 from tests.handlers import LambdaContext, load  # noqa: E402
 
 
@@ -129,7 +129,7 @@ def main() -> None:
                 conn.execute(sa.text("UPDATE product_availability SET stock = :s"), {"s": stock})
         table = stack.table_names["main"]
         started = time.perf_counter()
-        drained = outbox.drain_all(database, client, table)
+        drained = outbox.drain_all(database, client, MODEL, stack.table_names)
         drain_s = time.perf_counter() - started
         assert drained.claimed == changes, drained
         started = time.perf_counter()

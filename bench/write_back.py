@@ -3,7 +3,7 @@
 Stream batches of 1,000 and 10,000 real records (orders and their lines, written to moto server and
 read back from its stream) go into embedded PostgreSQL three ways, each from empty tables:
 
-  handler  lambdas/write_back/handler.py as Lambda calls it: decode, coalesce, per table one COPY
+  handler  hybridsync/functions/write_back.py as Lambda calls it: decode, coalesce, per table one COPY
            into the session's staging table and one version-guarded merge
   naive    the same decoding, then one INSERT ... ON CONFLICT and one commit per record
   copy     the limit: the same decoding, then COPY into temp tables + one INSERT ... SELECT ... ON
@@ -37,9 +37,9 @@ sys.path.insert(0, str(ROOT))
 from hybridsync import local  # noqa: E402
 from hybridsync.convert import marshal  # noqa: E402
 from hybridsync.local import streams  # noqa: E402
-from hybridsync.model import MODEL  # noqa: E402
-from hybridsync.schema import entity_tables  # noqa: E402
+from hybridsync.schema import table_of  # noqa: E402
 from hybridsync.sync import writeback  # noqa: E402
+from shop.model import MODEL  # noqa: E402
 from tests.handlers import LambdaContext, load  # noqa: E402
 
 TABLES = ("orders", "order_lines")
@@ -89,9 +89,9 @@ def truncate(engine: sa.Engine) -> None:
 def naive(engine: sa.Engine, records: list[dict]) -> None:
     with engine.connect() as conn:
         for record in records:
-            change = writeback.decode(record)
+            change = writeback.decode(record, MODEL)
             assert change is not None
-            table = entity_tables[change.entity.name]
+            table = table_of(change.entity)
             row = change.row | {"version": change.version, "deleted": change.deleted}
             jsonb = {f.column for f in change.entity.fields if f.type.sql == "jsonb"}
             values = ", ".join(f"CAST(:{c} AS jsonb)" if c in jsonb else f":{c}" for c in row)
@@ -110,7 +110,7 @@ def copy_limit(engine: sa.Engine, rows: dict[str, list[tuple]]) -> None:
     try:
         with raw.cursor() as cur:
             for name, table_rows in rows.items():
-                entity = next(e for e in MODEL.entities if e.sql_table == name)
+                entity = next(e for e in MODEL.synced() if e.sql_table == name)
                 columns = [f.column for f in entity.fields] + ["version", "deleted"]
                 key = [entity.field(a).column for a in entity.sql_key]
                 cur.execute(f"CREATE TEMP TABLE limit_{name} (LIKE {name} INCLUDING DEFAULTS) ON COMMIT DROP")
@@ -141,7 +141,7 @@ def handler_sql_only(engine: sa.Engine, changes: list) -> None:
 def decoded_rows(records: list[dict]) -> dict[str, list[tuple]]:
     rows: dict[str, list[tuple]] = {name: [] for name in TABLES}
     for record in records:
-        change = writeback.decode(record)
+        change = writeback.decode(record, MODEL)
         assert change is not None and change.entity.sql_table
         rows[change.entity.sql_table].append((*change.row.values(), change.version, change.deleted))
     return rows
@@ -167,7 +167,7 @@ def timed(engine: sa.Engine, run: Callable[[], None], expected: int, repeats: in
 def measure(stack: local.LocalStack, handler: Any, engine: sa.Engine, size: int) -> dict[str, Any]:
     records = make_records(stack, size, f"b{size}")
     rows = decoded_rows(records)
-    changes = writeback.coalesce(writeback.decode(r) for r in records)
+    changes = writeback.coalesce(writeback.decode(r, MODEL) for r in records)
     repeats = 5 if size <= 1000 else 3
     ours = timed(engine, lambda: handler.handler({"Records": records}, LambdaContext()), size, repeats)
     loop = timed(engine, lambda: naive(engine, records), size, 1 if size > 1000 else 2)

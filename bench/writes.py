@@ -36,9 +36,9 @@ sys.path.insert(0, str(ROOT))
 
 from hybridsync import capacity, db, local, store  # noqa: E402
 from hybridsync.convert import marshal  # noqa: E402
-from hybridsync.model import ORDER, PRODUCT_AVAILABILITY, PRODUCT_DETAILS  # noqa: E402
 from hybridsync.sync import outbox  # noqa: E402
-from hybridsync.writes import catalog, orders, publications, reviews  # noqa: E402
+from shop import catalog, orders, publications, reviews  # noqa: E402
+from shop.model import MODEL, ORDER, PRODUCT_AVAILABILITY, PRODUCT_DETAILS  # noqa: E402
 
 SIZES = (1_000, 50_000, 600_000, 3_000_000, 10 * 1024 * 1024)
 
@@ -81,7 +81,7 @@ def main() -> None:
                    "Attributes": {"colors": ["red", "black", "white"], "watts": 2200}}  # fmt: skip
         catalog.put_product(engine, details, {"ProductId": product, "Price": Decimal("24.99"), "Stock": 12})
         catalog.set_price(engine, product, Decimal("19.99"))
-        outbox.drain_all(engine, client, table)
+        outbox.drain_all(engine, client, MODEL, stack.table_names)
         stored_details = store.get(client, table, PRODUCT_DETAILS.key({"ProductId": product}))
         stored_availability = store.get(client, table, PRODUCT_AVAILABILITY.key({"ProductId": product}))
         split_wu = capacity.write_units(stored_availability)

@@ -23,7 +23,7 @@ from typing import Any
 from boto3.dynamodb.types import Binary
 
 from hybridsync.convert import unmarshal
-from hybridsync.model import Projection, Table
+from hybridsync.declare import Projection, Table
 
 ITEM_LIMIT = 400 * 1024  # bytes, attribute names included
 WRITE_UNIT = 1024  # one WCU writes up to 1 KB (transactions cost two)
@@ -57,9 +57,14 @@ def item_size(item: dict[str, Any]) -> int:
     return sum(len(name.encode()) + value_size(value) for name, value in item.items())
 
 
+def units(size: int, *, transactional: bool = False) -> int:
+    """Write units of writing `size` bytes: 1 per started KB, at least 1, doubled in a transaction."""
+    return max(1, math.ceil(size / WRITE_UNIT)) * (2 if transactional else 1)
+
+
 def write_units(item: dict[str, Any], *, transactional: bool = False) -> int:
     """Write units of one put of this item into the table (index writes not included)."""
-    return max(1, math.ceil(item_size(item) / WRITE_UNIT)) * (2 if transactional else 1)
+    return units(item_size(item), transactional=transactional)
 
 
 def read_units(size: int, *, consistent: bool = True) -> float:

@@ -14,8 +14,8 @@ from typing import Any
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
 from hybridsync import keys
+from hybridsync.declare import Entity, Field, FieldType
 from hybridsync.errors import Invalid
-from hybridsync.model import MODEL, Entity, Field, FieldType
 from hybridsync.records import Rejected
 
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
@@ -30,7 +30,8 @@ def marshal(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def attribute_value(attribute: dict[str, Any]) -> Any:
-    """One DynamoDB-JSON attribute value; scalars on a fast path, the rest through boto3."""
+    """One DynamoDB-JSON attribute value; scalars on a fast path, the rest through boto3. Binary
+    comes as bytes from boto3 and as base64 text in a Lambda event (both are read)."""
     ((kind, raw),) = attribute.items()
     if kind == "S" or kind == "BOOL":
         return raw
@@ -38,7 +39,26 @@ def attribute_value(attribute: dict[str, Any]) -> Any:
         return Decimal(raw)  # raises on a malformed number, where boto3 would return NaN
     if kind == "NULL":
         return None
-    return _deserializer.deserialize(attribute)
+    return _deserializer.deserialize(_binary_as_bytes(attribute))
+
+
+def _binary_as_bytes(attribute: dict[str, Any]) -> dict[str, Any]:
+    """The attribute with a Lambda event's base64 binary (`{"B": "AQID"}`, in sets, maps and lists
+    too) as the bytes boto3 reads."""
+    ((kind, raw),) = attribute.items()
+    if kind == "B" and isinstance(raw, str):
+        return {"B": base64.b64decode(raw)}
+    if kind == "BS":
+        return {"BS": [base64.b64decode(v) if isinstance(v, str) else v for v in raw]}
+    if kind == "M" and isinstance(raw, dict):
+        return {
+            "M": {
+                k: _binary_as_bytes(v) if isinstance(v, dict) and len(v) == 1 else v for k, v in raw.items()
+            }
+        }
+    if kind == "L" and isinstance(raw, list):
+        return {"L": [_binary_as_bytes(v) if isinstance(v, dict) and len(v) == 1 else v for v in raw]}
+    return attribute
 
 
 def unmarshal(image: dict[str, Any]) -> dict[str, Any]:
@@ -51,24 +71,31 @@ def unmarshal(image: dict[str, Any]) -> dict[str, Any]:
 
 def to_row(entity: Entity, image: dict[str, Any]) -> dict[str, Any]:
     """An item's values as the SQL row its mapping declares; raises Rejected naming the attribute."""
-    row = {}
-    for attribute, column, convert, required, is_key, f in _plan(entity.name):
+    return _converted(entity, image, by_column=True)
+
+
+def to_values(entity: Entity, image: dict[str, Any]) -> dict[str, Any]:
+    """An item's (decoded) values checked and typed as its fields declare (timestamps as datetimes),
+    keyed by attribute; raises Rejected naming the attribute."""
+    return _converted(entity, image, by_column=False)
+
+
+def _converted(entity: Entity, image: dict[str, Any], *, by_column: bool) -> dict[str, Any]:
+    out = {}
+    for attribute, column, convert, required, is_key, f in _plan(entity):
         value = image.get(attribute)
         if value is None:
             if is_key:
                 raise Rejected(f"{entity.name}: missing key attribute {attribute}")
             if required:
                 raise Rejected(f"{entity.name}: missing required attribute {attribute}")
-            row[column] = None
-        else:
-            row[column] = convert(f, value)
-    return row
+        out[column if by_column else attribute] = None if value is None else convert(f, value)
+    return out
 
 
 @functools.cache
-def _plan(entity_name: str) -> tuple[tuple[str, str, Callable[[Field, Any], Any], bool, bool, Field], ...]:
+def _plan(entity: Entity) -> tuple[tuple[str, str, Callable[[Field, Any], Any], bool, bool, Field], ...]:
     """Per field: what `to_row` needs, looked up once (it runs for every record)."""
-    entity = MODEL.entity(entity_name)
     return tuple(
         (f.attribute, f.column, CONVERTERS[f.type], f.required, f.attribute in entity.sql_key, f)
         for f in entity.fields
@@ -133,6 +160,12 @@ def to_json(f: Field, value: Any) -> str:
     return _unicode(f, json_text(value))
 
 
+def to_binary(f: Field, value: Any) -> bytes:
+    if not isinstance(value, Binary | bytes):
+        raise _reject(f, "binary", value)
+    return value.value if isinstance(value, Binary) else value
+
+
 CONVERTERS: dict[FieldType, Callable[[Field, Any], Any]] = {
     FieldType.STRING: to_string,
     FieldType.INTEGER: to_integer,
@@ -140,6 +173,7 @@ CONVERTERS: dict[FieldType, Callable[[Field, Any], Any]] = {
     FieldType.TIMESTAMP: to_timestamp,
     FieldType.BOOLEAN: to_boolean,
     FieldType.JSON: to_json,
+    FieldType.BINARY: to_binary,
 }
 
 
@@ -181,6 +215,8 @@ def item_values(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
             value = keys.iso_ms(keys.parse_iso(value) if isinstance(value, str) else value)
         elif f.type in (FieldType.INTEGER, FieldType.DECIMAL):
             value = Decimal(value)
+        elif f.type is FieldType.BINARY and isinstance(value, str):
+            value = bytes.fromhex(value.removeprefix("\\x"))  # to_jsonb spells bytea as "\\x0a1b..."
         values[f.attribute] = value
     return values
 

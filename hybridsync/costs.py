@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 from hybridsync import capacity
 from hybridsync.capacity import PAGE_LIMIT, Cost
-from hybridsync.model import ORDER_TIME_SHARDS
 
 
 @dataclass(frozen=True)
@@ -59,7 +58,7 @@ def distinct_keys(keys: int, items_per_key: int, item_size: int, index_entry_siz
     ]
 
 
-def time_range(days: int, items_per_day: int, entry_size: int, shards: int = ORDER_TIME_SHARDS,
+def time_range(days: int, items_per_day: int, entry_size: int, shards: int = 8,
                reads_per_s: float = 0.0) -> list[Row]:  # fmt: skip
     """Pattern 5: all orders of the last `days` days across customers."""
     per_day = Cost()

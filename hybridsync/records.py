@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from datetime import datetime
@@ -93,3 +94,21 @@ def as_json(record: dict[str, Any]) -> Any:
     """The record as JSON-safe data in the Lambda event shape, whatever produced it (a Lambda event,
     or boto3's streams client with datetimes and raw bytes)."""
     return json.loads(json.dumps(record, default=_json_default))
+
+
+def table_of_arn(arn: str) -> str:
+    """The table a stream (or table) ARN names: `arn:aws:dynamodb:r:a:table/NAME/stream/...`."""
+    resource = arn.split(":", 5)[-1]
+    if not resource.startswith("table/"):
+        raise ValueError(f"not a DynamoDB table or stream ARN: {arn!r}")
+    return resource.split("/")[1]
+
+
+def sequence(record: dict[str, Any]) -> int:
+    """A stream record's sequence number, as a number (the stream spells it as zero-padded text)."""
+    return int(record["dynamodb"]["SequenceNumber"])
+
+
+def created(record: dict[str, Any]) -> float:
+    """When the change was made (`ApproximateCreationDateTime`, epoch seconds); now if unknown."""
+    return float(record["dynamodb"].get("ApproximateCreationDateTime") or time.time())

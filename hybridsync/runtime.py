@@ -12,6 +12,8 @@ from hybridsync import settings
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
+    from hybridsync.declare import Model
+
 
 @functools.cache
 def engine() -> sa.Engine:
@@ -33,3 +35,17 @@ def s3() -> Any:
     from hybridsync import aws
 
     return aws.client("s3")
+
+
+@functools.cache
+def model() -> Model:
+    """The user's model (`HYBRIDSYNC_MODEL`, set by the stacks; see hybridsync.config)."""
+    from hybridsync import config
+
+    return config.model()
+
+
+@functools.cache
+def tables() -> dict[str, str]:
+    """Logical -> physical name of every table the model declares (`TABLE_<NAME>`)."""
+    return settings.table_names([t.name for t in model().tables])

@@ -1,14 +1,18 @@
-"""The PostgreSQL schema as SQLAlchemy Core metadata, rendered from the model's SQL mappings.
+"""The PostgreSQL schema as SQLAlchemy Core metadata: the engine's own tables (outbox, dead
+letters), and the tables of a model's SQL mappings, rendered from its declaration.
 
-Alembic migrations create and upgrade it; a test checks that the migrations and this metadata agree.
+Alembic migrations create and upgrade it (the engine's in its own branch, a project's tables in
+the project's); `hybridsync migrations check` compares a database with it.
 """
 
 from __future__ import annotations
 
+import functools
+
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSON, JSONB
 
-from hybridsync.model import MODEL, Entity, FieldType, Side
+from hybridsync.declare import Entity, FieldType, Model, Side
 
 SQL_TYPES: dict[FieldType, sa.types.TypeEngine] = {
     FieldType.STRING: sa.Text(),
@@ -17,22 +21,25 @@ SQL_TYPES: dict[FieldType, sa.types.TypeEngine] = {
     FieldType.TIMESTAMP: sa.DateTime(timezone=True),
     FieldType.BOOLEAN: sa.Boolean(),
     FieldType.JSON: JSONB(),
+    FieldType.BINARY: sa.LargeBinary(),
+}
+NAMING = {
+    "pk": "pk_%(table_name)s",
+    "ix": "ix_%(table_name)s_%(column_0_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_name)s",
 }
 
-metadata = sa.MetaData(
-    naming_convention={
-        "pk": "pk_%(table_name)s",
-        "ix": "ix_%(table_name)s_%(column_0_name)s",
-        "uq": "uq_%(table_name)s_%(column_0_name)s",
-    }
-)
+engine_metadata = sa.MetaData(naming_convention=NAMING)  # the engine's own tables
 
 # Epoch milliseconds: the unit of every `version` (a hybrid logical clock on the DynamoDB side).
 NOW_MS = sa.text("(extract(epoch from clock_timestamp()) * 1000)::bigint")
 
 
-def _entity_table(entity: Entity) -> sa.Table:
-    assert entity.sql_table
+@functools.cache
+def table_of(entity: Entity) -> sa.Table:
+    """The SQL table of an entity with a SQL mapping."""
+    if not entity.sql_table:
+        raise KeyError(f"{entity.name} has no SQL table")
     columns = [
         sa.Column(
             f.column,
@@ -54,14 +61,27 @@ def _entity_table(entity: Entity) -> sa.Table:
     columns.append(
         sa.Column("updated_at", sa.DateTime(timezone=True), nullable=False, server_default=sa.func.now())
     )
-    return sa.Table(entity.sql_table, metadata, *columns, comment=entity.description)
+    return sa.Table(
+        entity.sql_table, sa.MetaData(naming_convention=NAMING), *columns, comment=entity.description
+    )
 
 
-entity_tables: dict[str, sa.Table] = {e.name: _entity_table(e) for e in MODEL.synced()}
+@functools.cache
+def metadata(model: Model, *, managed_only: bool = False) -> sa.MetaData:
+    """The whole schema of a model: the engine's tables and its entities' (with `managed_only`,
+    not those the project manages itself)."""
+    whole = sa.MetaData(naming_convention=NAMING)
+    for table in engine_metadata.tables.values():
+        table.to_metadata(whole)
+    for entity in model.synced():
+        if entity.managed or not managed_only:
+            table_of(entity).to_metadata(whole)
+    return whole
+
 
 outbox = sa.Table(
     "outbox",
-    metadata,
+    engine_metadata,
     sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
     sa.Column("table_name", sa.Text, nullable=False),
     sa.Column("operation", sa.Text, nullable=False),  # INSERT | UPDATE | DELETE
@@ -74,7 +94,7 @@ outbox = sa.Table(
 
 dead_letters = sa.Table(
     "dead_letters",
-    metadata,
+    engine_metadata,
     sa.Column("id", sa.BigInteger, sa.Identity(always=True), primary_key=True),
     sa.Column("source", sa.Text, nullable=False),  # which consumer gave up on it
     sa.Column("event_id", sa.Text, nullable=True),  # the stream record's eventID: a replay stores it once

@@ -28,6 +28,11 @@ def table_name(logical: str) -> str:
     return required(f"TABLE_{logical.upper()}")
 
 
+def table_names(logical: list[str]) -> dict[str, str]:
+    """Logical -> physical name of each of these tables (their `TABLE_<NAME>` variables)."""
+    return {name: table_name(name) for name in logical}
+
+
 def bucket_name(logical: str) -> str:
     """Physical name of a bucket of the stacks: `BUCKET_BODIES`, ..."""
     return required(f"BUCKET_{logical.upper()}")

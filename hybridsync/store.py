@@ -7,21 +7,21 @@ import json
 from typing import Any
 
 from hybridsync.convert import marshal, unmarshal
+from hybridsync.declare import DEFAULT_NAMES, Entity, Names
 from hybridsync.errors import Conflict, Invalid
-from hybridsync.model import ENTITY, EXPIRES_AT, VERSION, Entity
 
 
-def put_if_newer(
-    client: Any, table_name: str, item: dict[str, Any], *, expired_before: int | None = None
-) -> bool:
-    """Put the item unless the table holds the same or a newer `Version` of it; with
-    `expired_before`, the same version may be replaced once its `ExpiresAt` has passed (a cache
+def put_if_newer(client: Any, table_name: str, entity: Entity, item: dict[str, Any], *,
+                 expired_before: int | None = None) -> bool:  # fmt: skip
+    """Put the entity's item unless the table holds the same or a newer version of it; with
+    `expired_before`, the same version may be replaced once its TTL attribute has passed (a cache
     refresh). False when the table kept its item."""
+    version = entity.names.version
     condition = "attribute_not_exists(#v) OR #v < :v"
-    names, values = {"#v": VERSION}, {":v": item[VERSION]}
-    if expired_before is not None:
+    names, values = {"#v": version}, {":v": item[version]}
+    if expired_before is not None and entity.table.ttl_attribute:
         condition += " OR (#v = :v AND #x < :now)"
-        names["#x"], values[":now"] = EXPIRES_AT, expired_before
+        names["#x"], values[":now"] = entity.table.ttl_attribute, expired_before
     try:
         client.put_item(
             TableName=table_name,
@@ -37,7 +37,7 @@ def put_if_newer(
 
 def put(client: Any, table_name: str, entity: Entity, values: dict[str, Any]) -> bool:
     """Put the entity's item unless the table holds the same or a newer version of it."""
-    return put_if_newer(client, table_name, entity.item(values))
+    return put_if_newer(client, table_name, entity, entity.item(values))
 
 
 def delete(client: Any, table_name: str, entity: Entity, values: dict[str, Any], version: int) -> bool:
@@ -47,7 +47,7 @@ def delete(client: Any, table_name: str, entity: Entity, values: dict[str, Any],
             TableName=table_name,
             Key=marshal(entity.key(values)),
             ConditionExpression="attribute_not_exists(#v) OR #v <= :v",
-            ExpressionAttributeNames={"#v": VERSION},
+            ExpressionAttributeNames={"#v": entity.names.version},
             ExpressionAttributeValues={":v": {"N": str(version)}},
         )
     except client.exceptions.ConditionalCheckFailedException:
@@ -65,16 +65,16 @@ def pages(client: Any, operation: str, **request: Any) -> Any:
 TRANSACTION_LIMIT = 100
 
 
-def put_action(table_name: str, item: dict[str, Any], *, new: bool = False,
-               version: int | None = None) -> dict[str, Any]:  # fmt: skip
+def put_action(table_name: str, item: dict[str, Any], *, new: bool = False, version: int | None = None,
+               names: Names = DEFAULT_NAMES) -> dict[str, Any]:  # fmt: skip
     """A Put of the item, guarded: `new` -> the key must be free; `version` -> the stored item
     must still be that version (optimistic concurrency)."""
     put: dict[str, Any] = {"TableName": table_name, "Item": marshal(item)}
     if new:
         put["ConditionExpression"] = "attribute_not_exists(#v) AND attribute_not_exists(#e)"
-        put["ExpressionAttributeNames"] = {"#v": VERSION, "#e": ENTITY}
+        put["ExpressionAttributeNames"] = {"#v": names.version, "#e": names.entity}
     elif version is not None:
-        put |= _version_guard(version)
+        put |= _version_guard(version, names)
     return {"Put": put}
 
 
@@ -84,7 +84,7 @@ def update_action(table_name: str, entity: Entity, stored: dict[str, Any], chang
     the stored version. Every key the model derives is recomputed: an attribute the new values no
     longer qualify for (a sparse index key when an order leaves OPEN) is REMOVEd, so no UpdateItem
     of ours leaves an item in an index it has left."""
-    new = entity.item(entity.values(stored) | changes | {VERSION: version})
+    new = entity.item(entity.values(stored) | changes | {entity.names.version: version})
     table_keys = {a.name for a in entity.table.key_schema()}
     sets = {n: v for n, v in new.items() if n not in table_keys and stored.get(n) != v}
     removes = [n for n in stored if n not in new and n not in table_keys]
@@ -93,7 +93,7 @@ def update_action(table_name: str, entity: Entity, stored: dict[str, Any], chang
     expression = "SET " + ", ".join(f"{by_name[n]} = :a{i}" for i, n in enumerate(sets))
     if removes:
         expression += " REMOVE " + ", ".join(by_name[n] for n in removes)
-    guard = _version_guard(int(stored[VERSION]))
+    guard = _version_guard(int(stored[entity.names.version]), entity.names)
     return {"Update": {
         "TableName": table_name, "Key": marshal(entity.key(new)), "UpdateExpression": expression,
         "ConditionExpression": guard["ConditionExpression"],
@@ -103,14 +103,15 @@ def update_action(table_name: str, entity: Entity, stored: dict[str, Any], chang
     }}  # fmt: skip
 
 
-def delete_action(table_name: str, key: dict[str, Any], version: int) -> dict[str, Any]:
-    return {"Delete": {"TableName": table_name, "Key": marshal(key), **_version_guard(version)}}
+def delete_action(table_name: str, key: dict[str, Any], version: int,
+                  names: Names = DEFAULT_NAMES) -> dict[str, Any]:  # fmt: skip
+    return {"Delete": {"TableName": table_name, "Key": marshal(key), **_version_guard(version, names)}}
 
 
-def _version_guard(version: int) -> dict[str, Any]:
+def _version_guard(version: int, names: Names = DEFAULT_NAMES) -> dict[str, Any]:
     return {
         "ConditionExpression": "#gv = :gv",
-        "ExpressionAttributeNames": {"#gv": VERSION},
+        "ExpressionAttributeNames": {"#gv": names.version},
         "ExpressionAttributeValues": {":gv": {"N": str(version)}},
     }
 

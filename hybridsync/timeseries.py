@@ -17,9 +17,9 @@ from datetime import UTC, datetime
 from typing import Any
 
 from hybridsync.convert import marshal, unmarshal
+from hybridsync.declare import TimeSeries
 from hybridsync.errors import Invalid
 from hybridsync.keys import HIGHEST, parse_iso
-from hybridsync.model import EVENT_SERIES, TimeSeries
 from hybridsync.scans import Scanner
 
 ARCHIVE_PREFIX = "timeseries"
@@ -33,12 +33,20 @@ class Rotation:
     dropped: list[str] = field(default_factory=list)
     items_archived: int = 0
 
+    def add(self, other: Rotation) -> None:
+        """Fold another series' rotation into this one (one report for every series)."""
+        self.created += other.created
+        self.lowered += other.lowered
+        self.archived |= other.archived
+        self.dropped += other.dropped
+        self.items_archived += other.items_archived
+
 
 class MissingPeriod(Invalid):
     """A write for a period whose table does not exist (not created yet, or already dropped)."""
 
 
-def tables(client: Any, prefix: str, series: TimeSeries = EVENT_SERIES) -> dict[str, str]:
+def tables(client: Any, prefix: str, series: TimeSeries) -> dict[str, str]:
     """The series' tables that exist: period label -> table name."""
     found = {}
     for page in client.get_paginator("list_tables").paginate():
@@ -49,8 +57,7 @@ def tables(client: Any, prefix: str, series: TimeSeries = EVENT_SERIES) -> dict[
     return found
 
 
-def rotate(client: Any, s3: Any, bucket: str, prefix: str, now: datetime,
-           series: TimeSeries = EVENT_SERIES) -> Rotation:  # fmt: skip
+def rotate(client: Any, s3: Any, bucket: str, prefix: str, now: datetime, series: TimeSeries) -> Rotation:
     """Create the current and the next `ahead` periods' tables, lower the capacity of past ones,
     archive to `s3://bucket/timeseries/<table>.jsonl.gz` and drop those older than `keep`."""
     done = Rotation()
@@ -113,13 +120,18 @@ def _bytes(value: Any) -> str:
     raise TypeError(f"not JSON: {type(value).__name__}")
 
 
-def put(client: Any, prefix: str, values: dict[str, Any], series: TimeSeries = EVENT_SERIES) -> str:
+def put(client: Any, prefix: str, values: dict[str, Any], series: TimeSeries) -> str:
     """Write one item into its period's table (a repeat of the same item is a no-op); the table."""
     at = parse_iso(values[series.time_attribute])
     name = series.table_name(prefix, at)
     item = series.entity.item(values)
     try:
-        client.put_item(TableName=name, Item=marshal(item), ConditionExpression="attribute_not_exists(PK)")
+        client.put_item(
+            TableName=name,
+            Item=marshal(item),
+            ConditionExpression="attribute_not_exists(#pk)",
+            ExpressionAttributeNames={"#pk": series.table.partition.name},
+        )
     except client.exceptions.ConditionalCheckFailedException:
         pass  # the same event again: at-least-once delivery from the caller
     except client.exceptions.ResourceNotFoundException:
@@ -130,7 +142,7 @@ def put(client: Any, prefix: str, values: dict[str, Any], series: TimeSeries = E
 
 
 def query(client: Any, prefix: str, partition: dict[str, Any], start: str, end: str,
-          series: TimeSeries = EVENT_SERIES) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
+          series: TimeSeries) -> tuple[list[dict[str, Any]], list[str]]:  # fmt: skip
     """Items of one partition with sort keys in [start, end] (ISO-8601 prefixes), oldest first:
     one Query per period table the range touches. Also the periods whose tables are gone."""
     entity = series.entity

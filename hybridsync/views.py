@@ -1,8 +1,8 @@
 """The shape of a DynamoDB view of a PostgreSQL row, shared by the cache-aside reads and the outbox
 drain: a view item, a short-lived "no such row" marker, and what a reader may see of either.
 
-Views carry the row's `Version` (conditional writes never replace a newer one), `Origin = sql`
-(the write-back never echoes them) and an `ExpiresAt`: they are a cache of PostgreSQL.
+Views carry the row's version (conditional writes never replace a newer one), the origin `sql`
+(the write-back never echoes them) and, in a table with TTL, an expiry: they are a cache of PostgreSQL.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from hybridsync.convert import jsonable
-from hybridsync.model import ENTITY, EXPIRES_AT, ORIGIN, ORIGIN_SQL, VERSION, Entity
+from hybridsync.declare import Entity
 
 CACHE_TTL_S = 24 * 3600  # a view expires unless read or changed again
 TOMBSTONE_TTL_S = 3600  # a deleted row's marker outlives any populate that could race it
@@ -22,7 +22,10 @@ def view_item(
     entity: Entity, values: dict[str, Any], version: int, *, now: int, ttl_s: int
 ) -> dict[str, Any]:
     """The item that caches a row with these values."""
-    return entity.item(values | {VERSION: version, ORIGIN: ORIGIN_SQL, EXPIRES_AT: now + ttl_s})
+    names = entity.names
+    return entity.item(
+        values | {names.version: version, names.origin: names.origin_sql} | _expiry(entity, now + ttl_s)
+    )
 
 
 def missing_item(
@@ -30,18 +33,32 @@ def missing_item(
 ) -> dict[str, Any]:
     """A marker for "no such row" carrying the version that decided it, so an older populate
     cannot bring the row back while it lives."""
-    return entity.key(key_values) | {
-        ENTITY: entity.name, VERSION: version, ORIGIN: ORIGIN_SQL, MISSING: True, EXPIRES_AT: now + ttl_s,
-    }  # fmt: skip
+    names = entity.names
+    return (
+        entity.key(key_values)
+        | {
+            names.entity: entity.name,
+            names.version: version,
+            names.origin: names.origin_sql,
+            MISSING: True,
+        }
+        | _expiry(entity, now + ttl_s)
+    )
+
+
+def _expiry(entity: Entity, at: int) -> dict[str, int]:
+    ttl = entity.table.ttl_attribute
+    return {ttl: at} if ttl else {}
 
 
 def is_missing(item: dict[str, Any]) -> bool:
     return bool(item.get(MISSING))
 
 
-def is_live(item: dict[str, Any], now: int) -> bool:
+def is_live(entity: Entity, item: dict[str, Any], now: int) -> bool:
     """DynamoDB deletes expired items lazily (within days): an expired item is as good as absent."""
-    return item.get(EXPIRES_AT, now + 1) > now
+    ttl = entity.table.ttl_attribute
+    return not ttl or item.get(ttl, now + 1) > now
 
 
 def public(entity: Entity, item: dict[str, Any]) -> dict[str, Any]:

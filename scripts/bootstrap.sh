@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-stamp=".venv/.installed-$(cat requirements*.txt pyproject.toml | sha256sum | cut -c1-16)"
+stamp=".venv/.installed-$(cat requirements*.txt pyproject.toml hybridsync/cdk/requirements-runtime.txt examples/shop/pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
   echo "setting up .venv (first run or requirements changed)..." >&2
   python3 -m venv .venv

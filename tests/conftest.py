@@ -30,9 +30,16 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local.LocalStack]:
-    """Embedded moto server + PostgreSQL (or DYNAMODB_ENDPOINT / DATABASE_URL), tables and schema."""
+    """DynamoDB Local, moto server and embedded PostgreSQL (or DYNAMODB_ENDPOINT / AWS_ENDPOINT /
+    DATABASE_URL), the shop's tables and schema."""
     with local.start(tmp_path_factory.mktemp("state"), prefix="test") as running:
         yield running
+
+
+@pytest.fixture(scope="session")
+def hybridsync_servers(stack: local.LocalStack) -> local.LocalStack:
+    """The contract suite's servers are the session's (its fixtures come from hybridsync's plugin)."""
+    return stack
 
 
 @pytest.fixture(scope="session")

@@ -1,64 +1,45 @@
-"""Load a function's handler module the way Lambda does, and a Lambda context to call it with."""
+"""Call an engine function's handler directly, as Lambda does: its module loaded afresh, with the
+local app's Lambda context and its HTTP API event builder (one of each, for the app and the tests)."""
 
 from __future__ import annotations
 
-import importlib.util
+import importlib
 import json
 import sys
-from dataclasses import dataclass
-from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlencode
 
-ROOT = Path(__file__).resolve().parent.parent
+from hybridsync.local.apigateway import http_event
+from hybridsync.local.lambda_context import Context as LambdaContext
+
+__all__ = ["LambdaContext", "http", "load"]
 
 
 def load(name: str) -> ModuleType:
-    """`lambdas/<name>/handler.py` as its own module (every function's module is named handler),
-    with its folder first on the path for the modules beside it, each loaded afresh."""
-    folder = ROOT / "lambdas" / name
-    for sibling in folder.glob("*.py"):
-        sys.modules.pop(sibling.stem, None)
-    spec = importlib.util.spec_from_file_location(f"lambdas_{name}_handler", folder / "handler.py")
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.path.insert(0, str(folder))
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(folder))
-    return module
+    """`hybridsync.functions.<name>` imported afresh, as a new container imports it: its module-level
+    state, the HTTP layer and the project's route modules, and the clients, built again from the
+    environment as it is now."""
+    from hybridsync import config
 
+    fresh = (f"hybridsync.functions.{name}", "hybridsync.web", *config.setting_list("routes"))
+    for module in [m for m in sys.modules if m in fresh or m.startswith(tuple(f"{r}." for r in fresh))]:
+        del sys.modules[module]
+    from hybridsync import runtime
 
-@dataclass
-class LambdaContext:
-    function_name: str = "local"
-    function_version: str = "$LATEST"
-    invoked_function_arn: str = "arn:aws:lambda:us-east-1:123456789012:function:local"
-    memory_limit_in_mb: int = 512
-    aws_request_id: str = "local-request"
-    log_group_name: str = "/aws/lambda/local"
-    log_stream_name: str = "local"
-
-    def get_remaining_time_in_millis(self) -> int:
-        return 60_000
+    for cached in (runtime.model, runtime.tables, runtime.dynamodb, runtime.s3, runtime.engine):
+        cached.cache_clear()
+    return importlib.import_module(f"hybridsync.functions.{name}")
 
 
 def http(api: ModuleType, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
          **query: str) -> tuple[int, Any, dict[str, str]]:  # fmt: skip
     """Call an HTTP API handler with an API Gateway v2 event; (status, JSON body or None, headers)."""
-    event = {
-        "version": "2.0", "routeKey": "$default", "rawPath": path, "rawQueryString": urlencode(query),
-        "queryStringParameters": query or None, "headers": {"host": "local", **(headers or {})},
-        "isBase64Encoded": False,
-        "requestContext": {"http": {"method": method, "path": path, "protocol": "HTTP/1.1",
-                                    "sourceIp": "127.0.0.1", "userAgent": "test"},
-                           "requestId": "r", "routeKey": "$default", "stage": "$default", "accountId": "1",
-                           "apiId": "local", "domainName": "local", "domainPrefix": "local", "timeEpoch": 0},
-    }  # fmt: skip
-    if body is not None:
-        event["body"] = body if isinstance(body, str) else json.dumps(body)
+    data = None if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
+    given = [("host", "local"), *((headers or {}).items())]
+    if data is not None and not any(name.lower() == "content-type" for name, _ in given):
+        given.append(("content-type", "application/json"))
+    event = http_event(method, path + (f"?{urlencode(query)}" if query else ""), given, data)
     response = api.handler(event, LambdaContext())
     text = response.get("body")
     return response["statusCode"], json.loads(text) if text else None, response.get("headers", {})

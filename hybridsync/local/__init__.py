@@ -1,6 +1,6 @@
 """The local stack: AWS's DynamoDB Local, moto server (S3, SQS, Secrets Manager) and embedded
 PostgreSQL, or the real endpoints in `DYNAMODB_ENDPOINT` / `AWS_ENDPOINT` / `DATABASE_URL`; tables
-from the model, schema from the Alembic migrations."""
+from the model (or the synthesized template), schema from the Alembic migrations."""
 
 from __future__ import annotations
 
@@ -15,35 +15,37 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hybridsync import aws, migrations
-from hybridsync.model import MODEL, Model
+from hybridsync import aws, config, migrations
+from hybridsync.declare import Model
 
 DEFAULT_STATE_DIR = Path(".local")
 DEFAULT_PREFIX = "hybridsync"
 
 
-def create_tables(
-    client: Any, prefix: str = DEFAULT_PREFIX, model: Model = MODEL, streams: bool = True
-) -> dict[str, str]:
+def create_tables(client: Any, prefix: str, model: Model, streams: bool = True) -> dict[str, str]:
     """Create every declared table that does not exist yet; returns logical -> physical names.
     `streams=False` leaves the streams off (a table that only receives derived items)."""
     names = {table.name: f"{prefix}-{table.name}" for table in model.tables}
     existing = set(client.get_paginator("list_tables").paginate().build_full_result()["TableNames"])
     for table in model.tables:
-        name = names[table.name]
-        if name in existing:
-            continue
-        request = table.create_request(name)
-        if not streams:
-            request.pop("StreamSpecification", None)
-        client.create_table(**request)
-        client.get_waiter("table_exists").wait(TableName=name)
-        if table.ttl_attribute:
-            client.update_time_to_live(
-                TableName=name,
-                TimeToLiveSpecification={"Enabled": True, "AttributeName": table.ttl_attribute},
-            )
+        if names[table.name] not in existing:
+            request = table.create_request(names[table.name])
+            if not streams:
+                request.pop("StreamSpecification", None)
+            create_table(client, request, table.ttl_attribute)
     return names
+
+
+def create_table(client: Any, request: dict[str, Any], ttl_attribute: str | None = None) -> None:
+    """The one way a table is made locally (from a declaration, or from a synthesized template):
+    CreateTable, wait until it is active, then turn TTL on."""
+    client.create_table(**request)
+    client.get_waiter("table_exists").wait(TableName=request["TableName"])
+    if ttl_attribute:
+        client.update_time_to_live(
+            TableName=request["TableName"],
+            TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl_attribute},
+        )
 
 
 def start_dynamodb(db_path: Path | None = None, log: Path | None = None) -> tuple[str, subprocess.Popen]:
@@ -68,10 +70,17 @@ def start_services() -> tuple[str, Callable[[], None]]:
 def start_services_process() -> tuple[str, subprocess.Popen]:
     """moto server in a process of its own, until its stdin closes: it outlives an app that is
     killed (as S3 and SQS would)."""
-    code = ("import sys; from hybridsync import local; print(local.start_services()[0], flush=True); "
-            "sys.stdin.read()")  # fmt: skip
-    process = subprocess.Popen([sys.executable, "-c", code], text=True, stdin=subprocess.PIPE,
-                               stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2])  # fmt: skip
+    code = (
+        "import sys; from hybridsync import local; print(local.start_services()[0], flush=True); "
+        "sys.stdin.read()"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-c", code],
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        cwd=Path(__file__).resolve().parents[2],
+    )
     return process.stdout.readline().strip(), process  # type: ignore[union-attr]
 
 
@@ -90,8 +99,13 @@ def start_apart(work: Path) -> tuple[dict[str, str], Callable[[], None]]:
         moto.wait(timeout=30)
         dynamodb_local.stop(java)
 
-    env = {"DYNAMODB_ENDPOINT": dynamodb, "AWS_ENDPOINT": services, "AWS_REGION": aws.LOCAL_REGION,
-           "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}  # fmt: skip
+    env = {
+        "DYNAMODB_ENDPOINT": dynamodb,
+        "AWS_ENDPOINT": services,
+        "AWS_REGION": aws.LOCAL_REGION,
+        "AWS_ACCESS_KEY_ID": "local",
+        "AWS_SECRET_ACCESS_KEY": "local",
+    }
     return env, stop
 
 
@@ -118,14 +132,18 @@ class LocalStack:
     _closer: ExitStack = field(default_factory=ExitStack, repr=False)
     region: str = aws.LOCAL_REGION
     dynamodb_process: subprocess.Popen | None = field(default=None, repr=False)  # when embedded
+    model: Model | None = field(default=None, repr=False)
 
     def client(self, service: str = "dynamodb") -> Any:
         return aws.client(service, self.endpoint(service), self.region)
 
     def endpoints(self) -> dict[str, str]:
         """What a LocalApp on this stack is given: `LocalApp(assembly, **stack.endpoints(), ...)`."""
-        return {"dynamodb_endpoint": self.dynamodb_endpoint, "services_endpoint": self.services_endpoint,
-                "database_url": self.database_url}  # fmt: skip
+        return {
+            "dynamodb_endpoint": self.dynamodb_endpoint,
+            "services_endpoint": self.services_endpoint,
+            "database_url": self.database_url,
+        }
 
     def endpoint(self, service: str) -> str:
         return self.dynamodb_endpoint if service in aws.DYNAMODB_SERVICES else self.services_endpoint
@@ -141,12 +159,21 @@ class LocalStack:
             **{f"BUCKET_{name.upper()}": physical for name, physical in self.bucket_names.items()},
         }
 
-    def with_tables(self, prefix: str, streams: bool = True) -> LocalStack:
-        """The same servers with tables of their own, named `<prefix>-...`: isolation for work that
-        must not share tables."""
-        names = create_tables(self.client("dynamodb"), prefix, streams=streams)
-        return LocalStack(self.dynamodb_endpoint, self.services_endpoint, self.database_url, names,
-                          self.embedded, self.bucket_names, region=self.region)  # fmt: skip
+    def with_tables(self, prefix: str, streams: bool = True, model: Model | None = None) -> LocalStack:
+        """The same servers with tables of their own (the model's, by default the stack's), named
+        `<prefix>-...`: isolation for work that must not share tables."""
+        model = model or self.model or config.model()
+        names = create_tables(self.client("dynamodb"), prefix, model, streams=streams)
+        return LocalStack(
+            self.dynamodb_endpoint,
+            self.services_endpoint,
+            self.database_url,
+            names,
+            self.embedded,
+            self.bucket_names,
+            region=self.region,
+            model=model,
+        )
 
     def close(self) -> None:
         self._closer.close()
@@ -159,17 +186,23 @@ class LocalStack:
 
 
 def start(
-    state_dir: Path = DEFAULT_STATE_DIR, prefix: str = DEFAULT_PREFIX, *, tables: bool = True,
+    state_dir: Path = DEFAULT_STATE_DIR,
+    prefix: str = DEFAULT_PREFIX,
+    *,
+    tables: bool = True,
     keep_dynamodb: bool = False,
-) -> LocalStack:  # fmt: skip
+    spec: str | None = None,
+    migrate: bool = True,
+) -> LocalStack:
     """Bring up DynamoDB, the other AWS services and PostgreSQL (embedded unless the environment
     names real ones: DYNAMODB_ENDPOINT, AWS_ENDPOINT, DATABASE_URL), create the model's tables
     (unless `tables=False`: the local app creates them from the synthesized template) and migrate
     the schema to head. `keep_dynamodb` keeps DynamoDB Local's tables in `state_dir` between runs,
-    as PostgreSQL's data is kept; otherwise they live in memory. Idempotent: safe to run against
-    a running stack."""
+    as PostgreSQL's data is kept; otherwise they live in memory. `spec` names the model (by
+    default the project's). Idempotent: safe to run against a running stack."""
     from hybridsync.local import dynamodb_local
 
+    model = config.model(spec) if tables or migrate else None
     closer = ExitStack()
     embedded, process = [], None
     try:
@@ -190,16 +223,19 @@ def start(
             url, stop = start_postgres(state_dir.resolve() / "postgres")
             closer.callback(stop)
             embedded.append("postgresql")
-        names = create_tables(aws.client("dynamodb", endpoint), prefix) if tables else {}
+        names = create_tables(aws.client("dynamodb", endpoint), prefix, model) if model and tables else {}
         buckets = create_buckets(aws.client("s3", services), prefix) if tables else {}
-        migrations.upgrade(url)
+        if migrate:
+            migrations.upgrade(url, spec=spec)
     except BaseException:
         closer.close()
         raise
-    return LocalStack(endpoint, services, url, names, embedded, buckets, closer, dynamodb_process=process)
+    return LocalStack(
+        endpoint, services, url, names, embedded, buckets, closer, dynamodb_process=process, model=model
+    )
 
 
-BUCKETS = ("bodies",)  # as the data stack declares them
+BUCKETS = ("bodies",)  # as the data stack declares them (when the model has bodies or time series)
 
 
 def create_buckets(s3: Any, prefix: str) -> dict[str, str]:

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsync import aws, filters
-from hybridsync.local import apigateway, iam, mappings
+from hybridsync.local import apigateway, create_table, iam, mappings
 from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
 from hybridsync.local.mappings import Checkpoints, MappingStats, Settings, ShardPoller, ShardReader
@@ -36,11 +36,16 @@ RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 
 
 def table_name(prefix: str, table: Resource) -> str:
-    """`hybridsync-main` for the construct `MainTable`: stable, so data and `.local/env` carry over."""
-    return f"{prefix}-{table.construct.removesuffix('Table').lower()}"
+    """`hybridsync-main` for the model's table `main` (the data stack writes the name into the
+    table's metadata): stable, so data and `.local/env` carry over."""
+    return (
+        f"{prefix}-{table.metadata.get('hybridsync:table') or table.construct.removesuffix('Table').lower()}"
+    )
 
 
-def _create_table(client: Any, name: str, properties: dict[str, Any]) -> None:
+def _create_request(name: str, properties: dict[str, Any]) -> dict[str, Any]:
+    """The CreateTable call of a synthesized table (on demand: capacity means nothing locally)."""
+
     def keys(schema: list[dict[str, str]]) -> list[dict[str, str]]:
         return [{"AttributeName": k["AttributeName"], "KeyType": k["KeyType"]} for k in schema]
 
@@ -57,13 +62,7 @@ def _create_table(client: Any, name: str, properties: dict[str, Any]) -> None:
         ]
     if stream := properties.get("StreamSpecification"):
         request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": stream["StreamViewType"]}
-    client.create_table(**request)
-    client.get_waiter("table_exists").wait(TableName=name)
-    ttl = properties.get("TimeToLiveSpecification") or {}
-    if ttl.get("Enabled"):
-        client.update_time_to_live(
-            TableName=name, TimeToLiveSpecification={"Enabled": True, "AttributeName": ttl["AttributeName"]}
-        )
+    return request
 
 
 class LocalApp:
@@ -94,6 +93,7 @@ class LocalApp:
         self.mapping_functions: dict[str, str] = {}
         self.queues: dict[str, str] = {}  # queue name -> URL
         self.tables: dict[str, str] = {}  # construct -> physical name
+        self.table_names: dict[str, str] = {}  # the model's name -> physical name
         self.buckets: dict[str, str] = {}  # construct -> physical name
         self.http: ThreadingHTTPServer | None = None
         self.faults = Faults(faults) if faults and faults.active else None  # on stream deliveries
@@ -110,11 +110,16 @@ class LocalApp:
         for table in (t for kind in TABLE_TYPES for t in a.resources(kind)):
             name = table_name(self.prefix, table)
             self.tables[table.construct] = name
+            self.table_names[name.removeprefix(f"{self.prefix}-")] = name
             a.set(table, Ref=name, Arn=f"arn:aws:dynamodb:{self.region}:{ACCOUNT}:table/{name}")
         for queue in a.resources("AWS::SQS::Queue"):
             name = f"{self.prefix}-{queue.construct}"
-            a.set(queue, QueueName=name, Arn=f"arn:aws:sqs:{self.region}:{ACCOUNT}:{name}",
-                  Ref=f"{self.services_endpoint}/{ACCOUNT}/{name}")  # fmt: skip
+            a.set(
+                queue,
+                QueueName=name,
+                Arn=f"arn:aws:sqs:{self.region}:{ACCOUNT}:{name}",
+                Ref=f"{self.services_endpoint}/{ACCOUNT}/{name}",
+            )
         for bucket in a.resources("AWS::S3::Bucket"):
             name = f"{self.prefix}-{bucket.construct}".lower()  # bucket names are lower case
             self.buckets[bucket.construct] = name
@@ -122,8 +127,11 @@ class LocalApp:
         for integration in a.resources("AWS::ApiGatewayV2::Integration"):
             a.set(integration, Ref=integration.logical_id)
         for function in self.python_functions():
-            a.set(function, Ref=function.construct,
-                  Arn=f"arn:aws:lambda:{self.region}:{ACCOUNT}:function:{function.construct}")  # fmt: skip
+            a.set(
+                function,
+                Ref=function.construct,
+                Arn=f"arn:aws:lambda:{self.region}:{ACCOUNT}:function:{function.construct}",
+            )
 
     def python_functions(self) -> list[Resource]:
         """The app's own functions: Python handlers shipped as assets (not CDK's framework ones)."""
@@ -135,8 +143,11 @@ class LocalApp:
 
     def function_environment(self, function: Resource) -> dict[str, str]:
         variables = self.assembly.resolve(function.stack, function.properties.get("Environment", {}))
-        env = {k: str(v) for k, v in variables.get("Variables", {}).items()
-               if v is not None and k not in DATABASE_VARIABLES}  # fmt: skip
+        env = {
+            k: str(v)
+            for k, v in variables.get("Variables", {}).items()
+            if v is not None and k not in DATABASE_VARIABLES
+        }
         deployed = env.get("TIMESERIES_PREFIX")
         if deployed:  # tables a function creates are named like the app's own
             env["TIMESERIES_PREFIX"] = self.prefix
@@ -148,19 +159,28 @@ class LocalApp:
                 statements = json.loads(
                     json.dumps(statements).replace(f":table/{deployed}-", f":table/{self.prefix}-")
                 )
-            policy = {"role": role, "function": function.construct, "region": self.region, "account": ACCOUNT,
-                      "statements": statements}  # fmt: skip
+            policy = {
+                "role": role,
+                "function": function.construct,
+                "region": self.region,
+                "account": ACCOUNT,
+                "statements": statements,
+            }
             env["HYBRIDSYNC_IAM"] = json.dumps(policy)
         return env | {
-            "PATH": os.environ.get("PATH", ""), "HOME": os.environ.get("HOME", "/tmp"),
-            "AWS_REGION": self.region, "AWS_DEFAULT_REGION": self.region,
-            "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
+            "PATH": os.environ.get("PATH", ""),
+            "HOME": os.environ.get("HOME", "/tmp"),
+            "AWS_REGION": self.region,
+            "AWS_DEFAULT_REGION": self.region,
+            "AWS_ACCESS_KEY_ID": "local",
+            "AWS_SECRET_ACCESS_KEY": "local",
             "AWS_LAMBDA_FUNCTION_NAME": function.construct,
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.properties.get("MemorySize", 128)),
-            "DYNAMODB_ENDPOINT": self.dynamodb_endpoint, "AWS_ENDPOINT": self.services_endpoint,
+            "DYNAMODB_ENDPOINT": self.dynamodb_endpoint,
+            "AWS_ENDPOINT": self.services_endpoint,
             "DATABASE_URL": self.database_url,
             "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "false"),
-        }  # fmt: skip
+        }
 
     def role(self, function: Resource) -> tuple[str, list[dict[str, Any]]]:
         """The function's execution role: its name and its policies' statements, in local ARNs."""
@@ -226,9 +246,16 @@ class LocalApp:
             function = self.functions[self.assembly.function_of(resource.stack, served).construct]
             properties = self.assembly.resolve(resource.stack, resource.properties)
             stack_id = f"arn:aws:cloudformation:{self.region}:{ACCOUNT}:stack/{resource.stack}"
-            function.invoke({"RequestType": "Create", "RequestId": str(uuid.uuid4()), "StackId": stack_id,
-                             "LogicalResourceId": resource.logical_id, "ResourceType": resource.type,
-                             "ResourceProperties": properties})  # fmt: skip
+            function.invoke(
+                {
+                    "RequestType": "Create",
+                    "RequestId": str(uuid.uuid4()),
+                    "StackId": stack_id,
+                    "LogicalResourceId": resource.logical_id,
+                    "ResourceType": resource.type,
+                    "ResourceProperties": properties,
+                }
+            )
             ran.append(resource.construct)
         return ran
 
@@ -237,7 +264,12 @@ class LocalApp:
         for table in (t for kind in TABLE_TYPES for t in self.assembly.resources(kind)):
             name = self.tables[table.construct]
             if name not in existing:
-                _create_table(self.client, name, table.properties)
+                ttl = table.properties.get("TimeToLiveSpecification") or {}
+                create_table(
+                    self.client,
+                    _create_request(name, table.properties),
+                    ttl.get("AttributeName") if ttl.get("Enabled") else None,
+                )
             description = self.client.describe_table(TableName=name)["Table"]
             if "LatestStreamArn" in description:
                 self.assembly.set(table, StreamArn=description["LatestStreamArn"])
@@ -331,10 +363,19 @@ class LocalApp:
                 invoke = self.functions[function.construct].invoke
                 if self.faults:
                     invoke = self.faults.wrap(function.construct, invoke)
-                self.pollers.append(ShardPoller(
-                    settings, invoke, reader, stream_arn,
-                    shard["ShardId"], checkpoints, self._destination(destination), arn, stats,
-                ))  # fmt: skip
+                self.pollers.append(
+                    ShardPoller(
+                        settings,
+                        invoke,
+                        reader,
+                        stream_arn,
+                        shard["ShardId"],
+                        checkpoints,
+                        self._destination(destination),
+                        arn,
+                        stats,
+                    )
+                )
 
     def _spawn(self, target: Any, *args: Any, name: str) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -380,10 +421,17 @@ class LocalApp:
     def _every(self, seconds: int, functions: list[LocalFunction], rule: Resource) -> None:
         while not self._stop.wait(seconds):
             arn = f"arn:aws:events:{self.region}:{ACCOUNT}:rule/{rule.construct}"
-            event = {"version": "0", "id": str(uuid.uuid4()), "detail-type": "Scheduled Event",
-                     "source": "aws.events", "account": ACCOUNT, "region": self.region, "detail": {},
-                     "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                     "resources": [arn]}  # fmt: skip
+            event = {
+                "version": "0",
+                "id": str(uuid.uuid4()),
+                "detail-type": "Scheduled Event",
+                "source": "aws.events",
+                "account": ACCOUNT,
+                "region": self.region,
+                "detail": {},
+                "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                "resources": [arn],
+            }
             for function in functions:
                 try:
                     function.invoke(event)
@@ -403,9 +451,12 @@ class LocalApp:
         sql_sync = next((f for f in self.python_functions() if f.construct == "SqlSync"), None)
         if sql_sync is not None and self.iam:
             iam.install(client.meta.events, self.function_environment(sql_sync)["HYBRIDSYNC_IAM"])
-        args = (self.database_url, client, self.tables["MainTable"], stop)
-        return threading.Thread(target=outbox.listen_and_drain, args=args, kwargs=faults, daemon=True,
-                                name="outbox-drain")  # fmt: skip
+        from hybridsync import config
+
+        args = (self.database_url, client, config.model(), self.table_names, stop)
+        return threading.Thread(
+            target=outbox.listen_and_drain, args=args, kwargs=faults, daemon=True, name="outbox-drain"
+        )
 
     # --- status and stopping ------------------------------------------------------------------
 
@@ -419,17 +470,25 @@ class LocalApp:
             "at": time.time(),
             "http": f"http://127.0.0.1:{self.http.server_address[1]}" if self.http else None,
             "mappings": {
-                name: {"function": self.mapping_functions[name], "position": s.position,
-                       "delivered": s.delivered, "filtered": s.filtered, "batches": s.batches,
-                       "retries": s.retries, "lag_records": s.lag_records, "lag_s": round(s.lag_s, 3),
-                       "sent_to_failure_queue": s.sent_to_failure_queue, "last_error": s.last_error,
-                       "blocked": s.blocked}
+                name: {
+                    "function": self.mapping_functions[name],
+                    "position": s.position,
+                    "delivered": s.delivered,
+                    "filtered": s.filtered,
+                    "batches": s.batches,
+                    "retries": s.retries,
+                    "lag_records": s.lag_records,
+                    "lag_s": round(s.lag_s, 3),
+                    "sent_to_failure_queue": s.sent_to_failure_queue,
+                    "last_error": s.last_error,
+                    "blocked": s.blocked,
+                }
                 for name, s in self.mapping_stats.items()
             },
             "functions": {name: vars(f.stats) for name, f in self.functions.items()},
             "failure_queues": queues,
             "faults_injected": dict(self.faults.counts) if self.faults else {},
-        }  # fmt: skip
+        }
 
     def stop(self) -> None:
         """Stop polling (each poller delivers what it has read first), then the rest."""

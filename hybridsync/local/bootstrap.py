@@ -12,29 +12,12 @@ import importlib
 import json
 import os
 import sys
-import time
 import traceback
 
 asset, handler_name, function_name, memory, answers_fd = sys.argv[1:6]
 sys.path[0] = asset  # the asset's copy of everything, first
 protocol = os.fdopen(int(answers_fd), "w", buffering=1)
 sys.stdout = sys.stderr
-
-
-class Context:
-    def __init__(self, request_id: str, deadline: float) -> None:
-        self.function_name = function_name
-        self.function_version = "$LATEST"
-        region = os.environ.get("AWS_REGION", "us-east-1")
-        self.invoked_function_arn = f"arn:aws:lambda:{region}:123456789012:function:{function_name}"
-        self.memory_limit_in_mb = int(memory)
-        self.aws_request_id = request_id
-        self.log_group_name = f"/aws/lambda/{function_name}"
-        self.log_stream_name = "local"
-        self._deadline = deadline
-
-    def get_remaining_time_in_millis(self) -> int:
-        return max(0, int((self._deadline - time.time()) * 1000))
 
 
 def _local(name: str):  # a module of the local app beside this file, by its path
@@ -61,6 +44,8 @@ if os.environ.get("HYBRIDSYNC_IAM") or os.environ.get("HYBRIDSYNC_DYNAMODB_FAULT
 
         _local("dynamodb_faults").inject(boto3.DEFAULT_SESSION.events, spec, injected)
 
+Context = _local("lambda_context").Context
+
 try:
     module_name, _, attribute = handler_name.rpartition(".")
     handler = getattr(importlib.import_module(module_name), attribute)
@@ -73,7 +58,8 @@ for line in sys.stdin:
     try:
         if init_error is not None:
             raise init_error
-        result = handler(request["event"], Context(request["request_id"], request["deadline"]))
+        context = Context(request["request_id"], request["deadline"], function_name, int(memory))
+        result = handler(request["event"], context)
         answer = {"result": result}
     except Exception as error:
         answer = {

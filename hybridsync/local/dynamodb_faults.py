@@ -25,9 +25,18 @@ _ANSWERS = {
 }
 
 
+def pairs(spec: str) -> dict[str, str]:
+    """`kind=value,kind=value` as text: the one reading of a fault spec (FaultPlan validates it)."""
+    found = {}
+    for part in filter(None, (p.strip() for p in spec.split(","))):
+        name, _, value = part.partition("=")
+        found[name.strip()] = value.strip()
+    return found
+
+
 def parse(spec: str) -> dict[str, float]:
-    """`throttle=0.05,server_error=0.02,server_error_after=0.02,seed=7`"""
-    return {name: float(value) for name, value in (p.split("=", 1) for p in spec.split(",") if p)}
+    """A spec FaultPlan wrote: each kind's probability, and the seed."""
+    return {name: float(value) for name, value in pairs(spec).items()}
 
 
 def inject(events: Any, spec: str, injected: Callable[[str], None]) -> None:

@@ -51,8 +51,7 @@ class FaultPlan:
         """`duplicate=0.2,fail_after=0.05,seed=3` (any subset)."""
         known = {f.name: f.type for f in fields(cls)}
         values: dict[str, Any] = {}
-        for part in filter(None, (p.strip() for p in text.split(","))):
-            name, _, raw = part.partition("=")
+        for name, raw in dynamodb_faults.pairs(text).items():
             if name not in known:
                 raise ValueError(f"unknown fault {name!r}; faults are {', '.join(known)}")
             try:

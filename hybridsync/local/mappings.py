@@ -34,11 +34,11 @@ from typing import Any
 
 from hybridsync import filters, keys
 from hybridsync.local.functions import FunctionError
-from hybridsync.local.streams import ShardCursor, as_delivered
+from hybridsync.local.streams import PAGE, ShardReader
+from hybridsync.records import created, sequence
 
 log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 0.25  # Lambda polls each shard about four times a second
-PAGE = 1000
 STATE_LIMIT = 1024 * 1024  # a tumbling window's state per shard; past it Lambda ends the window early
 
 
@@ -147,14 +147,6 @@ class MappingStats:
     lags: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=100_000))  # (at, lag s)
 
 
-def _sequence(record: dict[str, Any]) -> int:
-    return int(record["dynamodb"]["SequenceNumber"])
-
-
-def _created(record: dict[str, Any]) -> float:
-    return float(record["dynamodb"].get("ApproximateCreationDateTime") or time.time())
-
-
 def _iso(epoch: float) -> str:
     return datetime.fromtimestamp(epoch, UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -184,64 +176,12 @@ def failure_record(records: list[dict[str, Any]], *, stream_arn: str, shard: str
             "shardId": shard,
             "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
             "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
-            "approximateArrivalOfFirstRecord": _iso(_created(records[0])),
-            "approximateArrivalOfLastRecord": _iso(_created(records[-1])),
+            "approximateArrivalOfFirstRecord": _iso(created(records[0])),
+            "approximateArrivalOfLastRecord": _iso(created(records[-1])),
             "batchSize": len(records),
             "streamArn": stream_arn,
         },
     }
-
-
-class ShardReader:
-    """One reader of a stream shard for every mapping on it: each record is fetched and converted
-    once (GetRecords is the local app's costliest call), while each poller keeps its own position.
-    It starts at the earliest position any poller needs and forgets what every poller has taken."""
-
-    def __init__(self, streams: Any, stream_arn: str, shard: str):
-        self.streams, self.stream_arn, self.shard = streams, stream_arn, shard
-        self._lock = threading.Lock()
-        self._cache: deque[dict[str, Any]] = deque()
-        self._cursor: ShardCursor | None = None
-        self._cursors: dict[int, int] = {}  # poller -> last sequence number it took (-1: none yet)
-        self._starts: dict[int, tuple[str, str | None]] = {}  # poller -> (start kind, sequence number)
-        self._not_before: dict[int, float] = {}  # LATEST pollers: nothing written before they began
-
-    def register(self, poller: object, position: str | None, starting_position: str) -> None:
-        with self._lock:
-            self._starts[id(poller)] = ("AFTER_SEQUENCE_NUMBER", position) if position else (
-                starting_position, None)  # fmt: skip
-            self._cursors[id(poller)] = int(position) if position else -1
-            if not position and starting_position == "LATEST":
-                self._not_before[id(poller)] = time.time()
-
-    def _open(self) -> ShardCursor:
-        """A cursor at the earliest position any poller needs."""
-        order = {"TRIM_HORIZON": 0, "AFTER_SEQUENCE_NUMBER": 1, "LATEST": 2}
-        kind, sequence = min(self._starts.values(), key=lambda s: (order[s[0]], int(s[1] or 0)))
-        return ShardCursor(self.streams, self.stream_arn, self.shard, kind, sequence)
-
-    def take(self, poller: object) -> tuple[list[dict[str, Any]], bool]:
-        """The records after the poller's last one, and whether the shard may hold more right now
-        (a full page came)."""
-        with self._lock:
-            cursor = self._cursors[id(poller)]
-            newer = [r for r in self._cache if _sequence(r) > cursor]
-            more = False
-            if not newer:
-                self._cursor = self._cursor or self._open()
-                raw, _ = self._cursor.page(PAGE)
-                more = len(raw) == PAGE
-                region, now = self.streams.meta.region_name, time.time()
-                self._cache.extend(as_delivered(record, self.stream_arn, region, now) for record in raw)
-                newer = [r for r in self._cache if _sequence(r) > cursor]
-            if newer:
-                self._cursors[id(poller)] = _sequence(newer[-1])
-            if id(poller) in self._not_before:
-                newer = [r for r in newer if _created(r) >= self._not_before[id(poller)]]
-            slowest = min(self._cursors.values())
-            while self._cache and _sequence(self._cache[0]) <= slowest:
-                self._cache.popleft()
-            return newer, more
 
 
 class ShardPoller:
@@ -366,7 +306,7 @@ class ShardPoller:
         size = self.settings.tumbling_window_s
         if not size:
             return None
-        start = _created(record) // size * size
+        start = created(record) // size * size
         return (start, start + size)
 
     def _event(self, records: list[dict[str, Any]], final: bool = False) -> dict[str, Any]:
@@ -445,7 +385,7 @@ class ShardPoller:
             self.stats.last_error = f"malformed batchItemFailures: {failures!r}"[:300]
             return records
         self.stats.last_error = f"{len(failures)} item(s) reported failed"
-        return [r for r in records if _sequence(r) >= lowest]
+        return [r for r in records if sequence(r) >= lowest]
 
     def _drop_expired(self, records: list[dict[str, Any]], invokes: int) -> list[dict[str, Any]]:
         """Records older than `MaximumRecordAgeInSeconds` go to the failure destination with the
@@ -453,7 +393,7 @@ class ShardPoller:
         if self.settings.max_age_s < 0:
             return records
         oldest_allowed = time.time() - self.settings.max_age_s
-        expired = [r for r in records if _created(r) < oldest_allowed]
+        expired = [r for r in records if created(r) < oldest_allowed]
         if expired:  # expired records sit in front: the stream is in order
             self._send_to_failure_queue(expired, "RecordAgeExceeded", max(invokes, 1))
         return records[len(expired) :]
@@ -462,7 +402,7 @@ class ShardPoller:
         self.stats.delivered += len(records)
         self.stats.batches += 1
         now = time.time()
-        self.stats.lags.extend((now, now - _created(record)) for record in records)
+        self.stats.lags.extend((now, now - created(record)) for record in records)
         self._checkpoint(records[-1])
 
     def _send_to_failure_queue(self, records: list[dict[str, Any]], condition: str, invokes: int,
@@ -524,16 +464,16 @@ class ShardPoller:
 
     def _checkpoint_passed(self) -> None:
         """Filtered records between delivered batches are done too, once what precedes them is."""
-        head = _sequence(self.buffer[0]) if self.buffer else None
+        head = sequence(self.buffer[0]) if self.buffer else None
         last = None
-        while self.passed and (head is None or _sequence(self.passed[0]) < head):
+        while self.passed and (head is None or sequence(self.passed[0]) < head):
             last = self.passed.popleft()
         if last is not None:
             self._checkpoint(last)
 
     def _measure_lag(self) -> None:
         self.stats.lag_records = len(self.buffer)
-        self.stats.lag_s = time.time() - _created(self.buffer[0]) if self.buffer else 0.0
+        self.stats.lag_s = time.time() - created(self.buffer[0]) if self.buffer else 0.0
 
     # --- running ------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[2]
+from hybridsync import config
 
 
 def tuned_assembly(source: Path, target: Path, **mapping_properties: Any) -> Path:
@@ -37,11 +37,23 @@ class UpProcess:
     """`hybridsync up --no-synth` on an assembly and a state folder, with DynamoDB and PostgreSQL
     from `env` (DYNAMODB_ENDPOINT, DATABASE_URL)."""
 
-    def __init__(self, assembly: Path, state: Path, env: dict[str, str], *, prefix: str,
-                 faults: str | None = None):  # fmt: skip
+    def __init__(
+        self, assembly: Path, state: Path, env: dict[str, str], *, prefix: str, faults: str | None = None
+    ):
         self.state, self.env = state, env
-        self.command = [sys.executable, "-m", "hybridsync.cli", "up", "--assembly", str(assembly),
-                        "--no-synth", "--state-dir", str(state), "--prefix", prefix]  # fmt: skip
+        self.command = [
+            sys.executable,
+            "-m",
+            "hybridsync.cli",
+            "up",
+            "--assembly",
+            str(assembly),
+            "--no-synth",
+            "--state-dir",
+            str(state),
+            "--prefix",
+            prefix,
+        ]
         if faults:
             self.command += ["--faults", faults]
         self.process: subprocess.Popen | None = None
@@ -55,8 +67,13 @@ class UpProcess:
         """Start it and wait until it serves (its first status file)."""
         self.status_file.unlink(missing_ok=True)  # a killed app leaves its last one behind
         log = (self.state / "up.log").open("a")
-        self.process = subprocess.Popen(self.command, cwd=ROOT, env=self.env, stdout=log,
-                                        stderr=subprocess.STDOUT)  # fmt: skip
+        self.process = subprocess.Popen(
+            self.command,
+            cwd=config.project_root() or Path.cwd(),
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
         deadline = time.monotonic() + timeout_s
         while not self.status_file.is_file():
             if self.process.poll() is not None:

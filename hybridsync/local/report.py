@@ -1,10 +1,22 @@
-"""The demo's report as one self-contained HTML page: tables and inline SVG charts, no network needed."""
+"""A run's report: its figures gathered from the running app (both sides, drift, the aggregates
+against a recount, dead letters, lag), printed, and as one self-contained HTML page (tables and
+inline SVG charts, no network needed)."""
 
 from __future__ import annotations
 
 import html
+import statistics
 from collections import Counter
-from typing import Any
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+import sqlalchemy as sa
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from hybridsync.declare import Model
+    from hybridsync.local.app import LocalApp
 
 WIDTH, HEIGHT, PAD = 640, 220, 40
 
@@ -69,7 +81,12 @@ def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
     return f"<h2>{html.escape(title)}</h2><table><tr>{head}</tr>{body}</table>"
 
 
-def html_report(f: dict[str, Any]) -> str:
+Section = tuple[str, list[str], list[list[Any]]]  # (title, header, rows)
+
+
+def html_report(f: dict[str, Any], extra: list[Section] = ()) -> str:  # type: ignore[assignment]
+    """The run's figures (`writes`, `seconds`, `drift`, `aggregates`, ..., `timeline` of (at, lag)),
+    and the `extra` tables a workload adds (its top-N reads, say)."""
     equal = f["aggregates_equal_recount"]
     verdict = "equal to a clean recount" if equal else "DIFFERENT from a clean recount"
     sections = [
@@ -80,12 +97,7 @@ def html_report(f: dict[str, Any]) -> str:
         "<h2>records delivered per second</h2>" + throughput_chart(f["timeline"]),
         _table("DynamoDB items", ["entity", "items"], [list(i) for i in f["dynamodb_items"].items()]),
         _table("PostgreSQL rows", ["table", "live rows"], [list(i) for i in f["postgresql_rows"].items()]),
-        _table(
-            "top sellers today",
-            ["product", "units", "revenue"],
-            [[r["ProductId"], r["Units"], r["Revenue"]] for r in f["top_sellers"]],
-        ),
-        _table("leaderboard", ["player", "score"], [[r["PlayerId"], r["Score"]] for r in f["leaderboard"]]),
+        *(_table(*section) for section in extra),
         _table("dead letters", ["consumer", "reason"], [list(d) for d in f["dead_letters"]]),
     ]
     style = (
@@ -97,3 +109,105 @@ def html_report(f: dict[str, Any]) -> str:
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>hybridsync report</title>'
         f"<style>{style}</style></head><body>{''.join(sections)}</body></html>"
     )
+
+
+def figures(
+    app: LocalApp,
+    engine: sa.Engine,
+    model: Model,
+    *,
+    started: float,
+    elapsed: float,
+    writes: int,
+    caught_up: bool,
+) -> dict[str, Any]:
+    """A run's figures: what each side holds, drift both ways, the aggregates against a clean
+    recount, this run's dead letters, and every delivered record's lag."""
+    from hybridsync import views, workloads
+    from hybridsync.deadletters import pending
+    from hybridsync.declare import Side
+
+    verdict = workloads.verify(app.client, app.table_names, engine, model)
+    entity = model.names.entity
+    items = [i for name in app.table_names.values() for i in workloads.scan(app.client, name)]
+    dynamodb = Counter(str(i.get(entity, "?")) for i in items if not views.is_missing(i))
+    rows = {}
+    with engine.connect() as conn:
+        for synced in model.synced():
+            live = "WHERE NOT deleted" if synced.master is Side.DYNAMODB else ""  # written back: tombstones
+            rows[synced.sql_table] = conn.execute(
+                sa.text(f"SELECT count(*) FROM {synced.sql_table} {live}")
+            ).scalar_one()
+        since = datetime.fromtimestamp(started, UTC)  # this run's only: earlier runs' stay in the table
+        letters = [(r.source, r.reason) for r in pending(conn) if r.created_at >= since]
+    delivered = [(at, lag) for p in app.pollers for at, lag in p.stats.lags]
+    lags = sorted(lag for _, lag in delivered)
+    return {
+        "caught_up": caught_up,
+        "writes": writes,
+        "seconds": round(elapsed, 1),
+        "dynamodb_items": dict(sorted(dynamodb.items())),
+        "postgresql_rows": rows,
+        **verdict.summary(),
+        "aggregate_differences": [
+            f"{' '.join(map(str, k))}: stored {a}, recount {b}"
+            for k, (a, b) in sorted(verdict.aggregate_differences().items(), key=str)
+        ][:20],
+        "dead_letters": letters,
+        "lag_p50_s": round(statistics.median(lags), 3) if lags else None,
+        "lag_p99_s": round(lags[int(len(lags) * 0.99)] if lags else 0, 3),
+        "records_delivered": len(lags),
+        "throughput_records_s": round(len(lags) / elapsed, 1) if elapsed else 0.0,
+        "timeline": sorted((round(at, 3), round(lag, 3)) for at, lag in delivered),
+        "faults_injected": dict(app.faults.counts) if app.faults else {},
+        "failed_batches_queued": sum(app.status()["failure_queues"].values()),
+    }
+
+
+def good(f: dict[str, Any]) -> bool:
+    """A run that caught up with no drift and aggregates equal to a recount."""
+    return bool(f["caught_up"] and not f["drift"] and f["aggregates_equal_recount"])
+
+
+def show(console: Console, f: dict[str, Any], extra: list[Section] = ()) -> None:  # type: ignore[assignment]
+    """The figures as a person reads them, with the `extra` tables a workload adds."""
+    from rich.table import Table
+
+    sides = Table(title=f"both sides after {f['writes']} writes in {f['seconds']} s")
+    sides.add_column("DynamoDB entity"), sides.add_column("items", justify="right")
+    sides.add_column("PostgreSQL table"), sides.add_column("live rows", justify="right")
+    left, right = list(f["dynamodb_items"].items()), list(f["postgresql_rows"].items())
+    for n in range(max(len(left), len(right))):
+        a, b = left[n] if n < len(left) else ("", ""), right[n] if n < len(right) else ("", "")
+        sides.add_row(str(a[0]), str(a[1]), str(b[0]), str(b[1]))
+    console.print(sides)
+    ok = "[green]{}[/green]", "[red]{}[/red]"
+    console.print("reconcile drift: " + (ok[0] if f["drift"] == 0 else ok[1]).format(f["drift"]))
+    equal = f["aggregates_equal_recount"]
+    said = "equal to a clean recount of their sources" if equal else "DIFFERENT from a clean recount"
+    console.print(f"aggregates: {f['aggregates']}, " + (ok[0] if equal else ok[1]).format(said))
+    for difference in f.get("aggregate_differences", []):
+        console.print(f"  [red]{difference}[/red]")
+    for title, header, rows in extra:
+        table = Table(title=title)
+        for column in header:
+            table.add_column(column)
+        for row in rows:
+            table.add_row(*map(str, row))
+        console.print(table)
+    letters = Table(title=f"dead letters ({len(f['dead_letters'])})")
+    letters.add_column("consumer"), letters.add_column("reason")
+    for source, reason in f["dead_letters"]:
+        letters.add_row(source, reason)
+    console.print(letters)
+    console.print(
+        f"pipeline lag p50 {f['lag_p50_s']} s, p99 {f['lag_p99_s']} s over {f['records_delivered']} "
+        f"records; {f['throughput_records_s']} records/s delivered"
+        + ("" if f["caught_up"] else " [red](did not catch up in time)[/red]")
+    )
+    if f["faults_injected"]:
+        injected = ", ".join(f"{kind} {n}" for kind, n in sorted(f["faults_injected"].items()))
+        console.print(
+            f"faults injected into stream deliveries: {injected}; "
+            f"failed batches in the failure queues: {f['failed_batches_queued']}"
+        )

@@ -1,11 +1,17 @@
-"""A table's stream read as Lambda's event source mapping delivers it (records in the event shape)."""
+"""A table's stream read as Lambda's event source mapping delivers it (records in the event shape):
+one cursor per shard over GetRecords, one reader per shard shared by every mapping on it, and a
+whole-stream reader for tools and tests built on the same two."""
 
 from __future__ import annotations
 
+import threading
 import time
+from collections import deque
 from typing import Any
 
-from hybridsync.records import lambda_record
+from hybridsync.records import created, lambda_record, sequence
+
+PAGE = 1000  # records per GetRecords (the API's limit)
 
 
 def as_delivered(raw: dict[str, Any], stream_arn: str, region: str, read_at: float) -> dict[str, Any]:
@@ -68,15 +74,68 @@ class ShardCursor:
         return page["Records"], self.iterator is not None
 
 
+class ShardReader:
+    """One reader of a stream shard for every mapping on it: each record is fetched and converted
+    once (GetRecords is the local app's costliest call), while each poller keeps its own position.
+    It starts at the earliest position any poller needs and forgets what every poller has taken."""
+
+    def __init__(self, streams: Any, stream_arn: str, shard: str):
+        self.streams, self.stream_arn, self.shard = streams, stream_arn, shard
+        self._lock = threading.Lock()
+        self._cache: deque[dict[str, Any]] = deque()
+        self._cursor: ShardCursor | None = None
+        self._cursors: dict[int, int] = {}  # poller -> last sequence number it took (-1: none yet)
+        self._starts: dict[int, tuple[str, str | None]] = {}  # poller -> (start kind, sequence number)
+        self._not_before: dict[int, float] = {}  # LATEST pollers: nothing written before they began
+
+    def register(self, poller: object, position: str | None, starting_position: str) -> None:
+        with self._lock:
+            self._starts[id(poller)] = ("AFTER_SEQUENCE_NUMBER", position) if position else (
+                starting_position, None)  # fmt: skip
+            self._cursors[id(poller)] = int(position) if position else -1
+            if not position and starting_position == "LATEST":
+                self._not_before[id(poller)] = float(int(time.time()))  # creation times are whole seconds
+
+    def _open(self) -> ShardCursor:
+        """A cursor at the earliest position any poller needs."""
+        order = {"TRIM_HORIZON": 0, "AFTER_SEQUENCE_NUMBER": 1, "LATEST": 2}
+        kind, sequence = min(self._starts.values(), key=lambda s: (order[s[0]], int(s[1] or 0)))
+        return ShardCursor(self.streams, self.stream_arn, self.shard, kind, sequence)
+
+    def take(self, poller: object) -> tuple[list[dict[str, Any]], bool]:
+        """The records after the poller's last one, and whether the shard may hold more right now
+        (a full page came)."""
+        with self._lock:
+            cursor = self._cursors[id(poller)]
+            newer = [r for r in self._cache if sequence(r) > cursor]
+            more = False
+            if not newer:
+                self._cursor = self._cursor or self._open()
+                raw, _ = self._cursor.page(PAGE)
+                more = len(raw) == PAGE
+                region, now = self.streams.meta.region_name, time.time()
+                self._cache.extend(as_delivered(record, self.stream_arn, region, now) for record in raw)
+                newer = [r for r in self._cache if sequence(r) > cursor]
+            if newer:
+                self._cursors[id(poller)] = sequence(newer[-1])
+            if id(poller) in self._not_before:
+                newer = [r for r in newer if created(r) >= self._not_before[id(poller)]]
+            slowest = min(self._cursors.values())
+            while self._cache and sequence(self._cache[0]) <= slowest:
+                self._cache.popleft()
+            return newer, more
+
+
 class StreamReader:
     """Reads a table's stream shard by shard from where it left off, as Lambda would receive it:
-    each record in the event shape (`eventSourceARN`, epoch times, base64 binary)."""
+    each record in the event shape (`eventSourceARN`, epoch times, base64 binary). The mappings'
+    own reader (`ShardReader`) does the reading, this reader being its one poller per shard."""
 
     def __init__(self, streams: Any, stream_arn: str, start: str = "LATEST"):
         self.streams = streams
         self.stream_arn = stream_arn
         self.start = start
-        self.cursors: dict[str, ShardCursor] = {}
+        self.readers: dict[str, ShardReader] = {}
 
     def _shards(self) -> list[str]:
         description = self.streams.describe_stream(StreamArn=self.stream_arn)["StreamDescription"]
@@ -92,13 +151,12 @@ class StreamReader:
     def read(self) -> list[dict[str, Any]]:
         records: list[dict[str, Any]] = []
         for shard in self._shards():
-            cursor = self.cursors.setdefault(
-                shard, ShardCursor(self.streams, self.stream_arn, shard, self.start)
-            )
+            if shard not in self.readers:
+                self.readers[shard] = ShardReader(self.streams, self.stream_arn, shard)
+                self.readers[shard].register(self, None, self.start)
             while True:
-                raw, _ = cursor.page()
-                region, now = self.streams.meta.region_name, time.time()
-                records += [as_delivered(r, self.stream_arn, region, now) for r in raw]
-                if not raw:
+                taken, more = self.readers[shard].take(self)
+                records += taken
+                if not more:
                     break
         return records

@@ -6,8 +6,11 @@ local values."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import subprocess
+import sys
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,32 +18,45 @@ from typing import Any
 
 from hybridsync.settings import ConfigurationError
 
-ROOT = Path(__file__).resolve().parents[2]
+ENGINE = Path(__file__).resolve().parents[1]
 ACCOUNT = "123456789012"  # the account the local app says it runs in (AWS documentation's example)
-SOURCES = ("app.py", "cdk.json", "stacks", "lambdas", "hybridsync", "requirements-runtime.txt")
 
 
 class TemplateError(ConfigurationError):
     """The synthesized app says something the local app cannot run (or is missing)."""
 
 
+def _sources(root: Path) -> list[Path]:
+    """What a synthesized app is made from: the project's settings, its model's package, the engine."""
+    from hybridsync import config
+
+    return [root / "pyproject.toml", root / "cdk.json", config.package_dir(), ENGINE]
+
+
 def synth_if_stale(assembly: Path, *, synth: bool = True) -> Path:
-    """`cdk synth` into `assembly` when it is missing or older than the sources it is made from."""
+    """Synthesize the project's CDK app into `assembly` when it is missing or older than its sources.
+    Runs cdk.json's app command as the CDK CLI would (its context, `CDK_OUTDIR`), without the CLI."""
+    from hybridsync import config
+
+    root = config.project_root() or Path.cwd()
     manifest = assembly / "manifest.json"
     if manifest.is_file():
-        newest = max(
-            (p.stat().st_mtime for s in SOURCES for p in [ROOT / s, *(ROOT / s).rglob("*.py")] if p.exists()),
-            default=0.0,
-        )
+        newest = max((p.stat().st_mtime for s in _sources(root) for p in [s, *s.rglob("*.py")] if p.exists()),
+                     default=0.0)  # fmt: skip
         if not synth or manifest.stat().st_mtime >= newest:
             return assembly
     if not synth:
-        raise TemplateError(f"no synthesized app in {assembly}: drop --no-synth, or `./scripts/cdk synth`")
-    cdk = ROOT / "node_modules" / ".bin" / "cdk"
-    result = subprocess.run(
-        [str(cdk), "synth", "--quiet", "--no-notices", "--output", str(assembly)],
-        cwd=ROOT, capture_output=True, text=True,
-    )  # fmt: skip
+        raise TemplateError(f"no synthesized app in {assembly}: drop --no-synth, or run `cdk synth`")
+    try:
+        settings = json.loads((root / "cdk.json").read_text())
+    except (OSError, ValueError) as error:
+        raise TemplateError(f"{root / 'cdk.json'}: {error}") from None
+    command = shlex.split(settings.get("app", "python -m hybridsync.cdk"))
+    if command and Path(command[0]).name.startswith("python"):
+        command[0] = sys.executable  # this environment's Python, whatever cdk.json calls it
+    context = json.dumps(settings.get("context", {}))
+    env = os.environ | {"CDK_OUTDIR": str(assembly.resolve()), "CDK_CONTEXT_JSON": context}
+    result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     if result.returncode:
         raise TemplateError(f"cdk synth failed:\n{result.stderr[-4000:]}")
     return assembly

@@ -1,17 +1,35 @@
-"""Alembic environment: migrates the database named by the config's sqlalchemy.url."""
+"""Alembic environment of both branches: the target is the model's schema (the engine's tables and
+the model's managed ones); autogenerate adds the outbox triggers the model's PostgreSQL-mastered
+tables need and writes no empty revision."""
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
+from hybridsync import config as hybridsync_config
+from hybridsync.migrations import include_object, trigger_ops
 from hybridsync.schema import metadata
 
 config = context.config
+model = config.attributes.get("model") or hybridsync_config.model()
+
+
+def add_triggers(migration: object, revision: object, directives: list) -> None:
+    script = directives[0]
+    up, down = trigger_ops(migration.connection, model)  # type: ignore[attr-defined]
+    script.upgrade_ops.ops.extend(up)
+    script.downgrade_ops.ops[:0] = down
+    if script.upgrade_ops.is_empty():
+        directives[:] = []  # nothing to do: no revision
+
 
 connectable = engine_from_config(
     config.get_section(config.config_ini_section, {}), prefix="sqlalchemy.", poolclass=pool.NullPool
 )
 with connectable.connect() as connection:
-    context.configure(connection=connection, target_metadata=metadata, compare_type=True)
+    context.configure(
+        connection=connection, target_metadata=metadata(model, managed_only=True), compare_type=True,
+        include_object=include_object, process_revision_directives=add_triggers,
+    )  # fmt: skip
     with context.begin_transaction():
         context.run_migrations()
 connectable.dispose()

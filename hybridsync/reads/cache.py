@@ -17,20 +17,20 @@ import sqlalchemy as sa
 
 from hybridsync import store
 from hybridsync.convert import item_values, marshal, unmarshal
-from hybridsync.model import VERSION, Entity
-from hybridsync.schema import entity_tables
+from hybridsync.declare import Entity
+from hybridsync.schema import table_of
 from hybridsync.views import CACHE_TTL_S, NEGATIVE_TTL_S, is_live, is_missing, missing_item, public, view_item
 
 
 @dataclass
 class Lookup:
-    item: dict[str, Any] | None  # the entity's attributes and Version; None: no such row
+    item: dict[str, Any] | None  # the entity's attributes and version; None: no such row
     hit: bool
     conflict: bool = False  # the populate lost to a newer version already in DynamoDB
 
 
 def _read_row(engine: sa.Engine, entity: Entity, key_values: dict[str, Any]) -> dict[str, Any] | None:
-    table = entity_tables[entity.name]
+    table = table_of(entity)
     condition = sa.and_(*(table.c[entity.field(a).column] == key_values[a] for a in entity.sql_key))
     # as JSON text, so numbers stay exact whatever the column type
     query = sa.select(sa.func.to_jsonb(table.table_valued()).cast(sa.Text)).where(condition)
@@ -44,15 +44,15 @@ def get(client: Any, table: str, engine: sa.Engine, entity: Entity, key_values: 
     now = int(time.time())
     got = client.get_item(TableName=table, Key=marshal(entity.key(key_values)))
     cached = unmarshal(got["Item"]) if "Item" in got else None
-    if cached is not None and is_live(cached, now):
+    if cached is not None and is_live(entity, cached, now):
         return Lookup(None if is_missing(cached) else public(entity, cached), hit=True)
 
     row = _read_row(engine, entity, key_values)
     if row is None:
-        version = int(cached[VERSION]) if cached else 0
+        version = int(cached[entity.names.version]) if cached else 0
         item = missing_item(entity, key_values, version, now=now, ttl_s=NEGATIVE_TTL_S)
-        stored = store.put_if_newer(client, table, item, expired_before=now)
+        stored = store.put_if_newer(client, table, entity, item, expired_before=now)
         return Lookup(None, hit=False, conflict=not stored)
     item = view_item(entity, item_values(entity, row), int(row["version"]), now=now, ttl_s=CACHE_TTL_S)
-    stored = store.put_if_newer(client, table, item, expired_before=now)
+    stored = store.put_if_newer(client, table, entity, item, expired_before=now)
     return Lookup(public(entity, item), hit=False, conflict=not stored)

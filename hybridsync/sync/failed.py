@@ -15,19 +15,19 @@ A batch whose records the stream no longer holds is reported and left in the que
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import sqlalchemy as sa
 
 from hybridsync import deadletters, filters
-from hybridsync.records import DeadLetter, lambda_record
+from hybridsync.declare import Model
+from hybridsync.records import DeadLetter, lambda_record, sequence
 from hybridsync.sync import aggregate, writeback
 
 # A queue or function named after its consumer's construct (`WriteBackFailures`, `Aggregate...`).
 CONSUMERS = {"WriteBack": writeback.SOURCE, "Aggregate": aggregate.SOURCE}
-FILTERS = {writeback.SOURCE: writeback.EVENT_FILTERS, aggregate.SOURCE: aggregate.EVENT_FILTERS}
 HOLD_S = 120  # a received message stays invisible this long: one redrive at a time per batch
 
 
@@ -56,11 +56,20 @@ class FailedBatch:
         info, context = body["DDBStreamBatchInfo"], body.get("requestContext", {})
         names = f"{queue_url} {context.get('functionArn', '')}"
         consumer = next((source for name, source in CONSUMERS.items() if name in names), None)
-        return cls(queue_url, message["MessageId"], message["ReceiptHandle"], consumer,
-                   context.get("condition", "?"), int(context.get("approximateInvokeCount", 0)),
-                   body.get("timestamp", ""), info["streamArn"], info["shardId"],
-                   info["startSequenceNumber"], info["endSequenceNumber"],
-                   int(info["batchSize"]))  # fmt: skip
+        return cls(
+            queue_url,
+            message["MessageId"],
+            message["ReceiptHandle"],
+            consumer,
+            context.get("condition", "?"),
+            int(context.get("approximateInvokeCount", 0)),
+            body.get("timestamp", ""),
+            info["streamArn"],
+            info["shardId"],
+            info["startSequenceNumber"],
+            info["endSequenceNumber"],
+            int(info["batchSize"]),
+        )
 
 
 def pending(sqs: Any, queue_url: str, *, hold_s: int = HOLD_S) -> list[FailedBatch]:
@@ -68,8 +77,9 @@ def pending(sqs: Any, queue_url: str, *, hold_s: int = HOLD_S) -> list[FailedBat
     way to look without receiving), then visible again unless it was redriven."""
     batches: list[FailedBatch] = []
     while True:
-        got = sqs.receive_message(QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=hold_s,
-                                  WaitTimeSeconds=0)  # fmt: skip
+        got = sqs.receive_message(
+            QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=hold_s, WaitTimeSeconds=0
+        )
         if not got.get("Messages"):
             return batches
         batches += [FailedBatch.parse(queue_url, m) for m in got["Messages"]]
@@ -79,22 +89,24 @@ def stream_records(streams: Any, batch: FailedBatch) -> list[dict[str, Any]]:
     """The batch's records, first to last, in the shape the mapping delivers them."""
     try:
         iterator = streams.get_shard_iterator(
-            StreamArn=batch.stream_arn, ShardId=batch.shard, ShardIteratorType="AT_SEQUENCE_NUMBER",
+            StreamArn=batch.stream_arn,
+            ShardId=batch.shard,
+            ShardIteratorType="AT_SEQUENCE_NUMBER",
             SequenceNumber=batch.first,
-        )["ShardIterator"]  # fmt: skip
+        )["ShardIterator"]
     except streams.exceptions.TrimmedDataAccessException:
         raise Gone(f"the stream no longer holds {batch.first}..{batch.last} (24 h retention)") from None
     records: list[dict[str, Any]] = []
     while iterator:
         page = streams.get_records(ShardIterator=iterator, Limit=1000)
         for raw in page["Records"]:
-            if int(raw["dynamodb"]["SequenceNumber"]) > int(batch.last):
+            if sequence(raw) > int(batch.last):
                 return records
             records.append(lambda_record(raw, batch.stream_arn))
         if not page["Records"]:  # an open shard's end: nothing more was written
             break
         iterator = page.get("NextShardIterator")
-    if not records or int(records[0]["dynamodb"]["SequenceNumber"]) != int(batch.first):
+    if not records or sequence(records[0]) != int(batch.first):
         raise Gone(f"the stream no longer holds record {batch.first} of the batch")
     return records
 
@@ -107,18 +119,29 @@ class Redriven:
     left: list[tuple[FailedBatch, str]] = field(default_factory=list)  # (batch, why it stays)
 
 
-def apply(batch: FailedBatch, records: list[dict[str, Any]], *, client: Any, table: str,
-          engine: sa.Engine) -> int:  # fmt: skip
-    """Hand a failed batch's records to its consumer; how many changed something."""
-    delivered = [r for r in records if filters.admits(FILTERS[batch.consumer or ""], r)]
+def apply(
+    batch: FailedBatch,
+    records: list[dict[str, Any]],
+    *,
+    client: Any,
+    tables: Mapping[str, str],
+    engine: sa.Engine,
+    model: Model,
+) -> int:
+    """Hand a failed batch's records to its consumer (as its mapping's filters deliver them); how
+    many changed something. `tables`: logical -> physical names of the model's tables."""
     if batch.consumer == writeback.SOURCE:
-        return writeback.write_back(delivered, engine).applied
+        delivered = [r for r in records if filters.admits(writeback.event_filters(model), r)]
+        return writeback.write_back(delivered, engine, model).applied
+    logical = aggregate.source_table(model, tables, batch.stream_arn)
+    folding = aggregate.Aggregation(model, logical)
+    delivered = [r for r in records if filters.admits(folding.event_filters(), r)]
 
     def store_dead_letters(letters: list[DeadLetter]) -> None:
         with engine.begin() as conn:
             deadletters.store(conn, aggregate.SOURCE, letters)
 
-    outcome = aggregate.redrive(delivered, client, table, batch.shard, dead_letter=store_dead_letters)
+    outcome = folding.redrive(delivered, client, tables[logical], batch.shard, dead_letter=store_dead_letters)
     return outcome.applied
 
 
@@ -128,8 +151,9 @@ def redrive(
     queue_urls: list[str],
     *,
     client: Any,
-    table: str,
+    tables: Mapping[str, str],
     engine: sa.Engine,
+    model: Model,
     progress: Callable[[FailedBatch], None] | None = None,
 ) -> Redriven:
     """Redrive every failed batch of the queues; a batch leaves its queue only once applied."""
@@ -141,7 +165,9 @@ def redrive(
                 continue
             try:
                 records = stream_records(streams, batch)
-                done.applied += apply(batch, records, client=client, table=table, engine=engine)
+                done.applied += apply(
+                    batch, records, client=client, tables=tables, engine=engine, model=model
+                )
             except Gone as gone:
                 done.left.append((batch, str(gone)))
                 continue

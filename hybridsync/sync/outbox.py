@@ -1,12 +1,12 @@
 """SQL -> DynamoDB: drain the transactional outbox into version-guarded DynamoDB writes.
 
-Triggers (migration 0002) write one outbox row per change of a table mastered in PostgreSQL, in
+Triggers (see hybridsync.migrations) write one outbox row per change of a table mastered in PostgreSQL, in
 the changing transaction. A drain claims a bounded batch (`FOR UPDATE SKIP LOCKED`, so drainers
 never share rows), keeps the newest change per key, writes each to DynamoDB with a condition that
 never replaces a newer version, and deletes the claimed rows in the same transaction as the claim.
 A crash before that commit leaves the rows to the next drain, whose writes are then no-ops in
-effect; nothing is lost and nothing applied twice. Items carry `Origin = sql`, so the write-back
-never sends them back.
+effect; nothing is lost and nothing applied twice. Items carry the origin `sql`, so the write-back
+never sends them back. Each entity's view goes to its own table (`tables`: logical -> physical).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from decimal import Decimal
@@ -25,13 +25,16 @@ import sqlalchemy as sa
 
 from hybridsync import store
 from hybridsync.convert import item_values
-from hybridsync.model import MODEL, Entity, Side
+from hybridsync.declare import Entity, Model, Side
 from hybridsync.views import CACHE_TTL_S, TOMBSTONE_TTL_S, missing_item, view_item
 
 CHANNEL = "hybridsync_outbox"
 WRITERS = 16  # concurrent DynamoDB writes per drain
 
-ENTITIES: dict[str, Entity] = {e.sql_table: e for e in MODEL.mastered_in(Side.POSTGRESQL) if e.sql_table}
+
+def mastered_tables(model: Model) -> dict[str, Entity]:
+    """SQL table -> the entity mastered in PostgreSQL that it holds (what the outbox names)."""
+    return {e.sql_table: e for e in model.mastered_in(Side.POSTGRESQL) if e.sql_table}
 
 
 @dataclass
@@ -58,18 +61,19 @@ def put_view(
 ) -> bool:
     """Write the view of a row unless DynamoDB holds the same or a newer version of it."""
     item = view_item(entity, values, version, now=int(time.time()), ttl_s=ttl_s)
-    return store.put_if_newer(client, table, item)
+    return store.put_if_newer(client, table, entity, item)
 
 
 def put_tombstone(client: Any, table: str, entity: Entity, key_values: dict[str, Any], version: int) -> bool:
     """Replace the view by a short-lived "no such row" marker carrying the delete's version, so a
     populate that read the row before the delete cannot bring it back."""
     item = missing_item(entity, key_values, version, now=int(time.time()), ttl_s=TOMBSTONE_TTL_S)
-    return store.put_if_newer(client, table, item)
+    return store.put_if_newer(client, table, entity, item)
 
 
-def _apply(client: Any, table: str, row: Any) -> bool:
-    entity = ENTITIES[row.table_name]
+def _apply(client: Any, model: Model, tables: Mapping[str, str], row: Any) -> bool:
+    entity = mastered_tables(model)[row.table_name]
+    table = tables[entity.table.name]
     if row.operation == "DELETE":
         return put_tombstone(
             client, table, entity, item_values(entity, _exact_json(row.row_key)), row.version
@@ -77,7 +81,8 @@ def _apply(client: Any, table: str, row: Any) -> bool:
     return put_view(client, table, entity, item_values(entity, _exact_json(row.payload)), row.version)
 
 
-def drain(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -> Drained:
+def drain(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str], *,
+          limit: int = 500) -> Drained:  # fmt: skip
     """Apply up to `limit` outbox rows, oldest first; returns what happened."""
     result = Drained()
     with engine.begin() as conn:
@@ -101,17 +106,18 @@ def drain(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -> Dr
         # One key per write and the version guard on each: the writes are independent, so they go
         # out concurrently (a conditional write cannot be batched).
         with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-            outcomes = list(pool.map(lambda row: _apply(client, table, row), latest.values()))
+            outcomes = list(pool.map(lambda row: _apply(client, model, tables, row), latest.values()))
         result.applied = sum(outcomes)
         result.superseded = len(outcomes) - result.applied
         conn.execute(sa.text("DELETE FROM outbox WHERE id = ANY(:ids)"), {"ids": [r.id for r in rows]})
     return result
 
 
-def drain_all(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -> Drained:
+def drain_all(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str], *,
+              limit: int = 500) -> Drained:  # fmt: skip
     """Drain until the outbox is empty (of rows no other drainer holds)."""
     total = Drained()
-    while total.add(drain(engine, client, table, limit=limit)).claimed:
+    while total.add(drain(engine, client, model, tables, limit=limit)).claimed:
         pass
     return total
 
@@ -119,7 +125,8 @@ def drain_all(engine: sa.Engine, client: Any, table: str, *, limit: int = 500) -
 def listen_and_drain(
     url: str,
     client: Any,
-    table: str,
+    model: Model,
+    tables: Mapping[str, str],
     stop: threading.Event,
     *,
     idle_s: float = 5.0,
@@ -140,7 +147,7 @@ def listen_and_drain(
                 with psycopg.connect(db.sqlalchemy_url(url).replace("+psycopg", ""), autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     while not stop.is_set():
-                        drain_all(engine, client, table)
+                        drain_all(engine, client, model, tables)
                         deadline = time.monotonic() + idle_s
                         while (left := deadline - time.monotonic()) > 0:
                             heard = next(iter(conn.notifies(timeout=left, stop_after=1)), None)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -13,10 +14,10 @@ from typing import Any
 import sqlalchemy as sa
 
 from hybridsync.convert import to_row
-from hybridsync.model import ENTITY, MODEL, VERSION, Entity, FieldType, Side
+from hybridsync.declare import Entity, FieldType, Model, Side
 from hybridsync.records import Rejected
 from hybridsync.scans import Scanner
-from hybridsync.schema import entity_tables
+from hybridsync.schema import table_of
 from hybridsync.sync.writeback import Change, apply_changes
 from hybridsync.views import is_live, is_missing
 
@@ -46,21 +47,30 @@ def _comparable(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-def _dynamodb_items(scanner: Scanner, entities: tuple[Entity, ...]) -> dict[str, list[dict]]:
-    """The entities' items, from one scan of the table. No server-side filter: a Scan is charged
-    for every item it reads either way, so filtering here costs nothing more and keeps the
-    scanner's capacity figure exact."""
+def _dynamodb_items(
+    client: Any,
+    tables: Mapping[str, str] | str,
+    entities: tuple[Entity, ...],
+    scanner: Callable[[str], Scanner] | None,
+) -> dict[str, list[dict]]:
+    """The entities' items, from one scan of each table holding them. No server-side filter: a
+    Scan is charged for every item it reads either way, so filtering here costs nothing more and
+    keeps the scanner's capacity figure exact."""
     items: dict[str, list[dict]] = {e.name: [] for e in entities}
-    for item in scanner.items():
-        if item.get(ENTITY) in items:
-            items[item[ENTITY]].append(item)
+    for logical in sorted({e.table.name for e in entities}):
+        physical = tables if isinstance(tables, str) else tables[logical]
+        scan = scanner(physical) if scanner else Scanner(client, physical)
+        tag = next(e.names.entity for e in entities)
+        for item in scan.items():
+            if item.get(tag) in items:
+                items[item[tag]].append(item)
     return items
 
 
 def _sql_rows(
     conn: sa.Connection, entity: Entity, *, live_only: bool = True
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
-    table = entity_tables[entity.name]
+    table = table_of(entity)
     columns = [
         sa.cast(table.c[f.column], sa.Text).label(f.column) if f.type is FieldType.JSON else table.c[f.column]
         for f in entity.fields
@@ -72,14 +82,21 @@ def _sql_rows(
     return {tuple(r[c] for c in key): r for r in (row._asdict() for row in conn.execute(query))}
 
 
-def reconcile(client: Any, table_name: str, engine: sa.Engine, *, repair: bool = False,
-              scanner: Scanner | None = None) -> dict[str, Drift]:  # fmt: skip
+def reconcile(
+    client: Any,
+    tables: Mapping[str, str] | str,
+    engine: sa.Engine,
+    model: Model,
+    *,
+    repair: bool = False,
+    scanner: Callable[[str], Scanner] | None = None,
+) -> dict[str, Drift]:
     """Drift per entity. With `repair`, DynamoDB's state is written over SQL's (never over a newer
     SQL version) and rows gone from DynamoDB are tombstoned. `scanner` sets how the table is read
     (pace, segments, consistency) and adds up what it cost; by default one eventually consistent
-    sequential scan."""
-    entities = MODEL.written_back()
-    dynamo = _dynamodb_items(scanner or Scanner(client, table_name), entities)
+    sequential scan per table. `tables`: logical -> physical names (or one physical name for all)."""
+    entities = model.written_back()
+    dynamo = _dynamodb_items(client, tables, entities, scanner)
     report: dict[str, Drift] = {}
     fixes: list[Change] = []
     with engine.connect() as conn:
@@ -92,11 +109,12 @@ def reconcile(client: Any, table_name: str, engine: sa.Engine, *, repair: bool =
                 try:
                     row = to_row(entity, item)
                 except Rejected as rejected:
-                    drift.unmappable.append(f"{item.get('PK')}/{item.get('SK')}: {rejected.reason}")
+                    where = "/".join(str(item.get(k.name)) for k in entity.table.key_schema())
+                    drift.unmappable.append(f"{where}: {rejected.reason}")
                     continue
                 key = tuple(row[entity.field(a).column] for a in entity.sql_key)
                 seen.add(key)
-                version = int(item[VERSION])
+                version = int(item[model.names.version])
                 current = sql.get(key)
                 if current is None:
                     drift.missing.append(key)
@@ -126,32 +144,43 @@ def reconcile(client: Any, table_name: str, engine: sa.Engine, *, repair: bool =
     return report
 
 
-def reconcile_views(client: Any, table_name: str, engine: sa.Engine, *, scanner: Scanner | None = None,
-                    every_row: bool = False) -> dict[str, Drift]:  # fmt: skip
+def reconcile_views(
+    client: Any,
+    tables: Mapping[str, str] | str,
+    engine: sa.Engine,
+    model: Model,
+    *,
+    scanner: Callable[[str], Scanner] | None = None,
+    every_row: bool = False,
+) -> dict[str, Drift]:
     """The other direction: each entity mastered in PostgreSQL against its DynamoDB views. A view
     of an older version or other values is stale; a live view of a row PostgreSQL no longer has
     is extra. A row without a view is missing only with `every_row` (when every row was changed
     through the outbox since the views were empty): otherwise the cache may simply be cold."""
-    entities = MODEL.mastered_in(Side.POSTGRESQL)
-    dynamo = _dynamodb_items(scanner or Scanner(client, table_name), entities)
+    entities = model.mastered_in(Side.POSTGRESQL)
+    dynamo = _dynamodb_items(client, tables, entities, scanner)
     now = int(time.time())
     report: dict[str, Drift] = {}
     with engine.connect() as conn:
         for entity in entities:
             drift = report.setdefault(entity.name, Drift())
             rows = _sql_rows(conn, entity, live_only=False)
-            views = {(i["PK"], i["SK"]): i for i in dynamo[entity.name] if is_live(i, now)}
+            key_names = [k.name for k in entity.table.key_schema()]
+            views = {
+                tuple(i[k] for k in key_names): i for i in dynamo[entity.name] if is_live(entity, i, now)
+            }
             for key, row in rows.items():
                 drift.checked += 1
                 where = entity.key({a: row[entity.field(a).column] for a in entity.sql_key})
-                view = views.pop((where["PK"], where["SK"]), None)
+                view = views.pop(tuple(where[k] for k in key_names), None)
                 if view is None or is_missing(view):
                     if every_row or view is not None:
                         drift.missing.append(key)
-                elif int(view[VERSION]) != row["version"] or _comparable(entity, to_row(entity, view)) != (
-                    _comparable(entity, row)
-                ):
+                elif int(view[model.names.version]) != row["version"] or _comparable(
+                    entity, to_row(entity, view)
+                ) != (_comparable(entity, row)):
                     drift.stale.append(key)
-            drift.extra += [tuple(view.get(a) for a in entity.sql_key) for view in views.values()
-                            if not is_missing(view)]  # fmt: skip
+            drift.extra += [
+                tuple(view.get(a) for a in entity.sql_key) for view in views.values() if not is_missing(view)
+            ]
     return report

@@ -25,27 +25,30 @@ import sqlalchemy as sa
 
 from hybridsync import deadletters
 from hybridsync.convert import attribute_value, to_integer, to_row
-from hybridsync.model import ENTITY, MODEL, ORIGIN, ORIGIN_SQL, VERSION, Entity
+from hybridsync.declare import Entity, Model
 from hybridsync.records import EVENT_NAMES, DeadLetter, Rejected, is_ttl_expiry, stream_data, triage
-from hybridsync.schema import entity_tables
+from hybridsync.schema import table_of
 
 SOURCE = "write_back"
 TRANSIENT_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock: safe to retry at once
 TRANSIENT_RETRIES = 3
 
-# Lambda event filters (FilterCriteria patterns; a record passes if it matches any): changes of the
-# entities written back, made in DynamoDB (no Origin, or not the SQL side's), and deletes by a user or
-# application (TTL expiries carry the DynamoDB service's userIdentity). `decode` enforces the same
-# rules, so a record that slips past is still ignored; a unit test evaluates both on the same
-# fixtures with Lambda's grammar (hybridsync.filters).
-_ENTITIES = {ENTITY: {"S": [e.name for e in MODEL.written_back()]}}
-_NOT_FROM_SQL = ({"S": [{"exists": False}]}, {"S": [{"anything-but": [ORIGIN_SQL]}]})
-EVENT_FILTERS: list[dict[str, Any]] = [
-    *({"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": _ENTITIES | {ORIGIN: origin}}}
-      for origin in _NOT_FROM_SQL),
-    {"eventName": ["REMOVE"], "userIdentity": {"type": [{"exists": False}]},
-     "dynamodb": {"OldImage": _ENTITIES}},
-]  # fmt: skip
+
+def event_filters(model: Model) -> list[dict[str, Any]]:
+    """The mapping's Lambda event filters (FilterCriteria patterns; a record passes if it matches
+    any): changes of the entities written back, made in DynamoDB (no origin, or not the SQL side's),
+    and deletes by a user or application (TTL expiries carry the DynamoDB service's userIdentity).
+    `decode` enforces the same rules, so a record that slips past is still ignored; a unit test
+    evaluates both on the same fixtures with Lambda's grammar (hybridsync.filters)."""
+    names = model.names
+    entities = {names.entity: {"S": [e.name for e in model.written_back()]}}
+    not_from_sql = ({"S": [{"exists": False}]}, {"S": [{"anything-but": [names.origin_sql]}]})
+    return [
+        *({"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": entities | {names.origin: origin}}}
+          for origin in not_from_sql),
+        {"eventName": ["REMOVE"], "userIdentity": {"type": [{"exists": False}]},
+         "dynamodb": {"OldImage": entities}},
+    ]  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -79,8 +82,9 @@ class Outcome:
 # --- decoding -------------------------------------------------------------------------------
 
 
-def decode(record: dict[str, Any]) -> Change | None:
+def decode(record: dict[str, Any], model: Model) -> Change | None:
     """The change a stream record asks for; None when it is not for write-back. Raises Rejected."""
+    names = model.names
     event = record.get("eventName")
     if event not in EVENT_NAMES:
         raise Rejected(f"unknown eventName {event!r}")
@@ -92,10 +96,10 @@ def decode(record: dict[str, Any]) -> Change | None:
     if not isinstance(raw, dict) or not raw:
         raise Rejected(f"{event} record without {side} (the stream must be NEW_AND_OLD_IMAGES)")
     try:
-        name = attribute_value(raw[ENTITY]) if ENTITY in raw else None
+        name = attribute_value(raw[names.entity]) if names.entity in raw else None
         if not isinstance(name, str):
-            raise Rejected(f"item has no {ENTITY} attribute")
-        mapped = _MAPPED.get(name)
+            raise Rejected(f"item has no {names.entity} attribute")
+        mapped = _mapped(model).get(name)
         if mapped is None:
             raise Rejected(f"unknown entity {name!r}")
         entity, attributes = mapped
@@ -111,23 +115,24 @@ def decode(record: dict[str, Any]) -> Change | None:
                 raise Rejected(f"undecodable {a}: {shown} is not a DynamoDB value") from None
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
         raise Rejected(f"undecodable image: {type(error).__name__}: {error}") from None
-    if image.get(ORIGIN) == ORIGIN_SQL:
+    if image.get(names.origin) == names.origin_sql:
         return None
-    raw_version = image.get(VERSION)
-    version = None if raw_version is None else to_integer(entity.field(VERSION), raw_version)
+    raw_version = image.get(names.version)
+    version = None if raw_version is None else to_integer(entity.field(names.version), raw_version)
     if version is None or version < 0:
-        raise Rejected(f"{name}: {VERSION} must be a non-negative integer, got {raw_version!r}")
+        raise Rejected(f"{name}: {names.version} must be a non-negative integer, got {raw_version!r}")
     row = to_row(entity, image)
     return Change(
         entity, tuple(row[c] for c in entity.sql_key_columns), version, event == "REMOVE", row, record
     )
 
 
-# entity name -> (the entity if it is written back, else None; the attributes its mapping reads)
-_MAPPED: dict[str, tuple[Entity | None, tuple[str, ...]]] = {
-    e.name: (e if e in MODEL.written_back() else None, (*(f.attribute for f in e.all_fields), ORIGIN))
-    for e in MODEL.entities
-}
+@functools.cache
+def _mapped(model: Model) -> dict[str, tuple[Entity | None, tuple[str, ...]]]:
+    """Entity name -> (the entity if it is written back, else None; the attributes its mapping reads)."""
+    written = model.written_back()
+    return {e.name: (e if e in written else None, (*(f.attribute for f in e.all_fields), model.names.origin))
+            for e in model.all_entities}  # fmt: skip
 
 
 # --- applying -------------------------------------------------------------------------------
@@ -154,20 +159,19 @@ def coalesce(changes: Iterable[Change]) -> list[Change]:
 
 
 @functools.cache
-def _columns(entity_name: str) -> tuple[list[str], list[str], list[str]]:
+def _columns(entity: Entity) -> tuple[list[str], list[str], list[str]]:
     """(columns written, their SQL types, key columns) of an entity's table."""
-    entity = MODEL.entity(entity_name)
     columns = [f.column for f in entity.fields] + ["version", "deleted"]
     types = [f.type.sql for f in entity.fields] + ["bigint", "boolean"]
     return columns, types, list(entity.sql_key_columns)
 
 
-def _on_conflict(entity_name: str, force: bool) -> str:
+def _on_conflict(entity: Entity, force: bool) -> str:
     """Replace a row only with a newer version; at equal versions a tombstone wins (a REMOVE
     carries the version of the image it removed). `force`: repair may rewrite a drifted row of
     the same version."""
-    table = entity_tables[entity_name].name
-    columns, _, key = _columns(entity_name)
+    table = table_of(entity).name
+    columns, _, key = _columns(entity)
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
     newer = "<=" if force else "<"
     return (
@@ -178,10 +182,10 @@ def _on_conflict(entity_name: str, force: bool) -> str:
 
 
 @functools.cache
-def upsert_sql(entity_name: str, force: bool = False) -> str:
+def upsert_sql(entity: Entity, force: bool = False) -> str:
     """One INSERT ... SELECT FROM unnest(arrays) ... ON CONFLICT for any number of rows: one
     statement and one parameter per column, whatever the batch size."""
-    columns, types, _ = _columns(entity_name)
+    columns, types, _ = _columns(entity)
     # jsonb travels as text and is cast per row: a jsonb[] parameter would need each element adapted
     arrays = ", ".join(
         f"%({c})s::{'text' if t == 'jsonb' else t}[]" for c, t in zip(columns, types, strict=True)
@@ -190,36 +194,36 @@ def upsert_sql(entity_name: str, force: bool = False) -> str:
         f"u.{c}::jsonb" if t == "jsonb" else f"u.{c}" for c, t in zip(columns, types, strict=True)
     )
     return (
-        f"INSERT INTO {entity_tables[entity_name].name} ({', '.join(columns)}) "
-        f"SELECT {select} FROM unnest({arrays}) AS u({', '.join(columns)}) {_on_conflict(entity_name, force)}"
+        f"INSERT INTO {table_of(entity).name} ({', '.join(columns)}) "
+        f"SELECT {select} FROM unnest({arrays}) AS u({', '.join(columns)}) {_on_conflict(entity, force)}"
     )
 
 
-def _staging(entity_name: str) -> str:
-    return f"incoming_{entity_tables[entity_name].name}"
+def _staging(entity: Entity) -> str:
+    return f"incoming_{table_of(entity).name}"
 
 
 @functools.cache
-def staging_sql(entity_name: str) -> str:
+def staging_sql(entity: Entity) -> str:
     """The session's staging table for an entity's rows: created once per connection, emptied by
     every commit (so it is never shared between batches)."""
-    table = entity_tables[entity_name].name
+    table = table_of(entity).name
     return (
-        f"CREATE TEMP TABLE IF NOT EXISTS {_staging(entity_name)} "
+        f"CREATE TEMP TABLE IF NOT EXISTS {_staging(entity)} "
         f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
     )
 
 
 @functools.cache
-def merge_sql(entity_name: str, force: bool = False) -> str:
+def merge_sql(entity: Entity, force: bool = False) -> str:
     """The staged rows into the table. They were copied in key order into a table emptied at every
     commit and private to the session (no synchronized scans), so they are read back in that order:
     concurrent batches lock rows in one order without sorting them again (a deadlock would still be
     retried, see TRANSIENT_SQLSTATES)."""
-    columns, _, _ = _columns(entity_name)
+    columns, _, _ = _columns(entity)
     return (
-        f"INSERT INTO {entity_tables[entity_name].name} ({', '.join(columns)}) "
-        f"SELECT {', '.join(columns)} FROM {_staging(entity_name)} {_on_conflict(entity_name, force)}"
+        f"INSERT INTO {table_of(entity).name} ({', '.join(columns)}) "
+        f"SELECT {', '.join(columns)} FROM {_staging(entity)} {_on_conflict(entity, force)}"
     )
 
 
@@ -236,17 +240,17 @@ def _first_line(error: BaseException) -> str:
 
 def _copy_merge(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> None:
     """COPY the rows into the staging table (PostgreSQL's fastest way in), then one merge."""
-    conn.exec_driver_sql(staging_sql(entity.name))
-    columns, _, _ = _columns(entity.name)
+    conn.exec_driver_sql(staging_sql(entity))
+    columns, _, _ = _columns(entity)
     values = operator.itemgetter(*(f.column for f in entity.fields))
     with (
         conn.connection.cursor() as cursor,
-        cursor.copy(f"COPY {_staging(entity.name)} ({', '.join(columns)}) FROM STDIN") as copy,
+        cursor.copy(f"COPY {_staging(entity)} ({', '.join(columns)}) FROM STDIN") as copy,
     ):
         write = copy.write_row
         for change in changes:
             write((*values(change.row), change.version, change.deleted))
-    conn.exec_driver_sql(merge_sql(entity.name, force))
+    conn.exec_driver_sql(merge_sql(entity, force))
 
 
 def _apply(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> list[DeadLetter]:
@@ -265,7 +269,7 @@ def _bisect(conn: sa.Connection, entity: Entity, changes: Sequence[Change], forc
     back to its key's next-newest one."""
     try:
         with conn.begin_nested():
-            conn.exec_driver_sql(upsert_sql(entity.name, force), _parameters(entity, changes))
+            conn.exec_driver_sql(upsert_sql(entity, force), _parameters(entity, changes))
         return []
     except (sa.exc.DataError, sa.exc.IntegrityError) as error:
         if len(changes) == 1:
@@ -285,7 +289,7 @@ def apply_changes(conn: sa.Connection, changes: Iterable[Change], *, force: bool
     rejected = []
     for name in sorted(by_entity):
         group = sorted(by_entity[name], key=lambda c: c.key)
-        rejected += _apply(conn, MODEL.entity(name), group, force)
+        rejected += _apply(conn, group[0].entity, group, force)
     return rejected
 
 
@@ -297,12 +301,12 @@ def _chain(change: Change) -> Iterable[dict[str, Any]]:
 
 
 def write_back(
-    records: Sequence[dict[str, Any]], engine: sa.Engine, *, store_dead_letters: bool = True
+    records: Sequence[dict[str, Any]], engine: sa.Engine, model: Model, *, store_dead_letters: bool = True
 ) -> Outcome:
     """Apply one batch of stream records. Infrastructure failures raise, so the platform retries
     the whole batch; nothing is committed unless everything, dead letters included, is."""
     with _collector_paused():
-        return _write_back(records, engine, store_dead_letters)
+        return _write_back(records, engine, model, store_dead_letters)
 
 
 @contextlib.contextmanager
@@ -319,8 +323,9 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, store_dead_letters: bool) -> Outcome:
-    changes, rejected, skipped = triage(records, decode)
+def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Model,
+                store_dead_letters: bool) -> Outcome:  # fmt: skip
+    changes, rejected, skipped = triage(records, lambda record: decode(record, model))
     outcome = Outcome(received=len(records), skipped=skipped, rejected=rejected)
     latest = coalesce(changes)
     for attempt in range(1, TRANSIENT_RETRIES + 1):
@@ -344,14 +349,14 @@ def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, store_dead
     return outcome
 
 
-def redrive(engine: sa.Engine, ids: list[int] | None = None) -> tuple[int, list[DeadLetter]]:
+def redrive(engine: sa.Engine, model: Model, ids: list[int] | None = None) -> tuple[int, list[DeadLetter]]:
     """Apply pending write-back dead letters again (after a fix to the data or the mapping);
     the ones that now land are marked redriven, the rest stay pending."""
     with engine.connect() as conn:
         pending = deadletters.pending(conn, SOURCE, ids)
     if not pending:
         return 0, []
-    outcome = write_back([row.record for row in pending], engine, store_dead_letters=False)
+    outcome = write_back([row.record for row in pending], engine, model, store_dead_letters=False)
     failed = {id(d.record) for d in outcome.rejected}
     landed = [row.id for row in pending if id(row.record) not in failed]
     with engine.begin() as conn:

@@ -1,4 +1,5 @@
-"""Real-shaped DynamoDB stream events (Lambda's shape), recorded from DynamoDB Local by record.py."""
+"""Real-shaped DynamoDB stream events (Lambda's shape) of the shop's entities, recorded from
+DynamoDB Local by examples/shop/fixtures/record.py, where they live."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "examples" / "shop" / "fixtures"
 
 
 @cache

@@ -9,7 +9,7 @@ from pathlib import Path
 from aws_cdk import App
 from aws_cdk.assertions import Annotations, Match, Template
 
-from stacks import build
+from hybridsync.cdk import build
 from tests.conftest import load_template
 
 STACKS = ("data", "database", "pipeline", "api")

@@ -5,8 +5,11 @@ import json
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from hybridsync.model import MODEL
+from hybridsync.sync.aggregate import Aggregation
+from shop.model import MODEL
 from tests.conftest import load_template
+
+AGGREGATION = Aggregation(MODEL)
 
 
 @pytest.fixture(scope="module")
@@ -141,7 +144,7 @@ def test_write_back_consumes_the_stream_with_safe_retry_settings(pipeline):
          "FunctionResponseTypes": ["ReportBatchItemFailures"], "ParallelizationFactor": 1,
          "DestinationConfig": {"OnFailure": {"Destination": Match.any_value()}},
          "FilterCriteria": {"Filters": [{"Pattern": json.dumps(f, separators=(",", ":"))}
-                                        for f in writeback.EVENT_FILTERS]}},
+                                        for f in writeback.event_filters(MODEL)]}},
     )  # fmt: skip
     template.has_resource_properties("AWS::SQS::Queue", {"KmsMasterKeyId": "alias/aws/sqs"})
     alarms = template.find_resources("AWS::CloudWatch::Alarm")
@@ -164,7 +167,6 @@ def test_write_back_role_reads_the_stream_and_the_secret_and_nothing_more(pipeli
 
 
 def test_aggregate_consumes_only_order_lines_and_may_only_update_the_table(pipeline):
-    from hybridsync.sync import aggregate
 
     template = Template.from_json(pipeline)
     template.has_resource_properties(
@@ -173,7 +175,7 @@ def test_aggregate_consumes_only_order_lines_and_may_only_update_the_table(pipel
          "BatchSize": 5000, "MaximumBatchingWindowInSeconds": 30, "StartingPosition": "TRIM_HORIZON",
          "TumblingWindowInSeconds": 60,
          "FilterCriteria": {"Filters": [{"Pattern": json.dumps(f, separators=(",", ":"))}
-                                        for f in aggregate.EVENT_FILTERS]}},
+                                        for f in AGGREGATION.event_filters()]}},
     )  # fmt: skip
     statements = [
         s

@@ -11,7 +11,7 @@ import pytest
 
 from hybridsync import local, runtime, store, versions
 from hybridsync.local import streams
-from hybridsync.model import MODEL
+from shop.model import MODEL
 
 
 class Workload:

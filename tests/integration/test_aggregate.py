@@ -16,14 +16,18 @@ from hypothesis import strategies as st
 
 from hybridsync import keys
 from hybridsync.convert import marshal, unmarshal
-from hybridsync.local import demo
 from hybridsync.local.mappings import failure_record
-from hybridsync.model import CUSTOMER_SPEND, PLAYER_SCORE, SALES
-from hybridsync.reads import rankings
+from hybridsync.reads.rankings import period_of
 from hybridsync.sync import aggregate, failed
+from hybridsync.workloads import Writer
+from shop import rankings
+from shop.model import CANCELLED, CUSTOMER_SPEND, MODEL, PLAYER_SCORE, SALES
+from shop_workloads import demo
 from tests import events
 from tests.handlers import LambdaContext, load
 from tests.schedules import schedules
+
+AGGREGATION = aggregate.Aggregation(MODEL)
 
 DAY = "2026-11-22"
 
@@ -86,14 +90,14 @@ def recount(dynamodb, table, tag):
     for page in pages:
         for raw in page["Items"]:
             line = unmarshal(raw)
-            if line["Status"] == aggregate.CANCELLED:
+            if line["Status"] == CANCELLED:
                 continue
             revenue = line["Quantity"] * line["UnitPrice"]
             day = line["CreatedAt"][:10]
             for period in (day, day[:7]):
                 totals[("Sales", line["ProductId"], period)][0] += line["Quantity"]
                 totals[("Sales", line["ProductId"], period)][1] += revenue
-            totals[("CustomerSpend", line["CustomerId"], day[:7])][0] += aggregate.points(revenue)
+            totals[("CustomerSpend", line["CustomerId"], day[:7])][0] += int(revenue)  # whole units
             totals[("CustomerSpend", line["CustomerId"], day[:7])][1] += revenue
     return {k: tuple(v) for k, v in totals.items() if v != [0, 0]}
 
@@ -146,15 +150,15 @@ def test_cancellations_and_quantity_edits_move_counts_both_ways(stack, dynamodb,
     shop.line("o1", 1, product=1, quantity=5)  # edit up
     shop.line("o1", 1, product=1, quantity=4)  # edit down
     shop.line("o2", 1, product=1, quantity=7)
-    shop.line("o2", 1, product=1, quantity=7, Status=aggregate.CANCELLED)  # cancelled: counts leave
+    shop.line("o2", 1, product=1, quantity=7, Status=CANCELLED)  # cancelled: counts leave
     removed = shop.line("o3", 1, product=1, quantity=1)
     shop.workload.delete("OrderLine", **removed)  # deleted: counts leave
-    aggregate.aggregate(stream.read(), agg, out, stream.shard)
+    AGGREGATION.aggregate(stream.read(), agg, out, stream.shard)
     assert stored(agg, out, shop.tag, shop)[("Sales", shop.product(1), DAY)] == (4, Decimal("10.00"))
     assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
 
     shop.line("o2", 1, product=1, quantity=7, Status="OPEN")  # un-cancelled
-    aggregate.aggregate(stream.read(), agg, out, stream.shard)
+    AGGREGATION.aggregate(stream.read(), agg, out, stream.shard)
     assert stored(agg, out, shop.tag, shop)[("Sales", shop.product(1), DAY)] == (11, Decimal("27.50"))
 
 
@@ -163,10 +167,10 @@ def test_a_batch_over_one_transaction_is_applied_in_chunks(stack, dynamodb, agg,
     for n in range(70):  # 70 products x (day, month) + customers > 100 items
         shop.line(f"o{n}", 1, product=n, quantity=1, customer=f"c{n % 3}")
     records = stream.read()
-    outcome = aggregate.aggregate(records, agg, out, stream.shard)
+    outcome = AGGREGATION.aggregate(records, agg, out, stream.shard)
     assert outcome.transactions >= 3 and outcome.applied == 70  # the journal, then 99 items at a time
     assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
-    again = aggregate.aggregate(records, agg, out, stream.shard)
+    again = AGGREGATION.aggregate(records, agg, out, stream.shard)
     assert (again.applied, again.duplicates, again.transactions) == (0, 70, 0)
 
 
@@ -193,10 +197,10 @@ def test_crash_between_two_transactions_of_one_batch(stack, dynamodb, agg, targe
         shop.line(f"o{n}", 1, product=n, quantity=2, customer=f"c{n % 2}")
     records = stream.read()
     with pytest.raises(ConnectionError):
-        aggregate.aggregate(records, CrashOnThirdTransaction(agg), out, stream.shard)
+        AGGREGATION.aggregate(records, CrashOnThirdTransaction(agg), out, stream.shard)
     partial = stored(agg, out, shop.tag, shop)
     assert partial and partial != recount(dynamodb, table, shop.tag)
-    retry = aggregate.aggregate(records, agg, out, stream.shard)  # the platform retries the batch
+    retry = AGGREGATION.aggregate(records, agg, out, stream.shard)  # the platform retries the batch
     assert retry.duplicates > 0
     assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
 
@@ -215,7 +219,7 @@ def order_history(stack):
     for round_ in range(3):
         for n in range(6):
             line = shop.line(f"o{n}", 1, product=n % 3, quantity=round_ + n, customer=f"c{n % 4}")
-        shop.line("o0", 2, product=2, quantity=1, Status=aggregate.CANCELLED if round_ == 1 else "OPEN")
+        shop.line("o0", 2, product=2, quantity=1, Status=CANCELLED if round_ == 1 else "OPEN")
         if round_ < 2:
             shop.workload.delete("OrderLine", **line)
     records = reader.read()
@@ -232,7 +236,7 @@ def test_any_delivery_schedule_gives_the_clean_pass_counts(agg, target, order_hi
     fresh = uuid.uuid4().hex[:6]
     renamed = [_retag(r, tag, fresh, n) for n, r in enumerate(records)]
     for a, b in data.draw(schedules(len(renamed))):
-        aggregate.aggregate(renamed[a:b], agg, out, f"shard-{fresh}")
+        AGGREGATION.aggregate(renamed[a:b], agg, out, f"shard-{fresh}")
     expected = {(k[0], k[1].replace(tag, fresh, 1), k[2]): v for k, v in clean.items()}
     products = {k[1] for k in expected if k[0] == "Sales"}
     customers = {k[1] for k in expected if k[0] == "CustomerSpend"}
@@ -302,7 +306,7 @@ def test_every_window_invocation_answers_with_state(handler, agg, target, shop, 
 
 def test_sparse_gsi_holds_only_aggregates_and_scores(stack, dynamodb, agg, target, shop, stream):
     shop.line("o1", 1, product=1, quantity=2)
-    aggregate.aggregate(stream.read(), agg, target.table_names["main"], stream.shard)
+    AGGREGATION.aggregate(stream.read(), agg, target.table_names["main"], stream.shard)
     pages = agg.get_paginator("scan").paginate(TableName=target.table_names["main"], IndexName="Rankings")
     entities = {i["Entity"]["S"] for page in pages for i in page["Items"]}
     assert entities <= {SALES.name, CUSTOMER_SPEND.name, PLAYER_SCORE.name}
@@ -316,7 +320,7 @@ def test_top_sellers_merge_every_shard_and_order_ties_stably(agg, target, worklo
     units = {n: q for n, q in enumerate([9, 7, 7, 7, 5, 3, 3, 1, 8, 2, 6, 4])}
     for n, quantity in units.items():
         shop.line(f"o{n}", 1, product=n, quantity=quantity)
-    aggregate.aggregate(stream.read(), agg, out, stream.shard)
+    AGGREGATION.aggregate(stream.read(), agg, out, stream.shard)
     shards = {keys.shard_of(shop.product(n), 4) for n in units}
     assert len(shards) > 1  # the products really are spread over several GSI partitions
 
@@ -336,12 +340,12 @@ def test_top_sellers_merge_every_shard_and_order_ties_stably(agg, target, worklo
 def test_a_batch_without_its_shard_id_is_refused(agg, target, shop, stream):
     shop.line("o1", 1, product=1, quantity=1)
     with pytest.raises(ValueError, match="tumbling window"):
-        aggregate.aggregate(stream.read(), agg, target.table_names["main"], "")
+        AGGREGATION.aggregate(stream.read(), agg, target.table_names["main"], "")
 
 
 def test_the_shard_cursor_expires_on_its_own_once_the_shard_is_done(agg, target, shop, stream):
     shop.line("o1", 1, product=1, quantity=1)
-    aggregate.aggregate(stream.read(), agg, target.table_names["main"], stream.shard)
+    AGGREGATION.aggregate(stream.read(), agg, target.table_names["main"], stream.shard)
     key = marshal({"PK": f"AGGREGATE#{stream.shard}", "SK": "CURSOR"})
     cursor = unmarshal(agg.get_item(TableName=target.table_names["main"], Key=key)["Item"])
     assert "Pending" not in cursor  # the journal was applied and dropped
@@ -353,9 +357,9 @@ def test_top_n_validates_its_arguments(agg, target):
     with pytest.raises(ValueError, match="n must be between 1 and 100"):
         rankings.top_sellers(agg, out, DAY, n=0)
     with pytest.raises(ValueError, match="day must look like"):
-        rankings.period_of(day="22/11/2026")
+        period_of(day="22/11/2026")
     with pytest.raises(ValueError, match="exactly one"):
-        rankings.period_of()
+        period_of()
 
 
 def test_leaderboard_top_n_and_a_players_neighbourhood(stack, dynamodb, workload):
@@ -392,7 +396,7 @@ def test_a_failed_batch_redriven_later_is_applied_once(stack, dynamodb, agg, tar
     later = stream.read()
     table, out = stack.table_names["main"], target.table_names["main"]
     for batch in (applied, later):
-        aggregate.aggregate(batch, agg, out, stream.shard)
+        AGGREGATION.aggregate(batch, agg, out, stream.shard)
     assert stored(agg, out, shop.tag, shop) != recount(dynamodb, table, shop.tag)  # the gap
     sqs, streams = stack.client("sqs"), stack.client("dynamodbstreams")
     url = sqs.create_queue(QueueName=f"AggregateFailures-{shop.tag}")["QueueUrl"]
@@ -406,11 +410,11 @@ def test_a_failed_batch_redriven_later_is_applied_once(stack, dynamodb, agg, tar
     listed = failed.pending(sqs, url, hold_s=1)
     assert sorted(b.size for b in listed) == [1, 2] and {b.consumer for b in listed} == {"aggregate"}
     time.sleep(1.2)  # visible again
-    done = failed.redrive(sqs, streams, [url], client=agg, table=out, engine=engine)
+    done = failed.redrive(sqs, streams, [url], client=agg, tables={"main": out}, engine=engine, model=MODEL)
     assert (done.batches, done.records, done.left) == (2, 3, [])
     assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
     fail(given_up)
-    again = failed.redrive(sqs, streams, [url], client=agg, table=out, engine=engine)
+    again = failed.redrive(sqs, streams, [url], client=agg, tables={"main": out}, engine=engine, model=MODEL)
     assert (again.batches, again.applied) == (1, 0)
     assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
     assert failed.pending(sqs, url) == []
@@ -425,7 +429,7 @@ def test_a_poison_record_inside_a_journaled_range_still_gets_its_dead_letter_on_
     number lies inside the journaled range, which used to count it as applied on redrive, so its
     dead letter was never stored."""
     shop.line("o1", 1, product=1, quantity=2)
-    demo.poison_item(demo.Writer(dynamodb, stack.table_names["main"]), "an order line whose Quantity is text",
+    demo.poison_item(Writer(dynamodb, stack.table_names["main"]), "an order line whose Quantity is text",
                      f"{shop.tag}-poison")  # fmt: skip
     shop.line("o2", 1, product=1, quantity=3)
     batch = stream.read()
@@ -437,9 +441,9 @@ def test_a_poison_record_inside_a_journaled_range_still_gets_its_dead_letter_on_
 
     out, shard = target.table_names["main"], f"{stream.shard}-{shop.tag}"
     with pytest.raises(ConnectionError):
-        aggregate.aggregate(batch, agg, out, shard, dead_letter=database_down)  # journaled, then failed
+        AGGREGATION.aggregate(batch, agg, out, shard, dead_letter=database_down)  # journaled, then failed
     letters = []
-    outcome = aggregate.redrive(bad, agg, out, shard, dead_letter=letters.extend)  # the bisected half
+    outcome = AGGREGATION.redrive(bad, agg, out, shard, dead_letter=letters.extend)  # the bisected half
     assert [letter.reason for letter in letters] == ["Quantity must be an integer, got str 'two'"]
     assert (outcome.applied, len(outcome.rejected)) == (0, 1)
     assert stored(agg, out, shop.tag, shop)[("Sales", shop.product(1), DAY)][0] == 5

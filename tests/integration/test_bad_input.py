@@ -16,7 +16,7 @@ import pytest
 import sqlalchemy as sa
 
 from hybridsync import cli
-from hybridsync.local.chaos import BadRequest
+from shop_workloads.chaos import BadRequest
 from tests.handlers import LambdaContext, http, load
 from tests.integration.conftest import use_database_secret
 
@@ -138,7 +138,7 @@ def test_a_bad_request_gets_a_4xx_naming_what_is_wrong(kind, handler_env):
 
 CLI = [
     Kind("CLI", "no database given", ["reconcile"], "no database: pass --url or set DATABASE_URL"),
-    Kind("CLI", "a day that does not exist", ["top-sellers", "--day", "2026-13-40"], "2026-13-40"),
+    Kind("CLI", "a day that does not exist", ["top", "Sales", "--day", "2026-13-40"], "2026-13-40"),
     Kind("CLI", "a time without a timezone", ["timeseries", "rotate", "--at", "2026-11-22T10:00:00",
                                               "--bucket", "b"], "--at needs a timezone"),
     Kind("CLI", "a flag of the wrong type", ["cost", "--keys", "many"], "invalid int value: 'many'"),
@@ -150,7 +150,7 @@ CLI = [
 def test_a_bad_command_line_exits_with_one_clear_line(kind, monkeypatch, capsys):
     for variable in ("DATABASE_URL", "TABLE_MAIN"):
         monkeypatch.delenv(variable, raising=False)
-    if kind.case[0] == "top-sellers":
+    if kind.case[0] == "top":
         monkeypatch.setenv("TABLE_MAIN", "t")
     with pytest.raises(SystemExit) as exited:
         cli.main(kind.case)

@@ -8,11 +8,11 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import capacity, store
+from hybridsync import capacity, rows, store
 from hybridsync.errors import Invalid, NotFound
-from hybridsync.model import CUSTOMER, PRODUCT_AVAILABILITY, PRODUCT_DETAILS
 from hybridsync.sync import outbox
-from hybridsync.writes import catalog
+from shop import catalog
+from shop.model import CUSTOMER, MODEL, PRODUCT_AVAILABILITY, PRODUCT_DETAILS
 
 
 @pytest.fixture
@@ -30,12 +30,12 @@ def product(product_id):
 def test_a_price_change_rewrites_only_the_small_item(engine, dynamodb, table):
     product_id = f"p-{uuid.uuid4().hex[:8]}"
     catalog.put_product(engine, *product(product_id))
-    outbox.drain_all(engine, dynamodb, table)
+    outbox.drain_all(engine, dynamodb, MODEL, {"main": table})
     details_before = store.get(dynamodb, table, PRODUCT_DETAILS.key({"ProductId": product_id}))
     availability_before = store.get(dynamodb, table, PRODUCT_AVAILABILITY.key({"ProductId": product_id}))
 
     catalog.set_price(engine, product_id, Decimal("19.99"))
-    drained = outbox.drain_all(engine, dynamodb, table)
+    drained = outbox.drain_all(engine, dynamodb, MODEL, {"main": table})
 
     details = store.get(dynamodb, table, PRODUCT_DETAILS.key({"ProductId": product_id}))
     availability = store.get(dynamodb, table, PRODUCT_AVAILABILITY.key({"ProductId": product_id}))
@@ -52,16 +52,16 @@ def test_a_price_change_rewrites_only_the_small_item(engine, dynamodb, table):
 def test_customers_are_written_in_sql_and_reach_dynamodb(engine, dynamodb, table):
     customer_id = f"c-{uuid.uuid4().hex[:8]}"
     with engine.begin() as conn:
-        catalog.upsert(conn, CUSTOMER, {"CustomerId": customer_id, "Name": "Zoë", "Email": "z@example.com"})
-    outbox.drain_all(engine, dynamodb, table)
+        rows.upsert(conn, CUSTOMER, {"CustomerId": customer_id, "Name": "Zoë", "Email": "z@example.com"})
+    outbox.drain_all(engine, dynamodb, MODEL, {"main": table})
     assert store.get(dynamodb, table, CUSTOMER.key({"CustomerId": customer_id}))["Name"] == "Zoë"
     with engine.begin() as conn:
-        catalog.update(conn, CUSTOMER, {"CustomerId": customer_id}, {"Tier": "gold"})
-    outbox.drain_all(engine, dynamodb, table)
+        rows.update(conn, CUSTOMER, {"CustomerId": customer_id}, {"Tier": "gold"})
+    outbox.drain_all(engine, dynamodb, MODEL, {"main": table})
     assert store.get(dynamodb, table, CUSTOMER.key({"CustomerId": customer_id}))["Tier"] == "gold"
     with pytest.raises(NotFound), engine.begin() as conn:
-        catalog.update(conn, CUSTOMER, {"CustomerId": f"{customer_id}-none"}, {"Tier": "gold"})
+        rows.update(conn, CUSTOMER, {"CustomerId": f"{customer_id}-none"}, {"Tier": "gold"})
     with pytest.raises(Invalid, match="Email"), engine.begin() as conn:
-        catalog.upsert(conn, CUSTOMER, {"CustomerId": customer_id, "Name": "Zoë"})
+        rows.upsert(conn, CUSTOMER, {"CustomerId": customer_id, "Name": "Zoë"})
     with pytest.raises(NotFound):
         catalog.set_price(engine, f"{customer_id}-none", Decimal(1))

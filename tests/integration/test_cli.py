@@ -10,6 +10,7 @@ import pytest
 from hybridsync import cli
 from hybridsync.local.mappings import failure_record
 from hybridsync.sync import writeback
+from shop.model import MODEL
 
 
 @pytest.fixture
@@ -43,7 +44,7 @@ def test_dead_letters_list_and_redrive(env, engine, workload, stream, capsys):
     workload.order(workload.id("o"))
     (record,) = stream.read()
     record["dynamodb"]["NewImage"].pop("Version")
-    writeback.write_back([record], engine)
+    writeback.write_back([record], engine, MODEL)
     assert cli.main(["dead-letters", "list", "--source", "write_back"]) == 0
     assert "Version must be" in capsys.readouterr().out
     assert cli.main(["dead-letters", "redrive", "--source", "write_back"]) == 1  # still bad
@@ -83,21 +84,23 @@ def test_failed_batches_list_and_redrive(env, engine, workload, stream, stack, m
     assert status == "SHIPPED"
 
 
-def test_rankings_commands_validate_and_print(env, workload, capsys):
-    workload.put("PlayerScore", PlayerId=workload.id("pl"), Score=42)
-    assert cli.main(["leaderboard", "--top", "3"]) == 0
-    assert "1." in capsys.readouterr().out
-    assert cli.main(["top-sellers", "--day", "2026-11-22", "--n", "5"]) == 0
+def test_top_reads_any_ranked_aggregate_and_validates(env, capsys):
+    assert cli.main(["top", "Sales", "--day", "2026-11-22", "--n", "5"]) == 0
+    assert "top 5 of Sales by Units, 2026-11-22" in capsys.readouterr().out
     with pytest.raises(SystemExit, match="day must look like"):
-        cli.main(["top-sellers", "--day", "22.11.2026"])
+        cli.main(["top", "Sales", "--day", "22.11.2026"])
+    with pytest.raises(SystemExit, match="kept by month only"):
+        cli.main(["top", "CustomerSpend", "--day", "2026-11-22"])
+    with pytest.raises(SystemExit, match="no aggregate 'Revenue'; the ranked ones: Sales, CustomerSpend"):
+        cli.main(["top", "Revenue", "--month", "2026-11"])
     with pytest.raises(SystemExit, match="n must be between 1 and 100"):
-        cli.main(["leaderboard", "--top", "500"])
+        cli.main(["top", "Sales", "--month", "2026-11", "--n", "500"])
 
 
 def test_db_commands_need_a_database(monkeypatch):
     monkeypatch.delenv("DATABASE_URL", raising=False)
     with pytest.raises(SystemExit, match="DATABASE_URL"):
-        cli.main(["db", "current"])
+        cli.main(["migrations", "current"])
 
 
 def test_distinct_keys_three_ways_agree(env, capsys):

@@ -20,8 +20,8 @@ from hybridsync import store
 from hybridsync.convert import marshal
 from hybridsync.local.app import LocalApp
 from hybridsync.local.template import Assembly
-from hybridsync.model import EVENT_SERIES, ORDER, ORDER_LINE, PRODUCT_AVAILABILITY, SALES
 from hybridsync.sync.reconcile import reconcile
+from shop.model import EVENT_SERIES, MODEL, ORDER, ORDER_LINE, PRODUCT_AVAILABILITY, SALES
 
 
 def esm(assembly, function):
@@ -106,7 +106,7 @@ def test_an_order_flows_to_postgresql_the_aggregates_and_the_http_api(app, engin
     assert wait_for(top)["products"][0]["ProductId"] == product
     write_back = next(p for p in app.pollers if p.settings.name.startswith("WriteBack"))
     assert write_back.stats.batches >= 3  # batches of 2: the template's batch size rules
-    drift = reconcile(client, table, engine)
+    drift = reconcile(client, table, engine, MODEL)
     assert not [k for d in drift.values() for k in d.missing + d.stale + d.extra if str(k[0]).startswith(tag)]
 
 

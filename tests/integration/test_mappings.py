@@ -13,7 +13,7 @@ import pytest
 from hybridsync import store
 from hybridsync.local.functions import FunctionError
 from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
-from hybridsync.model import MODEL
+from shop.model import MODEL
 
 
 @pytest.fixture
@@ -316,12 +316,12 @@ def test_ttl_deletes_expired_items_and_their_records_carry_the_services_identity
     assert set(removes) == {"o-ttl", "o-user"}  # only the expired one went; the live one stays
     assert removes["o-ttl"]["userIdentity"] == {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
     assert "userIdentity" not in removes["o-user"]
-    assert not filters.admits(writeback.EVENT_FILTERS, removes["o-ttl"])  # TTL expiries are not written back
-    assert filters.admits(writeback.EVENT_FILTERS, removes["o-user"])
+    assert not filters.admits(writeback.event_filters(MODEL), removes["o-ttl"])  # TTL: not written back
+    assert filters.admits(writeback.event_filters(MODEL), removes["o-user"])
 
 
 def test_the_mappings_of_one_shard_share_one_reader(stack, table, tmp_path):
-    from hybridsync.local.mappings import ShardReader
+    from hybridsync.local.streams import ShardReader
 
     put_scores(table[0], table[1], ["a", "b", "c"])
     streams = stack.client("dynamodbstreams")

@@ -1,4 +1,6 @@
-"""Alembic on a real (embedded) PostgreSQL: upgrade from empty, downgrade, upgrade again."""
+"""Alembic on a real (embedded) PostgreSQL: the engine's branch and the shop's, upgraded from empty,
+downgraded, upgraded again; and what `hybridsync migrations check` sees (the generate side, for a
+model that grows, is the new-project walk-through in tests/reliability/test_new_project.py)."""
 
 import uuid
 
@@ -9,6 +11,9 @@ from alembic.migration import MigrationContext
 
 from hybridsync import db, migrations
 from hybridsync.schema import metadata
+from shop.model import MODEL
+
+SCHEMA = metadata(MODEL, managed_only=True)
 
 
 @pytest.fixture
@@ -36,7 +41,7 @@ def drift(url):
     try:
         with engine.connect() as conn:
             context = MigrationContext.configure(conn, opts={"compare_type": True})
-            return compare_metadata(context, metadata)
+            return compare_metadata(context, SCHEMA)
     finally:
         engine.dispose()
 
@@ -44,9 +49,10 @@ def drift(url):
 def test_upgrade_from_empty_builds_exactly_the_declared_schema(empty_database):
     assert tables(empty_database) == set()
     migrations.upgrade(empty_database)
-    assert tables(empty_database) == set(metadata.tables)
+    assert tables(empty_database) == set(SCHEMA.tables)
     assert drift(empty_database) == []  # the migrations and the model's metadata agree
-    assert migrations.current_revision(empty_database) == "0002"
+    assert migrations.current_revision(empty_database) == "0001"  # the shop's; it implies the engine's
+    assert not migrations.check(empty_database)
 
 
 def test_downgrade_to_base_and_upgrade_again(empty_database):
@@ -55,7 +61,7 @@ def test_downgrade_to_base_and_upgrade_again(empty_database):
     assert tables(empty_database) == set()
     assert migrations.current_revision(empty_database) is None
     migrations.upgrade(empty_database)
-    assert tables(empty_database) == set(metadata.tables)
+    assert tables(empty_database) == set(SCHEMA.tables)
     assert drift(empty_database) == []
 
 
@@ -83,3 +89,19 @@ def test_database_url_forms(stack):
     assert db.sqlalchemy_url("postgres://u@h/d") == "postgresql+psycopg://u@h/d"
     with pytest.raises(ValueError, match="not a PostgreSQL URL"):
         db.sqlalchemy_url("mysql://u:secret@h/d")
+
+
+def test_check_sees_a_missing_trigger_a_missing_table_and_a_database_behind(empty_database):
+    assert migrations.check(empty_database).revisions  # nothing applied yet
+    migrations.upgrade(empty_database)
+    engine = db.create_engine(empty_database)
+    try:
+        with engine.begin() as conn:
+            conn.execute(sa.text("DROP TRIGGER customers_outbox ON customers"))
+            conn.execute(sa.text("DROP TABLE follows"))
+    finally:
+        engine.dispose()
+    found = migrations.check(empty_database)
+    assert found.triggers == ["table customers lacks its outbox trigger"]
+    assert any("follows" in line for line in found.schema), found.schema
+    assert not found.revisions

@@ -9,11 +9,10 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import store
+from hybridsync import distinct, store
 from hybridsync.errors import Conflict, Invalid, NotFound
-from hybridsync.model import ORDER, ORDER_REF
-from hybridsync.reads import orders as order_reads
-from hybridsync.writes import distinct, orders
+from shop import order_reads, orders
+from shop.model import COLLECTION, ORDER, ORDER_REF
 
 LINES = [
     {"ProductId": "p-1", "Quantity": 2, "UnitPrice": Decimal("24.99")},
@@ -52,7 +51,7 @@ def test_a_retried_placement_returns_the_first_order_and_places_no_second(dynamo
     assert again == first
     mine = order_reads.customer_orders(dynamodb, table, customer, "0000", "9999")
     assert [o["OrderId"] for o in mine] == [first["OrderId"]]
-    assert distinct.members(dynamodb, table, f"CUSTOMER#{customer}") == 1
+    assert distinct.members(dynamodb, table, COLLECTION, f"CUSTOMER#{customer}") == 1
 
 
 def test_concurrent_retries_place_one_order(dynamodb, table, customer):
@@ -134,15 +133,15 @@ def test_a_stale_write_loses_to_a_newer_one(dynamodb, table, customer):
 
 def test_the_static_item_follows_the_customers_orders(dynamodb, table, customer):
     collection = f"CUSTOMER#{customer}"
-    assert collection not in distinct.distinct_keys(dynamodb, table)
+    assert collection not in distinct.distinct_keys(dynamodb, table, COLLECTION)
     first, _ = orders.place_order(dynamodb, table, customer, LINES)
     second, _ = orders.place_order(dynamodb, table, customer, LINES)
-    assert distinct.members(dynamodb, table, collection) == 2
-    assert collection in distinct.distinct_keys(dynamodb, table)
+    assert distinct.members(dynamodb, table, COLLECTION, collection) == 2
+    assert collection in distinct.distinct_keys(dynamodb, table, COLLECTION)
     orders.delete_order(dynamodb, table, first["OrderId"])
-    assert distinct.members(dynamodb, table, collection) == 1
+    assert distinct.members(dynamodb, table, COLLECTION, collection) == 1
     orders.delete_order(dynamodb, table, second["OrderId"])
-    assert collection not in distinct.distinct_keys(dynamodb, table)
+    assert collection not in distinct.distinct_keys(dynamodb, table, COLLECTION)
     header, lines = orders.order_with_lines(dynamodb, table, customer, second["CreatedAt"], second["OrderId"])
     assert header is None and lines == []
     assert store.get(dynamodb, table, ORDER_REF.key(second)) is None

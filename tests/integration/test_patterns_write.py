@@ -9,10 +9,11 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import store
+from hybridsync import distinct, store
 from hybridsync.convert import unmarshal
 from hybridsync.errors import Conflict, Invalid, NotFound
-from hybridsync.writes import distinct, follows, orders, publications, stores
+from shop import follows, orders, publications, stores
+from shop.model import COLLECTION
 
 
 @pytest.fixture
@@ -45,13 +46,13 @@ def test_follow_unfollow_and_both_directions_paged(dynamodb, table, tag):
     assert all_pages(lambda *x, **k: follows.following(dynamodb, table, *x, **k), a) == ([b, c, d], 2)
     who, pages = all_pages(lambda *x, **k: follows.followers(dynamodb, table, *x, **k), b)
     assert sorted(who) == [a, c, d] and pages == 2
-    assert distinct.members(dynamodb, table, f"USER#{a}") == 3
+    assert distinct.members(dynamodb, table, COLLECTION, f"USER#{a}") == 3
     follows.unfollow(dynamodb, table, a, c)
     assert follows.following(dynamodb, table, a, limit=10)[0] == [b, d]
     with pytest.raises(NotFound):
         follows.unfollow(dynamodb, table, a, c)
     follows.unfollow(dynamodb, table, c, b)
-    assert f"USER#{c}" not in distinct.distinct_keys(dynamodb, table)  # c's last edge took it along
+    assert f"USER#{c}" not in distinct.distinct_keys(dynamodb, table, COLLECTION)  # c's last edge: gone
     with pytest.raises(Invalid, match="themselves"):
         follows.follow(dynamodb, table, a, a)
     with pytest.raises(Invalid, match="cursor"):

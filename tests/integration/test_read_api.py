@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import time
 import uuid
@@ -12,15 +13,21 @@ import sqlalchemy as sa
 
 from hybridsync import db
 from hybridsync.convert import marshal
-from hybridsync.model import CUSTOMER, ORDER, PRODUCT_DETAILS
 from hybridsync.reads import cache
 from hybridsync.sync import outbox
+from shop.model import CUSTOMER, MODEL, ORDER, PRODUCT_DETAILS
 from tests.handlers import http, load
 
 
 @pytest.fixture
 def api(handler_env):
     return load("api")
+
+
+@pytest.fixture
+def reads(api):
+    """The shop's read routes as the API function loaded them."""
+    return importlib.import_module("shop.routes.reads")
 
 
 def get(api, path, method="GET", **query):
@@ -47,8 +54,8 @@ def sql_reads(engine):
 
 
 @pytest.fixture
-def shared_engine(api, engine, monkeypatch):
-    monkeypatch.setattr(api.read_routes, "engine", lambda: engine)  # the test engine: reads are counted
+def shared_engine(api, reads, engine, monkeypatch):
+    monkeypatch.setattr(reads, "engine", lambda: engine)  # the test engine: reads are counted
     return engine
 
 
@@ -105,14 +112,14 @@ def test_populate_never_replaces_a_newer_propagated_version(api, shared_engine, 
         shared_engine, "INSERT INTO customers (customer_id, name, email) VALUES (:c, 'Old', 'o@x.org')", c=cid
     )
     table = stack.table_names["main"]
-    outbox.drain_all(shared_engine, stack.client(), table)
+    outbox.drain_all(shared_engine, stack.client(), MODEL, {"main": table})
     dynamodb.delete_item(TableName=table, Key=marshal(CUSTOMER.key({"CustomerId": cid})))
     read_row = cache._read_row
 
     def read_then_a_newer_change_propagates(*args):
         row = read_row(*args)  # the populate has read 'Old' ...
         sql(shared_engine, "UPDATE customers SET name = 'New' WHERE customer_id = :c", c=cid)
-        outbox.drain_all(shared_engine, stack.client(), table)  # ... and 'New' lands first
+        outbox.drain_all(shared_engine, stack.client(), MODEL, {"main": table})  # ... and 'New' lands first
         return row
 
     monkeypatch.setattr(cache, "_read_row", read_then_a_newer_change_propagates)
@@ -141,7 +148,7 @@ def test_product_is_two_items_and_a_price_change_rewrites_only_the_small_one(
 
     details_before = version(PRODUCT_DETAILS)
     sql(shared_engine, "UPDATE product_availability SET price = 18.50 WHERE product_id = :p", p=pid)
-    outbox.drain_all(shared_engine, stack.client(), table)
+    outbox.drain_all(shared_engine, stack.client(), MODEL, {"main": table})
     assert version(PRODUCT_DETAILS) == details_before
     status, body, headers = get(api, f"/products/{pid}")
     assert (body["Price"], headers["X-Cache"]) == ("18.5", "hit")
@@ -220,11 +227,11 @@ def test_a_wrong_method_gets_405_with_allow(api, method):
     assert get(api, "/nowhere", method=method)[0] == 404  # no such path at all: still a 404
 
 
-def test_unexpected_errors_are_a_500_envelope_without_a_trace(api, monkeypatch):
+def test_unexpected_errors_are_a_500_envelope_without_a_trace(api, reads, monkeypatch):
     def broken(*args, **kwargs):
         raise RuntimeError("secret internals")
 
-    monkeypatch.setattr(api.read_routes.rankings, "leaderboard", broken)
+    monkeypatch.setattr(reads.rankings, "leaderboard", broken)
     code, body, _ = get(api, "/leaderboard")
     assert (code, body) == (500, {"statusCode": 500, "message": "internal error"})
 
@@ -238,9 +245,9 @@ def test_top_customers_by_loyalty_points_of_a_month(api, agg_free_spend):
     assert get(api, "/customers/top", month="2026-13")[1]["message"].startswith("month must look like")
 
 
-def test_database_outage_on_a_miss_is_a_503(api, monkeypatch):
+def test_database_outage_on_a_miss_is_a_503(api, reads, monkeypatch):
     dead = db.create_engine("postgresql://nobody@/nowhere?host=/nonexistent&connect_timeout=1")
-    monkeypatch.setattr(api.read_routes, "engine", lambda: dead)
+    monkeypatch.setattr(reads, "engine", lambda: dead)
     code, body, _ = get(api, f"/customers/{new_id('c')}")
     assert code == 503 and "database unavailable" in body["message"] and "Traceback" not in json.dumps(body)
     assert body["statusCode"] == 503
@@ -249,7 +256,7 @@ def test_database_outage_on_a_miss_is_a_503(api, monkeypatch):
 @pytest.fixture
 def agg_free_spend(stack, dynamodb):
     """Three customers' spend in a month no other test uses, as the aggregation leaves it."""
-    from hybridsync.model import CUSTOMER_SPEND
+    from shop.model import CUSTOMER_SPEND
 
     month, tag = "2031-07", uuid.uuid4().hex[:6]
     customers = [f"{tag}-c{n}" for n in (3, 2, 1)]

@@ -16,15 +16,19 @@ from botocore.exceptions import ClientError
 
 from hybridsync import capacity, scans, timeseries
 from hybridsync.convert import marshal
+from hybridsync.declare import KeyAttribute, Table
 from hybridsync.keys import iso_ms
-from hybridsync.model import COLLECTION, MAIN, ORDER, KeyAttribute, Table
-from hybridsync.reads import orders
 from hybridsync.scans import Scanner
+from shop import order_reads as orders
+from shop.model import COLLECTION, EVENT_SERIES, MAIN, ORDER
 
 pytestmark = pytest.mark.integration
 
-LARGEST = {"S": "\U0010ffff" * 256, "N": Decimal("9.9999999999999999999999999999999999999E+125"),
-           "B": b"\xff" * 1024}  # fmt: skip
+LARGEST = {
+    "S": "\U0010ffff" * 256,
+    "N": Decimal("9.9999999999999999999999999999999999999E+125"),
+    "B": b"\xff" * 1024,
+}
 
 
 def small_table(client: Any, sort_type: str) -> str:
@@ -36,8 +40,11 @@ def small_table(client: Any, sort_type: str) -> str:
 
 def sort_values(sort_type: str, count: int) -> list[Any]:
     """`count` distinct sort keys of a type, the type's largest value among them."""
-    ordinary = {"S": [f"item#{n:03d}" for n in range(count)], "N": [Decimal(n) - 5 for n in range(count)],
-                "B": [bytes([n * 37 % 256, 0xFF - n]) for n in range(count)]}[sort_type]  # fmt: skip
+    ordinary = {
+        "S": [f"item#{n:03d}" for n in range(count)],
+        "N": [Decimal(n) - 5 for n in range(count)],
+        "B": [bytes([n * 37 % 256, 0xFF - n]) for n in range(count)],
+    }[sort_type]
     return [*ordinary[: count - 1], LARGEST[sort_type]]
 
 
@@ -75,8 +82,9 @@ class Throttled:
     def scan(self, **request: Any) -> dict[str, Any]:
         if self.throttled < self.failures:
             self.throttled += 1
-            raise ClientError({"Error": {"Code": "ProvisionedThroughputExceededException",
-                                         "Message": "injected"}}, "Scan")  # fmt: skip
+            raise ClientError(
+                {"Error": {"Code": "ProvisionedThroughputExceededException", "Message": "injected"}}, "Scan"
+            )
         return self.client.scan(**request)
 
 
@@ -115,8 +123,10 @@ def main_table(dynamodb) -> str:
 def test_index_listing_equals_skip_scan_equals_a_full_scan(dynamodb, main_table):
     collections = [f"CUSTOMER#c{n:02d}" for n in range(12)]
     for n, collection in enumerate(collections):
-        dynamodb.put_item(TableName=main_table, Item=marshal(COLLECTION.item(
-            {"CollectionPK": collection, "Members": n + 1, "Version": 1})))  # fmt: skip
+        dynamodb.put_item(
+            TableName=main_table,
+            Item=marshal(COLLECTION.item({"CollectionPK": collection, "Members": n + 1, "Version": 1})),
+        )
         for member in range(n + 1):
             member_item = {"PK": collection, "SK": f"ORDER#{member:04d}", "Entity": "Order", "Pad": "x" * 200}
             dynamodb.put_item(TableName=main_table, Item=marshal(member_item))
@@ -134,8 +144,16 @@ def test_index_listing_equals_skip_scan_equals_a_full_scan(dynamodb, main_table)
 
 
 def order(n: int, at: datetime, status: str = "OPEN") -> dict[str, Any]:
-    return ORDER.item({"OrderId": f"o{n:03d}", "CustomerId": f"c{n % 5}", "Status": status, "Total": n,
-                       "CreatedAt": iso_ms(at), "Version": 1})  # fmt: skip
+    return ORDER.item(
+        {
+            "OrderId": f"o{n:03d}",
+            "CustomerId": f"c{n % 5}",
+            "Status": status,
+            "Total": n,
+            "CreatedAt": iso_ms(at),
+            "Version": 1,
+        }
+    )
 
 
 def test_orders_in_a_time_range_newest_or_oldest_and_open_orders_by_range(dynamodb, main_table):
@@ -169,36 +187,55 @@ def test_time_series_rotation_across_days_archives_before_it_drops(dynamodb, sta
     bucket = f"archive-{uuid.uuid4().hex[:8]}"
     s3.create_bucket(Bucket=bucket)
     prefix = f"ts{uuid.uuid4().hex[:6]}"
-    series = timeseries.EVENT_SERIES
+    series = EVENT_SERIES
     day0 = datetime(2026, 11, 1, 23, 30, tzinfo=UTC)
-    first = timeseries.rotate(dynamodb, s3, bucket, prefix, day0)
+    first = timeseries.rotate(dynamodb, s3, bucket, prefix, day0, series)
     assert first.created == [f"{prefix}-events-2026-11-01", f"{prefix}-events-2026-11-02"]
-    assert timeseries.rotate(dynamodb, s3, bucket, prefix, day0).created == []  # idempotent
+    assert timeseries.rotate(dynamodb, s3, bucket, prefix, day0, series).created == []  # idempotent
     # an event late on day 0 and one just after midnight land in their own days' tables
     for minutes in (10, 40):
         at = day0 + timedelta(minutes=minutes)
-        timeseries.put(dynamodb, prefix, {"Source": "dev-1", "At": iso_ms(at), "EventId": f"e{minutes}",
-                                          "Kind": "ping", "Data": {"bytes": b"\x00\xff".hex()}})  # fmt: skip
+        timeseries.put(
+            dynamodb,
+            prefix,
+            {
+                "Source": "dev-1",
+                "At": iso_ms(at),
+                "EventId": f"e{minutes}",
+                "Kind": "ping",
+                "Data": {"bytes": b"\x00\xff".hex()},
+            },
+            series,
+        )
     timeseries.put(  # the same event again (a client retry): still one item
         dynamodb,
         prefix,
         {"Source": "dev-1", "At": iso_ms(day0 + timedelta(minutes=10)), "EventId": "e10", "Kind": "ping"},
+        series,
     )
-    items, missing = timeseries.query(dynamodb, prefix, {"Source": "dev-1"}, "2026-11-01", "2026-11-02")
+    items, missing = timeseries.query(
+        dynamodb, prefix, {"Source": "dev-1"}, "2026-11-01", "2026-11-02", series
+    )
     assert [i["EventId"] for i in items] == ["e10", "e40"] and missing == []
     with pytest.raises(timeseries.MissingPeriod, match="2026-11-09"):
-        timeseries.put(dynamodb, prefix, {"Source": "d", "At": "2026-11-09T00:00:00.000Z", "EventId": "x",
-                                          "Kind": "k"})  # fmt: skip
-    next_day = timeseries.rotate(dynamodb, s3, bucket, prefix, day0 + timedelta(hours=1))
+        timeseries.put(
+            dynamodb,
+            prefix,
+            {"Source": "d", "At": "2026-11-09T00:00:00.000Z", "EventId": "x", "Kind": "k"},
+            series,
+        )
+    next_day = timeseries.rotate(dynamodb, s3, bucket, prefix, day0 + timedelta(hours=1), series)
     assert next_day.created == [f"{prefix}-events-2026-11-03"]
     assert next_day.lowered == [f"{prefix}-events-2026-11-01"]
     described = dynamodb.describe_table(TableName=f"{prefix}-events-2026-11-01")["Table"]
     assert described["ProvisionedThroughput"]["WriteCapacityUnits"] == series.past_capacity[1]
-    later = timeseries.rotate(dynamodb, s3, bucket, prefix, day0 + timedelta(days=series.keep + 1))
+    later = timeseries.rotate(dynamodb, s3, bucket, prefix, day0 + timedelta(days=series.keep + 1), series)
     assert f"{prefix}-events-2026-11-01" in later.dropped and later.items_archived == 1
     body = s3.get_object(Bucket=bucket, Key=later.archived[f"{prefix}-events-2026-11-01"])["Body"].read()
     archived = [json.loads(line) for line in gzip.decompress(body).splitlines()]
     assert archived[0]["Item"]["SK"]["S"].endswith("#e10")
-    items, missing = timeseries.query(dynamodb, prefix, {"Source": "dev-1"}, "2026-11-01", "2026-11-02")
+    items, missing = timeseries.query(
+        dynamodb, prefix, {"Source": "dev-1"}, "2026-11-01", "2026-11-02", series
+    )
     assert [i["EventId"] for i in items] == ["e40"] and missing == ["2026-11-01"]
-    assert min(timeseries.tables(dynamodb, prefix)) == "2026-11-02"  # keep: the 14 days before 11-16
+    assert min(timeseries.tables(dynamodb, prefix, series)) == "2026-11-02"  # keep: the 14 days before 11-16

@@ -10,8 +10,8 @@ import pytest
 
 from hybridsync import store
 from hybridsync.errors import Invalid
-from hybridsync.model import REVIEW
-from hybridsync.writes import reviews
+from shop import reviews
+from shop.model import REVIEW
 
 WORDS = ["kettle", "boils", "fast", "quiet", "handle", "lid", "spout", "steel", "water", "tea", "coffee"]
 

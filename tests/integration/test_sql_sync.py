@@ -12,8 +12,8 @@ import sqlalchemy as sa
 
 from hybridsync import filters
 from hybridsync.convert import marshal, unmarshal
-from hybridsync.model import PRODUCT_AVAILABILITY, PRODUCT_DETAILS
 from hybridsync.sync import outbox, reconcile, writeback
+from shop.model import MODEL, PRODUCT_AVAILABILITY, PRODUCT_DETAILS
 from tests.handlers import LambdaContext, load
 
 
@@ -36,7 +36,7 @@ def view(dynamodb, stack, entity, product_id):
 
 
 def drain(stack, engine):
-    return outbox.drain_all(engine, stack.client(), stack.table_names["main"])
+    return outbox.drain_all(engine, stack.client(), MODEL, stack.table_names)
 
 
 def test_price_and_stock_updates_reach_dynamodb_in_order(stack, engine, dynamodb, product_id):
@@ -97,7 +97,7 @@ def test_crash_between_claim_and_apply_loses_nothing(stack, engine, dynamodb):
             x=n,
         )
     with pytest.raises(ConnectionError):
-        outbox.drain(engine, CrashOnPut(stack.client(), after=2), stack.table_names["main"])
+        outbox.drain(engine, CrashOnPut(stack.client(), after=2), MODEL, stack.table_names)
     with engine.connect() as conn:
         pending = conn.execute(sa.text("SELECT count(*) FROM outbox WHERE row_key->>'product_id' = ANY(:i)"),
                                {"i": ids}).scalar_one()  # fmt: skip
@@ -116,7 +116,7 @@ def test_concurrent_drainers_share_the_work_and_end_exact(stack, engine, dynamod
     results = []
 
     def drainer():
-        results.append(outbox.drain_all(engine, stack.client(), stack.table_names["main"], limit=7))
+        results.append(outbox.drain_all(engine, stack.client(), MODEL, stack.table_names, limit=7))
 
     threads = [threading.Thread(target=drainer) for _ in range(3)]
     for thread in threads:
@@ -145,16 +145,16 @@ def test_no_echo_changes_from_sql_are_not_written_back(stack, engine, dynamodb, 
     drain(stack, engine)
     records = stream.read()
     assert records and all(r["dynamodb"]["NewImage"]["Origin"]["S"] == "sql" for r in records)
-    outcome = writeback.write_back(records, engine)
+    outcome = writeback.write_back(records, engine, MODEL)
     assert (outcome.skipped, outcome.applied) == (len(records), 0)
     # the event source mapping would not even deliver them, and it tells the origin apart: a change
     # of a written-back entity is delivered when made in DynamoDB, dropped when marked as from SQL
-    assert not any(filters.admits(writeback.EVENT_FILTERS, r) for r in records)
+    assert not any(filters.admits(writeback.event_filters(MODEL), r) for r in records)
     workload.order(workload.id("o"))
     (own,) = stream.read()
-    assert filters.admits(writeback.EVENT_FILTERS, own)
+    assert filters.admits(writeback.event_filters(MODEL), own)
     own["dynamodb"]["NewImage"]["Origin"] = {"S": "sql"}
-    assert not filters.admits(writeback.EVENT_FILTERS, own)
+    assert not filters.admits(writeback.event_filters(MODEL), own)
 
 
 def test_handler_drains_everything_and_reports(handler_env, stack, engine, dynamodb, product_id):
@@ -168,7 +168,7 @@ def test_notify_wakes_the_local_drainer(stack, engine, dynamodb, product_id):
     stop = threading.Event()
     drainer = threading.Thread(
         target=outbox.listen_and_drain,
-        args=(stack.database_url, stack.client(), stack.table_names["main"], stop),
+        args=(stack.database_url, stack.client(), MODEL, stack.table_names, stop),
         kwargs={"idle_s": 30.0},  # longer than the wait below: only the NOTIFY can explain a prompt drain
         daemon=True,
     )
@@ -196,7 +196,7 @@ def test_reconcile_views_finds_stale_and_extra_views(stack, engine, dynamodb, pr
     table = stack.table_names["main"]
 
     def drifted():
-        report = reconcile.reconcile_views(dynamodb, table, engine)[PRODUCT_AVAILABILITY.name]
+        report = reconcile.reconcile_views(dynamodb, table, engine, MODEL)[PRODUCT_AVAILABILITY.name]
         return {kind for kind in ("missing", "stale", "extra")
                 if any(product_id in map(str, key) for key in getattr(report, kind))}  # fmt: skip
 

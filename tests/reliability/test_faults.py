@@ -19,10 +19,11 @@ import pytest
 from rich.console import Console
 
 from hybridsync import db, migrations
-from hybridsync.local import demo, faults
+from hybridsync.local import faults
 from hybridsync.local.app import LocalApp
 from hybridsync.local.faults import FaultPlan
 from hybridsync.local.template import Assembly
+from shop_workloads import demo
 
 
 @pytest.fixture

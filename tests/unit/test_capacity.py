@@ -5,8 +5,9 @@ from datetime import UTC, datetime
 import pytest
 
 from hybridsync import capacity, costs
-from hybridsync.model import EVENT_SERIES, MAIN, Period, TimeSeries
+from hybridsync.declare import Period, TimeSeries
 from hybridsync.scans import Pacer
+from shop.model import EVENT_SERIES, MAIN
 
 pytestmark = pytest.mark.unit
 

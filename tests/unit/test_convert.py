@@ -11,8 +11,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from hybridsync import convert, records
-from hybridsync.model import ORDER, ORDER_LINE, PRODUCT_AVAILABILITY, Field, FieldType
+from hybridsync.declare import Field, FieldType
 from hybridsync.records import Rejected
+from shop.model import ORDER, ORDER_LINE, PRODUCT_AVAILABILITY
 from tests import events
 
 

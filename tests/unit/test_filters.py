@@ -6,8 +6,12 @@ import pytest
 
 from hybridsync import filters
 from hybridsync.records import Rejected
-from hybridsync.sync import aggregate, writeback
+from hybridsync.sync import writeback
+from hybridsync.sync.aggregate import Aggregation
+from shop.model import MODEL
 from tests import events
+
+AGGREGATION = Aggregation(MODEL)
 
 EVENT = {
     "eventName": "INSERT",
@@ -90,20 +94,20 @@ def test_unknown_or_malformed_rules_are_errors_not_silent_passes(pattern):
 def write_back_acts(record: dict) -> bool:
     """Whether the write-back would apply the record or dead-letter it (not just ignore it)."""
     try:
-        return writeback.decode(record) is not None
+        return writeback.decode(record, MODEL) is not None
     except Rejected:
         return True
 
 
 def aggregate_acts(record: dict) -> bool:
     try:
-        return aggregate.parse(record) is not None
+        return AGGREGATION.parse(record) is not None
     except Rejected:
         return True
 
 
-CONSUMERS = {"write_back": (writeback.EVENT_FILTERS, write_back_acts),
-             "aggregate": (aggregate.EVENT_FILTERS, aggregate_acts)}  # fmt: skip
+CONSUMERS = {"write_back": (writeback.event_filters(MODEL), write_back_acts),
+             "aggregate": (AGGREGATION.event_filters(), aggregate_acts)}  # fmt: skip
 
 
 @pytest.mark.parametrize("consumer", CONSUMERS)
@@ -138,8 +142,8 @@ def test_well_formed_records_are_delivered_exactly_when_the_code_acts_on_them(co
 
 def test_the_write_back_filters_drop_sql_origin_and_ttl_expiries():
     for name in ("customer_insert_sql_origin", "order_remove_ttl_expiry", "sales_insert"):
-        assert not filters.admits(writeback.EVENT_FILTERS, events.record(name)), name
+        assert not filters.admits(writeback.event_filters(MODEL), events.record(name)), name
     marked = events.record("order_insert")
     marked["dynamodb"]["NewImage"]["Origin"] = {"S": "sql"}
-    assert not filters.admits(writeback.EVENT_FILTERS, marked)
-    assert filters.admits(writeback.EVENT_FILTERS, events.record("order_insert"))
+    assert not filters.admits(writeback.event_filters(MODEL), marked)
+    assert filters.admits(writeback.event_filters(MODEL), events.record("order_insert"))

@@ -1,4 +1,6 @@
-"""The import graph: capabilities import the model and the shared vocabulary, never each other."""
+"""The layout: the engine apart from the shop; capabilities import the declaring language and the
+shared vocabulary, never each other; what ships to Lambda is chosen by package and depends on
+nothing that does not ship."""
 
 from __future__ import annotations
 
@@ -9,8 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from hybridsync.cdk.assets import SHIPPED
+
 ROOT = Path(__file__).resolve().parents[2]
+ENGINE = ROOT / "hybridsync"
 CAPABILITIES = ("sync", "reads", "local")
+NEVER_SHIPPED = ("local", "cli", "cdk", "workloads", "testing")
 
 
 def imports(path: Path) -> set[str]:
@@ -24,12 +30,42 @@ def imports(path: Path) -> set[str]:
     return found
 
 
+def engine_modules() -> list[Path]:
+    return sorted(p for p in ENGINE.rglob("*.py") if "__pycache__" not in p.parts)
+
+
+def shipped_modules() -> list[Path]:
+    return sorted(p for package in SHIPPED for p in (ENGINE / package).glob("*.py"))
+
+
+def test_the_engine_never_imports_the_shop():
+    """The shop is an example project; the engine knows only the model it is given."""
+    offenders = [f"{p.relative_to(ROOT)}: {m}" for p in engine_modules() for m in imports(p)
+                 if m.split(".")[0] in ("shop", "shop_workloads")]  # fmt: skip
+    assert offenders == []
+
+
+def test_what_ships_is_every_engine_package_but_the_tools():
+    packages = {p.parent.relative_to(ENGINE).as_posix() for p in ENGINE.rglob("__init__.py")}
+    packages = {"" if p == "." else p for p in packages}
+    tools = {p for p in packages if p.split("/")[0] in NEVER_SHIPPED}
+    assert set(SHIPPED) == packages - tools
+    assert tools >= set(NEVER_SHIPPED)
+
+
+def test_nothing_shipped_imports_what_is_not_shipped():
+    tools = tuple(f"hybridsync.{name}" for name in NEVER_SHIPPED)
+    offenders = [f"{p.relative_to(ROOT)}: {m}" for p in shipped_modules() for m in imports(p)
+                 if m in tools or m.startswith(tuple(f"{t}." for t in tools))]  # fmt: skip
+    assert offenders == []
+
+
 @pytest.mark.parametrize("capability", ["sync", "reads"])
 def test_a_capability_never_imports_a_sibling_capability_or_the_emulator(capability):
     """The local emulator runs the app (like the CLI, it may use every capability); nothing the
     functions ship depends on it."""
     others = [f"hybridsync.{c}" for c in CAPABILITIES if c != capability]
-    for path in (ROOT / "hybridsync" / capability).rglob("*.py"):
+    for path in (ENGINE / capability).rglob("*.py"):
         bad = [m for m in imports(path) if any(m == o or m.startswith(o + ".") for o in others)]
         assert bad == [], path
 
@@ -37,27 +73,33 @@ def test_a_capability_never_imports_a_sibling_capability_or_the_emulator(capabil
 def test_stream_consumers_never_import_each_other():
     consumers = {"writeback", "aggregate", "outbox"}
     for name in consumers:
-        mine = imports(ROOT / "hybridsync" / "sync" / f"{name}.py")
+        mine = imports(ENGINE / "sync" / f"{name}.py")
         assert not {f"hybridsync.sync.{c}" for c in consumers - {name}} & mine, name
 
 
 def test_the_shared_vocabulary_imports_no_capability():
-    for path in (ROOT / "hybridsync").glob("*.py"):
-        if path.name == "cli.py":
+    for path in ENGINE.glob("*.py"):
+        if path.name in ("scaffold.py", "web.py"):  # writes a project; the HTTP layer reads through `reads`
             continue
         bad = [m for m in imports(path) if m.startswith(tuple(f"hybridsync.{c}" for c in CAPABILITIES))]
         assert bad == [], path
 
 
+def test_the_declaring_language_imports_nothing_of_the_engine_but_keys():
+    assert {m for m in imports(ENGINE / "declare.py") if m.startswith("hybridsync")} <= {
+        "hybridsync", "hybridsync.keys"}  # fmt: skip
+
+
 def test_the_aggregate_function_cold_starts_without_sqlalchemy_or_psycopg():
     """It touches only DynamoDB; PostgreSQL is reached only to store a dead letter, lazily."""
     probe = (
-        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import handler; "
+        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import hybridsync.functions.aggregate; "
         "print(sorted(m for m in ('sqlalchemy', 'psycopg', 'alembic') if m in sys.modules))"
     )
     out = subprocess.run(
-        [sys.executable, "-c", probe, str(ROOT / "lambdas" / "aggregate"), str(ROOT)],
-        capture_output=True, text=True, check=True,
-        env={"PATH": "", "POWERTOOLS_METRICS_NAMESPACE": "hybridsync", "AWS_REGION": "us-east-1"},
+        [sys.executable, "-c", probe, str(ROOT), str(ROOT / "examples" / "shop")],
+        capture_output=True, text=True, check=True, cwd="/",
+        env={"PATH": "", "POWERTOOLS_METRICS_NAMESPACE": "hybridsync", "AWS_REGION": "us-east-1",
+             "HYBRIDSYNC_MODEL": "shop.model:MODEL"},
     )  # fmt: skip
     assert out.stdout.strip() == "[]"

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from hybridsync.records import Rejected
 from hybridsync.sync.writeback import Change, coalesce, decode
+from shop.model import MODEL
 from tests import events
 
 # fixture -> (entity, key, deleted) of the change it asks for
@@ -59,7 +60,7 @@ def test_every_fixture_has_an_expected_outcome():
 
 @pytest.mark.parametrize("name", APPLIED)
 def test_changes_decode_to_their_row(name):
-    change = decode(events.record(name))
+    change = decode(events.record(name), MODEL)
     assert change is not None
     assert (change.entity.name, change.key, change.deleted) == APPLIED[name]
     assert change.version >= 1_795_000_000_000
@@ -67,28 +68,28 @@ def test_changes_decode_to_their_row(name):
 
 @pytest.mark.parametrize("name", IGNORED)
 def test_records_not_for_the_write_back_are_ignored(name):
-    assert decode(events.record(name)) is None
+    assert decode(events.record(name), MODEL) is None
 
 
 @pytest.mark.parametrize("name", REJECTED)
 def test_poison_records_are_rejected_with_their_reason(name):
     with pytest.raises(Rejected) as rejected:
-        decode(events.record(name))
+        decode(events.record(name), MODEL)
     assert REJECTED[name] in rejected.value.reason
 
 
 def test_rows_hold_exact_values_and_json_keeps_numbers_literal():
-    order = decode(events.record("order_insert"))
+    order = decode(events.record("order_insert"), MODEL)
     assert order.row["total"] == Decimal("49.98")
     assert order.row["created_at"].isoformat() == "2026-11-22T07:00:00+00:00"
     assert order.row["shipping_address"] == '{"city":"Zürich","lines":["1 Main St"]}'
-    line = decode(events.record("order_line_modify_quantity"))
+    line = decode(events.record("order_line_modify_quantity"), MODEL)
     assert (line.row["quantity"], line.row["unit_price"]) == (5, Decimal("24.99"))
 
 
 def test_a_remove_carries_the_removed_images_version():
-    removed = decode(events.record("order_remove"))
-    shipped = decode(events.record("order_modify_shipped"))
+    removed = decode(events.record("order_remove"), MODEL)
+    shipped = decode(events.record("order_modify_shipped"), MODEL)
     assert removed.version == shipped.version and removed.deleted
 
 
@@ -98,7 +99,7 @@ def test_a_remove_carries_the_removed_images_version():
 def _changes() -> list[Change]:
     names = ["order_insert", "order_modify_shipped", "order_remove", "order_line_insert",
              "order_line_modify_quantity", "order_line_modify_cancelled", "follow_insert"]  # fmt: skip
-    return [decode(events.record(n)) for n in names]
+    return [decode(events.record(n), MODEL) for n in names]
 
 
 def test_coalesce_keeps_the_newest_change_per_key_and_a_delete_wins_its_tie():
@@ -126,8 +127,8 @@ def test_coalesce_is_the_same_in_any_delivery_order(order):
 
 
 def test_a_recreate_wins_over_its_tombstone():
-    removed = decode(events.record("order_remove"))
-    recreated = decode(events.record("order_insert"))
+    removed = decode(events.record("order_remove"), MODEL)
+    recreated = decode(events.record("order_insert"), MODEL)
     recreated = Change(recreated.entity, recreated.key, removed.version + 1, False, recreated.row, {})
     for pair in itertools.permutations([removed, recreated]):
         (latest,) = coalesce(pair)

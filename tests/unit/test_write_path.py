@@ -10,7 +10,7 @@ import pytest
 from hybridsync import capacity, store
 from hybridsync.convert import from_json
 from hybridsync.errors import Invalid
-from hybridsync.model import ORDER, ORDER_LINE, STORE
+from shop.model import ORDER, ORDER_LINE, STORE
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,82 @@
+"""Order reads: a customer's orders in a time range (pattern 2), all recent orders across customers
+(the sharded time GSI, patterns 5 and 7) and the open orders (the sparse GSI, patterns 8 and 9)."""
+
+from __future__ import annotations
+
+import heapq
+from typing import Any
+
+from hybridsync import store
+from hybridsync.convert import marshal, unmarshal
+from hybridsync.keys import HIGHEST
+from shop.model import ENTITY, MAIN, ORDER
+
+
+def customer_orders(client: Any, table: str, customer_id: str, start: str, end: str) -> list[dict[str, Any]]:
+    """Orders created in [start, end] (ISO-8601 prefixes), oldest first: one Query on the
+    customer's item collection; the lines sharing it are filtered out."""
+    sort_prefix = ORDER.key_prefix("SK")  # the orders' part of the collection, before their time
+    pages = store.pages(
+        client, "query", TableName=table,
+        KeyConditionExpression="PK = :pk AND SK BETWEEN :low AND :high",
+        FilterExpression="#entity = :order",
+        ExpressionAttributeNames={"#entity": ENTITY},
+        ExpressionAttributeValues=marshal({
+            ":pk": ORDER.key_value("PK", {"CustomerId": customer_id}),
+            ":low": sort_prefix + start, ":high": sort_prefix + end + HIGHEST, ":order": ORDER.name,
+        }),
+    )  # fmt: skip
+    return [unmarshal(i) for page in pages for i in page["Items"]]
+
+
+def _scatter(client: Any, table: str, index: str, n: int, newest_first: bool,
+             start: str | None, end: str | None) -> list[dict[str, Any]]:  # fmt: skip
+    """The first n orders of a write-sharded index with the sort key in [start, end] (ISO-8601
+    prefixes; None leaves that side open): one Query per shard, each stopping at n, merged."""
+    declared = MAIN.index(index)
+    sort = declared.sort
+    assert sort is not None
+    condition, bounds = _time_range(sort.name, start, end)
+    found = []
+    for partition in ORDER.partitions(declared.partition.name):
+        request = dict(
+            TableName=table, IndexName=index,
+            KeyConditionExpression=f"{declared.partition.name} = :p" + condition,
+            ExpressionAttributeValues=marshal({":p": partition, **bounds}),
+            ScanIndexForward=not newest_first,
+        )  # fmt: skip
+        wanted = n
+        while wanted > 0:  # a shard's Query stops at 1 MB: page on until n or the end
+            page = client.query(**request, Limit=wanted)
+            found += [unmarshal(i) for i in page["Items"]]
+            wanted -= len(page["Items"])
+            if "LastEvaluatedKey" not in page:
+                break
+            request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    pick = heapq.nlargest if newest_first else heapq.nsmallest
+    return pick(n, found, key=lambda i: (i[sort.name], i["OrderId"]))
+
+
+def _time_range(attribute: str, start: str | None, end: str | None) -> tuple[str, dict[str, str]]:
+    """A sort-key condition for [start, end]; `end` is a prefix, so all of its second (or day) counts."""
+    if start and end:
+        return f" AND {attribute} BETWEEN :low AND :high", {":low": start, ":high": end + HIGHEST}
+    if start:
+        return f" AND {attribute} >= :low", {":low": start}
+    if end:
+        return f" AND {attribute} <= :high", {":high": end + HIGHEST}
+    return "", {}
+
+
+def recent_orders(client: Any, table: str, since: str | None, n: int, *, until: str | None = None,
+                  oldest_first: bool = False) -> list[dict[str, Any]]:  # fmt: skip
+    """n orders created in [since, until] across all customers, newest first (or oldest first):
+    one Query per shard of the sharded constant partition (pattern 5)."""
+    return _scatter(client, table, "OrdersByTime", n, not oldest_first, since, until)
+
+
+def open_orders(client: Any, table: str, n: int, *, since: str | None = None,
+                until: str | None = None) -> list[dict[str, Any]]:  # fmt: skip
+    """The n oldest orders still open, opened in [since, until]: the sparse, write-sharded index
+    holds open orders only, so a time range is one Query per shard, never a scan (patterns 8, 9)."""
+    return _scatter(client, table, "OpenOrders", n, False, since, until)

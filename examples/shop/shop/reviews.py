@@ -1,0 +1,30 @@
+"""Product reviews with bodies of any size (pattern 18): the engine's large bodies
+(`hybridsync.large`) of the shop's `Review` entity (`shop.model.REVIEW_BODIES`)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hybridsync import large
+from hybridsync.large import BODY_ATTRIBUTES, Limits, Place
+from shop.model import REVIEW_BODIES
+
+__all__ = ["BODY_ATTRIBUTES", "Limits", "Place", "delete_review", "get_review", "put_review", "sweep"]
+
+
+def put_review(client: Any, table: str, place: Place, values: dict[str, Any], body: str) -> dict[str, Any]:
+    """Create or replace a review and its body; returns the review as stored (without the body)."""
+    return large.put(REVIEW_BODIES, client, table, place, values, body)
+
+
+def get_review(client: Any, table: str, place: Place, product_id: str, review_id: str) -> dict[str, Any]:
+    return large.get(REVIEW_BODIES, client, table, place, {"ProductId": product_id, "ReviewId": review_id})
+
+
+def delete_review(client: Any, table: str, place: Place, product_id: str, review_id: str) -> None:
+    large.delete(REVIEW_BODIES, client, table, place, {"ProductId": product_id, "ReviewId": review_id})
+
+
+def sweep(client: Any, table: str, place: Place, older_than_s: int = 900) -> dict[str, int]:
+    """Remove review chunks and objects no review names, once older than `older_than_s`."""
+    return large.sweep(REVIEW_BODIES, client, table, place, older_than_s)

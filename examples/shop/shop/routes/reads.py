@@ -1,0 +1,104 @@
+"""The shop's read routes: cache-aside entities (pattern 12), order views, top sellers, top
+customers, leaderboard."""
+
+from datetime import UTC, datetime, timedelta
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.exceptions import BadRequestError
+
+from hybridsync import keys
+from hybridsync.reads import cache
+from hybridsync.runtime import dynamodb, engine
+from hybridsync.views import public
+from hybridsync.web import app, cached, error, get, ident, period, respond, table, time_param, top_n
+from shop import order_reads as orders
+from shop import rankings
+from shop.model import (
+    CUSTOMER,
+    CUSTOMER_SPEND,
+    ORDER,
+    PLAYER_SCORE,
+    PRODUCT_AVAILABILITY,
+    PRODUCT_DETAILS,
+    SALES,
+)
+
+
+@get("/products/top")
+def top_products() -> Response:
+    event = app.current_event
+    chosen = period(event.get_query_string_value("day", None), event.get_query_string_value("month", None))
+    rows = rankings.top_sellers(dynamodb(), table(), chosen, top_n())
+    return respond({"period": chosen, "products": [public(SALES, r) for r in rows]})
+
+
+@get("/products/<product_id>")
+def product(product_id: str) -> Response:
+    key = {"ProductId": ident("product id", product_id)}
+    lookups = [
+        cache.get(dynamodb(), table(), engine(), e, key) for e in (PRODUCT_DETAILS, PRODUCT_AVAILABILITY)
+    ]
+    headers = cached(lookups)
+    if any(lookup.item is None for lookup in lookups):
+        return error(404, f"no product {product_id!r}", headers)
+    details, availability = (lookup.item or {} for lookup in lookups)
+    return respond(
+        details | availability | {"Version": max(details["Version"], availability["Version"])}, headers
+    )
+
+
+@get("/customers/top")
+def top_customers() -> Response:
+    month = app.current_event.get_query_string_value("month", None)
+    chosen = period(None, month or datetime.now(UTC).strftime("%Y-%m"))
+    rows = rankings.top_customers(dynamodb(), table(), chosen, top_n())
+    return respond({"month": chosen, "customers": [public(CUSTOMER_SPEND, r) for r in rows]})
+
+
+@get("/customers/<customer_id>")
+def customer(customer_id: str) -> Response:
+    lookup = cache.get(
+        dynamodb(), table(), engine(), CUSTOMER, {"CustomerId": ident("customer id", customer_id)}
+    )
+    headers = cached([lookup])
+    if lookup.item is None:
+        return error(404, f"no customer {customer_id!r}", headers)
+    return respond(lookup.item, headers)
+
+
+@get("/customers/<customer_id>/orders")
+def customer_orders(customer_id: str) -> Response:
+    start, end = time_param("from", "0000"), time_param("to", "9999")
+    if start > end:
+        raise BadRequestError("from must not be after to")
+    rows = orders.customer_orders(dynamodb(), table(), ident("customer id", customer_id), start, end)
+    return respond({"orders": [public(ORDER, r) for r in rows]})
+
+
+@get("/orders/recent")
+def recent_orders() -> Response:
+    since = time_param("since", keys.iso_ms(datetime.now(UTC) - timedelta(days=1)))
+    until = time_param("until", "")
+    if until and since > until:
+        raise BadRequestError("since must not be after until")
+    order = app.current_event.get_query_string_value("order", "newest")
+    if order not in ("newest", "oldest"):
+        raise BadRequestError("order must be newest or oldest")
+    rows = orders.recent_orders(dynamodb(), table(), since, top_n(), until=until or None,
+                                oldest_first=order == "oldest")  # fmt: skip
+    return respond({"since": since, "until": until or None, "orders": [public(ORDER, r) for r in rows]})
+
+
+@get("/orders/open")
+def open_orders() -> Response:
+    since, until = time_param("since", ""), time_param("until", "")
+    if since and until and since > until:
+        raise BadRequestError("since must not be after until")
+    rows = orders.open_orders(dynamodb(), table(), top_n(), since=since or None, until=until or None)
+    return respond({"orders": [public(ORDER, r) for r in rows]})
+
+
+@get("/leaderboard")
+def leaderboard() -> Response:
+    rows = rankings.leaderboard(dynamodb(), table(), top_n())
+    return respond({"players": [public(PLAYER_SCORE, r) for r in rows]})

@@ -1,0 +1,272 @@
+"""The shop's write routes: orders (DynamoDB-mastered, written back to PostgreSQL), follows, stores,
+publications with their history, reviews with large bodies, and the PostgreSQL-mastered catalogue
+(customers, products, prices), which reaches DynamoDB through the outbox."""
+
+from decimal import Decimal
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+
+from hybridsync import rows, settings
+from hybridsync.convert import from_json
+from hybridsync.errors import Invalid
+from hybridsync.runtime import dynamodb, engine, s3
+from hybridsync.web import app, body, ident, page, respond, route, table
+from shop import catalog, follows, orders, publications, reviews, stores
+from shop.model import (
+    CUSTOMER,
+    ORDER,
+    ORDER_LINE,
+    PRODUCT_AVAILABILITY,
+    PRODUCT_DETAILS,
+    PUBLICATION,
+    REVIEW,
+    STORE,
+    TITLE,
+)
+
+LINE_FIELDS = ("ProductId", "Quantity", "UnitPrice")
+
+
+def _fields(
+    entity: Any, names: tuple[str, ...], extra: tuple[str, ...] = (), partial: bool = False
+) -> tuple[dict, dict]:
+    """The request body split into the entity's named fields (checked) and the extra keys."""
+    given = body()
+    if not isinstance(given, dict):
+        raise Invalid("body", "body must be a JSON object")
+    rest = {k: given.pop(k) for k in extra if k in given}
+    return from_json(entity, given, names, partial=partial), rest
+
+
+def _created(payload: Any, created: bool) -> Response:
+    return respond(payload, status=201 if created else 200)
+
+
+# --- orders ----------------------------------------------------------------------------------
+
+
+@route("POST", "/orders")
+def place_order() -> Response:
+    header, rest = _fields(ORDER, ("CustomerId", "ShippingAddress"), extra=("Lines",))
+    lines = rest.get("Lines")
+    if not isinstance(lines, list) or not lines:
+        raise Invalid("Lines", "Lines must be a non-empty list of {ProductId, Quantity, UnitPrice}")
+    checked = []
+    for n, line in enumerate(lines):
+        try:
+            checked.append(from_json(ORDER_LINE, line, LINE_FIELDS))
+        except Invalid as bad:
+            raise Invalid(f"Lines[{n}].{bad.field}", f"Lines[{n}]: {bad}") from None
+    key = app.current_event.headers.get("idempotency-key")
+    order, created = orders.place_order(
+        dynamodb(), table(), header["CustomerId"], checked,
+        idempotency_key=key, shipping_address=header.get("ShippingAddress"),
+    )  # fmt: skip
+    return _created(order, created)
+
+
+@route("GET", "/orders/<order_id>")
+def get_order(order_id: str) -> Response:
+    return respond(orders.get_order(dynamodb(), table(), ident("order id", order_id)))
+
+
+@route("PATCH", "/orders/<order_id>/lines/<line_no>")
+def edit_line(order_id: str, line_no: str) -> Response:
+    if not line_no.isdigit():
+        raise Invalid("line number", f"line number must be a positive integer, got {line_no!r}")
+    changes, _ = _fields(ORDER_LINE, ("Quantity",))
+    return respond(orders.edit_line(dynamodb(), table(), ident("order id", order_id), int(line_no),
+                                    changes["Quantity"]))  # fmt: skip
+
+
+@route("PUT", "/orders/<order_id>/status")
+def set_status(order_id: str) -> Response:
+    changes, _ = _fields(ORDER, ("Status",))
+    return respond(orders.set_status(dynamodb(), table(), ident("order id", order_id), changes["Status"]))
+
+
+@route("DELETE", "/orders/<order_id>")
+def delete_order(order_id: str) -> Response:
+    orders.delete_order(dynamodb(), table(), ident("order id", order_id))
+    return respond(None, status=204)
+
+
+# --- follows (adjacency list) ----------------------------------------------------------------
+
+
+@route("PUT", "/users/<user_id>/follows/<other_id>")
+def follow(user_id: str, other_id: str) -> Response:
+    edge, created = follows.follow(dynamodb(), table(), ident("user id", user_id),
+                                   ident("followed id", other_id))  # fmt: skip
+    return _created(edge, created)
+
+
+@route("DELETE", "/users/<user_id>/follows/<other_id>")
+def unfollow(user_id: str, other_id: str) -> Response:
+    follows.unfollow(dynamodb(), table(), ident("user id", user_id), ident("followed id", other_id))
+    return respond(None, status=204)
+
+
+@route("GET", "/users/<user_id>/follows")
+def following(user_id: str) -> Response:
+    ids, cursor = follows.following(dynamodb(), table(), ident("user id", user_id), *page())
+    return respond({"follows": ids, "cursor": cursor})
+
+
+@route("GET", "/users/<user_id>/followers")
+def followers(user_id: str) -> Response:
+    ids, cursor = follows.followers(dynamodb(), table(), ident("user id", user_id), *page())
+    return respond({"followers": ids, "cursor": cursor})
+
+
+# --- stores (hierarchical keys) --------------------------------------------------------------
+
+
+@route("PUT", "/stores/<country>/<region>/<city>/<store_id>")
+def put_store(country: str, region: str, city: str, store_id: str) -> Response:
+    where = {"Country": country, "Region": region, "City": city, "StoreId": store_id}
+    values, _ = _fields(STORE, ("Name", "Address"))
+    return respond(stores.put_store(dynamodb(), table(), from_json(STORE, where, tuple(where)) | values))
+
+
+@route("GET", "/stores/<country>")
+def stores_of_country(country: str) -> Response:
+    return respond({"stores": stores.stores(dynamodb(), table(), country)})
+
+
+@route("GET", "/stores/<country>/<region>")
+def stores_of_region(country: str, region: str) -> Response:
+    return respond({"stores": stores.stores(dynamodb(), table(), country, region)})
+
+
+@route("GET", "/stores/<country>/<region>/<city>")
+def stores_of_city(country: str, region: str, city: str) -> Response:
+    return respond({"stores": stores.stores(dynamodb(), table(), country, region, city)})
+
+
+# --- publications: one table for relational data, with version history ----------------------
+
+
+@route("PUT", "/publications/<publication_id>")
+def edit_publication(publication_id: str) -> Response:
+    changes, rest = _fields(
+        PUBLICATION, (*publications.EDITABLE, "Editor"), extra=("ExpectedRevision",), partial=True
+    )
+    editor = changes.pop("Editor", None)
+    if editor is None:
+        raise Invalid("Editor", "Editor is required")
+    expected = rest.get("ExpectedRevision")
+    integral = isinstance(expected, Decimal) and expected == expected.to_integral_value()
+    if expected is not None and not integral:
+        raise Invalid("ExpectedRevision", f"ExpectedRevision must be an integer, got {expected!r}")
+    edited = publications.edit(dynamodb(), table(), ident("publication id", publication_id), changes, editor,
+                               None if expected is None else int(expected))  # fmt: skip
+    return respond(edited)
+
+
+@route("GET", "/publications/<publication_id>")
+def publication(publication_id: str) -> Response:
+    return respond(publications.latest(dynamodb(), table(), ident("publication id", publication_id)))
+
+
+@route("GET", "/publications/<publication_id>/history")
+def publication_history(publication_id: str) -> Response:
+    revisions, cursor = publications.history(dynamodb(), table(), ident("publication id", publication_id),
+                                             *page())  # fmt: skip
+    return respond({"revisions": revisions, "cursor": cursor})
+
+
+@route("GET", "/publications/<publication_id>/revisions/<number>")
+def publication_revision(publication_id: str, number: str) -> Response:
+    if not number.isdigit():
+        raise Invalid("revision", f"revision must be a positive integer, got {number!r}")
+    return respond(publications.revision(dynamodb(), table(), ident("publication id", publication_id),
+                                         int(number)))  # fmt: skip
+
+
+@route("POST", "/publications/<publication_id>/titles")
+def add_title(publication_id: str) -> Response:
+    values, rest = _fields(TITLE, ("TitleId", "Name"), extra=("Tags",))
+    tags = rest.get("Tags", [])
+    if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
+        raise Invalid("Tags", "Tags must be a list of strings")
+    title = publications.add_title(dynamodb(), table(), ident("publication id", publication_id),
+                                   values["TitleId"], values["Name"], tuple(tags))  # fmt: skip
+    return respond(title, status=201)
+
+
+@route("GET", "/publications/<publication_id>/titles")
+def titles(publication_id: str) -> Response:
+    tag = app.current_event.get_query_string_value("tag", None)
+    found = publications.titles(dynamodb(), table(), ident("publication id", publication_id), tag)
+    return respond({"titles": found})
+
+
+@route("GET", "/publications/<publication_id>/titles/<title_id>/tags")
+def title_tags(publication_id: str, title_id: str) -> Response:
+    return respond({"tags": publications.tags(dynamodb(), table(), ident("publication id", publication_id),
+                                              ident("title id", title_id))})  # fmt: skip
+
+
+# --- reviews (large items) -------------------------------------------------------------------
+
+
+def _place() -> reviews.Place:
+    return reviews.Place(settings.table_name("chunks"), s3(), settings.bucket_name("bodies"))
+
+
+@route("PUT", "/products/<product_id>/reviews/<review_id>")
+def put_review(product_id: str, review_id: str) -> Response:
+    values, rest = _fields(REVIEW, ("CustomerId", "Rating", "Title"), extra=("Body",))
+    text = rest.get("Body")
+    if not isinstance(text, str) or not text:
+        raise Invalid("Body", "Body must be a non-empty string")
+    if not 1 <= values["Rating"] <= 5:
+        raise Invalid("Rating", f"Rating must be from 1 to 5, got {values['Rating']}")
+    key = {"ProductId": ident("product id", product_id), "ReviewId": ident("review id", review_id)}
+    return respond(reviews.put_review(dynamodb(), table(), _place(), key | values, text))
+
+
+@route("GET", "/products/<product_id>/reviews/<review_id>")
+def get_review(product_id: str, review_id: str) -> Response:
+    return respond(reviews.get_review(dynamodb(), table(), _place(), ident("product id", product_id),
+                                      ident("review id", review_id)))  # fmt: skip
+
+
+@route("DELETE", "/products/<product_id>/reviews/<review_id>")
+def delete_review(product_id: str, review_id: str) -> Response:
+    reviews.delete_review(dynamodb(), table(), _place(), ident("product id", product_id),
+                          ident("review id", review_id))  # fmt: skip
+    return respond(None, status=204)
+
+
+# --- the catalogue, mastered in PostgreSQL ---------------------------------------------------
+
+CUSTOMER_FIELDS = ("Name", "Email", "Tier")
+DETAIL_FIELDS = ("Name", "Category", "Description", "Attributes")
+
+
+@route("PUT", "/customers/<customer_id>")
+def put_customer(customer_id: str) -> Response:
+    values, _ = _fields(CUSTOMER, CUSTOMER_FIELDS)
+    values["CustomerId"] = ident("customer id", customer_id)
+    with engine().begin() as conn:
+        version = rows.upsert(conn, CUSTOMER, values)
+    return respond(values | {"Version": version})
+
+
+@route("PUT", "/products/<product_id>")
+def put_product(product_id: str) -> Response:
+    details, rest = _fields(PRODUCT_DETAILS, DETAIL_FIELDS, extra=("Price", "Stock"))
+    availability = from_json(PRODUCT_AVAILABILITY, rest, ("Price", "Stock"))
+    key = {"ProductId": ident("product id", product_id)}
+    catalog.put_product(engine(), key | details, key | availability)
+    return respond(key | details | availability)
+
+
+@route("PUT", "/products/<product_id>/price")
+def set_price(product_id: str) -> Response:
+    given, _ = _fields(PRODUCT_AVAILABILITY, ("Price",))
+    version = catalog.set_price(engine(), ident("product id", product_id), given["Price"])
+    return respond({"ProductId": product_id, "Price": given["Price"], "Version": version})

@@ -1,0 +1,49 @@
+"""The CDK stacks of a model: data (its DynamoDB tables, streams and bucket), database
+(PostgreSQL), pipeline (the engine's functions, their mappings, grants and alarms) and the HTTP API.
+Rendered from the model alone; synth makes no AWS calls.
+
+    cdk.json:  {"app": "python -m hybridsync.cdk"}      # the model named in pyproject.toml
+
+or, to add constructs of your own, an app of yours:
+
+    app = App(); stacks = hybridsync.cdk.build(app, MODEL); ...; app.synth()
+"""
+
+from __future__ import annotations
+
+from aws_cdk import App, Aspects
+from cdk_nag import AwsSolutionsChecks
+
+from hybridsync import config
+from hybridsync.cdk.api import ApiStack
+from hybridsync.cdk.checks import CheckovSkips
+from hybridsync.cdk.data import DataStack
+from hybridsync.cdk.database import DatabaseStack
+from hybridsync.cdk.pipeline import PipelineStack
+from hybridsync.declare import Model
+
+
+def _flag(app: App, name: str) -> bool:
+    return str(app.node.try_get_context(name) or "false").lower() in ("true", "1", "yes")
+
+
+def build(app: App, model: Model | None = None) -> dict[str, object]:
+    """The whole deployment of `model` (by default the project's; `-c model=pkg.mod:MODEL`
+    overrides). Context: `prefix`, `dev`, `existing_db_secret_arn`, `tracing`, `public_api`."""
+    spec = app.node.try_get_context("model") or None
+    model = model or config.model(spec)
+    prefix = app.node.try_get_context("prefix") or "HybridSync"
+    dev = _flag(app, "dev")
+    data = DataStack(app, f"{prefix}-data", model=model, dev=dev)
+    database = DatabaseStack(
+        app,
+        f"{prefix}-database",
+        existing_secret_arn=app.node.try_get_context("existing_db_secret_arn") or None,
+        dev=dev,
+    )
+    pipeline = PipelineStack(app, f"{prefix}-pipeline", model=model, model_spec=config.model_spec(spec),
+                             data=data, database=database, tracing=_flag(app, "tracing"))  # fmt: skip
+    api = ApiStack(app, f"{prefix}-api", function=pipeline.api.function, public=_flag(app, "public_api"))
+    Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
+    Aspects.of(app).add(CheckovSkips())
+    return {"data": data, "database": database, "pipeline": pipeline, "api": api}

@@ -1,0 +1,162 @@
+"""The dependency layer, the one code asset and the function construct every engine function uses,
+all bundled without Docker."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import jsii
+from aws_cdk import AssetHashType, BundlingOptions, DockerImage, Duration, ILocalBundling, RemovalPolicy
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from constructs import Construct
+
+import hybridsync
+
+RUNTIME = lambda_.Runtime.PYTHON_3_12
+ARCHITECTURE = lambda_.Architecture.X86_64
+# Wheels the Lambda runtime (Amazon Linux 2023, glibc 2.34, x86_64) can load.
+WHEEL_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
+# Never run: local bundling always succeeds or raises. CDK requires an image all the same.
+_NO_DOCKER = DockerImage.from_registry("public.ecr.aws/sam/build-python3.12")
+ENGINE = Path(hybridsync.__file__).resolve().parent
+REQUIREMENTS = Path(__file__).resolve().parent / "requirements-runtime.txt"
+# What ships of the engine, by package: its top-level modules and these subpackages. The local
+# app, the CLI, the CDK app, the workloads and the test plugin are other packages: never shipped.
+SHIPPED = ("", "sync", "reads", "functions", "migrations", "migrations/versions")
+PACKAGE_DATA = ("*.py", "*.mako")
+
+
+@jsii.implements(ILocalBundling)
+class _PipInstallLayer:
+    """`pip install --platform ... --only-binary=:all:` of the runtime requirements into python/."""
+
+    def __init__(self, requirements: Path):
+        self.requirements = requirements
+
+    def try_bundle(self, output_dir: str, *_options: Any, **_kw: Any) -> bool:
+        platforms = [arg for p in WHEEL_PLATFORMS for arg in ("--platform", p)]
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+             "--no-compile", "--only-binary=:all:", *platforms, "--implementation", "cp",
+             "--python-version", RUNTIME.name.removeprefix("python"),
+             "--target", str(Path(output_dir) / "python"), "-r", str(self.requirements)],
+            check=True,
+        )  # fmt: skip
+        return True
+
+
+@jsii.implements(ILocalBundling)
+class _CopyPackages:
+    """The engine's shipped packages and the project's package (and its revisions, when they live
+    elsewhere), as plain files."""
+
+    def __init__(self, project: Path, migrations: Path | None):
+        self.project, self.migrations = project, migrations
+
+    def try_bundle(self, output_dir: str, *_options: Any, **_kw: Any) -> bool:
+        out = Path(output_dir)
+        for package in SHIPPED:
+            source, target = ENGINE / package, out / "hybridsync" / package
+            target.mkdir(parents=True, exist_ok=True)
+            for pattern in PACKAGE_DATA:
+                for path in source.glob(pattern):
+                    shutil.copy2(path, target / path.name)
+        ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
+        shutil.copytree(self.project, out / self.project.name, dirs_exist_ok=True, ignore=ignore)
+        if self.migrations is not None:
+            shutil.copytree(self.migrations, out / PROJECT_MIGRATIONS, dirs_exist_ok=True, ignore=ignore)
+        return True
+
+
+PROJECT_MIGRATIONS = "_migrations"  # the project's revisions in the asset, when kept outside its package
+
+
+def function_code(project: Path, migrations: Path | None) -> lambda_.Code:
+    """One asset for every function: the engine's packages and the project's (see SHIPPED)."""
+    return lambda_.Code.from_asset(
+        str(project),
+        # Output hash: the bundle also holds the engine, which lives outside the project's folder.
+        asset_hash_type=AssetHashType.OUTPUT,
+        bundling=BundlingOptions(image=_NO_DOCKER, local=_CopyPackages(project, migrations)),
+    )
+
+
+def dependency_layer(scope: Construct, id: str) -> lambda_.LayerVersion:
+    """The engine's runtime requirements, for the Lambda runtime's platform."""
+    return lambda_.LayerVersion(
+        scope,
+        id,
+        # The asset's source is the requirements file alone, so the bundle is reused until it changes.
+        code=lambda_.Code.from_asset(
+            str(REQUIREMENTS.parent),
+            exclude=["*", f"!{REQUIREMENTS.name}"],
+            bundling=BundlingOptions(image=_NO_DOCKER, local=_PipInstallLayer(REQUIREMENTS)),
+        ),
+        compatible_runtimes=[RUNTIME],
+        compatible_architectures=[ARCHITECTURE],
+        description="hybridsync runtime dependencies (powertools, sqlalchemy, psycopg, alembic)",
+    )
+
+
+class HandlerFunction(Construct):
+    """One engine function: `hybridsync.functions.<name>.handler` in the shared asset, on the shared layer.
+
+    Every handler gets the same runtime, architecture, log retention, Powertools settings and
+    tracing switch; callers add only what differs (environment, VPC, timeout, memory).
+    """
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        name: str,
+        code: lambda_.Code,
+        layer: lambda_.ILayerVersion,
+        environment: dict[str, str] | None = None,
+        timeout: Duration | None = None,
+        memory_size: int = 512,
+        tracing: bool = False,
+        log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
+        vpc: ec2.IVpc | None = None,
+        security_groups: list[ec2.ISecurityGroup] | None = None,
+        dead_letter_queue: sqs.IQueue | None = None,
+        reserved_concurrency: int | None = None,
+    ) -> None:
+        super().__init__(scope, id)
+        if not (ENGINE / "functions" / f"{name}.py").is_file():
+            raise FileNotFoundError(f"the engine has no function {name!r} (hybridsync/functions/{name}.py)")
+        self.log_group = logs.LogGroup(
+            self, "Logs", retention=log_retention, removal_policy=RemovalPolicy.DESTROY
+        )
+        self.function = lambda_.Function(
+            self,
+            "Function",
+            runtime=RUNTIME,
+            architecture=ARCHITECTURE,
+            handler=f"hybridsync.functions.{name}.handler",
+            code=code,
+            layers=[layer],
+            environment={
+                "POWERTOOLS_SERVICE_NAME": f"hybridsync-{name}",
+                "POWERTOOLS_METRICS_NAMESPACE": "hybridsync",
+                "POWERTOOLS_LOG_LEVEL": "INFO",
+                **(environment or {}),
+            },
+            timeout=timeout or Duration.seconds(60),
+            memory_size=memory_size,
+            tracing=lambda_.Tracing.ACTIVE if tracing else lambda_.Tracing.DISABLED,
+            log_group=self.log_group,
+            vpc=vpc,
+            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED) if vpc else None,
+            security_groups=security_groups,
+            dead_letter_queue=dead_letter_queue,
+            reserved_concurrent_executions=reserved_concurrency or None,
+        )

@@ -1,0 +1,123 @@
+"""Data stack: the model's DynamoDB tables, GSIs and streams, rendered from its declaration, and
+(when it declares large bodies or time series) the bucket of the largest bodies and archives."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_s3 as s3
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from hybridsync.declare import KeyAttribute, Model, Projection, StreamView, Table
+
+_TYPES = {
+    "S": dynamodb.AttributeType.STRING,
+    "N": dynamodb.AttributeType.NUMBER,
+    "B": dynamodb.AttributeType.BINARY,
+}
+_PROJECTIONS = {
+    Projection.ALL: dynamodb.ProjectionType.ALL,
+    Projection.KEYS_ONLY: dynamodb.ProjectionType.KEYS_ONLY,
+    Projection.INCLUDE: dynamodb.ProjectionType.INCLUDE,
+}
+_STREAMS = {StreamView.NEW_AND_OLD_IMAGES: dynamodb.StreamViewType.NEW_AND_OLD_IMAGES}
+
+
+def _attribute(key: KeyAttribute | None) -> dynamodb.Attribute | None:
+    return dynamodb.Attribute(name=key.name, type=_TYPES[key.type]) if key else None
+
+
+TABLE_METADATA = "hybridsync:table"
+
+
+def _title(name: str) -> str:
+    """A table's name in construct ids and outputs: `main` -> `Main`, `order-lines` -> `OrderLines`."""
+    return "".join(part.title() for part in name.replace("_", "-").split("-"))
+
+
+class DataStack(Stack):
+    """One TableV2 per declared table: on-demand, PITR, KMS encryption, TTL, deletion protection."""
+
+    def __init__(self, scope: Construct, id: str, *, model: Model, dev: bool = False, **kwargs: Any) -> None:
+        super().__init__(scope, id, **kwargs)
+        self._dev = dev
+        self.tables: dict[str, dynamodb.TableV2] = {}
+        for table in model.tables:
+            self.tables[table.name] = self._render(table, dev)
+            # the local app names its tables by the model's names (`<prefix>-<name>`), read from here
+            self.tables[table.name].node.default_child.add_metadata(TABLE_METADATA, table.name)  # type: ignore[union-attr]
+            title = _title(table.name)
+            CfnOutput(self, f"{title}TableName", value=self.tables[table.name].table_name)
+            if table.stream:
+                CfnOutput(
+                    self, f"{title}TableStreamArn", value=self.tables[table.name].table_stream_arn or ""
+                )
+        self.buckets: dict[str, s3.Bucket] = {}
+        if model.bodies or model.time_series:
+            self.buckets["bodies"] = self._bucket()
+
+    def _bucket(self) -> s3.Bucket:
+        """The largest bodies (pattern 18) and time-series archives (pattern 22): private,
+        encrypted, TLS only, versioned so an overwrite or a sweep can be undone; old versions
+        expire after 30 days."""
+        bucket = s3.Bucket(
+            self,
+            "BodiesBucket",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    noncurrent_version_expiration=Duration.days(30),
+                    abort_incomplete_multipart_upload_after=Duration.days(1),
+                )
+            ],
+            removal_policy=RemovalPolicy.DESTROY if self._dev else RemovalPolicy.RETAIN,
+            auto_delete_objects=False,
+        )
+        CfnOutput(self, "BodiesBucketName", value=bucket.bucket_name)
+        NagSuppressions.add_resource_suppressions(
+            bucket,
+            [
+                {
+                    "id": "AwsSolutions-S1",
+                    "reason": "Bodies and archives are read and written only by the "
+                    "engine's functions, whose calls CloudTrail data events can log; no server access log "
+                    "bucket.",
+                }
+            ],
+        )
+        return bucket
+
+    def _render(self, table: Table, dev: bool) -> dynamodb.TableV2:
+        return dynamodb.TableV2(
+            self,
+            f"{_title(table.name)}Table",
+            partition_key=_attribute(table.partition),
+            sort_key=_attribute(table.sort),
+            billing=dynamodb.Billing.on_demand(),
+            dynamo_stream=_STREAMS[table.stream] if table.stream else None,
+            time_to_live_attribute=table.ttl_attribute,
+            encryption=dynamodb.TableEncryptionV2.aws_managed_key(),
+            point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
+                point_in_time_recovery_enabled=True
+            ),
+            # Data is protected unless the deployment says it is a throw-away dev stack.
+            deletion_protection=not dev,
+            removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.RETAIN,
+            global_secondary_indexes=[
+                dynamodb.GlobalSecondaryIndexPropsV2(
+                    index_name=index.name,
+                    partition_key=_attribute(index.partition),
+                    sort_key=_attribute(index.sort),
+                    projection_type=_PROJECTIONS[index.projection],
+                    non_key_attributes=list(index.non_key_attributes) or None,
+                )
+                for index in table.indexes
+            ]
+            or None,
+        )

@@ -1,0 +1,524 @@
+"""Pipeline stack: the shared dependency layer and code asset, the engine's functions as the model
+needs them (write-back, aggregation, the outbox drain, the API, the sweep of large bodies, the
+time-series rotation), their stream mappings, grants and alarms, and the schema migration on deploy.
+Every grant, filter and variable derives from the model: there is no second list of anything."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+from typing import Any
+
+from aws_cdk import CfnOutput, CustomResource, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_lambda_event_sources as sources
+from aws_cdk import aws_logs as logs
+from aws_cdk import aws_sqs as sqs
+from aws_cdk import custom_resources as cr
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from hybridsync import config, deadletters, migrations, timeseries
+from hybridsync.cdk.assets import PROJECT_MIGRATIONS, HandlerFunction, dependency_layer, function_code
+from hybridsync.cdk.data import DataStack
+from hybridsync.cdk.database import DatabaseStack
+from hybridsync.declare import Model, Side, Table
+from hybridsync.sync import aggregate, writeback
+
+
+def _digest(*folders: Path | None) -> str:
+    """Changes whenever a revision file does, so the schema resource re-runs on such a deploy."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(folder.rglob("*.py")) if folder and folder.is_dir() else []:
+            digest.update(path.name.encode() + path.read_bytes())
+    return digest.hexdigest()[:16]
+
+
+# Event source mapping settings, each overridable with `-c name=value`.
+STREAM_DEFAULTS = {
+    "stream_batch_size": 1000,  # write-back: records per invocation (DynamoDB streams allow 10,000)
+    "stream_batching_window_s": 5,  # wait up to this long to fill a batch: fewer, larger statements
+    # Aggregation gains most from big batches (deltas collapse per item before any write); 5,000
+    # records stay under Lambda's 6 MB payload, and top-N may lag by the window.
+    "aggregate_batch_size": 5000,
+    "aggregate_batching_window_s": 30,
+    # A tumbling window makes Lambda pass the shard id, the key of the exactly-once cursor.
+    "aggregate_tumbling_window_s": 60,
+    "stream_retry_attempts": 10,  # then the batch's metadata goes to the failure queue
+    "stream_max_record_age_h": 24,  # the stream keeps records 24 h
+    "iterator_age_alarm_s": 300,  # alarm when the consumer is this far behind
+    "outbox_drain_minutes": 1,  # how often the SQL -> DynamoDB drain runs (it can also be invoked)
+    "outbox_age_alarm_s": 300,  # alarm when a PostgreSQL change waited this long
+    "sweep_hours": 24,  # how often orphaned large bodies are swept
+    "sweep_grace_s": 900,  # a body younger than this may belong to a write in progress
+    "api_reserved_concurrency": 20,  # the API's share of the account: it must not starve PostgreSQL
+    "sql_sync_reserved_concurrency": 1,  # one outbox drain at a time (0 for either: none reserved)
+    "rotate_hours": 6,  # how often the time-series tables are rotated (each period's is made ahead)
+}
+ITEM_ACTIONS = [
+    "dynamodb:GetItem",
+    "dynamodb:PutItem",
+    "dynamodb:Query",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+]
+
+
+class PipelineStack(Stack):
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        model: Model,
+        model_spec: str,
+        data: DataStack,
+        database: DatabaseStack,
+        tracing: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.model, self.data, self.database, self.tracing = model, data, database, tracing
+        self.layer = dependency_layer(self, "Dependencies")
+        package = config.package_dir(model_spec)
+        versions = migrations.project_versions(model_spec)
+        apart = versions if versions and versions.is_dir() and package not in versions.parents else None
+        self.code = function_code(package, apart)
+        routes = config.setting_list("routes")
+        self.variables = {f"TABLE_{name.upper()}": table.table_name for name, table in data.tables.items()}
+        self.variables |= {"HYBRIDSYNC_MODEL": model_spec} | (
+            {"HYBRIDSYNC_ROUTES": ",".join(routes)} if routes else {}
+        )
+        self.variables |= {"HYBRIDSYNC_MIGRATIONS": PROJECT_MIGRATIONS} if apart else {}
+        self.variables |= {f"BUCKET_{name.upper()}": b.bucket_name for name, b in data.buckets.items()}
+        self.scheduled_failures = self.failure_queue("ScheduledFailures")  # what schedules fail past retries
+
+        migrate = self.function("Migrate", name="migrate", timeout=Duration.minutes(5), sql=True)
+        self.at_deploy("Schema", migrate, {"MigrationsDigest": _digest(migrations.ENGINE_VERSIONS, versions)})
+        written_back = {e.table.name for e in model.written_back()}
+        if written_back:
+            filters = writeback.event_filters(model)
+            self.write_back = self.stream_consumer(
+                "WriteBack",
+                name="write_back",
+                sql=True,
+                memory_size=1024,
+                sources={name: filters for name in sorted(written_back)},
+            )
+        aggregated = sorted({a.table.name for a in model.aggregates})
+        if aggregated:
+            # sql=True only for its dead letters; the aggregates themselves never touch PostgreSQL.
+            self.aggregate = self.stream_consumer(
+                "Aggregate",
+                name="aggregate",
+                sql=True,
+                batching="aggregate",
+                tumbling_window=True,
+                sources={name: aggregate.Aggregation(model, name).event_filters() for name in aggregated},
+            )
+            # The tables themselves, not their indexes (Table.grant would add `<arn>/index/*`).
+            self.aggregate.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=[
+                        "dynamodb:GetItem",
+                        "dynamodb:Query",
+                        "dynamodb:UpdateItem",
+                        "dynamodb:PutItem",
+                        "dynamodb:BatchWriteItem",
+                        "dynamodb:DeleteItem",
+                    ],  # cursor, journal, aggregates
+                    resources=[data.tables[name].table_arn for name in aggregated],
+                )
+            )
+        self.api_function()
+        if model.bodies:
+            self.sweep()
+        if model.time_series:
+            self.time_series()
+        if model.mastered_in(Side.POSTGRESQL):
+            self.outbox_drain()
+
+    def _arn(self, table: Table) -> str:
+        return self.data.tables[table.name].table_arn
+
+    def api_function(self) -> None:
+        """HTTP API: the project's routes, with item access to every table and each declared index
+        by name (a wildcard on every index would grant more), and the large bodies' chunks and objects."""
+        self.api = self.function(
+            "Api",
+            name="api",
+            sql=True,
+            memory_size=1024,
+            timeout=Duration.seconds(15),
+            reserved_concurrency=self.setting("api_reserved_concurrency"),
+        )
+        resources = [
+            arn
+            for table in self.model.tables
+            for arn in (self._arn(table), *(f"{self._arn(table)}/index/{i.name}" for i in table.indexes))
+        ]
+        self.api.function.add_to_role_policy(iam.PolicyStatement(actions=ITEM_ACTIONS, resources=resources))
+        chunks = sorted({b.chunks.table.name for b in self.model.bodies})
+        if chunks:
+            self.api.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"],
+                    resources=[self.data.tables[name].table_arn for name in chunks],
+                )
+            )
+        for bodies in self.model.bodies:
+            self._grant_bodies(
+                self.api, ["s3:GetObject", "s3:PutObject", "s3:DeleteObject"], prefix=bodies.object_prefix
+            )
+
+    def sweep(self) -> None:
+        """Orphaned large bodies (a writer that died between its body and its item): swept daily.
+        Schedules invoke asynchronously: what fails past Lambda's retries lands in a queue."""
+        sweep = self.function(
+            "Sweep",
+            name="sweep",
+            timeout=Duration.minutes(5),
+            dead_letter_queue=self.scheduled_failures,
+            environment={"SWEEP_GRACE_S": str(self.setting("sweep_grace_s"))},
+        )
+        parents = sorted({b.entity.table.name for b in self.model.bodies})
+        chunks = sorted({b.chunks.table.name for b in self.model.bodies})
+        sweep.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:GetItem"], resources=[self.data.tables[n].table_arn for n in parents]
+            )
+        )
+        sweep.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:Scan", "dynamodb:BatchWriteItem"],
+                resources=[self.data.tables[n].table_arn for n in chunks],
+            )
+        )
+        for bodies in self.model.bodies:
+            self._grant_bodies(sweep, ["s3:DeleteObject"], listing=True, prefix=bodies.object_prefix)
+        events.Rule(
+            self,
+            "SweepSchedule",
+            schedule=events.Schedule.rate(Duration.hours(self.setting("sweep_hours"))),
+            targets=[targets.LambdaFunction(sweep.function, retry_attempts=2)],
+        )
+
+    def outbox_drain(self) -> None:
+        """SQL -> DynamoDB: drain the outbox on a schedule, into the tables of the entities mastered
+        in PostgreSQL."""
+        self.sql_sync = self.function(
+            "SqlSync",
+            name="sql_sync",
+            sql=True,
+            timeout=Duration.minutes(1),
+            dead_letter_queue=self.scheduled_failures,
+            reserved_concurrency=self.setting("sql_sync_reserved_concurrency"),
+        )
+        tables = sorted({e.table.name for e in self.model.mastered_in(Side.POSTGRESQL)})
+        self.sql_sync.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["dynamodb:PutItem"], resources=[self.data.tables[n].table_arn for n in tables]
+            )
+        )
+        CfnOutput(self, "SqlSyncFunctionName", value=self.sql_sync.function.function_name)
+        events.Rule(
+            self,
+            "SqlSyncSchedule",
+            schedule=events.Schedule.rate(Duration.minutes(self.setting("outbox_drain_minutes"))),
+            targets=[targets.LambdaFunction(self.sql_sync.function, retry_attempts=0)],
+        )
+        cloudwatch.Alarm(
+            self,
+            "OutboxAge",
+            metric=cloudwatch.Metric(
+                namespace="hybridsync",
+                metric_name="OutboxAge",
+                dimensions_map={"service": "hybridsync-sql_sync"},
+                statistic="Maximum",
+                period=Duration.minutes(5),
+            ),
+            threshold=self.setting("outbox_age_alarm_s"),
+            evaluation_periods=1,
+            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            alarm_description="sql_sync: a PostgreSQL change waited too long in the outbox",
+        )
+
+    def at_deploy(self, id: str, handler: HandlerFunction, properties: dict[str, str]) -> None:
+        """Run a function on every deploy that changes `properties` (a custom resource)."""
+        provider = cr.Provider(
+            self,
+            f"{id}Provider",
+            on_event_handler=handler.function,
+            log_group=logs.LogGroup(self, f"{id}ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
+        )
+        CustomResource(self, id, service_token=provider.service_token, properties=properties)
+        NagSuppressions.add_resource_suppressions(
+            provider,
+            [
+                {
+                    "id": "AwsSolutions-IAM4",
+                    "reason": "CDK's custom resource framework uses the "
+                    "AWS-maintained basic execution policy for its own logs.",
+                },
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "The framework may invoke every version of the "
+                    "one function it serves (`<arn>:*`), nothing else.",
+                },
+                {
+                    "id": "AwsSolutions-L1",
+                    "reason": "The framework function's runtime is chosen and updated by aws-cdk-lib.",
+                },
+            ],
+            apply_to_children=True,
+        )
+
+    def time_series(self) -> None:
+        """Pattern 22: the rotation function, on a schedule and at deploy (so today's table exists
+        before the first write); it may manage only tables named `<prefix>-<series>-*`."""
+        prefix = self.node.try_get_context("timeseries_prefix") or "hybridsync"
+        rotate = self.function(
+            "Rotate",
+            name="rotate",
+            timeout=Duration.minutes(15),
+            dead_letter_queue=self.scheduled_failures,
+            environment={"TIMESERIES_PREFIX": prefix},
+        )
+        names = [f"{prefix}-{series.table.name}-" for series in self.model.time_series]
+        tables = [self.format_arn(service="dynamodb", resource="table", resource_name=f"{n}*") for n in names]
+        rotate.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "dynamodb:CreateTable",
+                    "dynamodb:DescribeTable",
+                    "dynamodb:UpdateTable",
+                    "dynamodb:DeleteTable",
+                    "dynamodb:Scan",
+                ],
+                resources=tables,
+            )
+        )
+        # ListTables has no resource-level permissions: it is granted on "*" or not at all.
+        rotate.function.add_to_role_policy(
+            iam.PolicyStatement(actions=["dynamodb:ListTables"], resources=["*"])
+        )
+        self._grant_bodies(rotate, ["s3:PutObject", "s3:GetObject"], prefix=timeseries.ARCHIVE_PREFIX)
+        NagSuppressions.add_resource_suppressions(
+            rotate.function.role,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "A table per day is created at run time: the grant is "
+                    "the series' name prefix; ListTables takes no resource.",
+                    "applies_to": [
+                        "Resource::*",
+                        *({"regex": f"/^Resource::.*:table\\/{n}\\*$/g"} for n in names),
+                    ],
+                }
+            ],
+            apply_to_children=True,
+        )
+        events.Rule(
+            self,
+            "RotateSchedule",
+            schedule=events.Schedule.rate(Duration.hours(self.setting("rotate_hours"))),
+            targets=[targets.LambdaFunction(rotate.function, retry_attempts=2)],
+        )
+        self.at_deploy("TimeSeriesTables", rotate, {"Prefix": prefix})
+
+    def failure_queue(self, id: str) -> sqs.Queue:
+        """A queue for what failed past its retries: KMS-encrypted, TLS only, kept 14 days."""
+        queue = sqs.Queue(
+            self,
+            id,
+            encryption=sqs.QueueEncryption.KMS_MANAGED,
+            enforce_ssl=True,
+            retention_period=Duration.days(14),
+        )
+        NagSuppressions.add_resource_suppressions(
+            queue,
+            [{"id": "AwsSolutions-SQS3", "reason": "This queue is itself a dead-letter destination."}],
+        )
+        return queue
+
+    def setting(self, name: str) -> int:
+        value = self.node.try_get_context(name)
+        return int(value) if value is not None else STREAM_DEFAULTS[name]
+
+    def stream_consumer(
+        self,
+        id: str,
+        *,
+        name: str,
+        sources: dict[str, list[dict]],
+        sql: bool = False,
+        batching: str = "stream",
+        tumbling_window: bool = False,
+        **options: object,
+    ) -> HandlerFunction:
+        """A function fed by the streams of `sources` (table -> the mapping's filters): in order per
+        shard (TRIM_HORIZON, one batch per shard at a time), bisect on error, bounded retries and
+        age, partial-failure reports, failed batches to a queue, and alarms on lag, dead letters and
+        failed batches."""
+        handler = self.function(id, name=name, sql=sql, timeout=Duration.minutes(2), **options)
+        failures = self.failure_queue(f"{id}Failures")
+        CfnOutput(self, f"{id}FailuresQueueUrl", value=failures.queue_url)  # `hybridsync failed-batches`
+        for table, filters in sources.items():
+            handler.function.add_event_source(
+                self._mapping(self.data.tables[table], filters, failures, batching, tumbling_window)
+            )
+        lag = handler.function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))
+        dead_letters = cloudwatch.Metric(
+            namespace="hybridsync",
+            metric_name=deadletters.DEAD_LETTER_METRIC,
+            dimensions_map={"service": f"hybridsync-{name}"},
+            statistic="Sum",
+            period=Duration.minutes(5),
+        )
+        alarms = {
+            "IteratorAge": (lag, self.setting("iterator_age_alarm_s") * 1000, 5),
+            "DeadLetters": (dead_letters, 0, 1),
+            "FailedBatches": (failures.metric_approximate_number_of_messages_visible(), 0, 1),
+        }
+        for alarm, (metric, threshold, periods) in alarms.items():
+            cloudwatch.Alarm(
+                self,
+                f"{id}{alarm}",
+                metric=metric,
+                threshold=threshold,
+                evaluation_periods=periods,
+                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
+                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+                alarm_description=f"{name}: {alarm} above {threshold}",
+            )
+        CfnOutput(self, f"{id}FailureQueueUrl", value=failures.queue_url)
+        return handler
+
+    def _mapping(
+        self,
+        table: dynamodb.TableV2,
+        filters: list[dict],
+        failures: sqs.IQueue,
+        batching: str,
+        tumbling_window: bool,
+    ) -> sources.DynamoEventSource:
+        return sources.DynamoEventSource(
+            table,
+            starting_position=lambda_.StartingPosition.TRIM_HORIZON,
+            batch_size=self.setting(f"{batching}_batch_size"),
+            max_batching_window=Duration.seconds(self.setting(f"{batching}_batching_window_s")),
+            bisect_batch_on_error=True,
+            retry_attempts=self.setting("stream_retry_attempts"),
+            max_record_age=Duration.hours(self.setting("stream_max_record_age_h")),
+            report_batch_item_failures=True,
+            parallelization_factor=1,  # keeps one shard's records in order
+            on_failure=sources.SqsDlq(failures),
+            filters=[lambda_.FilterCriteria.filter(pattern) for pattern in filters],
+            tumbling_window=Duration.seconds(self.setting(f"{batching}_tumbling_window_s"))
+            if tumbling_window
+            else None,
+        )
+
+    def _grant_bodies(
+        self, handler: HandlerFunction, actions: list[str], *, prefix: str, listing: bool = False
+    ) -> None:
+        """Object actions on one prefix of the bodies bucket (a `Bodies`'s objects, archives),
+        nothing wider."""
+        bodies, prefix = self.data.buckets["bodies"], f"{prefix.rstrip('/')}/*"
+        handler.function.add_to_role_policy(
+            iam.PolicyStatement(actions=actions, resources=[bodies.arn_for_objects(prefix)])
+        )
+        if listing:
+            handler.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["s3:ListBucket"],
+                    resources=[bodies.bucket_arn],
+                    conditions={"StringLike": {"s3:prefix": [prefix]}},
+                )
+            )
+        NagSuppressions.add_resource_suppressions(
+            handler.function.role,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "Objects named at run time (review bodies by review "
+                    "and version, archives by table) under one prefix of one bucket; the grant is that "
+                    "prefix.",
+                    "applies_to": [{"regex": f"/^Resource::.*\\/{prefix[:-2]}\\/\\*$/g"}],
+                }
+            ],
+            apply_to_children=True,
+        )
+
+    def function(
+        self,
+        id: str,
+        *,
+        name: str,
+        sql: bool = False,
+        environment: dict[str, str] | None = None,
+        **options: Any,
+    ) -> HandlerFunction:
+        """An engine function with the model, its tables and buckets in its environment; with `sql`,
+        also network access to PostgreSQL and read access to its secret."""
+        in_vpc = sql and self.database.vpc is not None
+        handler = HandlerFunction(
+            self,
+            id,
+            name=name,
+            code=self.code,
+            layer=self.layer,
+            environment={**self.variables, **(environment or {})},
+            tracing=self.tracing,
+            vpc=self.database.vpc if in_vpc else None,
+            security_groups=[self.database.client_security_group] if in_vpc else None,  # type: ignore[list-item]
+            **options,
+        )
+        if sql:
+            for key, value in self.database.connect(handler.function).items():
+                handler.function.add_environment(key, value)
+        NagSuppressions.add_resource_suppressions(
+            handler.function,
+            [
+                {
+                    "id": "AwsSolutions-L1",
+                    "reason": "Runtime pinned to Python 3.12: the dependency layer's "
+                    "wheels are built for cp312; move both together.",
+                }
+            ],
+        )
+        managed = ["AWSLambdaBasicExecutionRole"] + (["AWSLambdaVPCAccessExecutionRole"] if in_vpc else [])
+        NagSuppressions.add_resource_suppressions(
+            handler.function.role,
+            [
+                {
+                    "id": "AwsSolutions-IAM4",
+                    "reason": "AWS-maintained policies for logs and VPC network "
+                    "interfaces only; data access is granted per resource.",
+                    "applies_to": [
+                        f"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{p}" for p in managed
+                    ],
+                }
+            ],
+            apply_to_children=True,
+        )
+        if self.tracing:
+            NagSuppressions.add_resource_suppressions(
+                handler.function.role,
+                [
+                    {
+                        "id": "AwsSolutions-IAM5",
+                        "reason": "X-Ray trace segments cannot be scoped to a resource.",
+                        "applies_to": ["Resource::*"],
+                    }
+                ],
+                apply_to_children=True,
+            )
+        return handler

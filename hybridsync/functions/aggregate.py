@@ -1,0 +1,60 @@
+"""DynamoDB stream -> the model's declared aggregates, exactly once (hybridsync.sync.aggregate).
+One function for every table with aggregates: each batch names its stream, hence its table."""
+
+import functools
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from hybridsync import deadletters
+from hybridsync.records import DeadLetter
+from hybridsync.runtime import dynamodb, engine, model, tables
+from hybridsync.sync import aggregate
+
+logger = Logger()
+metrics = Metrics()
+WINDOW_COUNTS = ("applied", "duplicates", "dead_letters")  # what the tumbling window's state carries
+
+
+@functools.cache
+def folding(table: str) -> aggregate.Aggregation:
+    return aggregate.Aggregation(model(), table)
+
+
+def store_dead_letters(letters: list[DeadLetter]) -> None:
+    # The only reason this function talks to PostgreSQL: the engine (and SQLAlchemy with psycopg)
+    # is built with the first poison record, so cold starts stay DynamoDB-only.
+    with engine().begin() as conn:
+        deadletters.store(conn, aggregate.SOURCE, letters)
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    # Under a tumbling window Lambda requires `state` in every response, or it counts the invocation
+    # as failed (and a failed final invocation stops the shard until it succeeds). The state carries
+    # the window's counts, so its final invocation logs one line per shard and window.
+    counts = {name: int((event.get("state") or {}).get(name, 0)) for name in WINDOW_COUNTS}
+    if event.get("isFinalInvokeForWindow"):
+        # Touches nothing that can fail: a pending journal is finished by the shard's next batch.
+        logger.info("window closed", extra={"shardId": event.get("shardId"), "window": event.get("window"),
+                                            **counts})  # fmt: skip
+        metrics.add_metric("AggregateWindowsClosed", MetricUnit.Count, 1)
+        return {"state": {}, "batchItemFailures": []}
+    # With a tumbling window Lambda names the shard of the batch: the key of its exactly-once cursor.
+    records = event["Records"]
+    arn = event.get("eventSourceARN") or (records[0].get("eventSourceARN", "") if records else "")
+    table = aggregate.source_table(model(), tables(), arn)
+    outcome = folding(table).aggregate(records, dynamodb(), tables()[table], event.get("shardId", ""),
+                                       dead_letter=store_dead_letters)  # fmt: skip
+    metrics.add_metric("AggregatedRecords", MetricUnit.Count, outcome.applied)
+    metrics.add_metric("DuplicateRecords", MetricUnit.Count, outcome.duplicates)
+    metrics.add_metric("AggregateTransactions", MetricUnit.Count, outcome.transactions)
+    deadletters.report(metrics, logger, outcome.rejected)
+    counts["applied"] += outcome.applied
+    counts["duplicates"] += outcome.duplicates
+    counts["dead_letters"] += len(outcome.rejected)
+    # A failure raises and the whole batch is retried: the retry skips what was journaled and
+    # resumes the journal, which a partial report could not do better.
+    return {"state": counts, "batchItemFailures": []}

@@ -1,0 +1,26 @@
+"""DynamoDB stream -> PostgreSQL write-back of the model's DynamoDB-mastered entities
+(hybridsync.sync.writeback does the work)."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger, Metrics
+from aws_lambda_powertools.metrics import MetricUnit
+
+from hybridsync import deadletters
+from hybridsync.runtime import engine, model
+from hybridsync.sync import writeback
+
+logger = Logger()
+metrics = Metrics()
+
+
+@metrics.log_metrics
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    outcome = writeback.write_back(event["Records"], engine(), model())
+    metrics.add_metric("WriteBackApplied", MetricUnit.Count, outcome.applied)
+    metrics.add_metric("WriteBackSkipped", MetricUnit.Count, outcome.skipped)
+    deadletters.report(metrics, logger, outcome.rejected)
+    # The batch is one transaction: it landed whole (dead letters included), so no record failed.
+    # Infrastructure failures raise instead, and the event source mapping retries the batch.
+    return {"batchItemFailures": []}

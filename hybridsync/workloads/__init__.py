@@ -1,0 +1,154 @@
+"""What every workload driving a running app shares (the demo, the chaos run, `up --seed`, the
+benchmarks, the contract suite): writes with growing versions, waiting until the pipeline caught
+up, whole-table scans, percentiles, and the one verdict on a run: drift both ways and every
+declared aggregate against a clean recount. Never shipped to Lambda."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import sqlalchemy as sa
+
+from hybridsync import store, versions
+from hybridsync.convert import unmarshal
+from hybridsync.declare import Entity, Model
+from hybridsync.sync import aggregate
+from hybridsync.sync.reconcile import Drift, reconcile, reconcile_views
+
+
+@dataclass
+class Writer:
+    """DynamoDB writes as an application makes them: every write of an item with a growing version."""
+
+    client: Any
+    table: str
+    versions: dict[str, int] = field(default_factory=dict)
+    written: int = 0
+
+    def put(self, entity: Entity, values: dict[str, Any]) -> dict[str, Any]:
+        slot = f"{entity.name}:{entity.key(values)}"
+        self.versions[slot] = versions.next_version(self.versions.get(slot))
+        values = values | {entity.names.version: self.versions[slot]}
+        store.put(self.client, self.table, entity, values)
+        self.written += 1
+        return values
+
+
+def scan(client: Any, table: str) -> list[dict[str, Any]]:
+    """Every item of a table, unmarshalled (strongly consistent: what was acknowledged is there)."""
+    pages = store.pages(client, "scan", TableName=table, ConsistentRead=True)
+    return [unmarshal(item) for page in pages for item in page["Items"]]
+
+
+def percentile(values: list[float], q: float) -> float:
+    """The q-quantile (0 < q < 1) by rank, rounded to 10 ms; 0 for no values."""
+    return round(sorted(values)[min(len(values) - 1, int(len(values) * q))], 2) if values else 0.0
+
+
+def p99(values: list[float]) -> float:
+    return percentile(values, 0.99)
+
+
+def outbox_rows(engine: sa.Engine) -> int | None:
+    """Changes waiting in the outbox; None while PostgreSQL is unreachable."""
+    try:
+        with engine.connect() as conn:
+            return conn.execute(sa.text("SELECT count(*) FROM outbox")).scalar_one()
+    except sa.exc.OperationalError:
+        return None
+
+
+def wait_caught_up(
+    mappings: Callable[[], dict[str, dict[str, Any]] | None],
+    engine: sa.Engine,
+    *,
+    timeout_s: float,
+    pause_s: float = 0.5,
+    calm: int = 3,
+    progress: Callable[[str], None] | None = None,
+) -> bool:
+    """Every mapping idle (no lag, not blocked) and the outbox empty, `calm` times in a row (a
+    batch may be in flight); False at the timeout. `mappings()` gives each mapping's status
+    (`lag_records`, `blocked`), as `LocalApp.status()["mappings"]` or the status file has them."""
+    deadline, seen = time.monotonic() + timeout_s, 0
+    while time.monotonic() < deadline:
+        status, outbox = mappings(), outbox_rows(engine)
+        idle = status is not None and all(
+            m["lag_records"] == 0 and not m.get("blocked") for m in status.values()
+        )
+        seen = seen + 1 if idle and outbox == 0 else 0
+        if progress:
+            lag = ", ".join(f"{name.split(':')[0]} {m['lag_records']}" for name, m in (status or {}).items())
+            progress(f"lag {lag or '?'}, outbox {'?' if outbox is None else outbox}")
+        if seen >= calm:
+            return True
+        time.sleep(pause_s)
+    return False
+
+
+Keep = Callable[[aggregate.Key], bool]
+
+
+@dataclass
+class Verdict:
+    """What a run left behind, checked: drift both ways and the aggregates against a recount."""
+
+    to_sql: dict[str, Drift]
+    to_views: dict[str, Drift]
+    stored: aggregate.Totals
+    recounted: aggregate.Totals
+    items: dict[str, list[dict[str, Any]]] = field(repr=False)  # physical table -> its items
+
+    @property
+    def drifts(self) -> list[Drift]:
+        return [*self.to_sql.values(), *self.to_views.values()]
+
+    @property
+    def drift(self) -> int:
+        return sum(d.total for d in self.drifts)
+
+    @property
+    def aggregates_equal(self) -> bool:
+        return self.stored == self.recounted
+
+    def aggregate_differences(self) -> dict[aggregate.Key, tuple[Any, Any]]:
+        return aggregate.differences(self.stored, self.recounted)
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "drift": self.drift,
+            "rows_checked": sum(d.checked for d in self.drifts),
+            "aggregates": len(self.stored),
+            "aggregates_equal_recount": self.aggregates_equal,
+        }
+
+
+def verify(
+    client: Any,
+    tables: Mapping[str, str],
+    engine: sa.Engine,
+    model: Model,
+    *,
+    keep: Keep = lambda _: True,
+    every_row: bool = False,
+) -> Verdict:
+    """Reconcile both ways (every written-back entity against its rows; every PostgreSQL-mastered
+    row against its view, `every_row` when each row came through the outbox), and every aggregate
+    `keep` admits against a clean recount of its table's items."""
+    items = {
+        tables[t.name]: scan(client, tables[t.name])
+        for t in model.tables
+        if any(a.table.name == t.name for a in model.aggregates)
+    }
+    stored: aggregate.Totals = {}
+    recounted: aggregate.Totals = {}
+    for logical in sorted({a.table.name for a in model.aggregates}):
+        folding = aggregate.Aggregation(model, logical)
+        stored |= folding.stored(items[tables[logical]], keep)
+        recounted |= folding.recount(items[tables[logical]], keep)
+    to_sql = reconcile(client, tables, engine, model)
+    to_views = reconcile_views(client, tables, engine, model, every_row=every_row)
+    return Verdict(to_sql, to_views, stored, recounted, items)

@@ -1,0 +1,140 @@
+"""A new user's walk-through, end to end in an empty folder: `hybridsync init`, then, with
+declarations only, a DynamoDB-mastered entity, a PostgreSQL-mastered entity and a ranked aggregate
+added; `hybridsync migrations generate` (the outbox triggers included), `migrations check`,
+`hybridsync up --seed --once` (the app locally: seed, drift 0, aggregates equal a recount),
+`python -m pytest` (the contract suite over the new model) and `cdk synth`."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+ADDED = """
+
+# --- added by the team, declarations only -----------------------------------------------------
+
+PAYMENT = Entity(
+    "Payment",
+    DATA,
+    Side.DYNAMODB,
+    fields=(
+        Field("PaymentId", FieldType.STRING, max_length=64),
+        Field("InvoiceId", FieldType.STRING, max_length=64),
+        Field("CustomerId", FieldType.STRING, max_length=64),
+        Field("PaidAt", FieldType.TIMESTAMP),
+        Field("Amount", FieldType.DECIMAL),
+    ),
+    keys={"pk": Template("CUSTOMER#{CustomerId}"), "sk": Template("PAYMENT#{PaymentId}")},
+    sql_table="payments",
+    sql_key=("PaymentId",),
+)
+
+SUPPLIER = Entity(
+    "Supplier",
+    DATA,
+    Side.POSTGRESQL,
+    fields=(Field("SupplierId", FieldType.STRING), Field("Name", FieldType.STRING)),
+    keys={"pk": Template("SUPPLIER#{SupplierId}"), "sk": Template("PROFILE")},
+    sql_table="suppliers",
+    sql_key=("SupplierId",),
+)
+
+PAID = Aggregate(
+    "CustomerPayments",
+    sources=(PAYMENT,),
+    group_by=("CustomerId",),
+    time="PaidAt",
+    periods=(Period.DAY, Period.MONTH),
+    measures=(Sum("Paid", of="Amount"), Count("Payments")),
+    partition="CUSTOMER#{CustomerId}",
+    sort="PAID#{Period}",
+    rank=Rank("Paid", index="Ranking", prefix="PAID#{Period}", shards=2),
+)
+
+MODEL = Model(tables=(DATA,), entities=(INVOICE, CUSTOMER, PAYMENT, SUPPLIER), aggregates=(TOTALS, PAID))
+"""
+
+SEED_MORE = '''
+
+def seed_more(app: Any, engine: sa.Engine) -> int:
+    """The scaffold's seed, then payments and suppliers through the same write paths."""
+    from decimal import Decimal
+
+    from {package}.model import PAYMENT, SUPPLIER
+
+    written = seed(app, engine)
+    writer = Writer(app.client, app.table_names["data"])
+    for n in range(40):
+        paid = iso_ms(datetime.now(UTC) - timedelta(days=n))
+        writer.put(PAYMENT, {{"PaymentId": f"pay{{n}}", "InvoiceId": f"i{{n}}", "CustomerId": f"c{{n % 7}}",
+                             "PaidAt": paid, "Amount": Decimal(n) + 1}})
+    with engine.begin() as conn:
+        for n in range(5):
+            rows.upsert(conn, SUPPLIER, {{"SupplierId": f"s{{n}}", "Name": f"Supplier {{n}}"}})
+    return written + writer.written + 5
+'''
+
+
+def run(args: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess:
+    ours = ("AWS_", "CDK_", "TABLE_", "HYBRIDSYNC_", "DATABASE_URL", "DYNAMODB_ENDPOINT")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}  # a new user's shell
+    path = [str(Path(sys.executable).parent), str(ROOT / "node_modules" / ".bin"), os.environ.get("PATH", "")]
+    env |= {"JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1", "PATH": os.pathsep.join(path)}
+    done = subprocess.run(args, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    assert done.returncode == 0, f"{' '.join(args)}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+    return done
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    folder = tmp_path_factory.mktemp("new") / "invoicing"
+    run([sys.executable, "-m", "hybridsync.cli", "init", str(folder)], cwd=folder.parent)
+    return folder
+
+
+def test_init_writes_a_project_with_its_first_migration(project):
+    assert (project / "pyproject.toml").is_file() and (project / "cdk.json").is_file()
+    (first,) = (project / "invoicing" / "migrations" / "versions").glob("0001_*.py")
+    text = first.read_text()
+    assert "create_table('invoices'" in text.replace('"', "'") and "customers_outbox" in text
+    assert run([sys.executable, "-m", "hybridsync.cli", "migrations", "check"], cwd=project)
+
+
+def test_declarations_only_then_generate_up_seed_pytest_and_synth(project):
+    package = project / "invoicing"
+    model = package / "model.py"
+    model.write_text(model.read_text().replace("MODEL = Model(", "_FIRST = Model(") + ADDED)
+    seed = package / "seed.py"
+    seed.write_text(seed.read_text() + SEED_MORE.format(package="invoicing"))
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(pyproject.read_text().replace("invoicing.seed:seed", "invoicing.seed:seed_more"))
+    # the model and the database differ until a revision says how
+    drift = subprocess.run([sys.executable, "-m", "hybridsync.cli", "migrations", "check"], cwd=project,
+                           capture_output=True, text=True)  # fmt: skip
+    assert drift.returncode == 1 and "payments" in drift.stdout and "suppliers" in drift.stdout
+    run([sys.executable, "-m", "hybridsync.cli", "migrations", "generate", "-m", "payments and suppliers"],
+        cwd=project)  # fmt: skip
+    (second,) = (package / "migrations" / "versions").glob("0002_*.py")
+    assert "suppliers_outbox" in second.read_text()  # the trigger a PostgreSQL-mastered table needs
+    run([sys.executable, "-m", "hybridsync.cli", "migrations", "check"], cwd=project)
+    up = run([sys.executable, "-m", "hybridsync.cli", "up", "--seed", "--once"], cwd=project)
+    assert "reconcile drift: 0" in up.stdout and "equal to a clean recount" in up.stdout, up.stdout[-3000:]
+    tests = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
+    assert " passed" in tests.stdout and " failed" not in tests.stdout, tests.stdout[-3000:]
+    run([str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--no-notices", "-o", "cdk.out"],
+        cwd=project)  # fmt: skip
+    pipeline = json.loads(next((project / "cdk.out").glob("*-pipeline.template.json")).read_text())
+    mappings = [r["Properties"] for r in pipeline["Resources"].values()
+                if r["Type"] == "AWS::Lambda::EventSourceMapping"]  # fmt: skip
+    patterns = json.dumps([m.get("FilterCriteria") for m in mappings])
+    assert "Payment" in patterns and "Invoice" in patterns  # the filters derive from the new model
+    assets = [p for p in (project / "cdk.out").glob("asset.*") if (p / "hybridsync" / "functions").is_dir()]
+    assert assets and all((a / "invoicing" / "model.py").is_file() for a in assets)
+    assert not any((a / "hybridsync" / "local").exists() for a in assets)  # only what the functions need

@@ -148,8 +148,9 @@ class PipelineStack(Stack):
         return self.data.tables[table.name].table_arn
 
     def api_function(self) -> None:
-        """HTTP API: the project's routes, with item access to every table and each declared index
-        by name (a wildcard on every index would grant more), and the large bodies' chunks and objects."""
+        """HTTP API: the project's routes, with item access to every table of entities and each
+        declared index by name (a wildcard on every index would grant more), and batch access to
+        the large bodies' chunks (a chunks table is read and written in batches only) and objects."""
         self.api = self.function(
             "Api",
             name="api",
@@ -158,13 +159,17 @@ class PipelineStack(Stack):
             timeout=Duration.seconds(15),
             reserved_concurrency=self.setting("api_reserved_concurrency"),
         )
+        chunks = sorted({b.chunks.table.name for b in self.model.bodies})
+        chunk_entities = {b.chunks.name for b in self.model.bodies}
+        only_chunks = [t for t in chunks if all(e.name in chunk_entities for e in self.model.all_entities
+                                                if e.table.name == t)]  # fmt: skip
         resources = [
             arn
             for table in self.model.tables
+            if table.name not in only_chunks
             for arn in (self._arn(table), *(f"{self._arn(table)}/index/{i.name}" for i in table.indexes))
         ]
         self.api.function.add_to_role_policy(iam.PolicyStatement(actions=ITEM_ACTIONS, resources=resources))
-        chunks = sorted({b.chunks.table.name for b in self.model.bodies})
         if chunks:
             self.api.function.add_to_role_policy(
                 iam.PolicyStatement(

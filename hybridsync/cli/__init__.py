@@ -96,7 +96,8 @@ def _up(args: argparse.Namespace) -> int:
         finally:
             app.stop()
             stop.set()  # let the drainer finish before PostgreSQL goes away
-            drainer.join(timeout=10)
+            if drainer.is_alive():
+                drainer.join(timeout=10)
             status_file.unlink(missing_ok=True)
     return 0
 

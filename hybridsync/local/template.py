@@ -20,6 +20,8 @@ from hybridsync.settings import ConfigurationError
 
 ENGINE = Path(__file__).resolve().parents[1]
 ACCOUNT = "123456789012"  # the account the local app says it runs in (AWS documentation's example)
+CLI_CONTEXT = {"aws:cdk:enable-path-metadata": True, "aws:cdk:enable-asset-metadata": True,
+               "aws:cdk:version-reporting": False, "aws:cdk:bundling-stacks": ["**"]}  # fmt: skip
 
 
 class TemplateError(ConfigurationError):
@@ -54,7 +56,8 @@ def synth_if_stale(assembly: Path, *, synth: bool = True) -> Path:
     command = shlex.split(settings.get("app", "python -m hybridsync.cdk"))
     if command and Path(command[0]).name.startswith("python"):
         command[0] = sys.executable  # this environment's Python, whatever cdk.json calls it
-    context = json.dumps(settings.get("context", {}))
+    # what the CDK CLI adds to every synth: construct paths and asset folders in the metadata
+    context = json.dumps(CLI_CONTEXT | settings.get("context", {}))
     env = os.environ | {"CDK_OUTDIR": str(assembly.resolve()), "CDK_CONTEXT_JSON": context}
     result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     if result.returncode:

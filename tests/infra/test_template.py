@@ -1,6 +1,7 @@
 """The synthesized templates (real `cdk synth`) render exactly the model's declaration."""
 
 import json
+from pathlib import Path
 
 import pytest
 from aws_cdk.assertions import Match, Template
@@ -97,11 +98,13 @@ def test_function_construct_defaults(pipeline):
     template = Template.from_json(pipeline)
     template.has_resource_properties(
         "AWS::Lambda::Function",
-        {"Runtime": "python3.12", "Handler": "handler.handler", "Architectures": ["x86_64"],
+        {"Runtime": "python3.12", "Handler": "hybridsync.functions.write_back.handler",
+         "Architectures": ["x86_64"],
          "Layers": Match.any_value(), "TracingConfig": Match.absent(),  # tracing is opt-in
          "VpcConfig": Match.object_like({"SubnetIds": Match.any_value()}),
          "Environment": {"Variables": Match.object_like({
              "TABLE_MAIN": Match.any_value(), "TABLE_CHUNKS": Match.any_value(),
+             "HYBRIDSYNC_MODEL": "shop.model:MODEL", "HYBRIDSYNC_ROUTES": "shop.routes",
              "DB_SECRET_ARN": Match.any_value(), "DB_HOST": Match.any_value()})}},
     )  # fmt: skip
     template.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
@@ -123,14 +126,34 @@ def test_layer_was_bundled_without_docker_for_the_lambda_platform(cloud_assembly
         assert (layer / package).is_dir(), package
 
 
-def test_function_bundle_ships_the_library_but_not_the_local_tools(cloud_assembly):
-    bundles = [p.parent.parent for p in cloud_assembly.glob("asset.*/hybridsync/model.py")]
-    assert bundles
-    for bundle in bundles:
-        assert (bundle / "handler.py").is_file()
-        assert (bundle / "hybridsync" / "migrations" / "versions").is_dir()
-        assert not (bundle / "hybridsync" / "local").exists()
-        assert not (bundle / "hybridsync" / "cli.py").exists()
+def test_one_bundle_ships_exactly_the_engines_packages_and_the_shops(cloud_assembly, pipeline):
+    """Chosen by package: the engine's shipped packages and the model's; never the local app, the
+    CLI, the CDK app, the workloads or the test kit. Every function runs from the one asset."""
+    from hybridsync.cdk.assets import SHIPPED
+
+    bundles = [p.parent.parent for p in cloud_assembly.glob("asset.*/hybridsync/declare.py")]
+    assert len(bundles) == 1
+    (bundle,) = bundles
+    shipped = {
+        p.parent.relative_to(bundle / "hybridsync").as_posix() for p in (bundle / "hybridsync").rglob("*.py")
+    }
+    assert {"." if s == "" else s for s in SHIPPED} == shipped
+    engine = Path(__file__).resolve().parents[2] / "hybridsync"
+    for package in SHIPPED:
+        assert {p.name for p in (engine / package).glob("*.py")} == {
+            p.name for p in (bundle / "hybridsync" / package).glob("*.py")
+        }
+    assert (bundle / "hybridsync" / "migrations" / "script.py.mako").is_file()
+    assert (bundle / "shop" / "model.py").is_file() and list(
+        (bundle / "shop" / "migrations" / "versions").glob("0001_*.py")
+    )
+    assert not (bundle / "shop_workloads").exists()  # the demo and chaos: a package apart, never shipped
+    codes = {
+        json.dumps(f["Properties"]["Code"], sort_keys=True)
+        for f in Template.from_json(pipeline).find_resources("AWS::Lambda::Function").values()
+        if "hybridsync.functions" in f["Properties"].get("Handler", "")
+    }
+    assert len(codes) == 1  # every engine function: the same asset
 
 
 def test_write_back_consumes_the_stream_with_safe_retry_settings(pipeline):
@@ -226,6 +249,8 @@ def test_api_and_sync_functions_get_only_what_they_use(pipeline):
         "dynamodb:UpdateItem", "dynamodb:DeleteItem",
     }  # fmt: skip
     assert actions("Api", resource="ChunksTable") == {"dynamodb:BatchGetItem", "dynamodb:BatchWriteItem"}
+    for index in MODEL.table("main").indexes:  # derived from the model: no second list of indexes
+        assert actions("Api", resource=f"/index/{index.name}") >= {"dynamodb:Query"}, index.name
     assert actions("Api", "s3:", "/reviews/*") == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
     assert actions("Api", "s3:") == {"s3:GetObject", "s3:PutObject", "s3:DeleteObject"}
     assert actions("Sweep") == {"dynamodb:GetItem", "dynamodb:Scan", "dynamodb:BatchWriteItem"}

@@ -72,8 +72,10 @@ def alembic_config(url: str, spec: str | None = None) -> Config:
 
 
 def upgrade(url: str, revision: str = "heads", spec: str | None = None) -> None:
-    """Both branches to their heads (or to `revision`), for the model `spec` names (the project's)."""
-    command.upgrade(alembic_config(url, spec), revision)
+    """Both branches to their heads (or to `revision`), for the model `spec` names (the project's).
+    Alembic's "head" means the one head; with the engine's branch beside the project's there are
+    always two, so "head" is taken as both, as anyone used to Alembic means it."""
+    command.upgrade(alembic_config(url, spec), "heads" if revision == "head" else revision)
 
 
 def downgrade(url: str, revision: str, spec: str | None = None) -> None:
@@ -94,12 +96,14 @@ def current_revision(url: str) -> str | None:
 # --- a model's outbox triggers ---------------------------------------------------------------
 
 
-def triggered_tables(model: Model) -> dict[str, tuple[str, ...]]:
-    """Table -> key columns of every managed table mastered in PostgreSQL: each gets the two triggers."""
+def triggered_tables(model: Model, *, managed_only: bool = True) -> dict[str, tuple[str, ...]]:
+    """Table -> key columns of every table mastered in PostgreSQL: each gets the two triggers.
+    The revisions create them on the managed tables; on a table the user manages (`managed=False`)
+    the user creates them (`create_triggers` gives the SQL) and `check` verifies them."""
     return {
         e.sql_table: e.sql_key_columns
         for e in model.mastered_in(Side.POSTGRESQL)
-        if e.sql_table and e.managed
+        if e.sql_table and (e.managed or not managed_only)
     }
 
 
@@ -133,17 +137,21 @@ def existing_triggers(conn: sa.Connection) -> dict[str, set[str]]:
 
 
 def trigger_drift(conn: sa.Connection, model: Model) -> list[str]:
-    """The model's triggers the database lacks, and the engine's triggers on tables no longer
-    mastered in PostgreSQL, in words."""
-    wanted, have = triggered_tables(model), existing_triggers(conn)
+    """The model's triggers the database lacks (on a user-managed table: once the table exists),
+    and the engine's triggers on tables no longer mastered in PostgreSQL, in words."""
+    everything, have = triggered_tables(model, managed_only=False), existing_triggers(conn)
+    managed = triggered_tables(model)
+    present = set(sa.inspect(conn).get_table_names())
+    wanted = [t for t in sorted(everything) if t in managed or t in present]
     said = [
         f"table {table} lacks its {' and '.join(sorted(set(TRIGGERS) - have.get(table, set())))} trigger"
-        for table in sorted(wanted)
+        + ("" if table in managed else " (a table you manage: create them with create_triggers)")
+        for table in wanted
         if set(TRIGGERS) - have.get(table, set())
     ]
     return said + [
         f"table {table} has outbox triggers but is not mastered in PostgreSQL"
-        for table in sorted(set(have) - set(wanted))
+        for table in sorted(set(have) - set(everything))
     ]
 
 
@@ -232,7 +240,7 @@ def check(url: str, spec: str | None = None) -> Differences:
             if not heads <= applied(ScriptDirectory.from_config(alembic), current):
                 found.revisions.append(
                     f"the database is at {sorted(current) or 'no revision'}, the revisions' "
-                    f"heads are {sorted(heads)}: run `hybridsync migrate`"
+                    f"heads are {sorted(heads)}: run `hybridsync migrations upgrade`"
                 )
             from alembic.autogenerate import compare_metadata
 

@@ -3,6 +3,7 @@ downgraded, upgraded again; and what `hybridsync migrations check` sees (the gen
 model that grows, is the new-project walk-through in tests/reliability/test_new_project.py)."""
 
 import uuid
+from dataclasses import replace
 
 import pytest
 import sqlalchemy as sa
@@ -10,6 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from hybridsync import db, migrations
+from hybridsync.declare import Entity, Field, FieldType, Side, Template
 from hybridsync.schema import metadata
 from shop.model import MODEL
 
@@ -105,3 +107,40 @@ def test_check_sees_a_missing_trigger_a_missing_table_and_a_database_behind(empt
     assert found.triggers == ["table customers lacks its outbox trigger"]
     assert any("follows" in line for line in found.schema), found.schema
     assert not found.revisions
+
+
+def test_a_table_the_user_manages_is_left_alone_and_its_triggers_are_checked(empty_database):
+    """`managed=False`: the revisions neither create nor compare the table, but the outbox needs
+    its triggers, so `check` asks for them once the table exists, and they carry its changes."""
+    legacy = Entity(
+        "LegacyAccount",
+        MODEL.table("main"),
+        Side.POSTGRESQL,
+        fields=(Field("AccountId", FieldType.STRING), Field("Name", FieldType.STRING)),
+        keys={"PK": Template("LEGACY#{AccountId}"), "SK": Template("PROFILE")},
+        sql_table="legacy_accounts",
+        sql_key=("AccountId",),
+        managed=False,
+    )
+    model = replace(MODEL, entities=(*MODEL.entities, legacy))
+    assert "legacy_accounts" not in metadata(model, managed_only=True).tables
+    assert "legacy_accounts" not in migrations.triggered_tables(model)  # no revision creates them
+    migrations.upgrade(empty_database)
+    engine = db.create_engine(empty_database)
+    try:
+        with engine.begin() as conn:
+            assert migrations.trigger_drift(conn, model) == []  # not there yet: nothing to ask of it
+            conn.execute(sa.text("CREATE TABLE legacy_accounts (account_id text PRIMARY KEY, name text, "
+                                 "version bigint NOT NULL DEFAULT 0)"))  # fmt: skip
+            (said,) = migrations.trigger_drift(conn, model)
+            assert (
+                "legacy_accounts lacks its outbox and version trigger" in said and "create_triggers" in said
+            )
+            for sql in migrations.create_triggers("legacy_accounts", legacy.sql_key_columns):
+                conn.execute(sa.text(sql))
+            assert migrations.trigger_drift(conn, model) == []
+            conn.execute(sa.text("INSERT INTO legacy_accounts (account_id, name) VALUES ('a-1', 'Ada')"))
+            queued = conn.execute(sa.text("SELECT table_name, row_key FROM outbox")).all()
+        assert [(t, dict(k)) for t, k in queued] == [("legacy_accounts", {"account_id": "a-1"})]
+    finally:
+        engine.dispose()

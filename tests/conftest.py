@@ -54,15 +54,15 @@ def engine(stack: local.LocalStack) -> Iterator[sa.Engine]:
     engine.dispose()
 
 
-@pytest.fixture(scope="session")
-def cloud_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The real CLI (`npx cdk synth`, pinned in package.json) with no AWS credentials at all."""
-    out = tmp_path_factory.mktemp("cdk.out")
+def synth(out: Path, *context: str) -> Path:
+    """The real CLI (`npx cdk synth`, pinned in package.json) with no AWS credentials at all;
+    `context`: `key=value` pairs passed as `-c`."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
     env |= {"AWS_EC2_METADATA_DISABLED": "true", "JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION": "1"}
     cdk = ROOT / "node_modules" / ".bin" / "cdk"
+    flags = [arg for pair in context for arg in ("-c", pair)]
     result = subprocess.run(
-        [str(cdk), "synth", "--quiet", "--ignore-errors", "--no-notices", "--output", str(out)],
+        [str(cdk), "synth", "--quiet", "--ignore-errors", "--no-notices", *flags, "--output", str(out)],
         cwd=ROOT,
         env=env,
         capture_output=True,
@@ -71,6 +71,11 @@ def cloud_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
     assert result.returncode == 0, f"cdk synth failed:\n{result.stdout}\n{result.stderr}"
     return out
+
+
+@pytest.fixture(scope="session")
+def cloud_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return synth(tmp_path_factory.mktemp("cdk.out"))
 
 
 def load_template(assembly: Path, stack_suffix: str) -> dict[str, Any]:

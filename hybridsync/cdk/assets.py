@@ -54,11 +54,11 @@ class _PipInstallLayer:
 
 @jsii.implements(ILocalBundling)
 class _CopyPackages:
-    """The engine's shipped packages and the project's package (and its revisions, when they live
-    elsewhere), as plain files."""
+    """The engine's shipped packages and the project's packages (its model's, its routes'; and its
+    revisions, when they live elsewhere), as plain files."""
 
-    def __init__(self, project: Path, migrations: Path | None):
-        self.project, self.migrations = project, migrations
+    def __init__(self, packages: list[Path], migrations: Path | None):
+        self.packages, self.migrations = packages, migrations
 
     def try_bundle(self, output_dir: str, *_options: Any, **_kw: Any) -> bool:
         out = Path(output_dir)
@@ -69,7 +69,8 @@ class _CopyPackages:
                 for path in source.glob(pattern):
                     shutil.copy2(path, target / path.name)
         ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
-        shutil.copytree(self.project, out / self.project.name, dirs_exist_ok=True, ignore=ignore)
+        for project in self.packages:
+            shutil.copytree(project, out / project.name, dirs_exist_ok=True, ignore=ignore)
         if self.migrations is not None:
             shutil.copytree(self.migrations, out / PROJECT_MIGRATIONS, dirs_exist_ok=True, ignore=ignore)
         return True
@@ -78,13 +79,14 @@ class _CopyPackages:
 PROJECT_MIGRATIONS = "_migrations"  # the project's revisions in the asset, when kept outside its package
 
 
-def function_code(project: Path, migrations: Path | None) -> lambda_.Code:
-    """One asset for every function: the engine's packages and the project's (see SHIPPED)."""
+def function_code(packages: list[Path], migrations: Path | None) -> lambda_.Code:
+    """One asset for every function: the engine's packages and the project's (see SHIPPED); the
+    first package, the model's, is the asset's source folder."""
     return lambda_.Code.from_asset(
-        str(project),
-        # Output hash: the bundle also holds the engine, which lives outside the project's folder.
+        str(packages[0]),
+        # Output hash: the bundle also holds the engine and any other package of the project.
         asset_hash_type=AssetHashType.OUTPUT,
-        bundling=BundlingOptions(image=_NO_DOCKER, local=_CopyPackages(project, migrations)),
+        bundling=BundlingOptions(image=_NO_DOCKER, local=_CopyPackages(packages, migrations)),
     )
 
 

@@ -89,8 +89,10 @@ class PipelineStack(Stack):
         package = config.package_dir(model_spec)
         versions = migrations.project_versions(model_spec)
         apart = versions if versions and versions.is_dir() and package not in versions.parents else None
-        self.code = function_code(package, apart)
         routes = config.setting_list("routes")
+        # the model's package first, then any other package the project's routes live in
+        packages = list(dict.fromkeys([package, *(config.package_dir(route) for route in routes)]))
+        self.code = function_code(packages, apart)
         self.variables = {f"TABLE_{name.upper()}": table.table_name for name, table in data.tables.items()}
         self.variables |= {"HYBRIDSYNC_MODEL": model_spec} | (
             {"HYBRIDSYNC_ROUTES": ",".join(routes)} if routes else {}

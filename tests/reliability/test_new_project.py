@@ -104,7 +104,8 @@ def test_init_writes_a_project_with_its_first_migration(project):
     assert (project / "pyproject.toml").is_file() and (project / "cdk.json").is_file()
     (first,) = (project / "invoicing" / "migrations" / "versions").glob("0001_*.py")
     text = first.read_text()
-    assert re.search(r"create_table\(\s*['\"]invoices['\"]", text) and "CREATE TRIGGER customers_outbox" in text
+    assert re.search(r"create_table\(\s*['\"]invoices['\"]", text)
+    assert "CREATE TRIGGER customers_outbox" in text
     assert run([sys.executable, "-m", "hybridsync.cli", "migrations", "check"], cwd=project)
 
 

@@ -1,8 +1,8 @@
 """A new user's walk-through, end to end in an empty folder: `hybridsync init`, then, with
 declarations only, a DynamoDB-mastered entity, a PostgreSQL-mastered entity and a ranked aggregate
 added; `hybridsync migrations generate` (the outbox triggers included), `migrations check`,
-`hybridsync up --seed --once` (the app locally: seed, drift 0, aggregates equal a recount),
-`python -m pytest` (the contract suite over the new model) and `cdk synth`."""
+`cdk synth`, `hybridsync up --seed --once` (that synthesized app locally: seed, drift 0,
+aggregates equal a recount) and `python -m pytest` (the contract suite over the new model)."""
 
 from __future__ import annotations
 
@@ -126,10 +126,7 @@ def test_declarations_only_then_generate_up_seed_pytest_and_synth(project):
     (second,) = (package / "migrations" / "versions").glob("0002_*.py")
     assert "suppliers_outbox" in second.read_text()  # the trigger a PostgreSQL-mastered table needs
     run([sys.executable, "-m", "hybridsync.cli", "migrations", "check"], cwd=project)
-    up = run([sys.executable, "-m", "hybridsync.cli", "up", "--seed", "--once"], cwd=project)
-    assert "reconcile drift: 0" in up.stdout and "equal to a clean recount" in up.stdout, up.stdout[-3000:]
-    tests = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
-    assert " passed" in tests.stdout and " failed" not in tests.stdout, tests.stdout[-3000:]
+    # synthesized first, as a user would before deploying: `up` then runs that cdk.out as it is
     run([str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--no-notices", "-o", "cdk.out"],
         cwd=project)  # fmt: skip
     pipeline = json.loads(next((project / "cdk.out").glob("*-pipeline.template.json")).read_text())
@@ -140,3 +137,7 @@ def test_declarations_only_then_generate_up_seed_pytest_and_synth(project):
     assets = [p for p in (project / "cdk.out").glob("asset.*") if (p / "hybridsync" / "functions").is_dir()]
     assert assets and all((a / "invoicing" / "model.py").is_file() for a in assets)
     assert not any((a / "hybridsync" / "local").exists() for a in assets)  # only what the functions need
+    up = run([sys.executable, "-m", "hybridsync.cli", "up", "--seed", "--once"], cwd=project)
+    assert "reconcile drift: 0" in up.stdout and "equal to a clean recount" in up.stdout, up.stdout[-3000:]
+    tests = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
+    assert " passed" in tests.stdout and " failed" not in tests.stdout, tests.stdout[-3000:]

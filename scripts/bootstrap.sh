@@ -7,8 +7,10 @@ stamp=".venv/.installed-$(cat requirements*.txt pyproject.toml hybridsync/cdk/re
 if [ ! -f "$stamp" ]; then
   echo "setting up .venv (first run or requirements changed)..." >&2
   python3 -m venv .venv
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install --quiet --disable-pip-version-check -r requirements-dev.txt
+  # -qq: errors only (pip's warnings about index folders a machine's pip config names but lacks,
+  # and setuptools' notes on editable installs, are not the newcomer's to act on)
+  .venv/bin/python -m pip install -qq --disable-pip-version-check --upgrade pip
+  .venv/bin/python -m pip install -qq --disable-pip-version-check -r requirements-dev.txt
   rm -f .venv/.installed-* && touch "$stamp"
 fi
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

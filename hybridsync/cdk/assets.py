@@ -43,7 +43,7 @@ class _PipInstallLayer:
     def try_bundle(self, output_dir: str, *_options: Any, **_kw: Any) -> bool:
         platforms = [arg for p in WHEEL_PLATFORMS for arg in ("--platform", p)]
         subprocess.run(
-            [sys.executable, "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+            [sys.executable, "-m", "pip", "install", "-qq", "--disable-pip-version-check",
              "--no-compile", "--only-binary=:all:", *platforms, "--implementation", "cp",
              "--python-version", RUNTIME.name.removeprefix("python"),
              "--target", str(Path(output_dir) / "python"), "-r", str(self.requirements)],

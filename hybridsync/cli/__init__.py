@@ -189,7 +189,7 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
     for name in app.queues:
         print(f"  queue      {name} (failed batches)")
     for name in app.buckets.values():
-        print(f"  bucket     {name} (S3 on the DynamoDB endpoint)")
+        print(f"  bucket     {name} (S3 on moto server, AWS_ENDPOINT)")
     if app.custom_resources:
         print(f"  deploy     ran {', '.join(app.custom_resources)} (custom resources, as a deploy does)")
     from hybridsync import timeseries

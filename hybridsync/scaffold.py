@@ -168,7 +168,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import rows, store
+from hybridsync import rows
 from hybridsync.keys import iso_ms
 from hybridsync.workloads import Writer
 
@@ -192,10 +192,8 @@ def seed(app: Any, engine: sa.Engine, customers: int = 20, invoices: int = 200) 
     for values in rng.sample(issued, invoices // 4):  # paid, voided, corrected
         change = rng.choice([{{"Status": "PAID"}}, {{"Status": "VOID"}}, {{"Amount": values["Amount"] + 1}}])
         writer.put(INVOICE, values | change)
-    for values in rng.sample(issued, invoices // 20):  # deleted (a delete's version passes the last write's)
-        version = writer.versions[f"Invoice:{{INVOICE.key(values)}}"] + 1
-        store.delete(app.client, app.table_names["data"], INVOICE, values, version)
-        writer.written += 1
+    for values in rng.sample(issued, invoices // 20):  # deleted
+        writer.delete(INVOICE, values)
     with engine.begin() as conn:  # a customer renamed, one removed
         rows.update(conn, CUSTOMER, {{"CustomerId": "c0"}}, {{"Name": "Customer Zero"}})
         rows.delete(conn, CUSTOMER, {{"CustomerId": f"c{{customers - 1}}"}})

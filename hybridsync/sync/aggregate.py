@@ -80,6 +80,13 @@ def _padded(sequence: int) -> str:
     return f"{sequence:040d}"  # sequence numbers sort as text once padded
 
 
+def _add(totals: dict[Key, list[Decimal]], key: Key, parts: tuple[Decimal, ...]) -> None:
+    """Add one item's measure parts into running totals."""
+    total = totals.setdefault(key, [Decimal(0)] * len(parts))
+    for n, part in enumerate(parts):
+        total[n] += part
+
+
 def _units(size: int, *, gsi_moves: int = 0) -> int:
     """A transactional write of `size` bytes; each GSI entry whose key moves is a delete and a put."""
     return capacity.units(size, transactional=True) + 2 * gsi_moves
@@ -273,9 +280,7 @@ class Aggregation:
         totals: dict[Key, list[Decimal]] = {}
         for record in pending:
             for key, delta in record.deltas.items():
-                total = totals.setdefault(key, [Decimal(0)] * len(delta))
-                for n, d in enumerate(delta):
-                    total[n] += d
+                _add(totals, key, delta)
         rows = [
             [key[0], list(key[1:]), [str(d) for d in delta]] for key, delta in totals.items() if any(delta)
         ]
@@ -378,10 +383,9 @@ class Aggregation:
                     }
                 }
             )
-            moves = sum(1 for name, _, _ in chunks[number] if self.by_name[name].rank)
-            self._transact(
-                client, items, outcome, len(chunks[number]) * _units(200) + 2 * moves + _units(200)
-            )
+            moves = sum(1 for name, _, _ in chunks[number] if self.by_name[name].rank)  # rank entries
+            units = len(chunks[number]) * _units(200) + _units(200, gsi_moves=moves)  # items, cursor
+            self._transact(client, items, outcome, units)
         # Done: forget the journal, then delete its parts (a crash in between leaves only garbage:
         # no cursor points at them any more).
         client.update_item(
@@ -480,9 +484,7 @@ class Aggregation:
             except (Rejected, TypeError, ValueError, KeyError, ArithmeticError):
                 continue
             for key, parts in contribution.items():
-                total = totals.setdefault(key, [Decimal(0)] * len(parts))
-                for n, part in enumerate(parts):
-                    total[n] += part
+                _add(totals, key, parts)
         return {k: tuple(v) for k, v in totals.items() if any(v) and keep(k)}
 
     def stored(self, items: Iterable[dict[str, Any]], keep: Callable[[Key], bool] = lambda _: True) -> Totals:

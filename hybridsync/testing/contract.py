@@ -219,8 +219,7 @@ def test_aggregate_equals_a_recount_under_inserts_modifies_removes_and_replays(
             live.append((entity, writer.put(entity, values)))
         elif live and roll < 0.45:  # a remove
             entity, values = live.pop(rng.randrange(len(live)))
-            version = writer.versions[f"{entity.name}:{entity.key(values)}"] + 1
-            store.delete(client, table, entity, values, version)
+            writer.delete(entity, values)
         else:
             live.append((source, writer.put(source, _vary(aggregate, source, rng, n))))
     records = reader.read()

@@ -36,6 +36,12 @@ class Writer:
         self.written += 1
         return values
 
+    def delete(self, entity: Entity, values: dict[str, Any]) -> None:
+        """Delete the item this writer wrote last (a delete's version passes that write's)."""
+        version = self.versions[f"{entity.name}:{entity.key(values)}"] + 1
+        store.delete(self.client, self.table, entity, values, version)
+        self.written += 1
+
 
 def scan(client: Any, table: str) -> list[dict[str, Any]]:
     """Every item of a table, unmarshalled (strongly consistent: what was acknowledged is there)."""

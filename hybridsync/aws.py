@@ -1,6 +1,8 @@
 """boto3 clients, pointed at local endpoints when they are given: `DYNAMODB_ENDPOINT` for DynamoDB
-and its streams (DynamoDB Local), `AWS_ENDPOINT` for the other services (moto server: S3, SQS,
-Secrets Manager; it defaults to `DYNAMODB_ENDPOINT`, for one server that serves them all)."""
+and its streams (DynamoDB Local; `DYNAMODB_STREAMS_ENDPOINT` for the streams of an app running
+with production's shards, `hybridsync up --shards`), `AWS_ENDPOINT` for the other services (moto
+server: S3, SQS, Secrets Manager; it defaults to `DYNAMODB_ENDPOINT`, for one server that serves
+them all)."""
 
 from __future__ import annotations
 
@@ -17,6 +19,8 @@ DYNAMODB_SERVICES = ("dynamodb", "dynamodbstreams")
 def endpoint_of(service: str) -> str | None:
     """The local endpoint the environment names for `service`, if any."""
     dynamodb = os.environ.get("DYNAMODB_ENDPOINT") or None
+    if service == "dynamodbstreams":
+        return os.environ.get("DYNAMODB_STREAMS_ENDPOINT") or dynamodb
     if service in DYNAMODB_SERVICES:
         return dynamodb
     return os.environ.get("AWS_ENDPOINT") or dynamodb

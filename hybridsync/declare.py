@@ -918,6 +918,16 @@ def bookkeeping(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
             "APPLIED#{First}",
             "the stream records one batch journaled (a redrive applies the rest)",
         ),
+        "shard": Entity(
+            "AggregationShard",
+            table,
+            Side.DERIVED,
+            fields=(Field("ShardId", text),),
+            versioned=False,
+            names=names,
+            keys={pk: Template(prefix + "SHARDS"), sk: Template("{ShardId}")},
+            description="every shard with a cursor, so the bookkeeping of expired ones is found and dropped",
+        ),
     }
 
 

@@ -134,7 +134,7 @@ def _write_body(
             )
             for seq, part in enumerate(parts)
         ]
-        _batch_write(client, place.chunks_table, [{"PutRequest": {"Item": marshal(c)}} for c in chunks])
+        store.batch_write(client, place.chunks_table, [{"PutRequest": {"Item": marshal(c)}} for c in chunks])
         item |= {"ChunkCount": len(chunks), "ChunkVersion": version}
         return
     object_key = _object_key(bodies, item, version)
@@ -147,7 +147,8 @@ def _remove_body(bodies: Bodies, client: Any, place: Place, item: dict[str, Any]
     try:
         if item.get("ChunkCount"):
             keys_ = _chunk_keys(bodies, item, int(item["ChunkVersion"]), int(item["ChunkCount"]))
-            _batch_write(client, place.chunks_table, [{"DeleteRequest": {"Key": marshal(k)}} for k in keys_])
+            deletes = [{"DeleteRequest": {"Key": marshal(k)}} for k in keys_]
+            store.batch_write(client, place.chunks_table, deletes)
         if item.get("BodyObject") and place.s3 is not None:
             place.s3.delete_object(Bucket=place.bucket, Key=item["BodyObject"])
     except Exception:  # the write that matters is done; the sweep finishes this
@@ -232,7 +233,7 @@ def sweep(bodies: Bodies, client: Any, table: str, place: Place, older_than_s: i
             if version < cutoff and (found is None or int(found.get("ChunkVersion", -1)) != version):
                 orphan_chunks.append(bodies.chunks.key(chunk))
     if orphan_chunks:
-        _batch_write(
+        store.batch_write(
             client, place.chunks_table, [{"DeleteRequest": {"Key": marshal(k)}} for k in orphan_chunks]
         )
     orphan_objects = 0
@@ -263,19 +264,6 @@ def _chunk_values(
 
 def _shown_key(key: dict[str, Any]) -> str:
     return "/".join(str(v) for v in key.values())
-
-
-def _batch_write(client: Any, table: str, requests: list[dict[str, Any]]) -> None:
-    """BatchWriteItem in 25s, resending what DynamoDB leaves unprocessed (with backoff)."""
-    for start in range(0, len(requests), BATCH_WRITE):
-        pending = {table: requests[start : start + BATCH_WRITE]}
-        for attempt in range(10):
-            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
-            if not pending:
-                break
-            time.sleep(min(1.0, 0.05 * 2**attempt))
-        else:
-            raise RuntimeError(f"{table}: items still unprocessed after 10 attempts")
 
 
 def _batch_get(client: Any, table: str, wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -19,8 +19,9 @@ if TYPE_CHECKING:
 def engine() -> sa.Engine:
     from hybridsync import db
 
-    # pre-ping and a small pool: the pool outlives invocations, the proxy multiplexes containers
-    return db.create_engine(settings.database_url())
+    # One connection: a container runs one invocation at a time, so a function's connections are
+    # its concurrency (shards x parallelization for a stream consumer), which `hybridsync plan` sizes.
+    return db.create_engine(settings.database_url(), pool_size=1, max_overflow=0)
 
 
 @functools.cache

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import time
 from typing import Any
 
 from hybridsync.convert import marshal, unmarshal
@@ -168,3 +169,16 @@ def page(
     last = answer.get("LastEvaluatedKey")
     following = base64.urlsafe_b64encode(json.dumps(last).encode()).decode() if last else None
     return [unmarshal(i) for i in answer["Items"]], following
+
+
+def batch_write(client: Any, table: str, requests: list[dict[str, Any]]) -> None:
+    """BatchWriteItem in 25s, resending what DynamoDB leaves unprocessed (with backoff)."""
+    for start in range(0, len(requests), 25):
+        pending = {table: requests[start : start + 25]}
+        for attempt in range(10):
+            pending = client.batch_write_item(RequestItems=pending).get("UnprocessedItems") or {}
+            if not pending:
+                break
+            time.sleep(min(1.0, 0.05 * 2**attempt))
+        else:
+            raise RuntimeError(f"{table}: items still unprocessed after 10 attempts")

@@ -50,5 +50,6 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
                            "Progress": 0}],
     "AggregationJournal": [{"ShardId": "shardId-0001", "JournalId": "100", "Part": 0, "Deltas": "[]"}],
     "AggregationRange": [{"ShardId": "shardId-0001", "First": f"{90:040d}", "Last": "100"}],
+    "AggregationShard": [{"ShardId": "shardId-00000001700000000000-0f1e2d3c"}],
     "CustomerSpend": [{"CustomerId": "c-1", "Period": "2026-11", "Spend": Decimal("49.98"), "Points": 49}],
 }  # fmt: skip

@@ -39,7 +39,9 @@ def _up(args: argparse.Namespace) -> int:
     started = time.monotonic()
     state = Path(args.state_dir)
     assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
-    with local.start(state, args.prefix, tables=False, keep_dynamodb=True) as stack:
+    with local.start(
+        state, args.prefix, tables=False, keep_dynamodb=True, pg_max_connections=args.pg_max_connections
+    ) as stack:
         app = LocalApp(
             assembly,
             **stack.endpoints(),
@@ -47,6 +49,9 @@ def _up(args: argparse.Namespace) -> int:
             prefix=args.prefix,
             faults=args.faults,
             iam=not args.no_iam,
+            shards=args.shards,
+            shard_lifetime_s=args.shard_lifetime,
+            retention_s=args.retention,
         )
         stop = threading.Event()
         drainer = app.outbox_drainer(stop)
@@ -60,6 +65,8 @@ def _up(args: argparse.Namespace) -> int:
             stack.bucket_names = {c.removesuffix("Bucket").lower(): name for c, name in app.buckets.items()}
             env_file = state / "env"
             env = stack.environment() | {"FAILURE_QUEUES": ",".join(app.queues.values())}
+            if app.streams_server is not None:
+                env["DYNAMODB_STREAMS_ENDPOINT"] = app.streams_server.endpoint
             env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in env.items()))
             took = time.monotonic() - started
             print(f"hybridsync: the app of {args.assembly}/ running locally, up in {took:.1f}s")
@@ -131,6 +138,19 @@ def _seed(app: Any, engine: Any, seed: Callable[..., Any], console: Any) -> dict
     return figures
 
 
+def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    return parse
+
+
 def _fault_plan(text: str) -> Any:
     from hybridsync.local.faults import FaultPlan
 
@@ -170,8 +190,7 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
             f"  function   {name}: {function.handler}, timeout {function.timeout_s:.0f}s, "
             f"{function.memory_mb} MB, from {function.asset.name[:18]}..."
         )
-    for poller in app.pollers:
-        s = poller.settings
+    for s in app.mapping_settings.values():
         extras = [
             f"tumbling {s.tumbling_window_s}s" if s.tumbling_window_s else "",
             "bisect" if s.bisect else "",
@@ -780,7 +799,32 @@ def parser() -> argparse.ArgumentParser:
         default=None,
         metavar="PLAN",
         help="inject faults into stream deliveries, seeded: e.g. "
-        "duplicate=0.2,fail_before=0.05,fail_after=0.05,seed=7",
+        "duplicate=0.2,fail_before=0.05,fail_after=0.05,conflict=0.5,seed=7",
+    )
+    up.add_argument(
+        "--shards",
+        type=_positive(int),
+        default=1,
+        help="stream shards per table, by partition-key hash, as production has them (default 1: "
+        "DynamoDB Local's own); e.g. --shards 4 --shard-lifetime 20",
+    )
+    up.add_argument(
+        "--shard-lifetime",
+        type=_positive(float),
+        metavar="S",
+        help="seal every shard after S seconds and continue it in a child (AWS: about 4 hours)",
+    )
+    up.add_argument(
+        "--retention",
+        type=_positive(float),
+        metavar="S",
+        help="trim stream records older than S seconds (AWS: 24 hours); readers behind it lose records",
+    )
+    up.add_argument(
+        "--pg-max-connections",
+        type=_positive(int),
+        metavar="N",
+        help="the embedded PostgreSQL's max_connections (a small Aurora allows a few hundred)",
     )
     status = command(
         "status", "what the running app's mappings and functions are doing", "hybridsync status", _status

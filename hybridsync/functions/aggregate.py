@@ -14,7 +14,8 @@ from hybridsync.sync import aggregate
 
 logger = Logger()
 metrics = Metrics()
-WINDOW_COUNTS = ("applied", "duplicates", "dead_letters")  # what the tumbling window's state carries
+# what the tumbling window's state carries
+WINDOW_COUNTS = ("applied", "duplicates", "dead_letters", "conflicts_retried")
 
 
 @functools.cache
@@ -51,10 +52,16 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     metrics.add_metric("AggregatedRecords", MetricUnit.Count, outcome.applied)
     metrics.add_metric("DuplicateRecords", MetricUnit.Count, outcome.duplicates)
     metrics.add_metric("AggregateTransactions", MetricUnit.Count, outcome.transactions)
+    metrics.add_metric("AggregateConflictsRetried", MetricUnit.Count, outcome.conflicts_retried)
+    if outcome.conflicts_retried or outcome.shards_pruned:  # another shard's batch wrote a hot item at once
+        logger.info("batch aggregated", extra={"shardId": event.get("shardId"),
+                                               "conflicts_retried": outcome.conflicts_retried,
+                                               "shards_pruned": outcome.shards_pruned})  # fmt: skip
     deadletters.report(metrics, logger, outcome.rejected)
     counts["applied"] += outcome.applied
     counts["duplicates"] += outcome.duplicates
     counts["dead_letters"] += len(outcome.rejected)
+    counts["conflicts_retried"] += outcome.conflicts_retried
     # A failure raises and the whole batch is retried: the retry skips what was journaled and
     # resumes the journal, which a partial report could not do better.
     return {"state": counts, "batchItemFailures": []}

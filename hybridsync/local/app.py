@@ -20,7 +20,15 @@ from hybridsync import aws, filters
 from hybridsync.local import apigateway, create_table, iam, mappings
 from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
-from hybridsync.local.mappings import Checkpoints, MappingStats, Settings, ShardPoller, ShardReader
+from hybridsync.local.mappings import (
+    POLL_INTERVAL_S,
+    Checkpoints,
+    MappingStats,
+    Settings,
+    ShardPoller,
+    ShardReader,
+)
+from hybridsync.local.shards import READERS_PER_SHARD, ShardView, StreamsServer, Topology
 from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
 
 log = logging.getLogger(__name__)
@@ -80,9 +88,24 @@ class LocalApp:
         region: str = aws.LOCAL_REGION,
         faults: FaultPlan | None = None,
         iam: bool = True,
+        shards: int = 1,
+        shard_lifetime_s: float | None = None,
+        retention_s: float | None = None,
     ):
         self.assembly, self.state_dir, self.prefix, self.region = assembly, state_dir, prefix, region
         self.iam = iam  # each function's calls checked against its role (local/iam.py)
+        # Streams as production has them (local/shards.py): N shards, rollover, trimming; else
+        # DynamoDB Local's own single shard per table, read directly.
+        if shards < 1 or (shard_lifetime_s is not None and shard_lifetime_s <= 0):
+            raise ValueError("shards must be at least 1 and a shard lifetime positive")
+        if retention_s is not None and retention_s <= 0:
+            raise ValueError("the retention must be positive")
+        self.shard_count, self.shard_lifetime_s, self.retention_s = shards, shard_lifetime_s, retention_s
+        self.sharded = shards > 1 or shard_lifetime_s is not None or retention_s is not None
+        self.topologies: dict[str, Topology] = {}  # stream ARN -> its shards, when sharded
+        self.streams_server: StreamsServer | None = None
+        self._plans: dict[str, list[dict[str, Any]]] = {}  # stream ARN -> its mappings, when sharded
+        self._partition_keys: dict[str, str] = {}  # stream ARN -> its table's partition key
         self.dynamodb_endpoint, self.database_url = dynamodb_endpoint, database_url
         self.services_endpoint = services_endpoint  # S3, SQS (moto server)
         self.client = aws.client("dynamodb", dynamodb_endpoint, region)
@@ -91,6 +114,7 @@ class LocalApp:
         self.pollers: list[ShardPoller] = []
         self.mapping_stats: dict[str, MappingStats] = {}
         self.mapping_functions: dict[str, str] = {}
+        self.mapping_settings: dict[str, Settings] = {}
         self.queues: dict[str, str] = {}  # queue name -> URL
         self.tables: dict[str, str] = {}  # construct -> physical name
         self.table_names: dict[str, str] = {}  # the model's name -> physical name
@@ -153,6 +177,8 @@ class LocalApp:
             env["TIMESERIES_PREFIX"] = self.prefix
         if self.faults:
             env |= self.faults.plan.worker_environment()
+        if self.retention_s is not None:  # the aggregation's bookkeeping lives as long as the records
+            env["STREAM_RETENTION_S"] = str(int(self.retention_s))
         if self.iam:
             role, statements = self.role(function)
             if deployed:  # its grants name those tables by the deployed prefix: the same rename
@@ -227,6 +253,10 @@ class LocalApp:
         self.custom_resources = self._run_custom_resources()
         for poller in self.pollers:  # every poller registered first: each shard's reader starts early enough
             self._spawn(poller.run, self._stop, name=f"poller-{poller.settings.name}")
+        if self.topologies:  # the Streams API over the shards, for redrives and other readers
+            self.streams_server = StreamsServer(self.topologies, self.dynamodb_endpoint)
+        for stream_arn, topology in self.topologies.items():
+            self._spawn(self._supervise, stream_arn, topology, name=f"shards-{stream_arn[-12:]}")
         if http_port is not None:
             self._start_http(http_port)
         if schedules:
@@ -273,6 +303,8 @@ class LocalApp:
             description = self.client.describe_table(TableName=name)["Table"]
             if "LatestStreamArn" in description:
                 self.assembly.set(table, StreamArn=description["LatestStreamArn"])
+                partition = next(k for k in description["KeySchema"] if k["KeyType"] == "HASH")
+                self._partition_keys[description["LatestStreamArn"]] = partition["AttributeName"]
 
     def _create_buckets(self) -> None:
         s3 = aws.client("s3", self.services_endpoint, self.region)
@@ -353,29 +385,123 @@ class LocalApp:
                     f"does not have permissions to call {send[destination.split(':')[2]]} on {destination}"
                 )
             stats = self.mapping_stats.setdefault(name, MappingStats())
-            self.mapping_functions[name] = function.construct
+            self.mapping_functions[name], self.mapping_settings[name] = function.construct, settings
+            invoke = self.functions[function.construct].invoke
+            if self.faults:
+                invoke = self.faults.wrap(function.construct, invoke)
+            plan = {
+                "settings": settings,
+                "invoke": invoke,
+                "stream_arn": stream_arn,
+                "checkpoints": checkpoints,
+                "on_failure": self._destination(destination),
+                "function_arn": self.assembly.resolve(
+                    function.stack, {"Fn::GetAtt": [function.logical_id, "Arn"]}
+                ),
+                "stats": stats,
+            }
+            if self.sharded:
+                self._plan_sharded(mapping.path, plan, streams)
+                continue
             for shard in shards:
-                arn = self.assembly.resolve(function.stack, {"Fn::GetAtt": [function.logical_id, "Arn"]})
                 reader = readers.get((stream_arn, shard["ShardId"])) or readers.setdefault(
                     (stream_arn, shard["ShardId"]),
                     ShardReader(streams, stream_arn, shard["ShardId"]),
                 )  # one reader per shard, shared by its mappings
-                invoke = self.functions[function.construct].invoke
-                if self.faults:
-                    invoke = self.faults.wrap(function.construct, invoke)
-                self.pollers.append(
-                    ShardPoller(
-                        settings,
-                        invoke,
-                        reader,
-                        stream_arn,
-                        shard["ShardId"],
-                        checkpoints,
-                        self._destination(destination),
-                        arn,
-                        stats,
-                    )
-                )
+                self.pollers.append(ShardPoller(streams=reader, shard=shard["ShardId"], **plan))
+
+    # --- shards as production has them (local/shards.py) ----------------------------------------
+
+    def _plan_sharded(self, path: str, plan: dict[str, Any], streams: Any) -> None:
+        """A mapping on a sharded stream: its pollers start shard by shard (`_supervise`). Each
+        function gets a container per shard and lane, as Lambda runs one invocation per shard x
+        parallelization factor at once."""
+        stream_arn = plan["stream_arn"]
+        if stream_arn not in self.topologies:
+            table = stream_arn.split(":table/")[1].split("/")[0]
+            self.topologies[stream_arn] = Topology(
+                streams, stream_arn, self._partition_keys[stream_arn], shards=self.shard_count,
+                lifetime_s=self.shard_lifetime_s, retention_s=self.retention_s or 24 * 3600,
+                state=self.state_dir / "shards" / f"{table}.json",
+            )  # fmt: skip
+        plans = self._plans.setdefault(stream_arn, [])
+        if len(plans) >= READERS_PER_SHARD:
+            raise TemplateError(
+                f"{path}: LimitExceededException: {stream_arn} already has {len(plans)} mappings "
+                f"({', '.join(p['settings'].name for p in plans)}); DynamoDB Streams throttles a shard "
+                "read by more than two (Lambda's DynamoDB Streams guide): a third consumer must read "
+                "another stream or the others' output"
+            )
+        plans.append(plan)
+        function = self.functions[self.mapping_functions[plan["settings"].name]]
+        function.max_containers = max(function.max_containers,
+                                      2 * self.shard_count * plan["settings"].parallelization)  # fmt: skip
+
+    def _supervise(self, stream_arn: str, topology: Topology) -> None:
+        """Start each mapping's poller on each shard once the shard's parent is done for that
+        mapping (Lambda finishes a parent before its children); forget positions of shards the
+        stream deleted."""
+        started: dict[tuple[str, str], ShardPoller] = {}
+        done: set[tuple[str, str]] = set()
+        lock = threading.Lock()
+
+        def run(poller: ShardPoller, key: tuple[str, str]) -> None:
+            poller.run(self._stop)
+            if getattr(poller, "done", False):
+                with lock:
+                    done.add(key)
+
+        while not self._stop.is_set():
+            try:
+                topology.pump()
+                for shard in list(topology.shards.values()):
+                    for plan in self._plans[stream_arn]:
+                        name = plan["settings"].name
+                        parent = shard.parent
+                        with lock:
+                            ready = parent is None or parent not in topology.shards or (name, parent) in done
+                        if (name, shard.id) in started or not ready:
+                            continue
+                        poller = ShardPoller(streams=ShardView(topology, shard), shard=shard.id,
+                                             retention_s=topology.retention_s, **plan)  # fmt: skip
+                        started[(name, shard.id)] = poller
+                        self.pollers.append(poller)
+                        self._spawn(run, poller, (name, shard.id), name=f"poller-{name}-{shard.id[-8:]}")
+                for key in [k for k in started if k[1] in topology.dropped]:
+                    plan_of = next(p for p in self._plans[stream_arn] if p["settings"].name == key[0])
+                    plan_of["checkpoints"].forget(key[0], stream_arn, key[1])
+                    self.pollers.remove(started.pop(key))
+                    done.discard(key)
+            except Exception:
+                log.exception("shards of %s", stream_arn)
+            self._stop.wait(POLL_INTERVAL_S)
+
+    def split(self, table: str | None = None, shard: str | None = None) -> tuple[str, str]:
+        """Split a shard of a table's stream (the model's name or the physical one; default the
+        only sharded stream) into two children, as a partition split does; the children's ids."""
+        if not self.topologies:
+            raise ValueError("no sharded stream: start the app with shards > 1 or a shard lifetime")
+        physical = self.table_names.get(table or "", table)
+        found = [t for arn, t in self.topologies.items() if physical is None or f":table/{physical}/" in arn]
+        if len(found) != 1:
+            raise ValueError(f"name one of the sharded tables: {sorted(self.topologies)}")
+        return found[0].split(shard)
+
+    def _backlog(self, name: str) -> int:
+        """Records of a mapping not delivered yet on a sharded stream: in its pollers' buffers and
+        in every shard it has not read to the end (children not started included)."""
+        waiting = 0
+        for stream_arn, topology in self.topologies.items():
+            if not any(p["settings"].name == name for p in self._plans.get(stream_arn, [])):
+                continue
+            pollers = {p.shard: p for p in self.pollers if p.settings.name == name}
+            for shard_id in list(topology.shards):
+                poller = pollers.get(shard_id)
+                if poller is not None and poller.done:
+                    continue
+                waiting += topology.backlog(shard_id, id(poller) if poller else None)
+                waiting += len(poller.buffer) if poller else 0
+        return waiting
 
     def _spawn(self, target: Any, *args: Any, name: str) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
@@ -477,17 +603,22 @@ class LocalApp:
                     "filtered": s.filtered,
                     "batches": s.batches,
                     "retries": s.retries,
-                    "lag_records": s.lag_records,
+                    "lag_records": self._backlog(name) if self.sharded else s.lag_records,
                     "lag_s": round(s.lag_s, 3),
                     "sent_to_failure_queue": s.sent_to_failure_queue,
                     "last_error": s.last_error,
                     "blocked": s.blocked,
+                    "trimmed": s.trimmed,
                 }
                 for name, s in self.mapping_stats.items()
             },
             "functions": {name: vars(f.stats) for name, f in self.functions.items()},
             "failure_queues": queues,
             "faults_injected": dict(self.faults.counts) if self.faults else {},
+            "streams": {
+                arn.split(":table/")[1].split("/")[0]: topology.figures()
+                for arn, topology in self.topologies.items()
+            },
         }
 
     def stop(self) -> None:
@@ -497,6 +628,8 @@ class LocalApp:
             self.http.shutdown()
         for thread in self._threads:
             thread.join(timeout=30)
+        if self.streams_server is not None:
+            self.streams_server.close()
         for function in self.functions.values():
             function.close()
         for log_file in self._logs:

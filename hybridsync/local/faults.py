@@ -12,6 +12,9 @@ Lambda may do to a batch under at-least-once delivery, on purpose and often.
   server_error_after  a DynamoDB write sent and applied, then answered with a 500: the SDK retries
                 what DynamoDB already did (see dynamodb_faults.py)
 
+  conflict      a transaction (TransactWriteItems) updating an item another invocation's transaction
+                is writing at that moment, cancelled with TransactionConflict (dynamodb_faults.py)
+
   drop_notify   a PostgreSQL NOTIFY of the outbox channel is lost: the drain's idle timer must
                 find the change anyway
 
@@ -23,7 +26,9 @@ retries, bisection and failure queue do the rest.
 
 from __future__ import annotations
 
+import os
 import random
+import tempfile
 import threading
 from collections import Counter
 from collections.abc import Callable
@@ -33,6 +38,8 @@ from typing import Any
 
 from hybridsync.local import dynamodb_faults
 from hybridsync.local.functions import FunctionError
+
+CONFLICT_DIR = Path(tempfile.gettempdir()) / f"hybridsync-claims-{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -44,6 +51,7 @@ class FaultPlan:
     throttle: float = 0.0
     server_error: float = 0.0
     server_error_after: float = 0.0
+    conflict: float = 0.0
     drop_notify: float = 0.0
 
     @classmethod
@@ -70,6 +78,8 @@ class FaultPlan:
     def dynamodb_spec(self) -> str:
         """The per-request faults, as `dynamodb_faults.inject` takes them ("" for none)."""
         chosen = [f"{kind}={getattr(self, kind)}" for kind in dynamodb_faults.KINDS if getattr(self, kind)]
+        if self.conflict:  # processes see each other's transactions through a shared directory
+            chosen += [f"conflict={self.conflict}", f"conflict_dir={CONFLICT_DIR}"]
         return ",".join([*chosen, f"seed={self.seed}"]) if chosen else ""
 
     def worker_environment(self) -> dict[str, str]:

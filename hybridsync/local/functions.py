@@ -80,6 +80,7 @@ class Stats:
     errors: int = 0
     last_error: str = ""
     cold_starts: int = 0
+    errors_by_type: dict[str, int] = field(default_factory=dict)  # e.g. TransactionCanceledException
 
 
 @dataclass
@@ -93,10 +94,13 @@ class LocalFunction:
     log: IO[Any] | int = subprocess.DEVNULL
     stats: Stats = field(default_factory=Stats)
 
+    max_containers: int = MAX_CONTAINERS  # concurrent invocations (a sharded stream's app raises it)
+
     def __post_init__(self) -> None:
         self._idle: queue.LifoQueue[_Container] = queue.LifoQueue()
-        self._slots = threading.BoundedSemaphore(MAX_CONTAINERS)
         self._lock = threading.Lock()
+        self._busy = 0
+        self._free = threading.Condition(self._lock)
 
     def _container(self) -> _Container:
         while True:
@@ -112,7 +116,10 @@ class LocalFunction:
 
     def invoke(self, event: Any) -> Any:
         """Invoke synchronously; raises FunctionError when the function fails or times out."""
-        with self._slots:
+        with self._free:  # at most max_containers at once (read at each call: it may be raised)
+            self._free.wait_for(lambda: self._busy < self.max_containers)
+            self._busy += 1
+        try:
             container = self._container()
             with self._lock:
                 self.stats.invocations += 1
@@ -122,11 +129,17 @@ class LocalFunction:
                 with self._lock:
                     self.stats.errors += 1
                     self.stats.last_error = str(error)[:300]
+                    kinds = self.stats.errors_by_type
+                    kinds[error.error_type] = kinds.get(error.error_type, 0) + 1
                 if container.alive():
                     self._idle.put(container)
                 raise
             self._idle.put(container)
             return result
+        finally:
+            with self._free:
+                self._busy -= 1
+                self._free.notify()
 
     def close(self) -> None:
         while True:

@@ -34,6 +34,7 @@ from typing import Any
 
 from hybridsync import filters, keys
 from hybridsync.local.functions import FunctionError
+from hybridsync.local.shards import TrimmedDataAccess
 from hybridsync.local.streams import PAGE, ShardReader
 from hybridsync.records import created, sequence
 
@@ -124,11 +125,24 @@ class Checkpoints:
     def set(self, mapping: str, stream: str, shard: str, sequence: str) -> None:
         with self._lock:
             self._positions.setdefault(mapping, {}).setdefault(stream, {})[shard] = sequence
-            if self.path is not None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                staged = self.path.with_suffix(".tmp")
-                staged.write_text(json.dumps(self._positions, indent=1))
-                staged.replace(self.path)  # atomic: a crash leaves the old file or the new one
+            self._save()
+
+    def forget(self, mapping: str, stream: str, shard: str) -> None:
+        """A shard the stream deleted: its position means nothing any more (Lambda drops its lease)."""
+        with self._lock:
+            if self._positions.get(mapping, {}).get(stream, {}).pop(shard, None) is not None:
+                self._save()
+
+    def count(self) -> int:
+        with self._lock:
+            return sum(len(shards) for streams in self._positions.values() for shards in streams.values())
+
+    def _save(self) -> None:
+        if self.path is not None:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            staged = self.path.with_suffix(".tmp")
+            staged.write_text(json.dumps(self._positions, indent=1))
+            staged.replace(self.path)  # atomic: a crash leaves the old file or the new one
 
 
 @dataclass
@@ -144,6 +158,7 @@ class MappingStats:
     lag_records: int = 0
     lag_s: float = 0.0
     caught_up: bool = False  # the last read found nothing new and nothing waits to be delivered
+    trimmed: int = 0  # records the stream trimmed before this mapping read them
     lags: deque[tuple[float, float]] = field(default_factory=lambda: deque(maxlen=100_000))  # (at, lag s)
 
 
@@ -198,11 +213,14 @@ class ShardPoller:
         on_failure: Callable[[dict[str, Any], list[dict[str, Any]]], None] | None = None,
         function_arn: str = "",
         stats: MappingStats | None = None,
+        retention_s: float | None = None,
     ):
         self.settings, self.invoke = settings, invoke
+        self.retention_s = retention_s  # the stream's (24 h in AWS): no record is delivered older
         self.stream_arn, self.shard, self.checkpoints = stream_arn, shard, checkpoints
-        # a ShardReader shared with the shard's other mappings, or a client to read alone with
-        self.reader = streams if isinstance(streams, ShardReader) else ShardReader(streams, stream_arn, shard)
+        # a reader shared with the shard's other mappings (a ShardReader, or a shard of a
+        # `shards.Topology`), or a client to read alone with
+        self.reader = streams if hasattr(streams, "take") else ShardReader(streams, stream_arn, shard)
         position = checkpoints.get(settings.name, stream_arn, shard)
         self.reader.register(self, position, settings.starting_position)
         self.on_failure, self.function_arn = on_failure, function_arn
@@ -218,13 +236,18 @@ class ShardPoller:
         if position:
             self.stats.position = position
         self._in_lanes = False  # lanes checkpoint together, when all are done
+        self.done = False  # a sealed shard delivered to its end
 
     # --- reading ------------------------------------------------------------------------------
 
     def read(self) -> int:
         """Take what the shard has past this poller's last record; returns how many came (PAGE when
         a full page came: more is waiting)."""
-        records, more = self.reader.take(self)
+        try:
+            records, more = self.reader.take(self)
+        except TrimmedDataAccess as trimmed:
+            self._lost_to_trim(trimmed.lost)
+            return 0
         for record in records:
             if filters.admits(self.settings.patterns, record):
                 if not self.buffer:
@@ -238,6 +261,18 @@ class ShardPoller:
                     self._checkpoint(record)
         self._measure_lag()
         return PAGE if more else len(records)
+
+    def _lost_to_trim(self, lost: list[dict[str, Any]]) -> None:
+        """Records trimmed from the stream before this poller read them: gone. The poller goes on
+        at the trim horizon; the ones its filters admit go to the failure destination as records
+        too old to deliver, so `failed-batches` shows them (their redrive finds them gone) and
+        `reconcile --repair` is the way back. AWS records nothing for this case (it needs a
+        consumer a full retention period behind); the README says so."""
+        admitted = [r for r in lost if filters.admits(self.settings.patterns, r)]
+        self.stats.trimmed += len(lost)
+        self.stats.last_error = f"TrimmedDataAccessException: {len(lost)} record(s) trimmed before read"
+        if admitted:
+            self._send_to_failure_queue(admitted, "RecordAgeExceeded", 1)
 
     # --- delivering ---------------------------------------------------------------------------
 
@@ -390,9 +425,10 @@ class ShardPoller:
     def _drop_expired(self, records: list[dict[str, Any]], invokes: int) -> list[dict[str, Any]]:
         """Records older than `MaximumRecordAgeInSeconds` go to the failure destination with the
         invocations so far (1 when none was made yet, as recorded)."""
-        if self.settings.max_age_s < 0:
+        ages = [a for a in (self.settings.max_age_s, self.retention_s) if a is not None and a >= 0]
+        if not ages:
             return records
-        oldest_allowed = time.time() - self.settings.max_age_s
+        oldest_allowed = time.time() - min(ages)
         expired = [r for r in records if created(r) < oldest_allowed]
         if expired:  # expired records sit in front: the stream is in order
             self._send_to_failure_queue(expired, "RecordAgeExceeded", max(invokes, 1))
@@ -477,12 +513,24 @@ class ShardPoller:
 
     # --- running ------------------------------------------------------------------------------
 
+    def drained(self) -> bool:
+        """A sealed shard read to its end, all of it delivered and its window closed: done."""
+        drained = getattr(self.reader, "drained", None)
+        if drained is None or not drained(self) or self.buffer:
+            return False
+        return self.window is None or self._close_window()
+
     def run(self, stop: threading.Event) -> None:
-        """Poll until `stop`; then deliver what was read, so nothing read is left undelivered."""
+        """Poll until `stop`, or until a sealed shard is done (its children may start then);
+        then deliver what was read, so nothing read is left undelivered."""
         while not stop.is_set():
             try:
                 came = self.read()
-                self.deliver_due()
+                self.deliver_due(draining=getattr(self.reader, "drained", lambda _: False)(self))
+                if self.drained():
+                    self.reader.release(self)
+                    self.done = True
+                    return
             except Exception as error:  # the emulator keeps polling, as Lambda does
                 self.stats.last_error = f"{type(error).__name__}: {error}"[:300]
                 log.exception("%s: poller error", self.settings.name)

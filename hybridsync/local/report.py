@@ -140,7 +140,7 @@ def figures(
             ).scalar_one()
         since = datetime.fromtimestamp(started, UTC)  # this run's only: earlier runs' stay in the table
         letters = [(r.source, r.reason) for r in pending(conn) if r.created_at >= since]
-    delivered = [(at, lag) for p in app.pollers for at, lag in p.stats.lags]
+    delivered = [(at, lag) for stats in app.mapping_stats.values() for at, lag in stats.lags]
     lags = sorted(lag for _, lag in delivered)
     return {
         "caught_up": caught_up,

@@ -19,14 +19,25 @@ on (its retries exhausted, its metadata in the failure queue) is skipped by the 
 later batches pass it; `redrive` applies such a batch later, only its records no range covers,
 under a cursor of its own, so redriving it twice applies nothing more.
 
-Cursors and ranges carry a TTL renewed on every batch (in a table with a TTL attribute): a closed
-shard's expire on their own 48 h after its last batch (the stream keeps records 24 h).
-TransactWriteItems' `ClientRequestToken` would not do: it is remembered for 10 minutes only.
+Cursors and ranges carry an expiry renewed on every batch: twice the stream's retention
+(`STREAM_RETENTION_S`, 24 h in AWS) after the shard's last batch. No record of the shard can be
+delivered or redriven after it (each is at most as new as that batch, and gone from the stream a
+retention later). Every shard with a cursor is listed in one registry partition; the first batch
+of each new shard (every rollover and split) drops the bookkeeping of the expired ones, so it stays
+bounded by the shards of two retention periods, whatever TTL does (AWS deletes lazily, DynamoDB
+Local not at all for these items). TransactWriteItems' `ClientRequestToken` would not do: it is
+remembered for 10 minutes only.
+
+Two shards' batches updating one hot aggregate item at once make DynamoDB cancel a transaction
+with `TransactionConflict`: it is retried in place (bounded, jittered), not failed.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
+import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -42,9 +53,17 @@ from hybridsync.records import DeadLetter, Rejected, sequence, stream_data, tabl
 SOURCE = "aggregate"
 MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems limit
 CONCURRENT_RETRIES = 3
+CONFLICT_RETRIES = 8  # a transaction cancelled by a conflicting write: retried in place, jittered
+CONFLICT_BACKOFF_S = 0.025  # full jitter up to 0.025 s x 2^attempt, at most 1 s
 CHUNK = MAX_TRANSACTION_ITEMS - 1  # aggregate items per transaction, beside the cursor
 JOURNAL_PART_BYTES = 300_000  # a journal item stays well under DynamoDB's 400 KB
-CURSOR_TTL_S = 48 * 3600
+log = logging.getLogger(__name__)
+
+
+def cursor_lifetime_s() -> int:
+    """How long a shard's bookkeeping outlives its last batch: twice the stream's retention."""
+    return 2 * int(os.environ.get("STREAM_RETENTION_S", 24 * 3600))
+
 
 # An aggregate item, as the engine names it: (aggregate name, *group values, period).
 Key = tuple[Any, ...]
@@ -67,6 +86,8 @@ class Outcome:
     duplicates: int = 0  # records at or below the shard's watermark: already applied
     skipped: int = 0  # not a source's records, or no measure changes
     transactions: int = 0
+    conflicts_retried: int = 0  # transactions DynamoDB cancelled for a conflicting write, retried
+    shards_pruned: int = 0  # expired shards whose bookkeeping this call dropped
     calls: int = 0  # DynamoDB requests made
     write_units: int = 0  # by DynamoDB's rules (`capacity.units`)
     rejected: list[DeadLetter] = field(default_factory=list)
@@ -125,6 +146,7 @@ class Aggregation:
                 self.sources[source.entity.name] = (entity, (*feeding, aggregate))
         book = model.bookkeeping(self.table)
         self.cursor, self.journal_entity, self.range_entity = book["cursor"], book["journal"], book["range"]
+        self.registry = book["shard"]
         self.pk, self.sk = self.table.partition.name, self.table.sort.name  # type: ignore[union-attr]
 
     def event_filters(self) -> list[dict[str, Any]]:
@@ -240,8 +262,11 @@ class Aggregation:
                 pending = [d for d in deltas if d.sequence > watermark]
                 outcome.duplicates = len(deltas) - len(pending)
                 if pending:
+                    new_shard = "Watermark" not in cursor
                     self._journal(client, table, shard, cursor, pending, outcome)
                     self._apply_journal(client, table, shard, cursor, outcome)
+                    if new_shard:
+                        self._prune_quietly(client, table, outcome)
                 return
             except ConcurrentUpdate:
                 if attempt == CONCURRENT_RETRIES:
@@ -251,8 +276,11 @@ class Aggregation:
         return marshal(self.cursor.key({"ShardId": shard}))
 
     def _expiry(self) -> dict[str, int]:
-        ttl = self.table.ttl_attribute
-        return {ttl: int(time.time()) + CURSOR_TTL_S} if ttl else {}
+        return {self._expires: int(time.time()) + cursor_lifetime_s()}
+
+    @property
+    def _expires(self) -> str:
+        return self.table.ttl_attribute or "ExpiresAt"  # TTL's attribute if the table has one
 
     def _read_cursor(self, client: Any, table: str, shard: str, outcome: Outcome) -> dict[str, Any]:
         got = client.get_item(TableName=table, Key=self._cursor_key(shard), ConsistentRead=True)
@@ -260,14 +288,23 @@ class Aggregation:
         return unmarshal(got["Item"]) if "Item" in got else {}
 
     def _transact(self, client: Any, items: list[dict], outcome: Outcome, units: int) -> None:
-        try:
-            client.transact_write_items(TransactItems=items)
-        except client.exceptions.TransactionCanceledException as error:
-            outcome.calls += 1
-            reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
-            if "ConditionalCheckFailed" in reasons:
-                raise ConcurrentUpdate(str(reasons)) from None
-            raise
+        """One TransactWriteItems. A conflict with another write of an item is retried in place
+        (nothing of a cancelled transaction was applied, and each is conditional on the cursor, so
+        the retry is the same request); a failed condition means another invocation moved the
+        cursor (ConcurrentUpdate)."""
+        for attempt in range(CONFLICT_RETRIES + 1):
+            try:
+                client.transact_write_items(TransactItems=items)
+                break
+            except client.exceptions.TransactionCanceledException as error:
+                outcome.calls += 1
+                reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
+                if "ConditionalCheckFailed" in reasons:
+                    raise ConcurrentUpdate(str(reasons)) from None
+                if "TransactionConflict" not in reasons or attempt == CONFLICT_RETRIES:
+                    raise
+                outcome.conflicts_retried += 1
+                time.sleep(random.uniform(0, min(1.0, CONFLICT_BACKOFF_S * 2**attempt)))
         outcome.calls += 1
         outcome.transactions += 1
         outcome.write_units += units
@@ -328,6 +365,10 @@ class Aggregation:
             values[":prev"] = previous
         update["ExpressionAttributeValues"] = marshal(values)
         items.append({"Update": update})
+        if previous is None:  # a new shard: listed, so its bookkeeping is found once it expires
+            registered = self.registry.item({"ShardId": shard}) | expiry
+            items.append({"Put": {"TableName": table, "Item": marshal(registered)}})
+            units += _units(100)
         self._transact(client, items, outcome, units + _units(200))
         outcome.applied += len(pending)
         cursor.update({"Watermark": journal, "Pending": journal, "Chunks": len(chunks), "Progress": 0})
@@ -398,11 +439,9 @@ class Aggregation:
         outcome.calls += 1
         outcome.write_units += capacity.units(200)
         part_bytes = len(json.dumps(rows)) // max(len(parts), 1) + 100
-        for start in range(0, len(parts), 25):
-            batch = parts[start : start + 25]
-            client.batch_write_item(RequestItems={table: [{"DeleteRequest": {"Key": k}} for k in batch]})
-            outcome.calls += 1
-            outcome.write_units += len(batch) * capacity.units(part_bytes)
+        store.batch_write(client, table, [{"DeleteRequest": {"Key": k}} for k in parts])
+        outcome.calls += -(-len(parts) // 25)
+        outcome.write_units += len(parts) * capacity.units(part_bytes)
         cursor.pop("Pending", None)
 
     def _update(
@@ -444,6 +483,80 @@ class Aggregation:
                 "ExpressionAttributeValues": marshal(values),
             }
         }
+
+    def _prune_quietly(self, client: Any, table: str, outcome: Outcome) -> None:
+        """Housekeeping must not fail a batch that was applied: a failed prune is left to the next."""
+        try:
+            outcome.shards_pruned += self.prune(client, table)
+        except Exception:
+            log.exception("pruning expired shards' bookkeeping failed; the next new shard tries again")
+
+    def prune(self, client: Any, table: str, *, now: float | None = None) -> int:
+        """Drop the bookkeeping (cursor, ranges, journal leftovers) of every shard whose cursor
+        expired; how many shards. The cursor goes first, on the condition that it is still
+        expired (a batch renewing it wins)."""
+        now = time.time() if now is None else now
+        where = {"ShardId": ""}
+        listed = store.pages(
+            client, "query", TableName=table, ConsistentRead=True,
+            KeyConditionExpression="#pk = :pk", ExpressionAttributeNames={"#pk": self.pk},
+            ExpressionAttributeValues=marshal({":pk": self.registry.key_value(self.pk, where)}),
+        )  # fmt: skip
+        pruned = 0
+        for page in listed:
+            for raw in page["Items"]:
+                entry = unmarshal(raw)
+                if int(entry.get(self._expires, 0)) > now:
+                    continue  # the registry entry's expiry is the cursor's first; check the cursor
+                shard = entry["ShardId"]
+                try:
+                    client.delete_item(
+                        TableName=table, Key=self._cursor_key(shard),
+                        ConditionExpression="attribute_not_exists(#e) OR #e < :now",
+                        ExpressionAttributeNames={"#e": self._expires},
+                        ExpressionAttributeValues=marshal({":now": int(now)}),
+                    )  # fmt: skip
+                except client.exceptions.ConditionalCheckFailedException:
+                    # renewed since: the registry entry follows the cursor's expiry
+                    cursor = self._read_cursor(client, table, shard, Outcome())
+                    renewed = {self._expires: cursor.get(self._expires, int(now) + cursor_lifetime_s())}
+                    listed = self.registry.item({"ShardId": shard}) | renewed
+                    client.put_item(TableName=table, Item=marshal(listed))
+                    continue
+                self._delete_partition(client, table, shard)
+                client.delete_item(TableName=table, Key={self.pk: raw[self.pk], self.sk: raw[self.sk]})
+                pruned += 1
+        return pruned
+
+    def _delete_partition(self, client: Any, table: str, shard: str) -> None:
+        """Every item left under a shard's key: its ranges and any journal part a crash left."""
+        where = {"ShardId": shard}
+        for page in store.pages(
+            client, "query", TableName=table, ConsistentRead=True, ProjectionExpression="#pk, #sk",
+            KeyConditionExpression="#pk = :pk", ExpressionAttributeNames={"#pk": self.pk, "#sk": self.sk},
+            ExpressionAttributeValues=marshal({":pk": self.range_entity.key_value(self.pk, where)}),
+        ):  # fmt: skip
+            keys = [{self.pk: item[self.pk], self.sk: item[self.sk]} for item in page["Items"]]
+            store.batch_write(client, table, [{"DeleteRequest": {"Key": k}} for k in keys])
+
+    def bookkeeping_counts(self, client: Any, table: str) -> dict[str, int]:
+        """How many shards are listed and how many cursor and range items the table holds (a full
+        scan: for tests and benchmarks)."""
+        counts = {"shards_listed": 0, "cursors": 0, "ranges": 0}
+        prefix = self.registry.key_value(self.pk, {"ShardId": ""})
+        names = {"#pk": self.pk, "#e": self.names.entity}
+        scan = store.pages(client, "scan", TableName=table, ProjectionExpression="#pk, #e",
+                           ExpressionAttributeNames=names)  # fmt: skip
+        for page in scan:
+            for item in page["Items"]:
+                name = item.get(self.names.entity, {}).get("S")
+                if item[self.pk]["S"] == prefix:
+                    counts["shards_listed"] += 1
+                elif name == self.cursor.name:
+                    counts["cursors"] += 1
+                elif name == self.range_entity.name:
+                    counts["ranges"] += 1
+        return counts
 
     def _applied(self, client: Any, table: str, shard: str, first: int, last: int) -> list[tuple[int, int]]:
         """The journaled ranges of `shard` overlapping first..last, newest first. Ranges never

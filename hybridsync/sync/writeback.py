@@ -1,9 +1,10 @@
 """Write-back: stream records of entities mastered in DynamoDB -> their PostgreSQL tables.
 
 Exactly once in effect under at-least-once, out-of-order delivery: each batch is decoded, coalesced
-to the newest change per key, and applied per table as one COPY into a staging table and one merge,
-in one transaction, guarded by the item's version; a REMOVE leaves a tombstone row so an older image
-replayed later cannot resurrect the row. Bad records become dead letters; the rest of the batch lands.
+to the newest change per key, and applied per table as one merge of the rows sent as one JSON
+parameter, in one transaction, guarded by the item's version; a REMOVE leaves a tombstone row so
+an older image replayed later cannot resurrect the row. Bad records become dead letters; the rest
+of the batch lands.
 """
 
 from __future__ import annotations
@@ -13,11 +14,11 @@ import dataclasses
 import functools
 import gc
 import json
-import operator
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import psycopg
@@ -181,76 +182,52 @@ def _on_conflict(entity: Entity, force: bool) -> str:
     )
 
 
-@functools.cache
-def upsert_sql(entity: Entity, force: bool = False) -> str:
-    """One INSERT ... SELECT FROM unnest(arrays) ... ON CONFLICT for any number of rows: one
-    statement and one parameter per column, whatever the batch size."""
-    columns, types, _ = _columns(entity)
-    # jsonb travels as text and is cast per row: a jsonb[] parameter would need each element adapted
-    arrays = ", ".join(
-        f"%({c})s::{'text' if t == 'jsonb' else t}[]" for c, t in zip(columns, types, strict=True)
-    )
-    select = ", ".join(
-        f"u.{c}::jsonb" if t == "jsonb" else f"u.{c}" for c, t in zip(columns, types, strict=True)
-    )
-    return (
-        f"INSERT INTO {table_of(entity).name} ({', '.join(columns)}) "
-        f"SELECT {select} FROM unnest({arrays}) AS u({', '.join(columns)}) {_on_conflict(entity, force)}"
-    )
-
-
-def _staging(entity: Entity) -> str:
-    return f"incoming_{table_of(entity).name}"
+_AS_TEXT = {"numeric": str, "timestamptz": datetime.isoformat, "bytea": lambda b: "\\x" + bytes(b).hex()}
 
 
 @functools.cache
-def staging_sql(entity: Entity) -> str:
-    """The session's staging table for an entity's rows: created once per connection, emptied by
-    every commit (so it is never shared between batches)."""
-    table = table_of(entity).name
-    return (
-        f"CREATE TEMP TABLE IF NOT EXISTS {_staging(entity)} "
-        f"(LIKE {table} INCLUDING DEFAULTS) ON COMMIT DELETE ROWS"
-    )
+def _as_text(entity: Entity) -> tuple[tuple[str, Callable[[Any], str]], ...]:
+    """The columns whose values travel in JSON as text PostgreSQL's input functions read back
+    exactly (numbers, times, bytes), and how each is written."""
+    return tuple((f.column, _AS_TEXT[f.type.sql]) for f in entity.fields if f.type.sql in _AS_TEXT)
 
 
 @functools.cache
 def merge_sql(entity: Entity, force: bool = False) -> str:
-    """The staged rows into the table. They were copied in key order into a table emptied at every
-    commit and private to the session (no synchronized scans), so they are read back in that order:
-    concurrent batches lock rows in one order without sorting them again (a deadlock would still be
-    retried, see TRANSIENT_SQLSTATES)."""
-    columns, _, _ = _columns(entity)
+    """Any number of rows, sent as one JSON parameter and read back typed, merged with one
+    statement. Nothing in it outlives the transaction (no temporary table, no prepared statement),
+    so an RDS Proxy never pins the connection. The rows come in key order, so concurrent batches
+    lock rows in one order (a deadlock would still be retried, see TRANSIENT_SQLSTATES)."""
+    columns, types, _ = _columns(entity)
+    # a jsonb value travels as its text (a JSON string) and is parsed here, exactly as written
+    pairs = list(zip(columns, types, strict=True))
+    typed = ", ".join(f"{c} {'text' if t == 'jsonb' else t}" for c, t in pairs)
+    select = ", ".join(f"r.{c}::jsonb" if t == "jsonb" else f"r.{c}" for c, t in pairs)
     return (
         f"INSERT INTO {table_of(entity).name} ({', '.join(columns)}) "
-        f"SELECT {', '.join(columns)} FROM {_staging(entity)} {_on_conflict(entity, force)}"
+        f"SELECT {select} FROM json_to_recordset(%(rows)s) AS r({typed}) {_on_conflict(entity, force)}"
     )
 
 
-def _parameters(entity: Entity, changes: Sequence[Change]) -> dict[str, list[Any]]:
-    params: dict[str, list[Any]] = {f.column: [c.row[f.column] for c in changes] for f in entity.fields}
-    params["version"] = [c.version for c in changes]
-    params["deleted"] = [c.deleted for c in changes]
-    return params
+def _rows_json(entity: Entity, changes: Sequence[Change]) -> str:
+    as_text = _as_text(entity)
+    rows = []
+    for change in changes:
+        row = dict(change.row)
+        for column, write in as_text:
+            if row[column] is not None:
+                row[column] = write(row[column])
+        row["version"], row["deleted"] = change.version, change.deleted
+        rows.append(row)
+    return json.dumps(rows, separators=(",", ":"))
 
 
 def _first_line(error: BaseException) -> str:
     return str(getattr(error, "orig", None) or error).strip().splitlines()[0]
 
 
-def _copy_merge(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> None:
-    """COPY the rows into the staging table (PostgreSQL's fastest way in), then one merge."""
-    conn.exec_driver_sql(staging_sql(entity))
-    columns, _, _ = _columns(entity)
-    values = operator.itemgetter(*(f.column for f in entity.fields))
-    with (
-        conn.connection.cursor() as cursor,
-        cursor.copy(f"COPY {_staging(entity)} ({', '.join(columns)}) FROM STDIN") as copy,
-    ):
-        write = copy.write_row
-        for change in changes:
-            write((*values(change.row), change.version, change.deleted))
-    conn.exec_driver_sql(merge_sql(entity, force))
+def _merge(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> None:
+    conn.exec_driver_sql(merge_sql(entity, force), {"rows": _rows_json(entity, changes)})
 
 
 def _apply(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> list[DeadLetter]:
@@ -258,18 +235,18 @@ def _apply(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force
     failing the batch. Returns the changes PostgreSQL refused, as dead letters."""
     try:
         with conn.begin_nested():
-            _copy_merge(conn, entity, changes, force)
+            _merge(conn, entity, changes, force)
         return []
     except (sa.exc.DataError, sa.exc.IntegrityError, psycopg.DataError, psycopg.IntegrityError):
         return _bisect(conn, entity, changes, force)
 
 
 def _bisect(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> list[DeadLetter]:
-    """Upsert halves in savepoints down to the rows PostgreSQL refuses; each refused change falls
+    """Merge halves in savepoints down to the rows PostgreSQL refuses; each refused change falls
     back to its key's next-newest one."""
     try:
         with conn.begin_nested():
-            conn.exec_driver_sql(upsert_sql(entity, force), _parameters(entity, changes))
+            _merge(conn, entity, changes, force)
         return []
     except (sa.exc.DataError, sa.exc.IntegrityError) as error:
         if len(changes) == 1:
@@ -281,8 +258,7 @@ def _bisect(conn: sa.Connection, entity: Entity, changes: Sequence[Change], forc
 
 
 def apply_changes(conn: sa.Connection, changes: Iterable[Change], *, force: bool = False) -> list[DeadLetter]:
-    """One COPY and one merge per table (more only to isolate a bad row). Returns the changes
-    PostgreSQL refused."""
+    """One merge per table (more only to isolate a bad row). Returns the changes PostgreSQL refused."""
     by_entity: dict[str, list[Change]] = defaultdict(list)
     for change in changes:
         by_entity[change.entity.name].append(change)

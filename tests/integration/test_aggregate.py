@@ -293,9 +293,10 @@ def test_every_window_invocation_answers_with_state(handler, agg, target, shop, 
         )
 
     first = invoke([*batch, other], {})
-    assert first == {"state": {"applied": 1, "duplicates": 0, "dead_letters": 0}, "batchItemFailures": []}
+    counts = {"applied": 1, "duplicates": 0, "dead_letters": 0, "conflicts_retried": 0}
+    assert first == {"state": counts, "batchItemFailures": []}
     again = invoke(batch, first["state"])  # redelivered
-    assert again["state"] == {"applied": 1, "duplicates": 1, "dead_letters": 0}
+    assert again["state"] == {"applied": 1, "duplicates": 1, "dead_letters": 0, "conflicts_retried": 0}
     monkeypatch.setattr(handler, "dynamodb", lambda: pytest.fail("a final invocation must not call DynamoDB"))
     final = invoke([], again["state"], final=True)
     assert final == {"state": {}, "batchItemFailures": []}

@@ -13,6 +13,11 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+SCALE_KEYS = {
+    "shards", "changes", "lost", "duplicated", "stale", "drift", "conflicts_injected", "conflicts_retried",
+    "batches_failed_by_conflict", "rollovers", "cursor_items_end", "pg_connections_peak", "pg_connection_cap",
+    "pinning_statements", "lag_p99_s",
+}  # fmt: skip
 KEYS = {  # the figures each benchmark must print (it may print more)
     "access_patterns": {"items", "distinct_index_vs_scan_ru_ratio", "skip_scan_vs_scan_ru_ratio",
                         "time_range_vs_scan_ru_ratio", "per_day_vs_sharded_requests_ratio",
@@ -28,10 +33,11 @@ KEYS = {  # the figures each benchmark must print (it may print more)
     "read_path": {"hit_dynamodb_calls", "hit_sql_calls", "miss_dynamodb_calls", "hit_vs_sql_p50_ratio",
                   "outbox_vs_raw_ratio"},
     "write_back": {"records", "records_per_s", "vs_copy_ratio", "vs_naive_ratio"},
+    "scale": SCALE_KEYS,
     "writes": {"vertical_partition_wu_ratio", "large_item_roundtrip_bytes", "gzip_ratio",
                "place_order_vs_put_ratio", "history_ok"},
 }  # fmt: skip
-NEEDS_ASSEMBLY = {"chaos", "local_pipeline"}
+NEEDS_ASSEMBLY = {"chaos", "local_pipeline", "scale"}
 
 
 def test_every_benchmark_is_covered():

@@ -151,6 +151,36 @@ def _positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
     return parse
 
 
+def _plan(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hybridsync import plan
+
+    work = plan.Workload(
+        writes_per_s=args.writes_per_s, item_kb=args.item_kb, reads_per_s=args.reads_per_s,
+        order_line_share=args.order_line_share, retention_days=args.retention_days,
+    )  # fmt: skip
+    result = plan.plan(work)
+    if args.json:
+        print(json.dumps(vars(result)))
+        return 0
+    table = Table("", "", title=f"{args.writes_per_s:,.0f} writes/s of {args.item_kb:g} KB, "
+                  f"{args.reads_per_s:,.0f} reads/s (prices of {result.prices_as_of}, us-east-1)")  # fmt: skip  # noqa: E501
+    rows = {"write units/s": f"{result.write_units_per_s:,.0f}", "partitions": result.partitions,
+            "stream shards": result.shards, "PostgreSQL connections": result.pg_connections,
+            "Aurora ACU": result.aurora_acu, "Lambda GB-s / month": f"{result.lambda_gb_s_month:,}"}  # fmt: skip  # noqa: E501
+    rows |= {f"concurrency: {k}": v for k, v in result.concurrency.items()}
+    rows |= {f"GSI write shards: {k}": v for k, v in result.gsi_shards.items()}
+    rows |= {f"$/month: {k}": f"{v:,.2f}" for k, v in result.monthly_usd.items()}
+    for name, value in rows.items():
+        table.add_row(name, str(value))
+    Console().print(table)
+    for note in result.notes:
+        print(f"- {note}")
+    return 0
+
+
 def _fault_plan(text: str) -> Any:
     from hybridsync.local.faults import FaultPlan
 
@@ -829,6 +859,24 @@ def parser() -> argparse.ArgumentParser:
     status = command(
         "status", "what the running app's mappings and functions are doing", "hybridsync status", _status
     )
+    planned = command(
+        "plan",
+        "the pipeline for a described workload, on paper: shards, concurrency, PostgreSQL connections, "
+        "GSI write shards, where warm and burst capacity matter, and the monthly cost by component",
+        "hybridsync plan --writes-per-s 10000 --item-kb 1 --reads-per-s 20000 --json",
+        _plan,
+    )
+    planned.add_argument(
+        "--writes-per-s", type=_positive(float), required=True, help="item writes per second"
+    )
+    planned.add_argument(
+        "--item-kb", type=_positive(float), default=1.0, help="average item size (default 1)"
+    )
+    planned.add_argument("--reads-per-s", type=float, default=0.0, help="API reads per second (default 0)")
+    planned.add_argument("--order-line-share", type=float, default=0.6,
+                         help="share of writes that feed the aggregates (default 0.6)")  # fmt: skip
+    planned.add_argument("--retention-days", type=int, default=30, help="S3 archive kept (default 30)")
+    planned.add_argument("--json", action="store_true", help="one JSON object instead of the table")
     invoke = command(
         "invoke",
         "invoke one function of the app with one event",

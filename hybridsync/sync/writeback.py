@@ -223,7 +223,11 @@ def _rows_json(entity: Entity, changes: Sequence[Change]) -> str:
 
 
 def _first_line(error: BaseException) -> str:
-    return str(getattr(error, "orig", None) or error).strip().splitlines()[0]
+    """PostgreSQL's message, with its detail when it has one (which value it refused)."""
+    original = getattr(error, "orig", None) or error
+    message = str(original).strip().splitlines()[0]
+    detail = getattr(getattr(original, "diag", None), "message_detail", None)
+    return f"{message}: {detail}" if detail else message
 
 
 def _merge(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> None:

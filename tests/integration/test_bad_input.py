@@ -57,7 +57,7 @@ STREAM = [
     Kind("stream record", "an id over its length limit", _set("OrderId", {"S": "x" * 200}),
          "over its limit of 128"),
     Kind("stream record", "a version past the 64-bit range", _set("Version", {"N": "1E+30"}), "Version"),
-    Kind("stream record", "a NUL character in text", _set("Status", {"S": "OP\x00EN"}), "0x00"),
+    Kind("stream record", "a NUL character in text", _set("Status", {"S": "OP\x00EN"}), "\\u0000"),
     Kind("stream record", "text that is not valid unicode", _set("Status", {"S": "OP\ud800EN"}), "Status is not valid Unicode"),
 ]  # fmt: skip
 

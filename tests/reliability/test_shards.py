@@ -11,6 +11,7 @@ import uuid
 
 from rich.console import Console
 
+from hybridsync import db, local, migrations
 from hybridsync.local import faults
 from hybridsync.local.app import LocalApp
 from hybridsync.local.faults import FaultPlan
@@ -20,14 +21,18 @@ from shop.model import MODEL
 from shop_workloads import demo
 
 
-def test_four_shards_with_rollover_and_a_split_under_faults(cloud_assembly, stack, engine, tmp_path):
+def test_four_shards_with_rollover_and_a_split_under_faults(cloud_assembly, stack, tmp_path):
+    url, stop_pg = local.start_postgres(tmp_path / "pg")  # its own: drift compares whole tables
+    migrations.upgrade(url, "head")
+    engine = db.create_engine(url)
     assembly = Assembly.load(cloud_assembly)
     for mapping in assembly.resources("AWS::Lambda::EventSourceMapping"):  # many small batches
         mapping.properties.update(BatchSize=25, MaximumBatchingWindowInSeconds=0)
     plan = FaultPlan(seed=20261123, duplicate=0.2, fail_before=0.1, fail_after=0.1, throttle=0.03,
                      conflict=0.5)  # fmt: skip
     prefix = f"shd{uuid.uuid4().hex[:4]}"
-    app = LocalApp(assembly, **stack.endpoints(), state_dir=tmp_path, prefix=prefix, faults=plan,
+    endpoints = stack.endpoints() | {"database_url": url}
+    app = LocalApp(assembly, **endpoints, state_dir=tmp_path, prefix=prefix, faults=plan,
                    shards=4, shard_lifetime_s=6)  # fmt: skip
     stop = threading.Event()
     drainer = app.outbox_drainer(stop)
@@ -47,6 +52,8 @@ def test_four_shards_with_rollover_and_a_split_under_faults(cloud_assembly, stac
         app.stop()
         stop.set()
         drainer.join(timeout=10)
+        engine.dispose()
+        stop_pg()
     streams = status["streams"][table]
     injected = faults.injected(tmp_path, figures["faults_injected"])
     aggregate_errors = status["functions"]["Aggregate"]["errors_by_type"]

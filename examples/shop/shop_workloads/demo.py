@@ -123,7 +123,7 @@ def _dynamodb_side(
         ]
         moment = today.replace(microsecond=rng.randrange(1000) * 1000)
         order, created = orders.place_order(
-            client, table, customer, lines, idempotency_key=f"demo-o{n}", now=moment
+            client, table, customer, lines, idempotency_key=f"demo-o{n}-{table.rsplit('-', 1)[0]}", now=moment
         )
         writer.written += 1 if created else 0
         fate = rng.random()

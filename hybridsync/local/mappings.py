@@ -133,10 +133,6 @@ class Checkpoints:
             if self._positions.get(mapping, {}).get(stream, {}).pop(shard, None) is not None:
                 self._save()
 
-    def count(self) -> int:
-        with self._lock:
-            return sum(len(shards) for streams in self._positions.values() for shards in streams.values())
-
     def _save(self) -> None:
         if self.path is not None:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -513,10 +509,9 @@ class ShardPoller:
 
     # --- running ------------------------------------------------------------------------------
 
-    def drained(self) -> bool:
+    def finished(self) -> bool:
         """A sealed shard read to its end, all of it delivered and its window closed: done."""
-        drained = getattr(self.reader, "drained", None)
-        if drained is None or not drained(self) or self.buffer:
+        if self.buffer or not self.reader.drained(self):
             return False
         return self.window is None or self._close_window()
 
@@ -526,8 +521,8 @@ class ShardPoller:
         while not stop.is_set():
             try:
                 came = self.read()
-                self.deliver_due(draining=getattr(self.reader, "drained", lambda _: False)(self))
-                if self.drained():
+                self.deliver_due(draining=self.reader.drained(self))
+                if self.finished():
                     self.reader.release(self)
                     self.done = True
                     return

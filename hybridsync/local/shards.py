@@ -228,11 +228,13 @@ class Topology:
         while True:
             raw, _ = self._source.page(PAGE)
             region, now = self.streams.meta.region_name, time.time()
+            # new records belong to open shards; only a restart's re-read needs the sealed ones
+            candidates = [*self.open_shards(), *(s for s in self.shards.values() if s.through is not None)]
             for record in raw:
                 delivered = as_delivered(record, self.stream_arn, region, now)
                 number, hashed = sequence(delivered), partition_hash(delivered, self.partition_key)
                 self.highest = max(self.highest, number)
-                home = next((s for s in self.shards.values() if s.holds(hashed, number)), None)
+                home = next((s for s in candidates if s.holds(hashed, number)), None)
                 if home is not None and number > home.trimmed_through:
                     home.records.append(delivered)
                     home.sequences.append(number)

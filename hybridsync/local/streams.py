@@ -102,6 +102,13 @@ class ShardReader:
         kind, sequence = min(self._starts.values(), key=lambda s: (order[s[0]], int(s[1] or 0)))
         return ShardCursor(self.streams, self.stream_arn, self.shard, kind, sequence)
 
+    def drained(self, poller: object) -> bool:
+        """DynamoDB Local never seals a shard: it is never read to its end."""
+        return False
+
+    def release(self, poller: object) -> None:
+        pass
+
     def take(self, poller: object) -> tuple[list[dict[str, Any]], bool]:
         """The records after the poller's last one, and whether the shard may hold more right now
         (a full page came)."""

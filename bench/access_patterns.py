@@ -11,6 +11,12 @@ Dataset: 1,000 customers (`--quick`: 120), each an item collection of 50 orders 
                   Query per shard) / a full scan filtered on the client; and the per-day design
                   (a partition per day, here a table keyed by day: one Query per day)
   open orders     open orders of the last 7 days: the sparse sharded index / a full scan
+  any status      shipped orders of the last 30 days: OrdersByStatus (`SHIPPED#0..3`) / a full scan
+  one order       20 orders' entries in the time index, by id and time: its shard computed from the
+                  id (one Query) / a random suffix (here a table keyed by a random shard: every
+                  shard's Query)
+  customer range  20 customers' orders of the last 30 days: the headers' copies in the Inverted
+                  index / the customer's collection, where each order's lines sort beside it
   seeds           the model's three figures for the seeds' 2 M keys x 1,000 items scenario
 
 Prints a table, then one JSON line. Usage: python bench/access_patterns.py [--quick | --smoke]
@@ -40,23 +46,27 @@ sys.path.insert(0, str(ROOT))
 
 from hybridsync import aws, capacity, costs, local, scans  # noqa: E402
 from hybridsync.capacity import Cost, Meter  # noqa: E402
-from hybridsync.convert import marshal  # noqa: E402
+from hybridsync.convert import marshal, unmarshal  # noqa: E402
 from hybridsync.declare import KeyAttribute, Table  # noqa: E402
-from hybridsync.keys import iso_ms  # noqa: E402
+from hybridsync.keys import HIGHEST, iso_ms  # noqa: E402
 from hybridsync.local import dynamodb_local  # noqa: E402
 from hybridsync.scans import Scanner  # noqa: E402
 from shop import order_reads as orders  # noqa: E402
-from shop.model import COLLECTION, MAIN, ORDER, ORDER_LINE  # noqa: E402
+from shop.model import COLLECTION, MAIN, ORDER, ORDER_LINE, ORDER_TIME_SHARDS  # noqa: E402
 
 NOW = datetime(2026, 11, 22, 12, tzinfo=UTC)
 DAYS, RANGE_DAYS, OPEN_DAYS, ITEMS_PER_CUSTOMER = 90, 30, 7, 50
 BY_DAY = Table("orders-by-day", KeyAttribute("Day"), KeyAttribute("At"))  # the per-day design
+RANDOM = Table("orders-random-shard", KeyAttribute("RandomShard"), KeyAttribute("CreatedAt"))  # random suffix
+SAMPLE = 20  # orders looked up one by one, customers whose range is read
 
 
-def generate(client: Any, table: str, by_day: str, customers: int, progress: Progress) -> int:
+def generate(client: Any, table: str, by_day: str, by_random: str, customers: int,
+             progress: Progress) -> tuple[int, list[dict[str, Any]]]:  # fmt: skip
     """Orders (a third open) with lines, in each customer's collection with its #static item; each
-    order also into the per-day table. Returns the number of items written to the main table."""
-    rng, items, day_items = random.Random(7), [], []
+    order also into the per-day table and the random-suffix table. Returns the number of items
+    written to the main table and the orders."""
+    rng, items, day_items, random_items, placed = random.Random(7), [], [], [], []
     for c in range(customers):
         customer = f"c{c:05d}"
         collection = ORDER.key_value("PK", {"CustomerId": customer})
@@ -71,10 +81,15 @@ def generate(client: Any, table: str, by_day: str, customers: int, progress: Pro
             order = ORDER.item({"OrderId": order_id, "CustomerId": customer, "Status": status,
                                 "Total": rng.randint(5, 500), "CreatedAt": at, "Version": 1})  # fmt: skip
             items.append(order)
+            placed.append(order)
             # the entry a per-day GSI would hold: what OrdersByTime projects, partitioned by day
             entry = capacity.index_entry(MAIN, "OrdersByTime", order) or {}
-            entry.pop("TimeShard")
+            shard = entry.pop("TimeShard")
             day_items.append(entry | {"Day": at[:10], "At": f"{at}#{order_id}"})
+            # ... and OrdersByTime with a random suffix: the same shards, drawn, not calculated
+            random_items.append(
+                entry | {"RandomShard": shard.rsplit("#", 1)[0] + f"#{rng.randrange(ORDER_TIME_SHARDS)}"}
+            )
             for line in range(min(3, ITEMS_PER_CUSTOMER - n - 1)):
                 items.append(
                     ORDER_LINE.item(
@@ -93,15 +108,41 @@ def generate(client: Any, table: str, by_day: str, customers: int, progress: Pro
                     | {"Note": "".join(rng.choices("abcdefghij ", k=250))}
                 )  # fmt: skip (gift notes: ~400 B)
             n += 1 + min(3, ITEMS_PER_CUSTOMER - n - 1)
-    task = progress.add_task("writing the dataset", total=len(items) + len(day_items))
-    for target, batch_items in ((table, items), (by_day, day_items)):
+    task = progress.add_task("writing the dataset", total=len(items) + len(day_items) + len(random_items))
+    for target, batch_items in ((table, items), (by_day, day_items), (by_random, random_items)):
         for start in range(0, len(batch_items), 25):
             chunk = batch_items[start : start + 25]
             request = {target: [{"PutRequest": {"Item": marshal(i)}} for i in chunk]}
             while request:
                 request = client.batch_write_item(RequestItems=request).get("UnprocessedItems") or {}
             progress.advance(task, len(chunk))
-    return len(items)
+    return len(items), placed
+
+
+def by_random_shard(client: Any, table: str, order_id: str, created_at: str) -> dict[str, Any] | None:
+    """One order in the random-suffix design: nothing says its shard, so every shard is queried."""
+    found = None
+    for partition in ORDER.partitions("TimeShard"):
+        page = client.query(
+            TableName=table, KeyConditionExpression="RandomShard = :p AND CreatedAt = :at",
+            ExpressionAttributeValues=marshal({":p": partition, ":at": created_at}),
+        )  # fmt: skip
+        found = found or next((i for i in page["Items"] if i["OrderId"]["S"] == order_id), None)
+    return found
+
+
+def collection_range(client: Any, table: str, customer: str, since: str, until: str) -> list[dict[str, Any]]:
+    """A customer's orders in a range from the base collection: every line in the range is read
+    (and paid for) with its order, then dropped."""
+    prefix = ORDER.key_prefix("SK")
+    pages = client.get_paginator("query").paginate(
+        TableName=table, KeyConditionExpression="PK = :pk AND SK BETWEEN :low AND :high",
+        ExpressionAttributeValues=marshal({
+            ":pk": ORDER.key_value("PK", {"CustomerId": customer}),
+            ":low": prefix + since, ":high": prefix + until + HIGHEST,
+        }),
+    )  # fmt: skip
+    return [unmarshal(i) for page in pages for i in page["Items"]]
 
 
 def measured(client: Any, run: Callable[[], Any],
@@ -152,15 +193,16 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-access-"))
     endpoint, process = local.start_dynamodb()
     client = aws.client("dynamodb", endpoint, "us-east-1")
-    table, by_day = "bench-main", "bench-orders-by-day"
+    table, by_day, by_random = "bench-main", "bench-orders-by-day", "bench-orders-random"
     client.create_table(**MAIN.create_request(table))
     client.create_table(**BY_DAY.create_request(by_day))
+    client.create_table(**RANDOM.create_request(by_random))
     rows: list[tuple[str, str, Cost, float]] = []
     requests: list[tuple[str, str, str, Cost]] = []  # (pattern, design, operation, its cost)
     try:
         with Progress(transient=True) as progress:
-            written = generate(client, table, by_day, customers, progress)
-            task = progress.add_task("reading", total=9)
+            written, placed = generate(client, table, by_day, by_random, customers, progress)
+            task = progress.add_task("reading", total=15)
 
             def row(pattern: str, design: str, run: Callable[[], Any], scanner: Scanner | None = None) -> Any:
                 cost, ms, result, calls = measured(client, run, scanner)
@@ -199,11 +241,35 @@ def main() -> None:
             open_scanned = row("open orders, last 7 days", "naive: full scan", lambda: [
                 i for i in open_scan.items() if i.get("Entity") == "Order" and i["Status"] == "OPEN"
                 and i["CreatedAt"] >= opened_since], open_scan)  # fmt: skip
+            shipped, until = "shipped orders, last 30 days", iso_ms(NOW)
+            by_status = row(shipped, "OrdersByStatus, 4 shards", lambda: orders.orders_with_status(
+                client, table, "SHIPPED", 10**9, since=since, until=until))  # fmt: skip
+            status_scan = Scanner(client, table)
+            status_scanned = row(shipped, "naive: full scan", lambda: [
+                i for i in status_scan.items() if i.get("Entity") == "Order" and i["Status"] == "SHIPPED"
+                and i["CreatedAt"] >= since], status_scan)  # fmt: skip
+            sample = random.Random(11).sample(placed, min(SAMPLE, len(placed)))
+            one, random_one = f"{len(sample)} orders, one by one", "naive: random suffix"
+            calculated = row(one, "calculated suffix", lambda: [orders.order_in_time_index(
+                client, table, o["OrderId"], o["CreatedAt"]) for o in sample])  # fmt: skip
+            drawn = row(one, random_one, lambda: [by_random_shard(
+                client, by_random, o["OrderId"], o["CreatedAt"]) for o in sample])  # fmt: skip
+            customers_read = sorted({o["CustomerId"] for o in sample})
+            ranges, collection = f"{len(customers_read)} customers' orders, 30 days", "naive: the collection"
+            headers = row(ranges, "headers in the Inverted index", lambda: [o for c in customers_read
+                          for o in orders.customer_orders(client, table, c, since, until)])  # fmt: skip
+            with_lines = row(ranges, collection, lambda: [i for c in customers_read
+                             for i in collection_range(client, table, c, since, until)])  # fmt: skip
     finally:
         dynamodb_local.stop(process)
     assert listed == skipped == scanned, "the three ways disagree on the distinct keys"
     assert len(ranged) == len(per_day) == len(scanned_range), "the time-range designs disagree"
     assert {o["OrderId"] for o in open_index} == {o["OrderId"] for o in open_scanned}, "open orders disagree"
+    assert {o["OrderId"] for o in by_status} == {o["OrderId"] for o in status_scanned}, "statuses disagree"
+    found = [o and o["OrderId"] for o in calculated], [o and o["OrderId"]["S"] for o in drawn]
+    assert found[0] == found[1] == [o["OrderId"] for o in sample], "one-order lookups disagree"
+    headers_read = [i for i in with_lines if i["Entity"] == "Order"]
+    assert [o["OrderId"] for o in headers] == [o["OrderId"] for o in headers_read], "ranges disagree"
 
     table_view = RichTable(title=f"access patterns on {written:,} items ({customers:,} collections)")
     for column in ("pattern", "design", "requests", "items read", "read units", "ms"):
@@ -232,6 +298,16 @@ def main() -> None:
             month, "naive: partition per day", "sharded constant partition", "requests", 3
         ),
         "open_range_vs_scan_ru_ratio": ratio(opened, "sparse sharded index", "naive: full scan"),
+        "status_range_vs_scan_ru_ratio": ratio(shipped, "OrdersByStatus, 4 shards", "naive: full scan"),
+        "random_vs_calculated_one_item_requests_ratio": ratio(
+            one, random_one, "calculated suffix", "requests", 2
+        ),
+        "range_header_only_lines_read": by[(ranges, "headers in the Inverted index")].items_read
+        - len(headers),
+        "range_lines_read_before": by[(ranges, collection)].items_read - len(headers_read),
+        "range_header_only_vs_collection_ru_ratio": ratio(
+            ranges, "headers in the Inverted index", collection
+        ),
         "seed_distinct_keys": {
             "full_scan_ru": seeds[0].cost.read_units,
             "index_ru": seeds[1].cost.read_units,

@@ -7,8 +7,18 @@ On moto server + embedded PostgreSQL:
                        write units by DynamoDB's size arithmetic on the items actually stored
   large items          review bodies from 1 KB to 10 MB stored by size (text, gzip in the item,
                        gzip chunks, gzip in S3) and read back; the largest intact body, gzip ratio
+  review put           a 50 KB review (gzip in the item): one conditional PutItem, the Inverted
+                       index projecting what its readers use, against the design before (a
+                       one-item transaction: 2x; Inverted projecting ALL: the body copied again);
+                       write units by the capacity model on the item as stored, and DynamoDB
+                       Local's reported units for the put
   place order          an order with 3 lines in one TransactWriteItems (ref, header, lines,
                        #static item) against one plain PutItem of the header alone, p50 each
+  #static contention   two writer processes placing orders at once, for one customer and for two:
+                       DynamoDB cancels a transaction whose item (the customer's #static counter)
+                       another one is writing (TransactionConflict; DynamoDB Local serializes
+                       instead, so the fault layer's conflict kind cancels as DynamoDB does); the
+                       conflicts, and the placements that failed after retrying in place
   version history      N edits of a publication; every revision and v0 read back and compared
 
 Usage: python bench/writes.py [--quick | --smoke]   (--quick: 50 orders and 20 revisions instead of 300
@@ -18,6 +28,7 @@ and 100; --smoke: 5 of each and bodies up to 5 MB, seconds: the same code path a
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import gzip
 import json
 import random
@@ -26,6 +37,7 @@ import sys
 import tempfile
 import time
 import uuid
+from concurrent.futures import ProcessPoolExecutor
 from decimal import Decimal
 from pathlib import Path
 
@@ -34,11 +46,13 @@ from rich.progress import Progress
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import capacity, db, local, store  # noqa: E402
+from hybridsync import aws, capacity, db, local, store  # noqa: E402
 from hybridsync.convert import marshal  # noqa: E402
+from hybridsync.declare import Projection  # noqa: E402
+from hybridsync.local import dynamodb_faults  # noqa: E402
 from hybridsync.sync import outbox  # noqa: E402
 from shop import catalog, orders, publications, reviews  # noqa: E402
-from shop.model import MODEL, ORDER, PRODUCT_AVAILABILITY, PRODUCT_DETAILS  # noqa: E402
+from shop.model import MAIN, MODEL, ORDER, PRODUCT_AVAILABILITY, PRODUCT_DETAILS, REVIEW  # noqa: E402
 
 SIZES = (1_000, 50_000, 600_000, 3_000_000, 10 * 1024 * 1024)
 
@@ -52,6 +66,31 @@ def body(size: int, rng: random.Random) -> str:
         parts.append(part)
         total += len(part.encode()) + 1
     return " ".join(parts)[:size]
+
+
+def main_before() -> object:
+    """The main table as it was declared before: the Inverted index projecting ALL."""
+    indexes = tuple(dataclasses.replace(i, projection=Projection.ALL, non_key_attributes=())
+                    if i.name == "Inverted" else i for i in MAIN.indexes)  # fmt: skip
+    return dataclasses.replace(MAIN, indexes=indexes)
+
+
+def place_concurrently(
+    endpoint: str, table: str, customer: str, n: int, claims: str, seed: int
+) -> tuple[int, int]:
+    """One writer process: n orders for `customer`, DynamoDB's transaction conflicts emulated
+    against the other writer's claims. Returns (conflicts met, placements that failed)."""
+    client = aws.client("dynamodb", endpoint, "us-east-1")
+    met = []
+    dynamodb_faults.inject(client.meta.events, f"conflict=1.0,seed={seed},conflict_dir={claims}", met.append)
+    lines = [{"ProductId": f"p{k}", "Quantity": k, "UnitPrice": Decimal("9.99")} for k in range(1, 4)]
+    failed = 0
+    for k in range(n):
+        try:
+            orders.place_order(client, table, customer, lines, idempotency_key=f"race-{seed}-{k}")
+        except orders.Conflict:
+            failed += 1
+    return len(met), failed
 
 
 def p50_ms(samples: list[float]) -> float:
@@ -103,6 +142,24 @@ def main() -> None:
             storage[size] = shown["Storage"]
             progress.advance(task)
 
+        # a review: one conditional put against the design before
+        text = body(50_000, rng)
+        review = {
+            "ReviewId": "r-put",
+            "ProductId": product,
+            "CustomerId": "c-1",
+            "Rating": 5,
+            "Title": "Quiet",
+        }
+        meter = capacity.Meter()
+        meter.attach(client)
+        reviews.put_review(client, table, place, review, text)
+        put_calls = [c for operation, c in meter.calls if operation in ("PutItem", "TransactWriteItems")]
+        meter.detach(client)
+        stored_review = store.get(client, table, REVIEW.key(review))
+        review_wu = capacity.write_cost(MAIN, None, stored_review)
+        review_wu_before = capacity.write_cost(main_before(), None, stored_review, transactional=True)
+
         # place order vs a plain put of the header
         task = progress.add_task("orders", total=n_orders)
         placed, plain = [], []
@@ -143,6 +200,18 @@ def main() -> None:
         )
         engine.dispose()
 
+        # the #static counter under two concurrent writers: one customer, then two
+        contention = {}
+        claims = tempfile.mkdtemp(prefix="bench-claims-")
+        with ProcessPoolExecutor(2) as pool:
+            for label, customers in (("one", ["c-race", "c-race"]), ("two", ["c-race-a", "c-race-b"])):
+                seeds = [k + (0 if label == "one" else 10) for k in range(len(customers))]
+                endpoint = stack.dynamodb_endpoint
+                runs = [pool.submit(place_concurrently, endpoint, table, c, n_orders, claims, k)
+                        for k, c in zip(seeds, customers, strict=True)]  # fmt: skip
+                results = [r.result() for r in runs]
+                contention[label] = (sum(r[0] for r in results), sum(r[1] for r in results))
+
     figures = {
         "split_item_bytes": capacity.item_size(stored_availability),
         "combined_item_bytes": capacity.item_size(stored_details | stored_availability),
@@ -152,6 +221,15 @@ def main() -> None:
         "large_item_roundtrip_bytes": largest,
         "storage_by_size": {str(k): v for k, v in storage.items()},
         "gzip_ratio": round(packed_total / raw_total, 3),
+        "review_item_bytes": capacity.item_size(stored_review),
+        "review_put_wu": review_wu,
+        "review_put_wu_before": review_wu_before,
+        "review_put_consumed_wu": sum(c.consumed or 0 for c in put_calls),
+        "review_put_requests": [operation for operation, _ in meter.calls if "Item" in operation],
+        "static_conflicts_one_customer": contention["one"][0],
+        "static_conflicts_two_customers": contention["two"][0],
+        "static_placements_failed": contention["one"][1] + contention["two"][1],
+        "static_placements": 4 * n_orders,
         "place_order_p50_ms": p50_ms(placed),
         "plain_put_p50_ms": p50_ms(plain),
         "place_order_vs_put_ratio": round(statistics.median(placed) / statistics.median(plain), 2),
@@ -162,6 +240,12 @@ def main() -> None:
           f"{combined_wu} WCU for one combined item ({figures['combined_item_bytes']} B)")  # fmt: skip
     print(f"review bodies: largest intact {largest:,} B; gzip to {figures['gzip_ratio']:.0%}; stored as "
           + ", ".join(f"{k:,} B: {v}" for k, v in storage.items()))  # fmt: skip
+    print(f"review put ({figures['review_item_bytes']:,} B item): {review_wu:g} write units, one conditional "
+          f"PutItem (DynamoDB Local reported {figures['review_put_consumed_wu']:g}), against "
+          f"{review_wu_before:g} before (a one-item transaction, Inverted projecting ALL)")  # fmt: skip
+    print(f"#static counter, two writers placing {n_orders} orders each at once: {contention['one'][0]} "
+          f"conflicts for one customer, {contention['two'][0]} for two; placements failed after retrying "
+          f"in place: {figures['static_placements_failed']} of {figures['static_placements']}")  # fmt: skip
     print(f"place order (3 lines, one transaction): p50 {figures['place_order_p50_ms']} ms vs plain PutItem "
           f"{figures['plain_put_p50_ms']} ms ({figures['place_order_vs_put_ratio']}x)")  # fmt: skip
     print(f"version history: {n_revisions} revisions, every one read back as written: {history_ok}")

@@ -104,3 +104,53 @@ def order_with_lines(lines: int, line_size: int, order_size: int, reads_per_s: f
         Row("order with its lines", "GetItem per item", gets, reads_per_s, naive=True),
         Row("order with its lines", "one Query on the item collection", query, reads_per_s),
     ]
+
+
+def write_sharding(
+    shards: int, items_per_period: int, entry_size: int, reads_per_s: float = 0.0
+) -> list[Row]:
+    """Pattern 7: a write-sharded constant partition, its suffix calculated from an attribute's
+    hash or drawn at random. Writes spread evenly either way (random even when one value is hot);
+    a period's read scatters over every shard either way; one item's read is one Query of the shard
+    its attribute names when calculated, a Query of every shard when random (the item is in one)."""
+    one = bulk_read(1, entry_size)
+    empty = bulk_read(0, entry_size)  # an empty Query still costs a request and its minimum
+    period = _scatter(items_per_period, entry_size, shards)
+    return [
+        Row("one item, sharded partition", f"random suffix: {shards} Queries",
+            sum([empty] * (shards - 1), one), reads_per_s, naive=True),
+        Row("one item, sharded partition", "calculated suffix: its shard's Query", one, reads_per_s),
+        Row("a period, sharded partition", f"random suffix: {shards} Queries", period, reads_per_s,
+            naive=True),
+        Row("a period, sharded partition", f"calculated suffix: {shards} Queries", period, reads_per_s),
+    ]  # fmt: skip
+
+
+GB = 1024**3
+PARALLEL_SCAN_GB = 20  # the seeds' threshold: below it a parallel scan is not warranted
+GB_PER_SEGMENT = 2  # DynamoDB's guidance: start with one segment per 2 GB
+
+
+@dataclass(frozen=True)
+class ScanPlan:
+    """What a full scan of a table costs and takes at a paced rate."""
+
+    table_gb: float
+    cost: Cost
+    rate: float  # read units per second it is paced to
+    minutes: float
+    parallel: bool  # whether a parallel scan is warranted at this size
+    segments: int  # the segments to start with if it is
+
+
+def scan(table_gb: float, item_size: int = 500, rate: float = 100.0, consistent: bool = False) -> ScanPlan:
+    """Pattern 21: a full scan of `table_gb`, in read units (1 MB pages: 128 eventually consistent,
+    256 strongly) and in minutes at `rate` units/s; a parallel scan is warranted from 20 GB (when
+    read capacity is spare and one sequential scan is too slow), one segment per 2 GB."""
+    if table_gb <= 0 or rate <= 0 or item_size <= 0:
+        raise ValueError("table size, rate and item size must be positive")
+    items = math.ceil(table_gb * GB / item_size)
+    cost = bulk_read(items, item_size, consistent=consistent)
+    parallel = table_gb >= PARALLEL_SCAN_GB
+    segments = max(1, math.ceil(table_gb / GB_PER_SEGMENT)) if parallel else 1
+    return ScanPlan(table_gb, cost, rate, cost.read_units / rate / 60, parallel, segments)

@@ -33,6 +33,7 @@ LARGEST_SORT_VALUE: dict[str, Any] = {
     "N": Decimal("9.9999999999999999999999999999999999999E+125"),
     "B": b"\xff" * 1024,
 }
+DEFAULT_RATE = 100.0  # read units/s the CLI's scans are paced to unless told: ~800 KB/s, 1 GB in 22 min
 RETRIED = {"ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
            "InternalServerError", "ServiceUnavailable"}  # fmt: skip
 

@@ -3,24 +3,26 @@ writes into the period's table and reads spanning periods.
 
 Rotation is idempotent, so the scheduled function and `hybridsync timeseries rotate` can run it as
 often as they like: each run brings the tables to what the declaration says for `now`. A table is
-dropped only after its archive object is in S3 and holds as many items as the scan read.
+archived by a point-in-time export (no read capacity, whatever its size; tables are created with
+point-in-time recovery for it): one run starts the export, a later one finds it complete. It is
+dropped only after every data file of its archive has been read back from S3 and holds what the
+export's manifests say. Where there are no exports (DynamoDB Local) the archive is a Scan in the
+export's layout, streamed a file at a time, after the table's read capacity is raised back.
 """
 
 from __future__ import annotations
 
-import gzip
-import io
-import json
-from base64 import b64encode
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
+from botocore.exceptions import ClientError
+
+from hybridsync import exports
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.declare import TimeSeries
 from hybridsync.errors import Invalid
 from hybridsync.keys import HIGHEST, parse_iso
-from hybridsync.scans import Scanner
 
 ARCHIVE_PREFIX = "timeseries"
 
@@ -29,7 +31,8 @@ ARCHIVE_PREFIX = "timeseries"
 class Rotation:
     created: list[str] = field(default_factory=list)
     lowered: list[str] = field(default_factory=list)
-    archived: dict[str, str] = field(default_factory=dict)  # table -> s3 key
+    archived: dict[str, str] = field(default_factory=dict)  # table -> its export's s3:// directory
+    exporting: list[str] = field(default_factory=list)  # exports started or running: dropped later
     dropped: list[str] = field(default_factory=list)
     items_archived: int = 0
 
@@ -38,6 +41,7 @@ class Rotation:
         self.created += other.created
         self.lowered += other.lowered
         self.archived |= other.archived
+        self.exporting += other.exporting
         self.dropped += other.dropped
         self.items_archived += other.items_archived
 
@@ -59,7 +63,8 @@ def tables(client: Any, prefix: str, series: TimeSeries) -> dict[str, str]:
 
 def rotate(client: Any, s3: Any, bucket: str, prefix: str, now: datetime, series: TimeSeries) -> Rotation:
     """Create the current and the next `ahead` periods' tables, lower the capacity of past ones,
-    archive to `s3://bucket/timeseries/<table>.jsonl.gz` and drop those older than `keep`."""
+    archive those older than `keep` to `s3://bucket/timeseries/<table>/AWSDynamoDB/<export id>/`
+    and drop them once their archive reads back whole."""
     done = Rotation()
     existing = tables(client, prefix, series)
     current = series.start_of(now)
@@ -68,14 +73,19 @@ def rotate(client: Any, s3: Any, bucket: str, prefix: str, now: datetime, series
         if series.label(start) not in existing:
             name = series.table_name(prefix, start)
             client.create_table(**series.table.create_request(name, series.current_capacity))
+            _recoverable(client, name)
             done.created.append(name)
     oldest_kept = series.label(series.step(current, -series.keep))
     for label, name in sorted(existing.items()):
         if label >= series.label(current):
             continue
         if label < oldest_kept:
-            key, count = archive(client, s3, bucket, name)
-            done.archived[name], done.items_archived = key, done.items_archived + count
+            export = archive(client, s3, bucket, name, series)
+            if export is None:
+                done.exporting.append(name)
+                continue
+            count = exports.verify(s3, export)  # every file read back: only then is the table dropped
+            done.archived[name], done.items_archived = export.url, done.items_archived + count
             client.delete_table(TableName=name)
             done.dropped.append(name)
         elif _capacity(client, name) != series.past_capacity:
@@ -91,20 +101,57 @@ def _capacity(client: Any, name: str) -> tuple[int, int]:
     return int(throughput.get("ReadCapacityUnits", 0)), int(throughput.get("WriteCapacityUnits", 0))
 
 
-def archive(client: Any, s3: Any, bucket: str, name: str) -> tuple[str, int]:
-    """Copy every item of a table to one gzip object of DynamoDB-JSON lines (`{"Item": ...}`, the
-    export format) and check the object is there with that many items."""
-    buffer, count = io.BytesIO(), 0
-    with gzip.GzipFile(fileobj=buffer, mode="wb") as out:
-        for item in Scanner(client, name).items():
-            out.write(json.dumps({"Item": marshal(item)}, default=_bytes).encode() + b"\n")
-            count += 1
-    key = f"{ARCHIVE_PREFIX}/{name}.jsonl.gz"
-    s3.put_object(Bucket=bucket, Key=key, Body=buffer.getvalue(), Metadata={"items": str(count)})
-    stored = s3.head_object(Bucket=bucket, Key=key)
-    if stored["Metadata"].get("items") != str(count) or stored["ContentLength"] != buffer.tell():
-        raise RuntimeError(f"archive of {name} did not land whole in s3://{bucket}/{key}; table kept")
-    return key, count
+def _recoverable(client: Any, name: str) -> None:
+    """Point-in-time recovery on, so the table can be exported when it is archived."""
+    try:
+        client.update_continuous_backups(
+            TableName=name, PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True}
+        )
+    except ClientError as error:
+        if error.response["Error"]["Code"] not in exports.NO_EXPORTS:
+            raise
+
+
+def archive(client: Any, s3: Any, bucket: str, name: str, series: TimeSeries) -> exports.Export | None:
+    """The table's archive, complete in S3; None while DynamoDB is still exporting it (a later
+    rotation finds it done). Exported at a point in time where the endpoint can (no read units,
+    no time limit of the function); elsewhere a Scan in the export's layout at the read capacity of
+    a current table, raised back first (a cooled table's 5 units would take hours)."""
+    prefix = f"{ARCHIVE_PREFIX}/{name}"
+    try:
+        arn = client.describe_table(TableName=name)["Table"]["TableArn"]
+        for page in _pages(client, "list_exports", TableArn=arn):
+            for summary in page.get("ExportSummaries", []):
+                if summary["ExportStatus"] == "COMPLETED":
+                    _, export = exports.status(client, summary["ExportArn"])
+                    if export and export.directory.startswith(prefix + "/"):
+                        return export
+                elif summary["ExportStatus"] == "IN_PROGRESS":
+                    return None
+        try:
+            exports.start(client, name, bucket, prefix)
+        except ClientError as error:
+            if error.response["Error"]["Code"] != "PointInTimeRecoveryUnavailableException":
+                raise
+            _recoverable(client, name)  # a table made before recovery was turned on: next time
+        return None
+    except ClientError as error:
+        if error.response["Error"]["Code"] not in exports.NO_EXPORTS:
+            raise
+    read, write = series.current_capacity
+    if _capacity(client, name)[0] < read:
+        client.update_table(TableName=name, ProvisionedThroughput={
+            "ReadCapacityUnits": read, "WriteCapacityUnits": write})  # fmt: skip
+    return exports.by_scan(client, s3, name, bucket, prefix, rate=read)
+
+
+def _pages(client: Any, operation: str, **request: Any) -> Any:
+    while True:
+        page = getattr(client, operation)(**request)
+        yield page
+        if not page.get("NextToken"):
+            return
+        request["NextToken"] = page["NextToken"]
 
 
 def _moment(prefix: str) -> datetime:
@@ -112,12 +159,6 @@ def _moment(prefix: str) -> datetime:
     if len(prefix) == 10:
         return datetime.strptime(prefix, "%Y-%m-%d").replace(tzinfo=UTC)
     return parse_iso(prefix)
-
-
-def _bytes(value: Any) -> str:
-    if isinstance(value, bytes | bytearray):
-        return b64encode(value).decode()
-    raise TypeError(f"not JSON: {type(value).__name__}")
 
 
 def put(client: Any, prefix: str, values: dict[str, Any], series: TimeSeries) -> str:

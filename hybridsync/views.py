@@ -12,7 +12,9 @@ from typing import Any
 from hybridsync.convert import jsonable
 from hybridsync.declare import Entity
 
-CACHE_TTL_S = 24 * 3600  # a view expires unless read or changed again
+# a view expires a day after it was loaded or last changed: a hit does not renew it (that would
+# turn every read into a write); the outbox rewrites it on every change
+CACHE_TTL_S = 24 * 3600
 TOMBSTONE_TTL_S = 3600  # a deleted row's marker outlives any populate that could race it
 NEGATIVE_TTL_S = 60  # a cached miss: unknown ids do not reach PostgreSQL on every request
 MISSING = "Missing"  # marks "no such row": a delete's tombstone, or a cached miss

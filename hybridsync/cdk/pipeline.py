@@ -308,22 +308,28 @@ class PipelineStack(Stack):
                     "dynamodb:UpdateTable",
                     "dynamodb:DeleteTable",
                     "dynamodb:Scan",
+                    # archives: point-in-time exports (recovery on at creation), followed to the end
+                    "dynamodb:UpdateContinuousBackups",
+                    "dynamodb:ExportTableToPointInTime",
+                    "dynamodb:DescribeExport",
                 ],
                 resources=tables,
             )
         )
-        # ListTables has no resource-level permissions: it is granted on "*" or not at all.
+        # ListTables and ListExports have no resource-level permissions: "*" or not at all.
         rotate.function.add_to_role_policy(
-            iam.PolicyStatement(actions=["dynamodb:ListTables"], resources=["*"])
+            iam.PolicyStatement(actions=["dynamodb:ListTables", "dynamodb:ListExports"], resources=["*"])
         )
-        self._grant_bodies(rotate, ["s3:PutObject", "s3:GetObject"], prefix=timeseries.ARCHIVE_PREFIX)
+        # the export writes the archive with the caller's permissions
+        self._grant_bodies(rotate, ["s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"],
+                           prefix=timeseries.ARCHIVE_PREFIX)  # fmt: skip
         NagSuppressions.add_resource_suppressions(
             rotate.function.role,
             [
                 {
                     "id": "AwsSolutions-IAM5",
                     "reason": "A table per day is created at run time: the grant is "
-                    "the series' name prefix; ListTables takes no resource.",
+                    "the series' name prefix; ListTables and ListExports take no resource.",
                     "applies_to": [
                         "Resource::*",
                         *({"regex": f"/^Resource::.*:table\\/{n}\\*$/g"} for n in names),

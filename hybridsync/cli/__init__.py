@@ -428,7 +428,7 @@ def _scanner(
         index,
         segments=args.segments,
         page_limit=args.page_limit,
-        rate=args.rate,
+        rate=args.rate or None,
         consistent=getattr(args, "consistent", False),
         progress=progress,
     )
@@ -443,23 +443,39 @@ def _spent(cost: Any) -> str:
 
 
 def _reconcile(args: argparse.Namespace) -> int:
-    from hybridsync import aws
+    from hybridsync import aws, exports
     from hybridsync.sync.reconcile import reconcile
 
     engine = db.create_engine(_database_url(args))
     tables = {name: args.table for name in _tables()} if args.table else _tables()
+    s3 = aws.client("s3") if args.from_export else None
+    exported = {}  # physical table -> the export read instead of it
+    for url in args.from_export or []:
+        try:
+            export = exports.Export.parse(url)
+            exported[exports.table_name(s3, export)] = export
+        except (ValueError, exports.ExportError) as error:
+            raise SystemExit(f"--from-export: {error}") from None
+    if stray := set(exported) - set(tables.values()):
+        raise SystemExit(f"--from-export: an export of {', '.join(sorted(stray))}, not one of the model's "
+                         f"tables ({', '.join(sorted(set(tables.values())))})")  # fmt: skip
     scanners: list[Any] = []
-    with _scanning(f"scanning {', '.join(sorted(set(tables.values())))}") as progress:
+    read = sorted(set(tables.values()))
+    with _scanning(f"reading {', '.join(exported[t].url if t in exported else t for t in read)}") as progress:
 
         def scanner(table: str) -> Any:
-            scanners.append(_scanner(args, table, progress))
+            scanners.append(exports.ExportReader(s3, exported[table]) if table in exported
+                            else _scanner(args, table, progress))  # fmt: skip
             return scanners[-1]
 
         report = reconcile(
             aws.client("dynamodb"), tables, engine, config.model(), repair=args.repair, scanner=scanner
         )
     for scanned in scanners:
-        print(f"{scanned.table_name}: " + _spent(scanned.cost))
+        if isinstance(scanned, exports.ExportReader):
+            print(f"{scanned.table_name}: read from the export, not the table (0 read units)")
+        else:
+            print(f"{scanned.table_name}: " + _spent(scanned.cost))
     print(f"{'entity':12} {'checked':>8} {'missing':>8} {'stale':>6} {'extra':>6} {'unmappable':>10}")
     for name, drift in report.items():
         print(
@@ -620,6 +636,17 @@ def _cost(args: argparse.Namespace) -> int:
         rows += costs.price_change(args.static_size, args.small_size, args.writes_per_s)
     if args.pattern in ("all", "order-lines"):
         rows += costs.order_with_lines(args.lines, args.entry_size, args.item_size, args.reads_per_s)
+    if args.pattern in ("all", "write-sharding"):
+        rows += costs.write_sharding(args.shards, args.days * args.items_per_day, args.entry_size,
+                                     args.reads_per_s)  # fmt: skip
+    scan = None
+    if args.pattern in ("all", "scan"):
+        try:
+            scan = costs.scan(args.table_gb, args.item_size, args.rate)
+        except ValueError as error:
+            raise SystemExit(f"cost scan: {error}") from None
+        rows.append(costs.Row("full table scan", f"{args.table_gb:g} GB, paced to {args.rate:g} units/s",
+                              scan.cost))  # fmt: skip
     if args.json:
         print(
             json.dumps(
@@ -633,8 +660,10 @@ def _cost(args: argparse.Namespace) -> int:
                     }
                     for r in rows
                 ]
+                + ([{"pattern": "full table scan", "minutes": round(scan.minutes, 1), "rate": scan.rate,
+                     "parallel": scan.parallel, "segments": scan.segments}] if scan else [])
             )
-        )
+        )  # fmt: skip
         return 0
     table = Table(title="what each access pattern costs (capacity model; eventually consistent reads)")
     for column in ("pattern", "design", "requests", "items read", "read units", "write units", "units/s"):
@@ -654,6 +683,16 @@ def _cost(args: argparse.Namespace) -> int:
     print("1 read unit = 4 KB (4,096 bytes) strongly consistent, or 8 KB eventually consistent.")
     if args.pattern in ("all", "distinct-keys"):
         print("The seeds' 125,000,000 and 37,500 divide by 4,000-byte kilobytes: 2.4% above the model.")
+    if scan:
+        hours = f" ({scan.minutes / 60:,.1f} h)" if scan.minutes >= 120 else ""
+        print(f"A full scan of {scan.table_gb:g} GB: {scan.cost.read_units:,.0f} read units, "
+              f"{scan.minutes:,.1f} minutes{hours} at {scan.rate:g} units/s.")  # fmt: skip
+        if scan.parallel:
+            print(f"A parallel scan is warranted (>= {costs.PARALLEL_SCAN_GB} GB) if read capacity is "
+                  f"spare and one scan is too slow: start with {scan.segments} segments (one per "
+                  f"{costs.GB_PER_SEGMENT} GB); the rate is their total.")  # fmt: skip
+        else:
+            print(f"Under {costs.PARALLEL_SCAN_GB} GB a parallel scan is not warranted: one scan, paced.")
     return 0
 
 
@@ -779,7 +818,11 @@ def parser() -> argparse.ArgumentParser:
 
     def scan_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--segments", type=int, default=1, help="parallel scan segments (default 1)")
-        sub.add_argument("--rate", type=float, help="pace to this many read units per second")
+        from hybridsync.scans import DEFAULT_RATE
+
+        sub.add_argument("--rate", type=float, default=DEFAULT_RATE,
+                         help=f"pace to this many read units per second (default {DEFAULT_RATE:g}; "
+                         "0: as fast as DynamoDB answers)")  # fmt: skip
         sub.add_argument("--page-limit", type=int, help="items per Scan request (smaller pages spread load)")
 
     def command(name: str, summary: str, example: str, run: Any) -> argparse.ArgumentParser:
@@ -918,8 +961,9 @@ def parser() -> argparse.ArgumentParser:
 
     check = command(
         "reconcile",
-        "compare written-back entities in DynamoDB with PostgreSQL; exit 1 on drift",
-        "hybridsync reconcile --repair",
+        "compare written-back entities in DynamoDB with PostgreSQL, reading the table by a paced "
+        "scan or a point-in-time export; exit 1 on drift",
+        "hybridsync reconcile --repair --from-export s3://my-bucket/exports/AWSDynamoDB/01700000000000-ab12cd34/",
         _reconcile,
     )
     check.add_argument("--repair", action="store_true", help="re-apply DynamoDB's state to PostgreSQL")
@@ -927,6 +971,11 @@ def parser() -> argparse.ArgumentParser:
         "--table", help="one DynamoDB table holding every entity (default: each table's $TABLE_<NAME>)"
     )
     check.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
+    check.add_argument(
+        "--from-export", action="append", metavar="S3_URL",
+        help="read a table's point-in-time export (s3://bucket/.../AWSDynamoDB/<export id>/) instead of "
+        "the live table (repeatable; a restored copy: --table)",
+    )  # fmt: skip
     scan_options(check)
     check.add_argument(
         "--consistent", action="store_true", help="strongly consistent reads (twice the units)"
@@ -958,8 +1007,9 @@ def parser() -> argparse.ArgumentParser:
         "pattern",
         nargs="?",
         default="all",
-        choices=["all", "distinct-keys", "time-range", "open-orders", "price-change", "order-lines"],
-    )
+        choices=["all", "distinct-keys", "time-range", "open-orders", "price-change", "order-lines",
+                 "write-sharding", "scan"],
+    )  # fmt: skip
     for flag, default, text in (
         ("--keys", 2_000_000, "item collections (distinct partition keys)"),
         ("--items-per-key", 1000, "items per collection"),
@@ -976,6 +1026,11 @@ def parser() -> argparse.ArgumentParser:
         ("--lines", 5, "lines per order"),
     ):
         cost.add_argument(flag, type=int, default=default, help=f"{text} (default {default})")
+    cost.add_argument(
+        "--table-gb", type=float, default=20.0, help="scan: the table's size in GB (default 20)"
+    )
+    cost.add_argument("--rate", type=float, default=100.0,
+                      help="scan: read units per second it is paced to (default 100)")  # fmt: skip
     cost.add_argument("--reads-per-s", type=float, default=0.0, help="reads per second (units/s column)")
     cost.add_argument("--writes-per-s", type=float, default=0.0, help="writes per second (units/s column)")
     cost.add_argument("--json", action="store_true", help="one JSON list instead of the table")

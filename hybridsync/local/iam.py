@@ -118,6 +118,10 @@ def _dynamodb(operation: str, params: dict[str, Any], tables: str) -> list[Reque
         ]
     if "StreamArn" in params:
         return [(f"dynamodb:{operation}", params["StreamArn"], {})]
+    if operation == "ExportTableToPointInTime":  # of a table, named by its ARN
+        return [(f"dynamodb:{operation}", params["TableArn"], {})]
+    if "ExportArn" in params:  # DescribeExport: the export's own ARN, under its table's
+        return [(f"dynamodb:{operation}", params["ExportArn"], {})]
     if "TableName" not in params:  # ListTables, DescribeLimits, ...
         return [(f"dynamodb:{operation}", "*", {})]
     resource = tables + params["TableName"]

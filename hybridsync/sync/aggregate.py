@@ -53,8 +53,10 @@ from hybridsync.records import DeadLetter, Rejected, sequence, stream_data, tabl
 SOURCE = "aggregate"
 MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems limit
 CONCURRENT_RETRIES = 3
-CONFLICT_RETRIES = 8  # a transaction cancelled by a conflicting write: retried in place, jittered
-CONFLICT_BACKOFF_S = 0.025  # full jitter up to 0.025 s x 2^attempt, at most 1 s
+CONFLICT_RETRIES, CONFLICT_BACKOFF_S = (
+    store.CONFLICT_RETRIES,
+    store.CONFLICT_BACKOFF_S,
+)  # as every transaction
 CHUNK = MAX_TRANSACTION_ITEMS - 1  # aggregate items per transaction, beside the cursor
 JOURNAL_PART_BYTES = 300_000  # a journal item stays well under DynamoDB's 400 KB
 log = logging.getLogger(__name__)

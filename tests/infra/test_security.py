@@ -18,6 +18,7 @@ ALLOWED_ON_ANY_RESOURCE = {  # actions AWS cannot scope to a resource
     "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
     "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
     "dynamodb:ListTables",  # the time-series rotation finds its tables by name
+    "dynamodb:ListExports",  # ... and the exports that archive them
 }  # fmt: skip
 
 

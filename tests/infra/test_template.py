@@ -259,9 +259,10 @@ def test_api_and_sync_functions_get_only_what_they_use(pipeline):
     # rotation: the series' tables by name prefix, ListTables (no resource-level permission), archives
     assert actions("Rotate", resource="table/hybridsync-events-*") == {
         "dynamodb:CreateTable", "dynamodb:DescribeTable", "dynamodb:UpdateTable", "dynamodb:DeleteTable",
-        "dynamodb:Scan"}  # fmt: skip
+        "dynamodb:Scan", "dynamodb:UpdateContinuousBackups", "dynamodb:ExportTableToPointInTime",
+        "dynamodb:DescribeExport"}  # fmt: skip
     assert actions("Rotate", resource="MainTable") == set()
-    archives = {"s3:PutObject", "s3:GetObject"}
+    archives = {"s3:PutObject", "s3:GetObject", "s3:AbortMultipartUpload"}
     assert actions("Rotate", "s3:", "/timeseries/*") == actions("Rotate", "s3:") == archives
     resources = pipeline["Resources"].values()
     schedules = {r["Properties"]["ScheduleExpression"] for r in resources if r["Type"] == "AWS::Events::Rule"}

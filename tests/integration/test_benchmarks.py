@@ -21,7 +21,9 @@ SCALE_KEYS = {
 KEYS = {  # the figures each benchmark must print (it may print more)
     "access_patterns": {"items", "distinct_index_vs_scan_ru_ratio", "skip_scan_vs_scan_ru_ratio",
                         "time_range_vs_scan_ru_ratio", "per_day_vs_sharded_requests_ratio",
-                        "open_range_vs_scan_ru_ratio", "seed_distinct_keys", "capacity_model_mismatches"},
+                        "open_range_vs_scan_ru_ratio", "seed_distinct_keys", "capacity_model_mismatches",
+                        "status_range_vs_scan_ru_ratio", "random_vs_calculated_one_item_requests_ratio",
+                        "range_header_only_lines_read"},
     "aggregate": {"records", "write_units", "naive_write_units", "write_units_ratio", "dynamodb_calls",
                   "exact"},
     "chaos": {"seed", "replay", "changes", "lost", "duplicated", "stale", "drift", "findings", "faults",
@@ -35,7 +37,8 @@ KEYS = {  # the figures each benchmark must print (it may print more)
     "write_back": {"records", "records_per_s", "vs_copy_ratio", "vs_naive_ratio"},
     "scale": SCALE_KEYS,
     "writes": {"vertical_partition_wu_ratio", "large_item_roundtrip_bytes", "gzip_ratio",
-               "place_order_vs_put_ratio", "history_ok"},
+               "place_order_vs_put_ratio", "history_ok", "review_put_wu", "review_put_wu_before",
+               "static_conflicts_one_customer", "static_conflicts_two_customers"},
 }  # fmt: skip
 NEEDS_ASSEMBLY = {"chaos", "local_pipeline", "scale"}
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from hybridsync import cli
+from hybridsync import cli, exports, scans
 from hybridsync.local.mappings import failure_record
 from hybridsync.sync import writeback
 from shop.model import MODEL
@@ -38,6 +38,52 @@ def test_reconcile_reports_drift_and_repairs_it(env, engine, workload, stream, c
         assert (
             conn.exec_driver_sql("SELECT count(*) FROM orders WHERE order_id = %s", (oid,)).scalar_one() == 1
         )
+
+
+def test_reconcile_is_paced_by_default_and_reads_an_export_instead_of_the_table(
+    env, engine, workload, stream, stack, capsys
+):
+    assert cli.parser().parse_args(["reconcile"]).rate == scans.DEFAULT_RATE > 0
+    oid = workload.id("o")
+    workload.order(oid)  # in DynamoDB, never written back: drift
+    stream.read()
+    s3, table = stack.client("s3"), stack.table_names["main"]
+    export = exports.by_scan(stack.client(), s3, table, stack.bucket_names["bodies"], "exports/main")
+    assert cli.main(["reconcile", "--from-export", export.url]) == 1
+    out = capsys.readouterr().out
+    assert (
+        "read from the export, not the table (0 read units)" in out and "read units by the model" not in out
+    )
+    assert "missing" in out and oid in out
+    with pytest.raises(SystemExit, match="not one of the model's tables"):
+        other = exports.by_scan(stack.client(), s3, stack.table_names["chunks"], stack.bucket_names["bodies"],
+                                "exports/chunks")  # fmt: skip
+        cli.main(["reconcile", "--table", table, "--from-export", other.url])
+    with pytest.raises(SystemExit, match="no export at"):
+        cli.main(["reconcile", "--from-export", f"s3://{stack.bucket_names['bodies']}/nothing/here/"])
+    cli.main(["reconcile", "--repair", "--from-export", export.url])
+    assert "repaired" in capsys.readouterr().out
+
+
+def test_cost_prices_write_sharding_and_a_scan_at_a_rate(capsys):
+    assert cli.main(["cost", "write-sharding", "--shards", "8", "--json"]) == 0
+    rows = {(r["pattern"], r["naive"]): r for r in json.loads(capsys.readouterr().out)}
+    one_random, one_calculated = (
+        rows[("one item, sharded partition", True)],
+        rows[("one item, sharded partition", False)],
+    )
+    assert (one_random["requests"], one_calculated["requests"]) == (8, 1)
+    assert (
+        rows[("a period, sharded partition", True)]["read_units"]
+        == rows[("a period, sharded partition", False)]["read_units"]
+    )
+    assert cli.main(["cost", "scan", "--table-gb", "20", "--rate", "1000"]) == 0
+    out = capsys.readouterr().out
+    assert "2,621,630 read units" in out and "43.7 minutes at 1000 units/s" in out and "10 segments" in out
+    cli.main(["cost", "scan", "--table-gb", "5"])
+    assert "not warranted" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="must be positive"):
+        cli.main(["cost", "scan", "--table-gb", "0"])
 
 
 def test_dead_letters_list_and_redrive(env, engine, workload, stream, capsys):

@@ -9,10 +9,10 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import distinct, store
+from hybridsync import capacity, distinct, store
 from hybridsync.errors import Conflict, Invalid, NotFound
 from shop import order_reads, orders
-from shop.model import COLLECTION, ORDER, ORDER_REF
+from shop.model import COLLECTION, ORDER, ORDER_REF, STORE
 
 LINES = [
     {"ProductId": "p-1", "Quantity": 2, "UnitPrice": Decimal("24.99")},
@@ -147,3 +147,68 @@ def test_the_static_item_follows_the_customers_orders(dynamodb, table, customer)
     assert store.get(dynamodb, table, ORDER_REF.key(second)) is None
     with pytest.raises(NotFound):
         orders.get_order(dynamodb, table, second["OrderId"])
+
+
+class ConflictingFirst:
+    """A client whose first `times` transactions are cancelled as DynamoDB cancels one whose item
+    another transaction is writing (TransactionConflict): nothing of them applied."""
+
+    def __init__(self, client, times):
+        self._client, self.left, self.sent = client, times, 0
+
+    def transact_write_items(self, **request):
+        self.sent += 1
+        if self.left:
+            self.left -= 1
+            reasons = [{"Code": "TransactionConflict" if n == 0 else "None"}
+                       for n in range(len(request["TransactItems"]))]  # fmt: skip
+            raise self._client.exceptions.TransactionCanceledException(
+                {"Error": {"Code": "TransactionCanceledException", "Message": "conflict"},
+                 "CancellationReasons": reasons}, "TransactWriteItems")  # fmt: skip
+        return self._client.transact_write_items(**request)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_a_placement_cancelled_by_a_conflict_on_the_static_item_is_retried_in_place(
+    dynamodb, table, customer
+):
+    client = ConflictingFirst(dynamodb, times=3)
+    _, created = orders.place_order(client, table, customer, LINES, idempotency_key="race-1")
+    assert created and client.sent == 4  # three cancelled, the fourth applied
+    assert distinct.members(dynamodb, table, COLLECTION, f"CUSTOMER#{customer}") == 1
+    endless = ConflictingFirst(dynamodb, times=store.CONFLICT_RETRIES + 1)
+    with pytest.raises(Conflict):  # past the retries: a 409 the client retries with its key
+        orders.place_order(endless, table, customer, LINES, idempotency_key="race-2")
+    assert endless.sent == store.CONFLICT_RETRIES + 1
+
+
+def test_a_one_item_write_is_a_conditional_write_not_a_transaction(dynamodb, table):
+    meter = capacity.Meter()
+    meter.attach(dynamodb)
+    try:
+        item = STORE.item({"Country": "CH", "Region": "ZH", "City": "Zurich",
+                           "StoreId": f"s-{uuid.uuid4().hex[:6]}", "Name": "x", "Version": 1})  # fmt: skip
+        store.transact(dynamodb, [store.put_action(table, item, new=True)])
+        with pytest.raises(Conflict):  # the same guard: the key is taken
+            store.transact(dynamodb, [store.put_action(table, item, new=True)])
+    finally:
+        meter.detach(dynamodb)
+    assert [operation for operation, _ in meter.calls] == [
+        "PutItem"
+    ]  # the refused one is an error: unmetered
+
+
+def test_one_orders_time_index_entry_is_one_query_of_its_computed_shard(dynamodb, table, customer):
+    order, _ = orders.place_order(dynamodb, table, customer, LINES)
+    meter = capacity.Meter()
+    meter.attach(dynamodb)
+    try:
+        entry = order_reads.order_in_time_index(dynamodb, table, order["OrderId"], order["CreatedAt"])
+        missing = order_reads.order_in_time_index(dynamodb, table, "no-such-order", order["CreatedAt"])
+    finally:
+        meter.detach(dynamodb)
+    assert entry is not None and entry["OrderId"] == order["OrderId"] and missing is None
+    assert entry["TimeShard"] == ORDER.key_value("TimeShard", {"OrderId": order["OrderId"]})
+    assert meter.cost.requests == 2  # one Query each, where a random suffix would query all 8 shards

@@ -175,6 +175,52 @@ def test_order_views(api, workload, stack):
     )
 
 
+def test_orders_of_any_status_in_a_time_range(api, workload):
+    placed = [("2026-10-01T10:00:00.000Z", "SHIPPED"), ("2026-10-02T10:00:00.000Z", "CANCELLED"),
+              ("2026-10-03T10:00:00.000Z", "SHIPPED"), ("2026-10-04T10:00:00.000Z", "OPEN"),
+              ("2026-10-09T10:00:00.000Z", "SHIPPED")]  # fmt: skip
+    for n, (created, status) in enumerate(placed):
+        workload.order(f"{workload.prefix}-s{n}", CreatedAt=created, Status=status)
+
+    def ids(status, **query):
+        code, body, _ = get(api, "/orders", status=status, n="100", **query)
+        assert code == 200 and body["status"] == status and all(o["Status"] == status for o in body["orders"])
+        return [o["OrderId"] for o in body["orders"] if o["OrderId"].startswith(workload.prefix)]
+
+    p = workload.prefix
+    assert ids("SHIPPED", since="2026-10-01", until="2026-10-05") == [f"{p}-s2", f"{p}-s0"]  # newest first
+    assert ids("SHIPPED", since="2026-10-02") == [f"{p}-s4", f"{p}-s2"]
+    assert ids("CANCELLED", since="2026-10-01", until="2026-10-31") == [f"{p}-s1"]
+    assert ids("OPEN", since="2026-10-01", until="2026-10-31") == [f"{p}-s3"]  # the sparse OpenOrders
+    workload.order(f"{p}-s4", CreatedAt="2026-10-09T10:00:00.000Z", Status="OPEN")  # reopened: moves index
+    assert ids("SHIPPED", since="2026-10-02") == [f"{p}-s2"] and f"{p}-s4" in ids("OPEN", since="2026-10-09")
+    for query, names in (({}, "status must be one of"), ({"status": "LOST"}, "status must be one of"),
+                         ({"status": "OPEN", "since": "2026-10-09", "until": "2026-10-01"}, "since must not"),
+                         ({"status": "OPEN", "n": "0"}, "n must be")):  # fmt: skip
+        code, body, _ = get(api, "/orders", **query)
+        assert code == 400 and names in body["message"], (query, body)
+
+
+def test_a_customers_reviews_newest_first_without_their_bodies(api, stack):
+    from shop import reviews
+
+    customer = f"rv-{uuid.uuid4().hex[:6]}"
+    place = reviews.Place(stack.table_names["chunks"], stack.client("s3"), stack.bucket_names["bodies"])
+    client, table = stack.client(), stack.table_names["main"]
+    for n in range(3):
+        values = {"ReviewId": f"{customer}-r{n}", "ProductId": f"p-{n}", "CustomerId": customer,
+                  "Rating": n + 2, "Title": f"take {n}"}  # fmt: skip
+        reviews.put_review(client, table, place, values, "kettle " * 2000)
+        time.sleep(0.002)  # distinct CreatedAt (ms)
+    status, body, _ = get(api, f"/customers/{customer}/reviews", limit="2")
+    assert status == 200 and [r["ReviewId"] for r in body["reviews"]] == [f"{customer}-r2", f"{customer}-r1"]
+    assert body["reviews"][0]["Rating"] == 4 and "Body" not in body["reviews"][0]
+    status, rest, _ = get(api, f"/customers/{customer}/reviews", limit="2", cursor=body["cursor"])
+    assert [r["ReviewId"] for r in rest["reviews"]] == [f"{customer}-r0"] and rest["cursor"] is None
+    status, body, _ = get(api, f"/customers/{customer}/reviews", limit="500")
+    assert status == 400 and "limit must be" in body["message"]
+
+
 def test_rankings_routes(api, workload):
     workload.put("PlayerScore", PlayerId=workload.id("pl"), Score=7)
     status, body, _ = get(api, "/leaderboard", n="3")

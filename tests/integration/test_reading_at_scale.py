@@ -5,7 +5,7 @@ throttling injected, order time ranges with both bounds, and time-series rotatio
 from __future__ import annotations
 
 import gzip
-import json
+import time
 import uuid
 from datetime import UTC, datetime, timedelta
 from decimal import Decimal
@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from hybridsync import capacity, scans, timeseries
+from hybridsync import capacity, exports, scans, timeseries
 from hybridsync.convert import marshal
 from hybridsync.declare import KeyAttribute, Table
 from hybridsync.keys import iso_ms
@@ -99,18 +99,23 @@ def test_scans_retry_throttling_and_give_up_past_their_retries(dynamodb):
         list(Scanner(Throttled(dynamodb, failures=99), table, retries=2).items())
 
 
-def test_a_paged_parallel_paced_scan_reads_everything_once(dynamodb):
+def test_a_paged_parallel_paced_scan_reads_everything_once_at_its_rate(dynamodb):
     table = small_table(dynamodb, "S")
     for n in range(60):
         dynamodb.put_item(
             TableName=table, Item=marshal({"pk": f"k{n % 20}", "sk": f"s{n}", "pad": "x" * 300})
         )
     seen: list[capacity.Cost] = []
-    scanner = Scanner(dynamodb, table, segments=4, page_limit=7, rate=1000, progress=seen.append)
+    rate = 8.0  # read units per second, across the segments
+    scanner = Scanner(dynamodb, table, segments=4, page_limit=7, rate=rate, progress=seen.append)
+    started = time.monotonic()
     items = list(scanner.items())
+    took = time.monotonic() - started
     assert sorted((i["pk"], i["sk"]) for i in items) == sorted((f"k{n % 20}", f"s{n}") for n in range(60))
-    assert scanner.cost.requests >= 60 // 7 and seen[-1].items_read == 60
-    assert scanner.cost.read_units == pytest.approx(sum(c.read_units for c in [scanner.cost]))
+    assert scanner.cost.requests >= 60 // 7 and len(seen) == scanner.cost.requests  # one report a page
+    assert seen[-1].items_read == 60 and max(c.read_units for c in seen) == scanner.cost.read_units
+    # each page's units are owed before the next request: the scan cannot outrun its rate
+    assert scanner.cost.read_units >= 5 and took >= scanner.cost.read_units / rate * 0.95
 
 
 @pytest.fixture
@@ -141,6 +146,28 @@ def test_index_listing_equals_skip_scan_equals_a_full_scan(dynamodb, main_table)
     # these collections are small (under 4 KB each), where a full scan still beats the skip-scan
     assert by_index.cost.read_units < by_scan.cost.read_units < by_skip.cost.read_units
     assert by_scan.cost.items_read == 12 + sum(range(1, 13))
+
+
+def test_past_4_kb_a_collection_the_skip_scan_beats_a_full_scan(dynamodb, main_table):
+    """The other side of the crossover: a skip-scan pays half a unit per collection whatever its
+    size; a full scan pays for every item, 8 KB to the unit, so it loses from 4 KB a collection."""
+    collections = [f"CUSTOMER#c{n:02d}" for n in range(12)]
+    for collection in collections:
+        for member in range(6):  # ~6 KB a collection
+            member_item = {
+                "PK": collection,
+                "SK": f"ORDER#{member:04d}",
+                "Entity": "Order",
+                "Pad": "x" * 1000,
+            }
+            dynamodb.put_item(TableName=main_table, Item=marshal(member_item))
+    by_skip, by_scan = Scanner(dynamodb, main_table), Scanner(dynamodb, main_table)
+    skipped = sorted(scans.skip_scan(by_skip, MAIN.partition, scans.table_sort_key(MAIN)))
+    scanned = sorted(scans.distinct_keys_by_scan(by_scan, "PK"))
+    assert skipped == scanned == collections
+    assert by_skip.cost.read_units == 0.5 * by_skip.cost.requests <= 0.5 * (len(collections) + 1)
+    assert by_scan.cost.items_read == 6 * len(collections)
+    assert by_skip.cost.read_units < by_scan.cost.read_units
 
 
 def order(n: int, at: datetime, status: str = "OPEN") -> dict[str, Any]:
@@ -180,6 +207,21 @@ def test_orders_in_a_time_range_newest_or_oldest_and_open_orders_by_range(dynamo
     shards = len(ORDER.partitions("OpenShard"))
     assert (meter.cost.requests, meter.cost.items_read) == (shards, len(open_inside))
     assert meter.cost.read_units == 0.5 * shards  # small entries: one half unit per shard's Query
+
+
+class LosingS3:
+    """An S3 client whose data files land empty: what a verification that reads back must catch."""
+
+    def __init__(self, client: Any):
+        self._client = client
+
+    def put_object(self, **request: Any) -> Any:
+        if "/data/" in request["Key"]:
+            request["Body"] = gzip.compress(b"")
+        return self._client.put_object(**request)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._client, name)
 
 
 def test_time_series_rotation_across_days_archives_before_it_drops(dynamodb, stack):
@@ -229,11 +271,18 @@ def test_time_series_rotation_across_days_archives_before_it_drops(dynamodb, sta
     assert next_day.lowered == [f"{prefix}-events-2026-11-01"]
     described = dynamodb.describe_table(TableName=f"{prefix}-events-2026-11-01")["Table"]
     assert described["ProvisionedThroughput"]["WriteCapacityUnits"] == series.past_capacity[1]
-    later = timeseries.rotate(dynamodb, s3, bucket, prefix, day0 + timedelta(days=series.keep + 1), series)
+    # an archive that does not read back whole keeps its table
+    gone = day0 + timedelta(days=series.keep + 1)
+    with pytest.raises(exports.ExportError, match="holds 0 items, its manifest says 1"):
+        timeseries.rotate(dynamodb, LosingS3(s3), bucket, prefix, gone, series)
+    assert f"{prefix}-events-2026-11-01" in timeseries.tables(dynamodb, prefix, series).values()
+    later = timeseries.rotate(dynamodb, s3, bucket, prefix, gone, series)
     assert f"{prefix}-events-2026-11-01" in later.dropped and later.items_archived == 1
-    body = s3.get_object(Bucket=bucket, Key=later.archived[f"{prefix}-events-2026-11-01"])["Body"].read()
-    archived = [json.loads(line) for line in gzip.decompress(body).splitlines()]
-    assert archived[0]["Item"]["SK"]["S"].endswith("#e10")
+    assert later.exporting == []  # DynamoDB Local has no exports: a scan in their layout, at once
+    archive = exports.Export.parse(later.archived[f"{prefix}-events-2026-11-01"])
+    assert archive.directory.startswith(f"timeseries/{prefix}-events-2026-11-01/AWSDynamoDB/")
+    archived = list(exports.read(s3, archive))
+    assert [i["EventId"] for i in archived] == ["e10"] and archived[0]["SK"].endswith("#e10")
     items, missing = timeseries.query(
         dynamodb, prefix, {"Source": "dev-1"}, "2026-11-01", "2026-11-02", series
     )

@@ -120,8 +120,10 @@ class CrashBeforeSwitch:
     def __init__(self, client):
         self._client = client
 
-    def transact_write_items(self, **request):
+    def put_item(self, **request):  # the switch: one conditional PutItem
         raise ConnectionError("the writer died")
+
+    transact_write_items = put_item
 
     def __getattr__(self, name):
         return getattr(self._client, name)

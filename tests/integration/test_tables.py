@@ -6,6 +6,7 @@ from collections import Counter
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
+from hybridsync.large import BODY_ATTRIBUTES
 from shop.model import MODEL
 from tests.samples import SAMPLES
 
@@ -68,6 +69,13 @@ def test_open_orders_index_holds_only_open_orders(loaded, dynamodb):
     assert "o-1" in ids and "o-2" not in ids  # o-2 is shipped
 
 
+def test_status_index_holds_every_order_no_longer_open_by_status(loaded, dynamodb):
+    counts, items = index_entities(dynamodb, loaded["main"], "OrdersByStatus")
+    assert set(counts) == {"Order"}
+    by_id = {i["OrderId"]["S"]: i for i in items}
+    assert "o-1" not in by_id and by_id["o-2"]["StatusShard"]["S"].startswith("SHIPPED#")  # o-1 is open
+
+
 def test_rankings_index_holds_only_aggregates_and_scores(loaded, dynamodb):
     counts, items = index_entities(dynamodb, loaded["main"], "Rankings")
     assert set(counts) <= {"PlayerScore", "Sales", "CustomerSpend"}
@@ -86,8 +94,9 @@ def test_time_index_holds_every_order_and_nothing_else(loaded, dynamodb):
 
 
 def test_inverted_index_answers_who_follows_a(loaded, dynamodb):
-    counts, _ = index_entities(dynamodb, loaded["main"], "Inverted")
-    assert set(counts) == {"Follow", "Review", "TitleTag"}  # overloaded: three meanings, one index
+    counts, items = index_entities(dynamodb, loaded["main"], "Inverted")
+    assert set(counts) == {"Follow", "Review", "TitleTag", "Order"}  # overloaded: four meanings
+    assert not any(set(i) & set(BODY_ATTRIBUTES) for i in items)  # projected, never a review's body
     followers = dynamodb.query(
         TableName=loaded["main"],
         IndexName="Inverted",

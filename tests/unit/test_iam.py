@@ -30,6 +30,15 @@ def test_a_query_on_an_index_asks_for_the_index_and_a_batch_for_each_table():
     assert asked("dynamodb", "ListTables") == [("dynamodb:ListTables", "*", {})]
 
 
+def test_exports_ask_for_their_table_or_themselves_and_the_listing_for_anything():
+    table = TABLES + "events-2026-11-01"
+    assert asked("dynamodb", "ExportTableToPointInTime", TableArn=table, S3Bucket="b") == [
+        ("dynamodb:ExportTableToPointInTime", table, {})]  # fmt: skip
+    assert asked("dynamodb", "DescribeExport", ExportArn=f"{table}/export/1") == [
+        ("dynamodb:DescribeExport", f"{table}/export/1", {})]  # fmt: skip
+    assert asked("dynamodb", "ListExports", TableArn=table) == [("dynamodb:ListExports", "*", {})]
+
+
 def test_s3_objects_and_listing_with_its_prefix():
     assert asked("s3", "HeadObject", Bucket="b", Key="reviews/1.gz") == [
         ("s3:GetObject", "arn:aws:s3:::b/reviews/1.gz", {})

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import capacity, store
+from hybridsync import capacity, keys, store
 from hybridsync.convert import from_json
 from hybridsync.errors import Invalid
 from shop.model import ORDER, ORDER_LINE, STORE
@@ -42,11 +42,14 @@ def open_order():
                        "Status": "OPEN", "Total": Decimal("10"), "Version": 5})  # fmt: skip
 
 
-def test_an_update_that_leaves_open_removes_the_sparse_keys():
+def test_an_update_that_leaves_open_moves_the_order_to_the_complement_index():
     update = store.update_action("t", ORDER, open_order(), {"Status": "SHIPPED"}, 6)["Update"]
     names = update["ExpressionAttributeNames"]
     removed = update["UpdateExpression"].split(" REMOVE ")[1].split(", ")
     assert sorted(names[a] for a in removed) == ["OpenShard", "OrderOpenDate"]
+    status_shard = next(a for a, n in names.items() if n == "StatusShard")
+    value = update["ExpressionAttributeValues"][status_shard.replace("#", ":")]
+    assert value == {"S": keys.sharded("SHIPPED", "o-1", 4)}
     assert update["ConditionExpression"] == "#gv = :gv" and update["ExpressionAttributeValues"][":gv"] == {
         "N": "5"
     }
@@ -58,7 +61,8 @@ def test_an_update_that_reopens_sets_the_sparse_keys_again():
     update = store.update_action("t", ORDER, shipped, {"Status": "OPEN"}, 7)["Update"]
     names = update["ExpressionAttributeNames"]
     assert {"OpenShard", "OrderOpenDate", "Status", "Version"} <= set(names.values())
-    assert "REMOVE" not in update["UpdateExpression"]
+    removed = update["UpdateExpression"].split(" REMOVE ")[1].split(", ")
+    assert [names[a] for a in removed] == ["StatusShard"]  # one status index at a time
 
 
 def test_hierarchical_keys_refuse_the_separator_and_prefix_whole_levels():

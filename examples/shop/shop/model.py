@@ -38,9 +38,11 @@ NAMES = Names()  # the engine's defaults: Entity, Version, Origin ("sql")
 ENTITY, VERSION, ORIGIN, ORIGIN_SQL = NAMES.entity, NAMES.version, NAMES.origin, NAMES.origin_sql
 EXPIRES_AT = "ExpiresAt"  # TTL (epoch seconds) of cache items
 
-# Shard counts of the write-sharded GSI partitions (pattern 7). Readers scatter over all of them.
+# Shard counts of the write-sharded GSI partitions (pattern 7), calculated from an attribute's hash:
+# a range read scatters over all of them, a read of one item computes its shard.
 ORDER_TIME_SHARDS = 8
 OPEN_ORDER_SHARDS = 4
+STATUS_SHARDS = 4
 RANKING_SHARDS = 4
 LEADERBOARD_SHARDS = 8
 
@@ -54,6 +56,12 @@ def _n(name: str) -> KeyAttribute:
 
 
 ORDER_SUMMARY = (ENTITY, "OrderId", "CustomerId", "Status", "Total", "CreatedAt")
+# what the Inverted index's readers use: follow edges, a customer's reviews (never their bodies),
+# a title's tags and a customer's order headers
+INVERTED_ATTRIBUTES = tuple(dict.fromkeys((
+    *ORDER_SUMMARY, VERSION, "FollowerId", "FolloweeId", "ReviewId", "ProductId", "Rating", "Title",
+    "PublicationId", "TitleId", "Tag",
+)))  # fmt: skip
 
 MAIN = Table(
     name="main",
@@ -83,6 +91,16 @@ MAIN = Table(
             non_key_attributes=ORDER_SUMMARY,
         ),
         Index(
+            "OrdersByStatus",
+            _s("StatusShard"),
+            _s("CreatedAt"),
+            Projection.INCLUDE,
+            "sparse complement of OpenOrders: every order no longer open, partitioned by status "
+            "(SHIPPED#0..3, CANCELLED#0..3), so any status in a time range is one Query per shard, "
+            "never a scan; an order is in exactly one of the two (pattern 8)",
+            non_key_attributes=ORDER_SUMMARY[:-1],
+        ),
+        Index(
             "Rankings",
             _s("RankPK"),
             _n("RankSK"),
@@ -95,18 +113,22 @@ MAIN = Table(
             "Inverted",
             _s("GSI1PK"),
             _s("GSI1SK"),
-            Projection.ALL,
+            Projection.INCLUDE,
             "overloaded inverted edges: who follows A (PK/SK of follow edges swapped), a "
-            "customer's reviews (the product -> review edge read from the author's side) and a "
-            "title's tags (the tag -> title edge read from the title's side) (patterns 4, 10, 19)",
+            "customer's reviews (the product -> review edge read from the author's side), a "
+            "title's tags (the tag -> title edge read from the title's side) and a customer's "
+            "order headers without their lines (patterns 2, 4, 10, 19); projects what those "
+            "readers use, never a review's body",
+            non_key_attributes=INVERTED_ATTRIBUTES,
         ),
         Index(
             "DistinctKeys",
             _s("StaticPK"),
             None,
             Projection.KEYS_ONLY,
-            "sparse KEYS_ONLY: one #static item per item collection, so listing every partition "
-            "key reads a tiny index instead of scanning the table (pattern 20)",
+            "sparse KEYS_ONLY: one #static item per customer with orders, per follower and per "
+            "publication, so listing those partition keys reads a tiny index instead of scanning "
+            "the table (pattern 20)",
         ),
     ),
 )
@@ -174,6 +196,7 @@ _ORDER_FIELDS = (
 OPEN, SHIPPED, CANCELLED = "OPEN", "SHIPPED", "CANCELLED"
 ORDER_STATUSES = (OPEN, SHIPPED, CANCELLED)
 OPEN_STATUSES = (OPEN,)
+CLOSED_STATUSES = tuple(s for s in ORDER_STATUSES if s not in OPEN_STATUSES)
 
 ORDER = Entity(
     "Order",
@@ -190,6 +213,11 @@ ORDER = Entity(
         "TimeShard": Sharded("ORDERS", "OrderId", ORDER_TIME_SHARDS),
         "OpenShard": When("Status", OPEN_STATUSES, Sharded("OPEN", "OrderId", OPEN_ORDER_SHARDS)),
         "OrderOpenDate": When("Status", OPEN_STATUSES, Copy("CreatedAt")),
+        "StatusShard": When("Status", CLOSED_STATUSES, Sharded("{Status}", "OrderId", STATUS_SHARDS)),
+        # the headers alone, in the customer's partition of the Inverted index: a date range
+        # reads no line
+        "GSI1PK": Template("CUSTOMER#{CustomerId}"),
+        "GSI1SK": Template("ORDER#{CreatedAt}#{OrderId}"),
     },
     sql_table="orders",
     sql_key=("OrderId",),

@@ -1,5 +1,5 @@
-"""The shop's read routes: cache-aside entities (pattern 12), order views, top sellers, top
-customers, leaderboard."""
+"""The shop's read routes: cache-aside entities (pattern 12), order views, a customer's reviews,
+top sellers, top customers, leaderboard."""
 
 from datetime import UTC, datetime, timedelta
 
@@ -10,16 +10,18 @@ from hybridsync import keys
 from hybridsync.reads import cache
 from hybridsync.runtime import dynamodb, engine
 from hybridsync.views import public
-from hybridsync.web import app, cached, error, get, ident, period, respond, table, time_param, top_n
+from hybridsync.web import app, cached, error, get, ident, page, period, respond, table, time_param, top_n
 from shop import order_reads as orders
-from shop import rankings
+from shop import rankings, reviews
 from shop.model import (
     CUSTOMER,
     CUSTOMER_SPEND,
     ORDER,
+    ORDER_STATUSES,
     PLAYER_SCORE,
     PRODUCT_AVAILABILITY,
     PRODUCT_DETAILS,
+    REVIEW,
     SALES,
 )
 
@@ -73,6 +75,25 @@ def customer_orders(customer_id: str) -> Response:
         raise BadRequestError("from must not be after to")
     rows = orders.customer_orders(dynamodb(), table(), ident("customer id", customer_id), start, end)
     return respond({"orders": [public(ORDER, r) for r in rows]})
+
+
+@get("/customers/<customer_id>/reviews")
+def customer_reviews(customer_id: str) -> Response:
+    rows, cursor = reviews.customer_reviews(dynamodb(), table(), ident("customer id", customer_id), *page())
+    return respond({"reviews": [public(REVIEW, r) for r in rows], "cursor": cursor})
+
+
+@get("/orders")
+def orders_by_status() -> Response:
+    status = app.current_event.get_query_string_value("status", None)
+    if status not in ORDER_STATUSES:
+        raise BadRequestError(f"status must be one of {', '.join(ORDER_STATUSES)}, got {status!r}")
+    since, until = time_param("since", ""), time_param("until", "")
+    if since and until and since > until:
+        raise BadRequestError("since must not be after until")
+    rows = orders.orders_with_status(dynamodb(), table(), status, top_n(), since=since or None,
+                                     until=until or None)  # fmt: skip
+    return respond({"status": status, "orders": [public(ORDER, r) for r in rows]})
 
 
 @get("/orders/recent")

@@ -84,12 +84,12 @@ def place_concurrently(
     met = []
     dynamodb_faults.inject(client.meta.events, f"conflict=1.0,seed={seed},conflict_dir={claims}", met.append)
     lines = [{"ProductId": f"p{k}", "Quantity": k, "UnitPrice": Decimal("9.99")} for k in range(1, 4)]
-    failed = 0
+    failed = []
     for k in range(n):
         try:
             orders.place_order(client, table, customer, lines, idempotency_key=f"race-{seed}-{k}")
-        except orders.Conflict:
-            failed += 1
+        except orders.Conflict as error:
+            failed.append(f"{error} {error.codes}")
     return len(met), failed
 
 
@@ -210,7 +210,7 @@ def main() -> None:
                 runs = [pool.submit(place_concurrently, endpoint, table, c, n_orders, claims, k)
                         for k, c in zip(seeds, customers, strict=True)]  # fmt: skip
                 results = [r.result() for r in runs]
-                contention[label] = (sum(r[0] for r in results), sum(r[1] for r in results))
+                contention[label] = (sum(r[0] for r in results), [why for r in results for why in r[1]])
 
     figures = {
         "split_item_bytes": capacity.item_size(stored_availability),
@@ -228,7 +228,8 @@ def main() -> None:
         "review_put_requests": [operation for operation, _ in meter.calls if "Item" in operation],
         "static_conflicts_one_customer": contention["one"][0],
         "static_conflicts_two_customers": contention["two"][0],
-        "static_placements_failed": contention["one"][1] + contention["two"][1],
+        "static_placements_failed": len(contention["one"][1] + contention["two"][1]),
+        "static_failures": sorted(set(contention["one"][1] + contention["two"][1]))[:3],
         "static_placements": 4 * n_orders,
         "place_order_p50_ms": p50_ms(placed),
         "plain_put_p50_ms": p50_ms(plain),

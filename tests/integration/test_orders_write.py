@@ -212,3 +212,31 @@ def test_one_orders_time_index_entry_is_one_query_of_its_computed_shard(dynamodb
     assert entry is not None and entry["OrderId"] == order["OrderId"] and missing is None
     assert entry["TimeShard"] == ORDER.key_value("TimeShard", {"OrderId": order["OrderId"]})
     assert meter.cost.requests == 2  # one Query each, where a random suffix would query all 8 shards
+
+
+class LeavingHalf:
+    """A client whose BatchWriteItem applies only the first half of each request and returns the
+    rest as UnprocessedItems, as DynamoDB does under throttling or a partition's limits."""
+
+    def __init__(self, client):
+        self._client, self.calls = client, 0
+
+    def batch_write_item(self, RequestItems):  # boto3 names it so
+        self.calls += 1
+        ((table, requests),) = RequestItems.items()
+        done, left = requests[: max(1, len(requests) // 2)], requests[max(1, len(requests) // 2) :]
+        self._client.batch_write_item(RequestItems={table: done})
+        return {"UnprocessedItems": {table: left} if left else {}}
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+
+def test_batch_writes_resend_what_dynamodb_left_unprocessed(dynamodb, table):
+    prefix = f"batch-{uuid.uuid4().hex[:6]}"
+    items = [{"PK": {"S": f"{prefix}#{n}"}, "SK": {"S": "X"}, "N": {"N": str(n)}} for n in range(30)]
+    client = LeavingHalf(dynamodb)
+    store.batch_write(client, table, [{"PutRequest": {"Item": i}} for i in items])
+    assert client.calls > 2  # 25 and 5, each resent until nothing was left
+    for item in items:
+        assert "Item" in dynamodb.get_item(TableName=table, Key={"PK": item["PK"], "SK": item["SK"]})

@@ -21,12 +21,13 @@ import json
 import time
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
+from hybridsync.capacity import Cost
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.scans import Scanner
 
@@ -61,13 +62,12 @@ class Export:
         return cls(bucket, directory)
 
 
-def start(client: Any, table: str, bucket: str, prefix: str) -> str | None:
-    """Ask DynamoDB for a point-in-time export of `table`; its ARN, or None where the endpoint
-    has no exports (DynamoDB Local). Needs point-in-time recovery on the table."""
-    arn = client.describe_table(TableName=table)["Table"]["TableArn"]
+def start(client: Any, table_arn: str, bucket: str, prefix: str) -> str | None:
+    """Ask DynamoDB for a point-in-time export of a table; the export's ARN, or None where the
+    endpoint has no exports (DynamoDB Local). Needs point-in-time recovery on the table."""
     try:
         answer = client.export_table_to_point_in_time(
-            TableArn=arn, S3Bucket=bucket, S3Prefix=prefix, ExportFormat="DYNAMODB_JSON"
+            TableArn=table_arn, S3Bucket=bucket, S3Prefix=prefix, ExportFormat="DYNAMODB_JSON"
         )
     except ClientError as error:
         if error.response["Error"]["Code"] in NO_EXPORTS:
@@ -114,8 +114,8 @@ def by_scan(client: Any, s3: Any, table: str, bucket: str, prefix: str, *, rate:
         body = gzip.compress(b"".join(lines), mtime=0)
         key = f"{directory}/data/{uuid.uuid4().hex}.json.gz"
         s3.put_object(Bucket=bucket, Key=key, Body=body)
-        files.append({"itemCount": len(lines), "md5Checksum": hashlib.md5(body).hexdigest(),
-                      "dataFileS3Key": key})  # fmt: skip
+        digest = hashlib.md5(body, usedforsecurity=False).hexdigest()
+        files.append({"itemCount": len(lines), "md5Checksum": digest, "dataFileS3Key": key})
         lines.clear()
 
     for page in Scanner(client, table, rate=rate).pages():
@@ -180,12 +180,11 @@ class ExportReader:
 
     s3: Any
     export: Export
+    cost: Cost = field(default_factory=Cost)
 
-    def __post_init__(self) -> None:
-        from hybridsync.capacity import Cost
-
-        self.cost = Cost()
-        self.table_name = self.export.url
+    @property
+    def table_name(self) -> str:
+        return self.export.url
 
     def items(self) -> Iterator[dict[str, Any]]:
         yield from read(self.s3, self.export)

@@ -129,7 +129,7 @@ def archive(client: Any, s3: Any, bucket: str, name: str, series: TimeSeries) ->
                 elif summary["ExportStatus"] == "IN_PROGRESS":
                     return None
         try:
-            exports.start(client, name, bucket, prefix)
+            exports.start(client, arn, bucket, prefix)
         except ClientError as error:
             if error.response["Error"]["Code"] != "PointInTimeRecoveryUnavailableException":
                 raise

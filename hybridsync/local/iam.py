@@ -118,6 +118,8 @@ def _dynamodb(operation: str, params: dict[str, Any], tables: str) -> list[Reque
         ]
     if "StreamArn" in params:
         return [(f"dynamodb:{operation}", params["StreamArn"], {})]
+    # the Service Authorization Reference's resource types: ExportTableToPointInTime on the table,
+    # DescribeExport on the export (`table/<name>/export/<id>`), ListExports on none ("*")
     if operation == "ExportTableToPointInTime":  # of a table, named by its ARN
         return [(f"dynamodb:{operation}", params["TableArn"], {})]
     if "ExportArn" in params:  # DescribeExport: the export's own ARN, under its table's

@@ -20,7 +20,8 @@ def customer_orders(client: Any, table: str, customer_id: str, start: str, end: 
     """Orders created in [start, end] (ISO-8601 prefixes), oldest first: one Query of the headers'
     copies in the Inverted index. The base collection interleaves each order with its lines
     (`ORDER#<time>#<id>`, then `...#LINE#0001`): a range there reads every line and pays for it."""
-    partition, sort = HEADERS.partition.name, HEADERS.sort.name if HEADERS.sort else ""
+    assert HEADERS.sort is not None
+    partition, sort = HEADERS.partition.name, HEADERS.sort.name
     sort_prefix = ORDER.key_prefix(sort)  # the orders' part of the partition, before their time
     pages = store.pages(
         client, "query", TableName=table, IndexName=HEADERS.name,

@@ -503,6 +503,16 @@ class LocalApp:
                 waiting += len(poller.buffer) if poller else 0
         return waiting
 
+    def _read_through(self, name: str) -> float:
+        """The wall time before which every record written to a mapping's stream has been read,
+        so its lag counts them (0 before the first read): a lag of 0 alone may predate a write."""
+        if self.sharded:
+            times = [t.read_through for arn, t in self.topologies.items()
+                     if any(p["settings"].name == name for p in self._plans.get(arn, []))]  # fmt: skip
+        else:
+            times = [p.read_through for p in self.pollers if p.settings.name == name]
+        return min(times, default=0.0)
+
     def _spawn(self, target: Any, *args: Any, name: str) -> None:
         thread = threading.Thread(target=target, args=args, name=name, daemon=True)
         thread.start()
@@ -604,6 +614,7 @@ class LocalApp:
                     "batches": s.batches,
                     "retries": s.retries,
                     "lag_records": self._backlog(name) if self.sharded else s.lag_records,
+                    "read_through": self._read_through(name),
                     "lag_s": round(s.lag_s, 3),
                     "sent_to_failure_queue": s.sent_to_failure_queue,
                     "last_error": s.last_error,

@@ -233,6 +233,7 @@ class ShardPoller:
             self.stats.position = position
         self._in_lanes = False  # lanes checkpoint together, when all are done
         self.done = False  # a sealed shard delivered to its end
+        self.read_through = 0.0  # wall time before which every record written was read (and measured)
 
     # --- reading ------------------------------------------------------------------------------
 
@@ -256,6 +257,8 @@ class ShardPoller:
                 else:
                     self._checkpoint(record)
         self._measure_lag()
+        if not records:  # the lag just measured counts every record written before this
+            self.read_through = self.reader.read_through
         return PAGE if more else len(records)
 
     def _lost_to_trim(self, lost: list[dict[str, Any]]) -> None:

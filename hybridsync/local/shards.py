@@ -123,6 +123,10 @@ class ShardView:
     def take(self, poller: object) -> tuple[list[dict[str, Any]], bool]:
         return self.topology.take(self.shard, id(poller))
 
+    @property
+    def read_through(self) -> float:
+        return self.topology.read_through
+
     def drained(self, poller: object) -> bool:
         """Sealed, and the poller has taken all it held: its children may start."""
         return self.topology.drained(self.shard, id(poller))
@@ -155,6 +159,7 @@ class Topology:
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self._pumped_at = 0.0
+        self.read_through = 0.0  # wall time: every record written before it has been routed
         self.highest = -1  # the highest stream position routed so far
         self.rollovers = self.splits = 0
         self.trimmed_records = 0
@@ -224,7 +229,7 @@ class Topology:
             self._pump()
 
     def _pump(self) -> None:
-        self._pumped_at = time.monotonic()
+        self._pumped_at, began = time.monotonic(), time.time()
         while True:
             raw, _ = self._source.page(PAGE)
             region, now = self.streams.meta.region_name, time.time()
@@ -240,6 +245,7 @@ class Topology:
                     home.sequences.append(number)
             if len(raw) < PAGE:
                 break
+        self.read_through = began
         changed = self._roll_over() | self._trim()
         if changed:
             self._save()

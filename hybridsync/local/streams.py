@@ -87,6 +87,7 @@ class ShardReader:
         self._cursors: dict[int, int] = {}  # poller -> last sequence number it took (-1: none yet)
         self._starts: dict[int, tuple[str, str | None]] = {}  # poller -> (start kind, sequence number)
         self._not_before: dict[int, float] = {}  # LATEST pollers: nothing written before they began
+        self.read_through = 0.0  # wall time: every record written before it has been fetched
 
     def register(self, poller: object, position: str | None, starting_position: str) -> None:
         with self._lock:
@@ -118,8 +119,11 @@ class ShardReader:
             more = False
             if not newer:
                 self._cursor = self._cursor or self._open()
+                began = time.time()
                 raw, _ = self._cursor.page(PAGE)
                 more = len(raw) == PAGE
+                if not more:
+                    self.read_through = began
                 region, now = self.streams.meta.region_name, time.time()
                 self._cache.extend(as_delivered(record, self.stream_arn, region, now) for record in raw)
                 newer = [r for r in self._cache if sequence(r) > cursor]

@@ -76,14 +76,17 @@ def wait_caught_up(
     calm: int = 3,
     progress: Callable[[str], None] | None = None,
 ) -> bool:
-    """Every mapping idle (no lag, not blocked) and the outbox empty, `calm` times in a row (a
-    batch may be in flight); False at the timeout. `mappings()` gives each mapping's status
-    (`lag_records`, `blocked`), as `LocalApp.status()["mappings"]` or the status file has them."""
+    """Every mapping idle (no lag, not blocked, its stream read after this call began, so what
+    was written before the call is counted) and the outbox empty, `calm` times in a row; False at
+    the timeout. `mappings()` gives each mapping's status (`lag_records`, `blocked`,
+    `read_through`), as `LocalApp.status()["mappings"]` or the status file has them."""
+    since = time.time()
     deadline, seen = time.monotonic() + timeout_s, 0
     while time.monotonic() < deadline:
         status, outbox = mappings(), outbox_rows(engine)
         idle = status is not None and all(
-            m["lag_records"] == 0 and not m.get("blocked") for m in status.values()
+            m["lag_records"] == 0 and not m.get("blocked") and m.get("read_through", 0) >= since
+            for m in status.values()
         )
         seen = seen + 1 if idle and outbox == 0 else 0
         if progress:

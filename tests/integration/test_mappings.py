@@ -267,6 +267,24 @@ def test_stopping_delivers_what_was_read(stack, table, tmp_path):
     assert function.players() == [["a"]]
 
 
+def test_a_lag_of_zero_counts_only_what_was_written_before_the_read_it_came_from(stack, table, tmp_path):
+    """A poller's lag is measured when it reads: `read_through` says which writes it covers, so
+    "caught up" waits for a read after the last write (a lag of 0 from before it is stale)."""
+    function = Scripted()
+    p = poller(stack, table, function, tmp_path, batch_size=100)
+    put_scores(table[0], table[1], ["a"])
+    drain(p)
+    p.read()
+    assert p.stats.lag_records == 0 and function.players() == [["a"]]
+    written = time.time()
+    put_scores(table[0], table[1], ["b"])
+    assert p.stats.lag_records == 0 and p.read_through < written  # stale: b is not counted yet
+    assert p.read() == 1 and p.stats.lag_records == 1 and p.read_through < written
+    p.deliver_due(draining=True)
+    assert p.read() == 0 and p.stats.lag_records == 0 and p.read_through >= written
+    assert function.players() == [["a"], ["b"]]
+
+
 def test_settings_come_from_the_mapping_properties():
     settings = Settings.from_properties("m", {
         "BatchSize": 7, "MaximumBatchingWindowInSeconds": 2, "StartingPosition": "LATEST",

@@ -304,7 +304,7 @@ def run(
             lambda: app.status()["mappings"],
             engine,
             timeout_s=timeout_s,
-            calm=1,
+            calm=2,  # a status read between a take and its buffering sees neither
             progress=lambda lag: status.update(
                 f"the pipeline is catching up: {lag} (batching windows as deployed)"
             ),

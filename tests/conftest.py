@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 import sqlalchemy as sa
+from filelock import FileLock
 
 from hybridsync import db, local
 
@@ -74,8 +75,16 @@ def synth(out: Path, *context: str) -> Path:
 
 
 @pytest.fixture(scope="session")
-def cloud_assembly(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return synth(tmp_path_factory.mktemp("cdk.out"))
+def cloud_assembly(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """One `cdk synth` per run: under pytest-xdist the first worker synthesizes into the run's
+    shared temporary folder and the others read it (no test writes to it)."""
+    if worker_id == "master":  # not distributed
+        return synth(tmp_path_factory.mktemp("cdk.out"))
+    shared = tmp_path_factory.getbasetemp().parent / "cdk.out"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "manifest.json").is_file():
+            synth(shared)
+    return shared
 
 
 def load_template(assembly: Path, stack_suffix: str) -> dict[str, Any]:

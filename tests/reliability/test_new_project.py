@@ -139,5 +139,8 @@ def test_declarations_only_then_generate_up_seed_pytest_and_synth(project):
     assert not any((a / "hybridsync" / "local").exists() for a in assets)  # only what the functions need
     up = run([sys.executable, "-m", "hybridsync.cli", "up", "--seed", "--once"], cwd=project)
     assert "reconcile drift: 0" in up.stdout and "equal to a clean recount" in up.stdout, up.stdout[-3000:]
-    tests = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider"], cwd=project)
+    # its own --basetemp: a pytest choosing its own resets /tmp/pytest-of-<user> to 0700, cutting
+    # the embedded PostgreSQL servers' user off from the data folders under it
+    tests = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
+                 "--basetemp", str(project.parent / "inner-pytest")], cwd=project)  # fmt: skip
     assert " passed" in tests.stdout and " failed" not in tests.stdout, tests.stdout[-3000:]

@@ -479,7 +479,9 @@ def run(
     with Progress(console=console, transient=True) as progress:
         task = progress.add_task("changes under faults", total=seconds)
         next_sample = next_http = 0.0
-        while (elapsed := time.monotonic() - started) < seconds:
+        outages: list[threading.Thread] = []
+        # every scheduled event happens, even when a slow restart pushed one past the writing
+        while (elapsed := time.monotonic() - started) < seconds or events:
             if events and elapsed >= events[0][0] * seconds:
                 _, event = events.pop(0)
                 schedule.append((round(elapsed, 1), event))
@@ -490,7 +492,8 @@ def run(
                     chaos["failed_restarts"] += app.start_until_up()
                     last_life_from, rss = time.monotonic() - started, []
                 else:
-                    threading.Thread(target=postgres.outage, args=(outage_s,), daemon=True).start()
+                    outages.append(threading.Thread(target=postgres.outage, args=(outage_s,), daemon=True))
+                    outages[-1].start()
                 chaos[event] += 1
             if elapsed >= next_sample:
                 next_sample = elapsed + 2
@@ -511,6 +514,8 @@ def run(
     for writer in writers:
         writer.join()
     writes_s = time.monotonic() - started
+    for outage in outages:  # PostgreSQL back before the checks
+        outage.join()
     generator = Generator.merged(generators)
     stop.set()
     console.print(f"{generator.changes:,} changes in {writes_s:.0f} s; catching up...")

@@ -156,17 +156,17 @@ def test_product_is_two_items_and_a_price_change_rewrites_only_the_small_one(
 
 def test_order_views(api, workload, stack):
     customer = "c1"
-    history = [("2026-11-20T10:00:00.000Z", "SHIPPED"), ("2026-11-21T10:00:00.000Z", "OPEN"),
-               ("2026-11-22T10:00:00.000Z", "OPEN")]  # fmt: skip
+    history = [("2025-03-10T10:00:00.000Z", "SHIPPED"), ("2025-03-11T10:00:00.000Z", "OPEN"),
+               ("2025-03-12T10:00:00.000Z", "OPEN")]  # fmt: skip
     for n, (created, status) in enumerate(history):
         workload.order(f"{workload.prefix}-o{n}", customer=customer, CreatedAt=created, Status=status)
         workload.line(f"{workload.prefix}-o{n}", 1, customer=customer, CreatedAt=created)
     cid = f"{workload.prefix}-{customer}"
-    status, body, _ = get(api, f"/customers/{cid}/orders", **{"from": "2026-11-21", "to": "2026-11-22"})
+    status, body, _ = get(api, f"/customers/{cid}/orders", **{"from": "2025-03-11", "to": "2025-03-12"})
     assert status == 200
     assert [o["OrderId"] for o in body["orders"]] == [f"{workload.prefix}-o1", f"{workload.prefix}-o2"]
-    # bounded: the session's table holds other tests' orders of today, more than a page of them
-    status, body, _ = get(api, "/orders/recent", since="2026-11-21T00:00:00Z", until="2026-11-22T23:59:59Z",
+    # days no other test writes: the session's table holds their orders, more than a page
+    status, body, _ = get(api, "/orders/recent", since="2025-03-11T00:00:00Z", until="2025-03-12T23:59:59Z",
                           n="100")  # fmt: skip
     mine = [o["OrderId"] for o in body["orders"] if o["OrderId"].startswith(workload.prefix)]
     assert mine == [f"{workload.prefix}-o2", f"{workload.prefix}-o1"]  # newest first

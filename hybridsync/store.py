@@ -6,6 +6,7 @@ import base64
 import json
 import random
 import time
+from collections.abc import Callable
 from typing import Any
 
 from hybridsync.convert import marshal, unmarshal
@@ -135,24 +136,45 @@ def transact(client: Any, actions: list[dict[str, Any]], *, token: str | None = 
     request: dict[str, Any] = {"TransactItems": actions}
     if token:
         request["ClientRequestToken"] = token
+    try:
+        return send_transaction(client, request)
+    except client.exceptions.TransactionCanceledException as error:
+        codes = cancellation_codes(error)
+        if any(code in ("ThrottlingError", "ProvisionedThroughputExceeded") for code in codes):
+            raise  # capacity, not a conflict: the caller's retry policy applies
+        raise Conflict("the items changed meanwhile; read them again and retry", codes) from None
+    except client.exceptions.TransactionConflictException:
+        raise Conflict("a concurrent transaction is changing these items; retry") from None
+    except client.exceptions.IdempotentParameterMismatchException:
+        raise Conflict("this request token was used for a different request") from None
+
+
+def send_transaction(
+    client: Any, request: dict[str, Any], on_retry: Callable[[], None] = lambda: None
+) -> int:
+    """One TransactWriteItems request; returns how many times it was sent again. Cancelled by
+    `TransactionConflict` alone (another transaction held one of its items), it applied nothing:
+    sent again in place, jittered, up to CONFLICT_RETRIES times (`on_retry` before each). Any other
+    cancellation, or the last conflict, raises TransactionCanceledException."""
     for attempt in range(CONFLICT_RETRIES + 1):
         try:
             client.transact_write_items(**request)
             return attempt
         except client.exceptions.TransactionCanceledException as error:
-            codes = [r.get("Code", "None") for r in error.response.get("CancellationReasons", [])]
-            if any(code in ("ThrottlingError", "ProvisionedThroughputExceeded") for code in codes):
-                raise  # capacity, not a conflict: the caller's retry policy applies
-            conflicted = "TransactionConflict" in codes and "ConditionalCheckFailed" not in codes
-            if conflicted and attempt < CONFLICT_RETRIES:
-                time.sleep(random.uniform(0, min(1.0, CONFLICT_BACKOFF_S * 2**attempt)))
-                continue
-            raise Conflict("the items changed meanwhile; read them again and retry", codes) from None
-        except client.exceptions.TransactionConflictException:
-            raise Conflict("a concurrent transaction is changing these items; retry") from None
-        except client.exceptions.IdempotentParameterMismatchException:
-            raise Conflict("this request token was used for a different request") from None
+            codes = set(cancellation_codes(error))
+            if attempt == CONFLICT_RETRIES or "TransactionConflict" not in codes or codes - CONFLICT_ONLY:
+                raise
+            on_retry()
+            time.sleep(random.uniform(0, min(1.0, CONFLICT_BACKOFF_S * 2**attempt)))
     raise AssertionError("unreachable")
+
+
+CONFLICT_ONLY = {"TransactionConflict", "None"}  # the codes of a cancellation worth sending again
+
+
+def cancellation_codes(error: Any) -> list[str]:
+    """Each action's code in a TransactionCanceledException ("None" for the ones that were fine)."""
+    return [r.get("Code", "None") for r in error.response.get("CancellationReasons", [])]
 
 
 def _write(client: Any, action: dict[str, Any]) -> None:

@@ -816,10 +816,10 @@ def parser() -> argparse.ArgumentParser:
     )
     commands = top.add_subparsers(dest="command", required=True)
 
+    from hybridsync.scans import DEFAULT_RATE
+
     def scan_options(sub: argparse.ArgumentParser) -> None:
         sub.add_argument("--segments", type=int, default=1, help="parallel scan segments (default 1)")
-        from hybridsync.scans import DEFAULT_RATE
-
         sub.add_argument("--rate", type=float, default=DEFAULT_RATE,
                          help=f"pace to this many read units per second (default {DEFAULT_RATE:g}; "
                          "0: as fast as DynamoDB answers)")  # fmt: skip
@@ -1029,8 +1029,8 @@ def parser() -> argparse.ArgumentParser:
     cost.add_argument(
         "--table-gb", type=float, default=20.0, help="scan: the table's size in GB (default 20)"
     )
-    cost.add_argument("--rate", type=float, default=100.0,
-                      help="scan: read units per second it is paced to (default 100)")  # fmt: skip
+    cost.add_argument("--rate", type=float, default=DEFAULT_RATE,
+                      help=f"scan: read units/s it is paced to (default {DEFAULT_RATE:g})")  # fmt: skip
     cost.add_argument("--reads-per-s", type=float, default=0.0, help="reads per second (units/s column)")
     cost.add_argument("--writes-per-s", type=float, default=0.0, help="writes per second (units/s column)")
     cost.add_argument("--json", action="store_true", help="one JSON list instead of the table")

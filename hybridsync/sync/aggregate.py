@@ -37,7 +37,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import random
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -53,10 +52,6 @@ from hybridsync.records import DeadLetter, Rejected, sequence, stream_data, tabl
 SOURCE = "aggregate"
 MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems limit
 CONCURRENT_RETRIES = 3
-CONFLICT_RETRIES, CONFLICT_BACKOFF_S = (
-    store.CONFLICT_RETRIES,
-    store.CONFLICT_BACKOFF_S,
-)  # as every transaction
 CHUNK = MAX_TRANSACTION_ITEMS - 1  # aggregate items per transaction, beside the cursor
 JOURNAL_PART_BYTES = 300_000  # a journal item stays well under DynamoDB's 400 KB
 log = logging.getLogger(__name__)
@@ -294,19 +289,19 @@ class Aggregation:
         (nothing of a cancelled transaction was applied, and each is conditional on the cursor, so
         the retry is the same request); a failed condition means another invocation moved the
         cursor (ConcurrentUpdate)."""
-        for attempt in range(CONFLICT_RETRIES + 1):
-            try:
-                client.transact_write_items(TransactItems=items)
-                break
-            except client.exceptions.TransactionCanceledException as error:
-                outcome.calls += 1
-                reasons = [r.get("Code") for r in error.response.get("CancellationReasons", [])]
-                if "ConditionalCheckFailed" in reasons:
-                    raise ConcurrentUpdate(str(reasons)) from None
-                if "TransactionConflict" not in reasons or attempt == CONFLICT_RETRIES:
-                    raise
-                outcome.conflicts_retried += 1
-                time.sleep(random.uniform(0, min(1.0, CONFLICT_BACKOFF_S * 2**attempt)))
+
+        def retried() -> None:
+            outcome.calls += 1
+            outcome.conflicts_retried += 1
+
+        try:
+            store.send_transaction(client, {"TransactItems": items}, on_retry=retried)
+        except client.exceptions.TransactionCanceledException as error:
+            outcome.calls += 1
+            reasons = store.cancellation_codes(error)
+            if "ConditionalCheckFailed" in reasons:
+                raise ConcurrentUpdate(str(reasons)) from None
+            raise
         outcome.calls += 1
         outcome.transactions += 1
         outcome.write_units += units

@@ -498,12 +498,14 @@ class ShardPoller:
         self.checkpoints.set(self.settings.name, self.stream_arn, self.shard, sequence)
 
     def _checkpoint_passed(self) -> None:
-        """Filtered records between delivered batches are done too, once what precedes them is."""
+        """Filtered records between delivered batches are done too, once what precedes them is. One
+        that lay inside the batch just delivered is behind its checkpoint already: the position never
+        moves back (a restart would deliver that batch's last record again)."""
         head = sequence(self.buffer[0]) if self.buffer else None
         last = None
         while self.passed and (head is None or sequence(self.passed[0]) < head):
             last = self.passed.popleft()
-        if last is not None:
+        if last is not None and sequence(last) > int(self.stats.position or -1):
             self._checkpoint(last)
 
     def _measure_lag(self) -> None:

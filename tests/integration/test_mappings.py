@@ -111,6 +111,21 @@ def test_filters_drop_what_they_should_and_the_position_moves_past_it(stack, tab
     assert p.stats.position == last["dynamodb"]["SequenceNumber"]  # past the filtered tail too
 
 
+def test_a_filtered_record_inside_a_delivered_batch_never_moves_the_position_back(stack, table, tmp_path):
+    client, name, _ = table
+    put_scores(client, name, ["keep-1"])
+    store.put(client, name, MODEL.entity("Follow"), {"FollowerId": "x", "FolloweeId": "y", "Version": 1,
+                                                      "CreatedAt": "2026-11-22T07:00:00.000Z"})  # fmt: skip
+    put_scores(client, name, ["keep-2"])
+    patterns = ({"dynamodb": {"NewImage": {"Entity": {"S": ["PlayerScore"]}}}},)
+    function = Scripted()
+    drain(poller(stack, table, function, tmp_path, patterns=patterns, batch_size=10))
+    assert function.players() == [["keep-1", "keep-2"]]  # one batch, the follow between its records
+    again = Scripted()
+    drain(poller(stack, table, again, tmp_path, patterns=patterns, batch_size=10))  # a restart
+    assert again.players() == []  # the saved position is keep-2's, not the follow's before it
+
+
 def test_a_failing_record_is_retried_bisected_then_sent_to_the_failure_queue(stack, table, tmp_path):
     put_scores(table[0], table[1], ["ok-1", "bad", "ok-2", "ok-3"])
 

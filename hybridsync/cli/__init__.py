@@ -496,6 +496,39 @@ def _reconcile(args: argparse.Namespace) -> int:
     return 1 if drifted else 0
 
 
+def _reindex(args: argparse.Namespace) -> int:
+    from hybridsync import aws
+    from hybridsync.reindex import reindex
+
+    tables = [args.table] if args.table else sorted(set(_tables().values()))
+    client, out_of_date, failed = aws.client("dynamodb"), 0, 0
+    for table in tables:
+        with _scanning(f"reading {table}") as progress:
+            scanner = _scanner(args, table, progress)
+            report = reindex(client, table, _declared(table), config.model(), scanner.items(),
+                             dry_run=args.dry_run, rate=args.rate or None)  # fmt: skip
+        print(f"{table}: " + _spent(scanner.cost))
+        done = "out of date" if args.dry_run else "updated"
+        header = ("checked", "current", done, "written meanwhile", "invalid")
+        print(
+            f"  {'entity':20} "
+            + " ".join(f"{h:>{w}}" for h, w in zip(header, (8, 8, 11, 17, 7), strict=True))
+        )
+        for name, counts in report.entities.items():
+            print(f"  {name:20} {counts.checked:8} {counts.current:8} {counts.updated:11} "
+                  f"{counts.written_meanwhile:17} {counts.invalid:7}")  # fmt: skip
+        units = f"{report.write_units:g} write units by the model{' to update them' * args.dry_run}"
+        print(f"  {report.not_declared} item(s) of no entity declared on the table, left alone; {units}")
+        for example in report.examples if args.dry_run else []:
+            print(f"  out of date: {example}")
+        for problem in report.invalid:
+            print(f"  invalid, left alone: {problem}")
+        for problem in report.failed[:10]:
+            print(f"  failed: {problem}")
+        out_of_date, failed = out_of_date + report.out_of_date, failed + len(report.failed)
+    return 1 if failed or (args.dry_run and out_of_date) else 0
+
+
 def _dead_letters(args: argparse.Namespace) -> int:
     from hybridsync import deadletters
     from hybridsync.sync import writeback
@@ -980,6 +1013,18 @@ def parser() -> argparse.ArgumentParser:
     check.add_argument(
         "--consistent", action="store_true", help="strongly consistent reads (twice the units)"
     )
+
+    index = command(
+        "reindex",
+        "give items written before an index was added (or its keys re-declared) the index keys the "
+        "model derives for them, reading the table by a paced scan; an item written meanwhile is left "
+        "to its writer; --dry-run: count them, exit 1 if any",
+        "hybridsync reindex --dry-run   (after a deploy that adds a GSI: then hybridsync reindex)",
+        _reindex,
+    )
+    index.add_argument("--dry-run", action="store_true", help="count the out-of-date items, change nothing")
+    index.add_argument("--table", help="one DynamoDB table (default: each of the model's, $TABLE_<NAME>)")
+    scan_options(index)
 
     keys = command(
         "distinct-keys",

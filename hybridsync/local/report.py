@@ -165,8 +165,9 @@ def figures(
 
 
 def good(f: dict[str, Any]) -> bool:
-    """A run that caught up with no drift and aggregates equal to a recount."""
-    return bool(f["caught_up"] and not f["drift"] and f["aggregates_equal_recount"])
+    """A run that caught up with no drift, aggregates equal to a recount and the model's index keys."""
+    return bool(f["caught_up"] and not f["drift"] and f["aggregates_equal_recount"]
+                and not f.get("index_keys_out_of_date"))  # fmt: skip
 
 
 def show(console: Console, f: dict[str, Any], extra: list[Section] = ()) -> None:  # type: ignore[assignment]
@@ -188,6 +189,13 @@ def show(console: Console, f: dict[str, Any], extra: list[Section] = ()) -> None
     console.print(f"aggregates: {f['aggregates']}, " + (ok[0] if equal else ok[1]).format(said))
     for difference in f.get("aggregate_differences", []):
         console.print(f"  [red]{difference}[/red]")
+    if "index_keys_out_of_date" in f:
+        stale = f["index_keys_out_of_date"]
+        said = f"{stale} item(s) not as the model derives them (hybridsync reindex)" if stale else (
+            "every item's as the model derives them")  # fmt: skip
+        console.print("index keys: " + ok[bool(stale)].format(said))
+        for example in f.get("index_keys_examples", []):
+            console.print(f"  [red]{example}[/red]")
     for title, header, rows in extra:
         table = Table(title=title)
         for column in header:

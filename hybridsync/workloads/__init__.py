@@ -15,6 +15,7 @@ import sqlalchemy as sa
 from hybridsync import store, versions
 from hybridsync.convert import unmarshal
 from hybridsync.declare import Entity, Model
+from hybridsync.reindex import reindex
 from hybridsync.sync import aggregate
 from hybridsync.sync.reconcile import Drift, reconcile, reconcile_views
 
@@ -103,13 +104,16 @@ Keep = Callable[[aggregate.Key], bool]
 
 @dataclass
 class Verdict:
-    """What a run left behind, checked: drift both ways and the aggregates against a recount."""
+    """What a run left behind, checked: drift both ways, the aggregates against a recount, and
+    every item's index keys against what the model derives (`reindex`, as a dry run)."""
 
     to_sql: dict[str, Drift]
     to_views: dict[str, Drift]
     stored: aggregate.Totals
     recounted: aggregate.Totals
     items: dict[str, list[dict[str, Any]]] = field(repr=False)  # physical table -> its items
+    index_keys_examples: list[str] = field(default_factory=list)  # a few items whose index keys
+    index_keys_out_of_date: int = 0  # are not the model's (a writer's bug), and how many
 
     @property
     def drifts(self) -> list[Drift]:
@@ -132,6 +136,8 @@ class Verdict:
             "rows_checked": sum(d.checked for d in self.drifts),
             "aggregates": len(self.stored),
             "aggregates_equal_recount": self.aggregates_equal,
+            "index_keys_out_of_date": self.index_keys_out_of_date,
+            "index_keys_examples": self.index_keys_examples[:10],
         }
 
 
@@ -145,13 +151,9 @@ def verify(
     every_row: bool = False,
 ) -> Verdict:
     """Reconcile both ways (every written-back entity against its rows; every PostgreSQL-mastered
-    row against its view, `every_row` when each row came through the outbox), and every aggregate
-    `keep` admits against a clean recount of its table's items."""
-    items = {
-        tables[t.name]: scan(client, tables[t.name])
-        for t in model.tables
-        if any(a.table.name == t.name for a in model.aggregates)
-    }
+    row against its view, `every_row` when each row came through the outbox), every aggregate
+    `keep` admits against a clean recount of its table's items, and every item's index keys."""
+    items = {tables[t.name]: scan(client, tables[t.name]) for t in model.tables}
     stored: aggregate.Totals = {}
     recounted: aggregate.Totals = {}
     for logical in sorted({a.table.name for a in model.aggregates}):
@@ -160,4 +162,8 @@ def verify(
         recounted |= folding.recount(items[tables[logical]], keep)
     to_sql = reconcile(client, tables, engine, model)
     to_views = reconcile_views(client, tables, engine, model, every_row=every_row)
-    return Verdict(to_sql, to_views, stored, recounted, items)
+    declared = {tables[t.name]: t for t in model.tables}
+    keys = [reindex(client, physical, declared[physical], model, listed, dry_run=True)
+            for physical, listed in items.items()]  # fmt: skip
+    return Verdict(to_sql, to_views, stored, recounted, items, [e for r in keys for e in r.examples],
+                   sum(r.out_of_date for r in keys))  # fmt: skip

@@ -84,6 +84,7 @@ def test_faults_on_every_delivery_change_nothing_but_the_work(cloud_assembly, st
     assert figures["caught_up"]
     assert figures["drift"] == 0
     assert figures["aggregates_equal_recount"] and figures["aggregates"] > 0
+    assert figures["index_keys_out_of_date"] == 0  # every writer wrote the keys the model derives
     assert set(map(tuple, figures["dead_letters"])) == demo.POISON_REASONS  # exactly the poison, once each
     injected = faults.injected(tmp_path, figures["faults_injected"])
     print(f"faults injected: {injected}; PostgreSQL down {downtime[1] - downtime[0]:.1f} s")  # shown with -s

@@ -644,6 +644,9 @@ def check(client: Any, tables: dict[str, str], engine: sa.Engine, generator: Gen
         f"duplicated: the {source} dead letter of {order_id} ({reason})"
         for source, reason, order_id in sorted((letters - expected).elements())
     ]
+    findings += [
+        f"index keys not as the model derives them: {example}" for example in verdict.index_keys_examples
+    ]
     drifts = verdict.drifts
     return {
         "lost": sum(len(d.missing) for d in drifts) + len(under) + sum((expected - letters).values()),
@@ -654,6 +657,7 @@ def check(client: Any, tables: dict[str, str], engine: sa.Engine, generator: Gen
         "rows_checked": sum(d.checked for d in drifts),
         "aggregates": len(stored),
         "aggregates_equal_recount": verdict.aggregates_equal,
+        "index_keys_out_of_date": verdict.index_keys_out_of_date,
         "dead_letters": sum(letters.values()),
         "dead_letters_expected": sum(expected.values()),
         "poison_items": sum(generator.poison.values()),

@@ -110,6 +110,7 @@ def _dynamodb_side(
     )
     client, table = writer.client, writer.table
     today = datetime.now(UTC)
+    run = f"{table.rsplit('-', 1)[0]}-{today:%H%M%S}"  # a second run on the same tables places new orders
     weights = [1 / (k + 1) ** 1.1 for k in range(len(products))]  # a few best sellers, a long tail
     for n in range(work.orders):
         customer = f"demo-c{rng.randrange(work.customers)}"
@@ -123,7 +124,7 @@ def _dynamodb_side(
         ]
         moment = today.replace(microsecond=rng.randrange(1000) * 1000)
         order, created = orders.place_order(
-            client, table, customer, lines, idempotency_key=f"demo-o{n}-{table.rsplit('-', 1)[0]}", now=moment
+            client, table, customer, lines, idempotency_key=f"demo-o{n}-{run}", now=moment
         )
         writer.written += 1 if created else 0
         fate = rng.random()

@@ -851,10 +851,10 @@ def parser() -> argparse.ArgumentParser:
 
     from hybridsync.scans import DEFAULT_RATE
 
-    def scan_options(sub: argparse.ArgumentParser) -> None:
+    def scan_options(sub: argparse.ArgumentParser, paced: str = "read units") -> None:
         sub.add_argument("--segments", type=int, default=1, help="parallel scan segments (default 1)")
         sub.add_argument("--rate", type=float, default=DEFAULT_RATE,
-                         help=f"pace to this many read units per second (default {DEFAULT_RATE:g}; "
+                         help=f"pace to this many {paced} per second (default {DEFAULT_RATE:g}; "
                          "0: as fast as DynamoDB answers)")  # fmt: skip
         sub.add_argument("--page-limit", type=int, help="items per Scan request (smaller pages spread load)")
 
@@ -1024,7 +1024,7 @@ def parser() -> argparse.ArgumentParser:
     )
     index.add_argument("--dry-run", action="store_true", help="count the out-of-date items, change nothing")
     index.add_argument("--table", help="one DynamoDB table (default: each of the model's, $TABLE_<NAME>)")
-    scan_options(index)
+    scan_options(index, paced="read units, and as many write units,")
 
     keys = command(
         "distinct-keys",

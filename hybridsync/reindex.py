@@ -133,20 +133,19 @@ def reindex(
         if len(report.examples) < 10:
             report.examples.append(f"{entity.name} {key}: set {sorted(sets)}, remove {sorted(removes)}")
         units = capacity.write_cost(table, item, after)
-        if dry_run:
-            counts.updated += 1
-            report.write_units += units
-            continue
-        try:
-            client.update_item(TableName=table_name, **update_request(entity, item, sets, removes))
-        except ClientError as error:
-            code = error.response["Error"]["Code"]
-            if code == "ConditionalCheckFailedException":
-                counts.written_meanwhile += 1
+        if not dry_run:
+            try:
+                client.update_item(TableName=table_name, **update_request(entity, item, sets, removes))
+            except ClientError as error:
+                code = error.response["Error"]["Code"]
+                if code == "ConditionalCheckFailedException":
+                    counts.written_meanwhile += 1
+                else:
+                    report.failed.append(
+                        f"{entity.name} {key}: {code}: {error.response['Error'].get('Message', '')}"
+                    )
                 continue
-            report.failed.append(f"{entity.name} {key}: {code}: {error.response['Error'].get('Message', '')}")
-            continue
+            pacer.spend(units)
         counts.updated += 1
         report.write_units += units
-        pacer.spend(units)
     return report

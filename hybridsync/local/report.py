@@ -129,7 +129,9 @@ def figures(
 
     verdict = workloads.verify(app.client, app.table_names, engine, model)
     entity = model.names.entity
-    items = [i for name in app.table_names.values() for i in workloads.scan(app.client, name)]
+    scanned = verdict.items  # the model's tables, read once; any other of the template's read here
+    items = [i for name in app.table_names.values()
+             for i in (scanned[name] if name in scanned else workloads.scan(app.client, name))]  # fmt: skip
     dynamodb = Counter(str(i.get(entity, "?")) for i in items if not views.is_missing(i))
     rows = {}
     with engine.connect() as conn:

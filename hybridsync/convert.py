@@ -24,9 +24,23 @@ _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
 
 
+NUMBER_RANGE = "38 significant digits, magnitude 1E-130 to 9.99...E+125"  # DynamoDB's Number
+
+
 def marshal(item: dict[str, Any]) -> dict[str, Any]:
-    """Python values -> DynamoDB JSON (what the low-level client sends)."""
-    return {name: _serializer.serialize(value) for name, value in item.items()}
+    """Python values -> DynamoDB JSON (what the low-level client sends). A number DynamoDB cannot
+    store raises Rejected naming its attribute (boto3's own error names neither)."""
+    try:
+        return {name: _serializer.serialize(value) for name, value in item.items()}
+    except ArithmeticError:
+        for name, value in item.items():
+            try:
+                _serializer.serialize(value)
+            except ArithmeticError:
+                shown = str(value) if len(str(value)) <= 60 else str(value)[:57] + "..."
+                why = f"{name} holds a number DynamoDB cannot store ({NUMBER_RANGE}): {shown}"
+                raise Rejected(why) from None
+        raise
 
 
 def attribute_value(attribute: dict[str, Any]) -> Any:

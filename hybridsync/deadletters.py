@@ -69,6 +69,6 @@ def report(metrics: Any, logger: Any, letters: list[DeadLetter]) -> None:
 
     metrics.add_metric(DEAD_LETTER_METRIC, MetricUnit.Count, len(letters))
     for letter in letters:
-        logger.warning(
-            "dead letter", extra={"reason": letter.reason, "eventID": letter.record.get("eventID")}
-        )
+        # which record: a stream record's eventID, or an outbox row's id
+        names = {k: letter.record[k] for k in ("eventID", "outbox_id") if k in letter.record}
+        logger.warning("dead letter", extra={"reason": letter.reason, **names})

@@ -100,6 +100,12 @@ class PipelineStack(Stack):
         self.variables |= {"HYBRIDSYNC_MIGRATIONS": PROJECT_MIGRATIONS} if apart else {}
         self.variables |= {f"BUCKET_{name.upper()}": b.bucket_name for name, b in data.buckets.items()}
         self.scheduled_failures = self.failure_queue("ScheduledFailures")  # what schedules fail past retries
+        self.alarm(
+            "ScheduledFailuresAlarm",
+            self.scheduled_failures.metric_approximate_number_of_messages_visible(),
+            0,
+            "a scheduled function (outbox drain, sweep, rotation) failed past its retries",
+        )
 
         migrate = self.function("Migrate", name="migrate", timeout=Duration.minutes(5), sql=True)
         self.at_deploy("Schema", migrate, {"MigrationsDigest": _digest(migrations.ENGINE_VERSIONS, versions)})
@@ -240,22 +246,41 @@ class PipelineStack(Stack):
             schedule=events.Schedule.rate(Duration.minutes(self.setting("outbox_drain_minutes"))),
             targets=[targets.LambdaFunction(self.sql_sync.function, retry_attempts=0)],
         )
-        cloudwatch.Alarm(
-            self,
-            "OutboxAge",
-            metric=cloudwatch.Metric(
-                namespace="hybridsync",
-                metric_name="OutboxAge",
-                dimensions_map={"service": "hybridsync-sql_sync"},
-                statistic="Maximum",
-                period=Duration.minutes(5),
-            ),
-            threshold=self.setting("outbox_age_alarm_s"),
-            evaluation_periods=1,
+        # Emitted by every drain, a failed one included; no point at all means no drain ran to its
+        # end (PostgreSQL unreachable, the function failing): that breaches too.
+        outbox_age = cloudwatch.Metric(namespace="hybridsync", metric_name="OutboxAge", statistic="Maximum",
+                                       dimensions_map={"service": "hybridsync-sql_sync"},
+                                       period=Duration.minutes(5))  # fmt: skip
+        self.alarm("OutboxAge", outbox_age, self.setting("outbox_age_alarm_s"),
+                   "sql_sync: a PostgreSQL change waited too long in the outbox, or no drain ran",
+                   missing=cloudwatch.TreatMissingData.BREACHING)  # fmt: skip
+        self.alarm("SqlSyncDeadLetters", self.dead_letter_metric("sql_sync"), 0,
+                   "sql_sync: an outbox row no write can apply was dead-lettered")  # fmt: skip
+        self.alarm("SqlSyncErrors", self.sql_sync.function.metric_errors(period=Duration.minutes(5)), 0,
+                   "sql_sync: a drain failed")  # fmt: skip
+
+    def dead_letter_metric(self, name: str) -> cloudwatch.Metric:
+        """The dead letters a function stored (its `DeadLetters` metric), per 5 minutes."""
+        return cloudwatch.Metric(namespace="hybridsync", metric_name=deadletters.DEAD_LETTER_METRIC,
+                                 dimensions_map={"service": f"hybridsync-{name}"}, statistic="Sum",
+                                 period=Duration.minutes(5))  # fmt: skip
+
+    def alarm(
+        self,
+        id: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        description: str,
+        *,
+        periods: int = 1,
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+    ) -> cloudwatch.Alarm:
+        """An alarm when the metric goes above the threshold for `periods` periods."""
+        return cloudwatch.Alarm(
+            self, id, metric=metric, threshold=threshold, evaluation_periods=periods,
             comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-            alarm_description="sql_sync: a PostgreSQL change waited too long in the outbox",
-        )
+            treat_missing_data=missing, alarm_description=description,
+        )  # fmt: skip
 
     def at_deploy(self, id: str, handler: HandlerFunction, properties: dict[str, str]) -> None:
         """Run a function on every deploy that changes `properties` (a custom resource)."""
@@ -388,29 +413,14 @@ class PipelineStack(Stack):
                 self._mapping(self.data.tables[table], filters, failures, batching, tumbling_window)
             )
         lag = handler.function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))
-        dead_letters = cloudwatch.Metric(
-            namespace="hybridsync",
-            metric_name=deadletters.DEAD_LETTER_METRIC,
-            dimensions_map={"service": f"hybridsync-{name}"},
-            statistic="Sum",
-            period=Duration.minutes(5),
-        )
         alarms = {
             "IteratorAge": (lag, self.setting("iterator_age_alarm_s") * 1000, 5),
-            "DeadLetters": (dead_letters, 0, 1),
+            "DeadLetters": (self.dead_letter_metric(name), 0, 1),
             "FailedBatches": (failures.metric_approximate_number_of_messages_visible(), 0, 1),
         }
         for alarm, (metric, threshold, periods) in alarms.items():
-            cloudwatch.Alarm(
-                self,
-                f"{id}{alarm}",
-                metric=metric,
-                threshold=threshold,
-                evaluation_periods=periods,
-                comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-                treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
-                alarm_description=f"{name}: {alarm} above {threshold}",
-            )
+            description = f"{name}: {alarm} above {threshold}"
+            self.alarm(f"{id}{alarm}", metric, threshold, description, periods=periods)
         CfnOutput(self, f"{id}FailureQueueUrl", value=failures.queue_url)
         return handler
 

@@ -278,6 +278,13 @@ def _status(args: argparse.Namespace) -> int:
         print(f"{name:<26} {f['invocations']:>11} {f['errors']:>7} {f['cold_starts']:>5}  {error}")
     for name, count in status["failure_queues"].items():
         print(f"queue {name}: {count} message(s)")
+    if drained := status.get("outbox"):
+        print(
+            f"outbox: {drained['depth']} waiting (oldest {drained['oldest_age_s']:.1f}s); since start "
+            f"{drained['applied']} applied, {drained['superseded']} superseded, {drained['dead_lettered']} "
+            f"dead-lettered, {drained['deferred']} deferred, {drained['errors']} failed drain(s)"
+            + (f"; last error: {drained['last_error']}" if drained["last_error"] else "")
+        )
     return 0
 
 
@@ -531,23 +538,31 @@ def _reindex(args: argparse.Namespace) -> int:
 
 def _dead_letters(args: argparse.Namespace) -> int:
     from hybridsync import deadletters
-    from hybridsync.sync import writeback
+    from hybridsync.sync import outbox, writeback
 
     engine = db.create_engine(_database_url(args))
     if args.action == "list":
         with engine.connect() as conn:
             rows = deadletters.pending(conn, args.source, args.id)
         for row in rows:
-            event = row.record.get("eventName", "?") if isinstance(row.record, dict) else "?"
+            record = row.record if isinstance(row.record, dict) else {}
+            event = record.get("eventName") or record.get("operation") or "?"
             print(f"{row.id:6} {row.created_at:%Y-%m-%d %H:%M:%S} {row.source:10} {event:7} {row.reason}")
         print(f"{len(rows)} pending dead letter(s)")
         return 0
-    if args.source not in (None, writeback.SOURCE):
-        raise SystemExit(f"redrive knows the sources: {writeback.SOURCE}")
-    landed, still = writeback.redrive(engine, config.model(), args.id)
+    if args.source not in (None, writeback.SOURCE, outbox.SOURCE):
+        raise SystemExit(f"redrive knows the sources: {writeback.SOURCE}, {outbox.SOURCE}")
+    landed, still = 0, []
+    if args.source in (None, writeback.SOURCE):
+        landed, still = writeback.redrive(engine, config.model(), args.id)
+    if args.source in (None, outbox.SOURCE):
+        from hybridsync import aws
+
+        views = outbox.redrive(engine, aws.client("dynamodb"), config.model(), _tables(), args.id)
+        landed, still = landed + views[0], still + views[1]
     print(f"redriven: {landed} landed, {len(still)} still rejected")
     for letter in still:
-        print(f"  {letter.record.get('eventID', '?')}: {letter.reason}")
+        print(f"  {letter.record.get('eventID') or letter.record.get('outbox_id', '?')}: {letter.reason}")
     return 1 if still else 0
 
 
@@ -1097,12 +1112,14 @@ def parser() -> argparse.ArgumentParser:
 
     letters = command(
         "dead-letters",
-        "list or redrive records a consumer rejected",
-        "hybridsync dead-letters list --source write_back",
+        "list or redrive records a consumer rejected: the write-back's stream records (write_back), "
+        "the aggregation's (aggregate) and the outbox rows the drain could not apply (sql_sync); a "
+        "redrive applies them again (after a fix to the data or the model)",
+        "hybridsync dead-letters list --source sql_sync",
         _dead_letters,
     )
     letters.add_argument("action", choices=["list", "redrive"])
-    letters.add_argument("--source", help="only this consumer's (e.g. write_back)")
+    letters.add_argument("--source", help="only this consumer's: write_back, aggregate or sql_sync")
     letters.add_argument("--id", type=int, action="append", help="only this id (repeatable)")
     letters.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
 

@@ -121,6 +121,7 @@ class LocalApp:
         self.buckets: dict[str, str] = {}  # construct -> physical name
         self.http: ThreadingHTTPServer | None = None
         self.faults = Faults(faults) if faults and faults.active else None  # on stream deliveries
+        self.outbox: Any = None  # the local outbox drainer's figures, once it is made
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._logs: list[Any] = []
@@ -590,8 +591,13 @@ class LocalApp:
         from hybridsync import config
 
         args = (self.database_url, client, config.model(), self.table_names, stop)
+        self.outbox = outbox.DrainerFigures()
         return threading.Thread(
-            target=outbox.listen_and_drain, args=args, kwargs=faults, daemon=True, name="outbox-drain"
+            target=outbox.listen_and_drain,
+            args=args,
+            kwargs=faults | {"figures": self.outbox},
+            daemon=True,
+            name="outbox-drain",
         )
 
     # --- status and stopping ------------------------------------------------------------------
@@ -625,6 +631,7 @@ class LocalApp:
             },
             "functions": {name: vars(f.stats) for name, f in self.functions.items()},
             "failure_queues": queues,
+            "outbox": vars(self.outbox) if self.outbox else None,
             "faults_injected": dict(self.faults.counts) if self.faults else {},
             "streams": {
                 arn.split(":table/")[1].split("/")[0]: topology.figures()

@@ -5,27 +5,33 @@ the changing transaction. A drain claims a bounded batch (`FOR UPDATE SKIP LOCKE
 never share rows), keeps the newest change per key, writes each to DynamoDB with a condition that
 never replaces a newer version, and deletes the claimed rows in the same transaction as the claim.
 A crash before that commit leaves the rows to the next drain, whose writes are then no-ops in
-effect; nothing is lost and nothing applied twice. Items carry the origin `sql`, so the write-back
+effect; nothing is lost and nothing applied twice. A row no write can ever apply goes to the
+dead-letter store with its reason (in the same transaction) and never holds up the others; a row
+DynamoDB refuses for now waits for the next drain. Items carry the origin `sql`, so the write-back
 never sends them back. Each entity's view goes to its own table (`tables`: logical -> physical).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import threading
 import time
+from collections import defaultdict
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
+from botocore.exceptions import BotoCoreError, ClientError
 
-from hybridsync import store
+from hybridsync import deadletters, store
 from hybridsync.convert import item_values
 from hybridsync.declare import Entity, Model, Side
+from hybridsync.records import DeadLetter, Rejected
 from hybridsync.views import CACHE_TTL_S, TOMBSTONE_TTL_S, missing_item, view_item
 
 CHANNEL = "hybridsync_outbox"
@@ -37,19 +43,53 @@ def mastered_tables(model: Model) -> dict[str, Entity]:
     return {e.sql_table: e for e in model.mastered_in(Side.POSTGRESQL) if e.sql_table}
 
 
+SOURCE = "sql_sync"  # the dead letters of the drain (`hybridsync dead-letters list --source sql_sync`)
+# DynamoDB answers that say "not now": the row stays in the outbox for the next drain (the SDK has
+# already retried them with backoff); never dead-lettered.
+TRANSIENT_CODES = frozenset({
+    "ProvisionedThroughputExceededException", "ThrottlingException", "RequestLimitExceeded",
+    "InternalServerError", "ServiceUnavailable", "LimitExceededException",
+})  # fmt: skip
+# Answers that say the drain itself is misconfigured (its role, its tables): no row is to blame, so
+# the drain fails whole and every row waits for the fix.
+CONFIGURATION_CODES = frozenset({
+    "AccessDeniedException", "ResourceNotFoundException", "UnrecognizedClientException",
+    "InvalidSignatureException", "MissingAuthenticationTokenException", "ExpiredTokenException",
+})  # fmt: skip
+
+
 @dataclass
 class Drained:
     claimed: int = 0
     applied: int = 0  # writes DynamoDB accepted
     superseded: int = 0  # DynamoDB already held the same or a newer version
+    dead_lettered: int = 0  # rows no write can apply: in the dead-letter store, out of the outbox
+    deferred: int = 0  # rows whose write failed for now (throttled, unreachable): left for the next drain
     oldest_age_s: float = 0.0  # how long the oldest claimed change waited
+    rejected: list[DeadLetter] = field(default_factory=list)  # this drain's dead letters (for the logs)
 
     def add(self, step: Drained) -> Drained:
-        self.claimed += step.claimed
-        self.applied += step.applied
-        self.superseded += step.superseded
+        for name in ("claimed", "applied", "superseded", "dead_lettered", "deferred"):
+            setattr(self, name, getattr(self, name) + getattr(step, name))
         self.oldest_age_s = max(self.oldest_age_s, step.oldest_age_s)
+        self.rejected += step.rejected
         return step
+
+
+@dataclass
+class Backlog:
+    """What waits in the outbox: rows, and how long the oldest has waited (0 when empty)."""
+
+    depth: int
+    oldest_age_s: float
+
+
+def backlog(engine: sa.Engine) -> Backlog:
+    with engine.connect() as conn:
+        depth, age = conn.execute(
+            sa.text("SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM outbox")
+        ).one()
+    return Backlog(int(depth), float(age))
 
 
 def _exact_json(text: str | None) -> Any:
@@ -71,19 +111,114 @@ def put_tombstone(client: Any, table: str, entity: Entity, key_values: dict[str,
     return store.put_if_newer(client, table, entity, item)
 
 
-def _apply(client: Any, model: Model, tables: Mapping[str, str], row: Any) -> bool:
-    entity = mastered_tables(model)[row.table_name]
+@dataclass(frozen=True)
+class Change:
+    """One outbox row: a change of a row of a table mastered in PostgreSQL."""
+
+    id: int
+    table_name: str
+    operation: str  # INSERT | UPDATE | DELETE
+    key: dict[str, Any]  # the row's key columns
+    version: int
+    payload: dict[str, Any] | None  # the whole row (none for a DELETE)
+
+    @classmethod
+    def parsed(cls, id: int, table_name: str, operation: str, key: str, version: int,
+               payload: str | None) -> Change:  # fmt: skip
+        """From the row's JSON as text, numbers exact."""
+        return cls(id, table_name, operation, _exact_json(key), version, _exact_json(payload))
+
+    def record(self) -> dict[str, Any]:
+        """As its dead letter holds it."""
+        return {"outbox_id": self.id, "table_name": self.table_name, "operation": self.operation,
+                "row_key": self.key, "version": self.version, "payload": self.payload}  # fmt: skip
+
+
+def _apply(client: Any, model: Model, tables: Mapping[str, str], change: Change) -> bool:
+    entity = mastered_tables(model).get(change.table_name)
+    if entity is None:
+        raise Rejected(f"table {change.table_name} holds no entity mastered in PostgreSQL")
     table = tables[entity.table.name]
-    if row.operation == "DELETE":
-        return put_tombstone(
-            client, table, entity, item_values(entity, _exact_json(row.row_key)), row.version
-        )
-    return put_view(client, table, entity, item_values(entity, _exact_json(row.payload)), row.version)
+    if change.operation == "DELETE":
+        return put_tombstone(client, table, entity, item_values(entity, change.key), change.version)
+    if not isinstance(change.payload, dict):
+        raise Rejected(f"{change.operation} of {change.table_name} without the row")
+    return put_view(client, table, entity, item_values(entity, change.payload), change.version)
+
+
+def _superseded(client: Any, model: Model, tables: Mapping[str, str], change: Change) -> bool:
+    """Whether DynamoDB holds the change's view at its version or a newer one already."""
+    entity = mastered_tables(model).get(change.table_name)
+    if entity is None:
+        return False
+    held = store.get(client, tables[entity.table.name], entity.key(item_values(entity, change.key)))
+    return held is not None and int(held.get(entity.names.version, -1)) >= change.version
+
+
+class Deferred(Exception):
+    """A write DynamoDB refused for now: the row waits in the outbox."""
+
+
+def _why(error: Exception) -> str:
+    """Why a row can never be applied, in a line (or raises `Deferred`, or the error itself when
+    the drain, not the row, is at fault)."""
+    if isinstance(error, ClientError):
+        code = error.response.get("Error", {}).get("Code", "")
+        status = error.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 400)
+        if code in TRANSIENT_CODES or status >= 500:
+            raise Deferred(code or str(status)) from error
+        if code in CONFIGURATION_CODES:
+            raise error
+        return f"DynamoDB refused the view: {code}: {error.response.get('Error', {}).get('Message', '')}"
+    if isinstance(error, BotoCoreError):  # the network, a timeout: the SDK gave up retrying
+        raise Deferred(type(error).__name__) from error
+    if isinstance(error, Rejected):
+        return error.reason
+    return f"the view cannot be built: {type(error).__name__}: {error}"
+
+
+@dataclass
+class _Settled:
+    """What became of one key's claimed rows (newest first)."""
+
+    done: list[int] = field(default_factory=list)  # applied, superseded or dead-lettered: leave the outbox
+    letters: list[tuple[Change, str]] = field(default_factory=list)  # (row, reason)
+    applied: int = 0
+    superseded: int = 0
+    deferred: int = 0
+
+
+def _settle(client: Any, model: Model, tables: Mapping[str, str], rows: list[Change]) -> _Settled:
+    """Apply the newest of a key's rows; a row no write can apply becomes a dead letter and the
+    next-newest is tried in its place, as a row-by-row pass in order would leave the view. The rows
+    older than the one applied are superseded by it."""
+    settled = _Settled()
+    for position, row in enumerate(rows):
+        try:
+            written = _apply(client, model, tables, row)
+        except Exception as error:
+            try:
+                reason = _why(error)
+            except Deferred:
+                settled.deferred = len(rows) - position
+                return settled
+            settled.letters.append((row, reason))
+            settled.done.append(row.id)
+            continue
+        settled.applied, settled.superseded = int(written), int(not written)
+        settled.done += [r.id for r in rows[position:]]
+        settled.superseded += len(rows) - position - 1
+        return settled
+    return settled
 
 
 def drain(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str], *,
           limit: int = 500) -> Drained:  # fmt: skip
-    """Apply up to `limit` outbox rows, oldest first; returns what happened."""
+    """Apply up to `limit` outbox rows, oldest first; returns what happened. A row no write can
+    apply (a view over DynamoDB's 400 KB, a number past its 38 digits) goes to the dead-letter store
+    with its reason and leaves the outbox; the rest are applied all the same. A write DynamoDB
+    refuses for now leaves its key's rows for the next drain. A misconfigured drain (no access to
+    its table) or an unexpected failure raises, and the claim rolls back whole."""
     result = Drained()
     with engine.begin() as conn:
         rows = conn.execute(
@@ -98,28 +233,105 @@ def drain(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str
             return result
         result.claimed = len(rows)
         result.oldest_age_s = float(max(r.age for r in rows))
-        latest: dict[tuple[str, str], Any] = {}
-        for row in rows:  # the newest change per key is the only one that matters
-            slot = (row.table_name, row.row_key)
-            if slot not in latest or row.version >= latest[slot].version:
-                latest[slot] = row
+        per_key: dict[tuple[str, str], list[Change]] = defaultdict(list)
+        for row in rows:
+            per_key[(row.table_name, row.row_key)].append(
+                Change.parsed(row.id, row.table_name, row.operation, row.row_key, row.version, row.payload)
+            )
+        # newest first (of equal versions the later change); only the newest matters unless it fails
+        chains = [sorted(group, key=lambda r: (r.version, r.id), reverse=True) for group in per_key.values()]
         # One key per write and the version guard on each: the writes are independent, so they go
         # out concurrently (a conditional write cannot be batched).
         with ThreadPoolExecutor(max_workers=WRITERS) as pool:
-            outcomes = list(pool.map(lambda row: _apply(client, model, tables, row), latest.values()))
-        result.applied = sum(outcomes)
-        result.superseded = len(outcomes) - result.applied
-        conn.execute(sa.text("DELETE FROM outbox WHERE id = ANY(:ids)"), {"ids": [r.id for r in rows]})
+            outcomes = list(pool.map(lambda chain: _settle(client, model, tables, chain), chains))
+        letters = [letter for o in outcomes for letter in o.letters]
+        if letters:
+            _store_dead_letters(conn, letters)
+        done = [row_id for o in outcomes for row_id in o.done]
+        conn.execute(sa.text("DELETE FROM outbox WHERE id = ANY(:ids)"), {"ids": done})
+        result.applied = sum(o.applied for o in outcomes)
+        result.superseded = sum(o.superseded for o in outcomes)
+        result.deferred = sum(o.deferred for o in outcomes)
+        result.dead_lettered = len(letters)
+        result.rejected = [DeadLetter(change.record(), reason) for change, reason in letters]
     return result
+
+
+def _store_dead_letters(conn: sa.Connection, letters: list[tuple[Change, str]]) -> None:
+    """The rows as dead letters, built by PostgreSQL from the outbox rows themselves (their JSON
+    kept exactly: a number past DynamoDB's range is the reason, it must survive as it was)."""
+    conn.execute(
+        sa.text(
+            "INSERT INTO dead_letters (source, event_id, reason, record) "
+            "SELECT :source, 'outbox:' || o.id, r.reason, json_build_object('outbox_id', o.id, "
+            "'table_name', o.table_name, 'operation', o.operation, 'row_key', o.row_key, "
+            "'version', o.version, 'payload', o.payload) "
+            "FROM outbox o JOIN unnest(CAST(:ids AS bigint[]), CAST(:reasons AS text[])) AS r(id, reason) "
+            "ON o.id = r.id ON CONFLICT ON CONSTRAINT uq_dead_letters_source_event DO NOTHING"
+        ),
+        {"source": SOURCE, "ids": [row.id for row, _ in letters], "reasons": [why for _, why in letters]},
+    )
 
 
 def drain_all(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str], *,
               limit: int = 500) -> Drained:  # fmt: skip
-    """Drain until the outbox is empty (of rows no other drainer holds)."""
+    """Drain until the outbox is empty (of rows no other drainer holds), or until a drain leaves
+    rows for later (DynamoDB refused them for now: the next drain retries them)."""
     total = Drained()
-    while total.add(drain(engine, client, model, tables, limit=limit)).claimed:
-        pass
-    return total
+    while True:
+        step = total.add(drain(engine, client, model, tables, limit=limit))
+        if not step.claimed or step.deferred:
+            return total
+
+
+def redrive(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str],
+            ids: list[int] | None = None) -> tuple[int, list[DeadLetter]]:  # fmt: skip
+    """Apply pending drain dead letters again (after a fix to the data or the model): each goes
+    through the same version guard, so one whose row has changed since is superseded, and counts
+    as landed. The ones that land are marked redriven; the rest stay pending with their reason."""
+    query = (
+        "SELECT id, record::text AS record FROM dead_letters WHERE source = :source "
+        "AND redriven_at IS NULL" + (" AND id = ANY(:ids)" if ids else "") + " ORDER BY id"
+    )
+    with engine.connect() as conn:
+        pending = conn.execute(sa.text(query), {"source": SOURCE, "ids": ids}).all()
+    landed, still = [], []
+    for letter in pending:
+        record = _exact_json(letter.record)
+        try:
+            change = Change(record["outbox_id"], record["table_name"], record["operation"],
+                            record["row_key"], int(record["version"]), record["payload"])  # fmt: skip
+            if not _superseded(client, model, tables, change):
+                _apply(client, model, tables, change)
+            landed.append(letter.id)
+        except (KeyError, TypeError, ValueError) as error:
+            still.append(DeadLetter(record, f"not an outbox dead letter: {type(error).__name__}: {error}"))
+        except Exception as error:
+            still.append(DeadLetter(record, _why(error)))
+    with engine.begin() as conn:
+        deadletters.mark_redriven(conn, landed)
+    return len(landed), still
+
+
+@dataclass
+class DrainerFigures:
+    """What the local drainer has done since it started, and the outbox as it last saw it (the
+    local app's status shows it; in AWS the drain's metrics say the same)."""
+
+    drains: int = 0
+    applied: int = 0
+    superseded: int = 0
+    dead_lettered: int = 0
+    deferred: int = 0
+    errors: int = 0  # drains that failed whole (and were tried again)
+    last_error: str | None = None
+    depth: int = 0
+    oldest_age_s: float = 0.0
+
+    def count(self, drained: Drained) -> None:
+        self.drains += 1
+        for name in ("applied", "superseded", "dead_lettered", "deferred"):
+            setattr(self, name, getattr(self, name) + getattr(drained, name))
 
 
 def listen_and_drain(
@@ -131,31 +343,56 @@ def listen_and_drain(
     *,
     idle_s: float = 5.0,
     dropped: Callable[[], bool] = lambda: False,
+    figures: DrainerFigures | None = None,
 ) -> None:
     """Locally: drain whenever PostgreSQL NOTIFYs the outbox channel (and every `idle_s` anyway:
     a NOTIFY is lost when the listener is reconnecting), until `stop` is set; reconnects if
-    PostgreSQL restarts. `dropped()` says whether to ignore a NOTIFY (a fault, injected). In AWS
-    the schedule (and an invoke after commit) does this."""
+    PostgreSQL restarts, and outlives any error a drain raises (logged, tried again after
+    `idle_s`). `dropped()` says whether to ignore a NOTIFY (a fault, injected); `figures` is kept
+    up to date. In AWS the schedule (and an invoke after commit) does this."""
     import psycopg
 
     from hybridsync import db
 
+    log = logging.getLogger(__name__)
+    figures = figures or DrainerFigures()
     engine = db.create_engine(url)
+
+    def drain_once() -> None:
+        try:
+            drained = drain_all(engine, client, model, tables)
+            figures.count(drained)
+            for letter in drained.rejected:
+                log.warning("outbox row %s dead-lettered: %s", letter.record["outbox_id"], letter.reason)
+        except (psycopg.OperationalError, sa.exc.OperationalError):
+            raise  # PostgreSQL is gone: reconnect
+        except Exception as error:
+            figures.errors += 1
+            figures.last_error = f"{type(error).__name__}: {error}"[:500]
+            log.exception("outbox drain failed; trying again in %.0f s", idle_s)
+        with contextlib.suppress(Exception):
+            waiting = backlog(engine)
+            figures.depth, figures.oldest_age_s = waiting.depth, round(waiting.oldest_age_s, 3)
+
     try:
         while not stop.is_set():
             try:
                 with psycopg.connect(db.sqlalchemy_url(url).replace("+psycopg", ""), autocommit=True) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     while not stop.is_set():
-                        drain_all(engine, client, model, tables)
+                        drain_once()
                         deadline = time.monotonic() + idle_s
                         while (left := deadline - time.monotonic()) > 0:
                             heard = next(iter(conn.notifies(timeout=left, stop_after=1)), None)
                             if heard is None or not dropped():
                                 break
-            except (psycopg.OperationalError, sa.exc.OperationalError):
-                if not stop.is_set():
-                    logging.getLogger(__name__).warning("outbox drainer lost PostgreSQL; retrying in 2 s")
-                    stop.wait(2)
+            except Exception as error:
+                if stop.is_set():
+                    break
+                if isinstance(error, psycopg.OperationalError | sa.exc.OperationalError):
+                    log.warning("outbox drainer lost PostgreSQL; retrying in 2 s")
+                else:
+                    log.exception("outbox drainer failed; starting again in 2 s")
+                stop.wait(2)
     finally:
         engine.dispose()

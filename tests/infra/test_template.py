@@ -276,3 +276,26 @@ def test_api_and_sync_functions_get_only_what_they_use(pipeline):
         a["Properties"].get("MetricName") for a in template.find_resources("AWS::CloudWatch::Alarm").values()
     }
     assert "OutboxAge" in names
+
+
+def test_the_outbox_drain_is_alarmed_when_it_fails_dead_letters_or_never_runs(pipeline):
+    """The drain emits OutboxAge on every run, a failed one included: no point at all means no drain
+    ran to its end, which breaches. Its dead letters, its errors and what the schedules fail past
+    their retries each have an alarm too."""
+    alarms = [
+        a["Properties"] for a in pipeline["Resources"].values() if a["Type"] == "AWS::CloudWatch::Alarm"
+    ]
+
+    def alarm(metric, service=None):
+        dimension = {"Name": "service", "Value": service}
+        (found,) = [a for a in alarms if a.get("MetricName") == metric
+                    and (service is None or dimension in a.get("Dimensions", []))]  # fmt: skip
+        return found
+
+    assert alarm("OutboxAge")["TreatMissingData"] == "breaching"
+    assert alarm("DeadLetters", "hybridsync-sql_sync")["Threshold"] == 0
+    (errors,) = [a for a in alarms if a.get("MetricName") == "Errors" and a["Namespace"] == "AWS/Lambda"]
+    assert errors["Dimensions"][0]["Value"]["Ref"].startswith("SqlSync")
+    queue_alarms = [a for a in alarms if a.get("MetricName") == "ApproximateNumberOfMessagesVisible"]
+    watched = {a["Dimensions"][0]["Value"]["Fn::GetAtt"][0] for a in queue_alarms}
+    assert any(name.startswith("ScheduledFailures") for name in watched)

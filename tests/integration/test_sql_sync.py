@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 import uuid
@@ -73,6 +74,10 @@ def test_delete_replaces_the_view_with_a_tombstone(stack, engine, dynamodb, prod
     assert item["Missing"] is True and "Name" not in item
 
 
+class Killed(BaseException):
+    """The drainer's process dies (no handler runs for it)."""
+
+
 class CrashOnPut:
     def __init__(self, client, after):
         self._client, self.after, self.puts = client, after, 0
@@ -83,7 +88,7 @@ class CrashOnPut:
     def put_item(self, **kwargs):
         self.puts += 1
         if self.puts > self.after:
-            raise ConnectionError("drainer died between claim and apply")
+            raise Killed("drainer died between claim and apply")
         return self._client.put_item(**kwargs)
 
 
@@ -96,7 +101,7 @@ def test_crash_between_claim_and_apply_loses_nothing(stack, engine, dynamodb):
             p=pid,
             x=n,
         )
-    with pytest.raises(ConnectionError):
+    with pytest.raises(Killed):
         outbox.drain(engine, CrashOnPut(stack.client(), after=2), MODEL, stack.table_names)
     with engine.connect() as conn:
         pending = conn.execute(sa.text("SELECT count(*) FROM outbox WHERE row_key->>'product_id' = ANY(:i)"),
@@ -215,3 +220,199 @@ def test_reconcile_views_finds_stale_and_extra_views(stack, engine, dynamodb, pr
     assert drifted() == {"extra"}
     drain(stack, engine)
     assert drifted() == set()
+
+
+# --- rows no write can apply: dead letters, never a blocked outbox --------------------------
+
+
+def pending_rows(engine, ids):
+    with engine.connect() as conn:
+        return conn.execute(sa.text("SELECT count(*) FROM outbox WHERE row_key->>'product_id' = ANY(:i)"),
+                            {"i": ids}).scalar_one()  # fmt: skip
+
+
+def letters_of(engine, ids):
+    with engine.connect() as conn:
+        rows = conn.execute(
+            sa.text("SELECT record::text AS record, reason FROM dead_letters WHERE source = 'sql_sync' "
+                    "AND record->'row_key'->>'product_id' = ANY(:i) ORDER BY id"), {"i": ids},
+        ).all()  # fmt: skip
+    return [(json.loads(r.record, parse_float=Decimal), r.reason) for r in rows]
+
+
+def test_poison_rows_are_dead_lettered_and_every_row_around_them_lands(stack, engine, dynamodb):
+    """A view over DynamoDB's 400 KB and a price past its 38 digits, among good rows before and
+    after them and more good rows than one drain claims: both poisons are dead letters with their
+    reason and out of the outbox; every good row's view is there; nothing is left behind."""
+    before = [f"p-{uuid.uuid4().hex[:8]}" for _ in range(5)]
+    huge, overflow = f"p-{uuid.uuid4().hex[:8]}", f"p-{uuid.uuid4().hex[:8]}"
+    after = [f"p-{uuid.uuid4().hex[:8]}" for _ in range(40)]
+    for pid in before:
+        sql(engine, "INSERT INTO products (product_id, name, category) VALUES (:p, 'Good', 'kitchen')", p=pid)
+    sql(engine, "INSERT INTO products (product_id, name, category, description) VALUES (:p, 'Huge', 'k', :d)",
+        p=huge, d="x" * 450_000)  # fmt: skip
+    sql(
+        engine,
+        "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 1e130, 1)",
+        p=overflow,
+    )
+    for pid in after:
+        sql(engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 2.50, 3)", p=pid)
+    drained = outbox.drain_all(engine, stack.client(), MODEL, stack.table_names, limit=10)
+    everything = [*before, huge, overflow, *after]
+    assert pending_rows(engine, everything) == 0
+    assert drained.dead_lettered == 2 and drained.deferred == 0
+    assert all(view(dynamodb, stack, PRODUCT_DETAILS, p)["Name"] == "Good" for p in before)
+    assert all(view(dynamodb, stack, PRODUCT_AVAILABILITY, p)["Price"] == Decimal("2.5") for p in after)
+    assert view(dynamodb, stack, PRODUCT_DETAILS, huge) is None
+    assert view(dynamodb, stack, PRODUCT_AVAILABILITY, overflow) is None
+    (huge_letter, huge_reason), (overflow_letter, overflow_reason) = letters_of(engine, [huge, overflow])
+    assert "Item size has exceeded the maximum allowed size" in huge_reason
+    assert overflow_reason.startswith("Price holds a number DynamoDB cannot store")
+    assert len(huge_letter["payload"]["description"]) == 450_000  # the row, as it was, to redrive
+    assert overflow_letter["payload"]["price"] == Decimal("1E+130")
+    assert (overflow_letter["operation"], overflow_letter["table_name"]) == ("INSERT", "product_availability")
+
+
+def test_a_poisoned_change_leaves_the_view_at_the_keys_last_good_change(stack, engine, dynamodb, product_id):
+    """In order per key, as a row-by-row pass would: the good change before the poison lands, the
+    poison is a dead letter, and the change after it lands over both."""
+    sql(engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 1, 1)", p=product_id)
+    sql(engine, "UPDATE product_availability SET price = 2 WHERE product_id = :p", p=product_id)
+    sql(engine, "UPDATE product_availability SET price = 1e130 WHERE product_id = :p", p=product_id)
+    drain(stack, engine)
+    assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Price"] == 2
+    sql(engine, "UPDATE product_availability SET price = 3 WHERE product_id = :p", p=product_id)
+    drain(stack, engine)
+    assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Price"] == 3
+    assert [reason.split(" ")[0] for _, reason in letters_of(engine, [product_id])] == ["Price"]
+
+
+def test_a_dead_letter_redriven_after_the_fix_lands_or_is_superseded(stack, engine, dynamodb, product_id):
+    sql(
+        engine,
+        "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 1e130, 1)",
+        p=product_id,
+    )
+    drain(stack, engine)
+    ((letter, _),) = letters_of(engine, [product_id])
+    with engine.connect() as conn:
+        (letter_id,) = conn.execute(sa.text("SELECT id FROM dead_letters WHERE event_id = :e"),
+                                    {"e": f"outbox:{letter['outbox_id']}"}).scalars()  # fmt: skip
+    landed, still = outbox.redrive(engine, stack.client(), MODEL, stack.table_names, [letter_id])
+    assert (landed, [s.reason.split(" ")[0] for s in still]) == (0, ["Price"])  # not fixed: still pending
+    sql(engine, "UPDATE product_availability SET price = 5 WHERE product_id = :p", p=product_id)  # the fix
+    drain(stack, engine)
+    landed, still = outbox.redrive(engine, stack.client(), MODEL, stack.table_names, [letter_id])
+    assert (landed, still) == (1, [])  # an older version: superseded by the fix, and so resolved
+    assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Price"] == 5
+
+
+class Refusing:
+    """A DynamoDB client that refuses puts of some products with an error code, after the SDK's retries."""
+
+    def __init__(self, client, code, products):
+        self._client, self.code, self.products = client, code, set(products)
+
+    def __getattr__(self, name):
+        return getattr(self._client, name)
+
+    def put_item(self, **request):
+        if request["Item"]["ProductId"]["S"] in self.products:
+            from botocore.exceptions import ClientError
+
+            status = 500 if self.code == "InternalServerError" else 400
+            raise ClientError({"Error": {"Code": self.code, "Message": "refused"},
+                               "ResponseMetadata": {"HTTPStatusCode": status}}, "PutItem")  # fmt: skip
+        return self._client.put_item(**request)
+
+
+@pytest.mark.parametrize("code", ["ProvisionedThroughputExceededException", "InternalServerError"])
+def test_a_write_refused_for_now_waits_in_the_outbox_and_is_never_dead_lettered(
+    stack, engine, dynamodb, code
+):
+    throttled, fine = f"p-{uuid.uuid4().hex[:8]}", f"p-{uuid.uuid4().hex[:8]}"
+    for pid in (throttled, fine):
+        sql(engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 4, 4)", p=pid)
+    drained = outbox.drain_all(engine, Refusing(stack.client(), code, [throttled]), MODEL, stack.table_names)
+    assert drained.deferred >= 1 and drained.dead_lettered == 0
+    assert (pending_rows(engine, [throttled]), pending_rows(engine, [fine])) == (1, 0)
+    assert view(dynamodb, stack, PRODUCT_AVAILABILITY, fine)["Stock"] == 4
+    drain(stack, engine)  # DynamoDB takes it again
+    assert view(dynamodb, stack, PRODUCT_AVAILABILITY, throttled)["Stock"] == 4
+    assert letters_of(engine, [throttled, fine]) == []
+
+
+def test_a_misconfigured_drain_fails_whole_and_keeps_every_row(stack, engine, product_id):
+    sql(engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 4, 4)", p=product_id)
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError, match="AccessDenied"):
+        outbox.drain_all(engine, Refusing(stack.client(), "AccessDeniedException", [product_id]), MODEL,
+                         stack.table_names)  # fmt: skip
+    assert pending_rows(engine, [product_id]) == 1 and letters_of(engine, [product_id]) == []
+    drain(stack, engine)
+
+
+def emitted_metrics(out, name):
+    """Each flush of Powertools' metrics (CloudWatch's embedded format) that holds `name`, as
+    name -> value."""
+    flushes = [json.loads(line) for line in out.splitlines() if '"_aws"' in line]
+    return [{k: v[0] if isinstance(v, list) and len(v) == 1 else v for k, v in f.items()}
+            for f in flushes if name in f]  # fmt: skip
+
+
+def test_the_drain_emits_its_figures_when_it_fails(handler_env, engine, monkeypatch, capsys, product_id):
+    """Its table is gone (a misconfiguration): the drain raises, and the depth and age of the outbox
+    are emitted all the same, so the OutboxAge alarm sees them."""
+    sql(engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 4, 4)", p=product_id)
+    monkeypatch.setenv("TABLE_MAIN", "no-such-table")
+    sql_sync = load("sql_sync")
+    capsys.readouterr()
+    from botocore.exceptions import ClientError
+
+    with pytest.raises(ClientError, match="ResourceNotFound"):
+        sql_sync.handler({}, LambdaContext())
+    (figures,) = emitted_metrics(capsys.readouterr().out, "OutboxAge")
+    assert figures["OutboxDepth"] >= 1 and figures["OutboxAge"] >= 0 and figures["OutboxApplied"] == 0
+    monkeypatch.undo()
+
+
+def test_the_drain_reports_its_dead_letters(handler_env, engine, capsys, product_id):
+    sql(
+        engine,
+        "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 1e130, 4)",
+        p=product_id,
+    )
+    result = load("sql_sync").handler({}, LambdaContext())
+    assert result["dead_lettered"] >= 1 and result["depth"] == 0
+    (figures,) = emitted_metrics(capsys.readouterr().out, "OutboxAge")
+    assert figures["DeadLetters"] >= 1 and figures["OutboxDepth"] == 0
+
+
+def test_the_local_drainer_survives_a_failed_drain_and_keeps_draining(stack, engine, dynamodb, product_id):
+    """An error no row is to blame for (here: its table is missing) is logged and counted; the
+    drainer goes on, and drains once the cause is gone."""
+    stop, figures = threading.Event(), outbox.DrainerFigures()
+    tables = dict(stack.table_names)
+    tables["main"] = "no-such-table"
+    drainer = threading.Thread(
+        target=outbox.listen_and_drain,
+        args=(stack.database_url, stack.client(), MODEL, tables, stop),
+        kwargs={"idle_s": 0.3, "figures": figures},
+        daemon=True,
+    )
+    sql(engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 6, 6)", p=product_id)
+    drainer.start()
+    try:
+        deadline = time.monotonic() + 10
+        while figures.errors < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert figures.errors >= 2 and "ResourceNotFound" in figures.last_error and drainer.is_alive()
+        tables["main"] = stack.table_names["main"]  # the fix
+        while view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id) is None and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 6
+    finally:
+        stop.set()
+        drainer.join(timeout=10)

@@ -186,6 +186,10 @@ class ExportReader:
     def table_name(self) -> str:
         return self.export.url
 
+    def snapshot_at(self) -> float:
+        """The time the export is a picture of (its summary's `exportTime`), epoch seconds."""
+        return datetime.fromisoformat(summary(self.s3, self.export)["exportTime"]).timestamp()
+
     def items(self) -> Iterator[dict[str, Any]]:
         yield from read(self.s3, self.export)
 

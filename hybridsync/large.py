@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import gzip
 import logging
-import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -27,7 +26,6 @@ from hybridsync.declare import BODY, Bodies
 from hybridsync.errors import Conflict, Invalid, NotFound
 
 logger = logging.getLogger(__name__)
-BATCH_WRITE, BATCH_GET = 25, 100  # BatchWriteItem / BatchGetItem request limits
 BODY_ATTRIBUTES = tuple(BODY)  # Body, BodyGz, ChunkCount, ChunkVersion, BodyObject
 STORAGE = {"Body": "text", "BodyGz": "gzip", "ChunkCount": "chunks", "BodyObject": "s3"}
 
@@ -193,7 +191,7 @@ def _read_body(bodies: Bodies, client: Any, place: Place, item: dict[str, Any]) 
         return gzip.decompress(item["BodyGz"].value).decode()
     if "ChunkCount" in item:
         wanted = _chunk_keys(bodies, item, int(item["ChunkVersion"]), int(item["ChunkCount"]))
-        found = _batch_get(client, place.chunks_table, wanted)
+        found = store.batch_get(client, place.chunks_table, wanted)
         if len(found) < len(wanted):
             return None
         data = b"".join(c["Data"].value for c in sorted(found, key=lambda c: int(c["Seq"])))
@@ -264,22 +262,3 @@ def _chunk_values(
 
 def _shown_key(key: dict[str, Any]) -> str:
     return "/".join(str(v) for v in key.values())
-
-
-def _batch_get(client: Any, table: str, wanted: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """BatchGetItem in 100s, strongly consistent, re-asking for what DynamoDB left unprocessed."""
-    found = []
-    for start in range(0, len(wanted), BATCH_GET):
-        pending: dict[str, Any] = {
-            table: {"Keys": [marshal(k) for k in wanted[start : start + BATCH_GET]], "ConsistentRead": True}
-        }
-        for attempt in range(10):
-            answer = client.batch_get_item(RequestItems=pending)
-            found += [unmarshal(i) for i in answer["Responses"].get(table, [])]
-            pending = answer.get("UnprocessedKeys") or {}
-            if not pending:
-                break
-            time.sleep(min(1.0, 0.05 * 2**attempt))
-        else:
-            raise RuntimeError(f"{table}: keys still unprocessed after 10 attempts")
-    return found

@@ -233,3 +233,26 @@ def batch_write(client: Any, table: str, requests: list[dict[str, Any]]) -> None
             time.sleep(min(1.0, 0.05 * 2**attempt))
         else:
             raise RuntimeError(f"{table}: items still unprocessed after 10 attempts")
+
+
+BATCH_GET = 100  # keys per BatchGetItem
+
+
+def batch_get(client: Any, table: str, keys: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The items at these keys (those that exist), strongly consistent: BatchGetItem in 100s,
+    re-asking for what DynamoDB left unprocessed (with backoff)."""
+    found = []
+    for start in range(0, len(keys), BATCH_GET):
+        pending: dict[str, Any] = {
+            table: {"Keys": [marshal(k) for k in keys[start : start + BATCH_GET]], "ConsistentRead": True}
+        }
+        for attempt in range(10):
+            answer = client.batch_get_item(RequestItems=pending)
+            found += [unmarshal(i) for i in answer["Responses"].get(table, [])]
+            pending = answer.get("UnprocessedKeys") or {}
+            if not pending:
+                break
+            time.sleep(min(1.0, 0.05 * 2**attempt))
+        else:
+            raise RuntimeError(f"{table}: keys still unprocessed after 10 attempts")
+    return found

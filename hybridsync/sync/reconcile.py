@@ -12,13 +12,15 @@ from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
+from sqlalchemy.dialects.postgresql import insert
 
-from hybridsync.convert import to_row
+from hybridsync import store
+from hybridsync.convert import item_values, to_row
 from hybridsync.declare import Entity, FieldType, Model, Side
 from hybridsync.records import Rejected
 from hybridsync.scans import Scanner
 from hybridsync.schema import table_of
-from hybridsync.sync.writeback import Change, apply_changes
+from hybridsync.sync.writeback import first_line
 from hybridsync.views import is_live, is_missing
 
 
@@ -52,23 +54,32 @@ def _dynamodb_items(
     tables: Mapping[str, str] | str,
     entities: tuple[Entity, ...],
     scanner: Callable[[str], Scanner] | None,
-) -> dict[str, list[dict]]:
-    """The entities' items, from one scan of each table holding them. No server-side filter: a
-    Scan is charged for every item it reads either way, so filtering here costs nothing more and
+    clock: Callable[[], float] = time.time,
+) -> tuple[dict[str, list[dict]], dict[str, float]]:
+    """The entities' items, from one scan of each table holding them, and per table the time what
+    was read is a picture of (an export's time; a scan's start by `clock`). No server-side filter:
+    a Scan is charged for every item it reads either way, so filtering here costs nothing more and
     keeps the scanner's capacity figure exact."""
     items: dict[str, list[dict]] = {e.name: [] for e in entities}
+    snapshots: dict[str, float] = {}
     for logical in sorted({e.table.name for e in entities}):
-        physical = tables if isinstance(tables, str) else tables[logical]
+        physical = _physical(tables, logical)
         scan = scanner(physical) if scanner else Scanner(client, physical)
+        snapshot_at = getattr(scan, "snapshot_at", None)
+        snapshots[logical] = snapshot_at() if snapshot_at else clock()
         tag = next(e.names.entity for e in entities)
         for item in scan.items():
             if item.get(tag) in items:
                 items[item[tag]].append(item)
-    return items
+    return items, snapshots
+
+
+def _physical(tables: Mapping[str, str] | str, logical: str) -> str:
+    return tables if isinstance(tables, str) else tables[logical]
 
 
 def _sql_rows(
-    conn: sa.Connection, entity: Entity, *, live_only: bool = True
+    conn: sa.Connection, entity: Entity, *, live_only: bool = True, keys: list[tuple[Any, ...]] | None = None
 ) -> dict[tuple[Any, ...], dict[str, Any]]:
     table = table_of(entity)
     columns = [
@@ -76,10 +87,36 @@ def _sql_rows(
         for f in entity.fields
     ]
     key = [entity.field(a).column for a in entity.sql_key]
-    query = sa.select(*columns, table.c.version)
+    bookkeeping = [table.c.version]
+    if entity.master is Side.DYNAMODB:  # written back: tombstones, and when each row last changed
+        bookkeeping += [table.c.deleted, sa.extract("epoch", table.c.updated_at).label("changed_at")]
+    query = sa.select(*columns, *bookkeeping)
     if live_only:  # written-back tables keep deleted rows as tombstones
         query = query.where(table.c.deleted.is_(False))
+    if keys is not None:
+        query = query.where(sa.tuple_(*(table.c[c] for c in key)).in_(keys))
     return {tuple(r[c] for c in key): r for r in (row._asdict() for row in conn.execute(query))}
+
+
+def _same(entity: Entity, row: dict[str, Any], current: dict[str, Any], version: int) -> bool:
+    return (
+        not current.get("deleted")
+        and current["version"] == version
+        and _comparable(entity, current) == _comparable(entity, row)
+    )
+
+
+@dataclass(frozen=True)
+class Fix:
+    """What repair writes to one row: the row and its version (or a tombstone), only if the row is
+    still as it was seen (`seen`: version and deleted; None: no row), so a write-back landing
+    meanwhile is never overwritten."""
+
+    key: tuple[Any, ...]
+    row: dict[str, Any]
+    version: int
+    deleted: bool
+    seen: tuple[int, bool] | None
 
 
 def reconcile(
@@ -91,57 +128,136 @@ def reconcile(
     repair: bool = False,
     scanner: Callable[[str], Scanner] | None = None,
 ) -> dict[str, Drift]:
-    """Drift per entity. With `repair`, DynamoDB's state is written over SQL's (never over a newer
-    SQL version) and rows gone from DynamoDB are tombstoned. `scanner` sets how the table is read
-    (pace, segments, consistency) and adds up what it cost; by default one eventually consistent
-    sequential scan per table. `tables`: logical -> physical names (or one physical name for all)."""
+    """Drift per entity, safe while the app runs and writes continue. The scan (or export) names
+    candidates; each is then read again by key, strongly consistent, beside its PostgreSQL row read
+    again, and only what still differs is drift: a change in flight when the scan passed is not.
+    A row is extra only if it last changed before the snapshot the scan is (its start, or the
+    export's time) and DynamoDB holds no item for it now. With `repair`, DynamoDB's state as read
+    again is written over PostgreSQL's, each row only if it is still as it was read (a write-back
+    landing meanwhile wins) and never older over newer; extra rows are tombstoned at their own
+    version. `scanner` sets how a table is read (pace, segments, an export) and adds up what it
+    cost; by default one eventually consistent sequential scan per table. `tables`: logical ->
+    physical names (or one physical name for all)."""
     entities = model.written_back()
-    dynamo = _dynamodb_items(client, tables, entities, scanner)
+
+    def database_clock() -> float:  # the clock `updated_at` is written by
+        with engine.connect() as conn:
+            return float(conn.execute(sa.text("SELECT extract(epoch FROM now())")).scalar_one())
+
+    dynamo, snapshots = _dynamodb_items(client, tables, entities, scanner, database_clock)
     report: dict[str, Drift] = {}
-    fixes: list[Change] = []
+    fixes: dict[str, list[Fix]] = {}
     with engine.connect() as conn:
         for entity in entities:
             drift = report.setdefault(entity.name, Drift())
             sql = _sql_rows(conn, entity)
-            seen = set()
+            seen: set[tuple[Any, ...]] = set()
+            suspects: Suspects = {}
             for item in dynamo[entity.name]:
                 drift.checked += 1
                 try:
                     row = to_row(entity, item)
                 except Rejected as rejected:
-                    where = "/".join(str(item.get(k.name)) for k in entity.table.key_schema())
-                    drift.unmappable.append(f"{where}: {rejected.reason}")
+                    drift.unmappable.append(f"{_where(entity, item)}: {rejected.reason}")
                     continue
                 key = tuple(row[entity.field(a).column] for a in entity.sql_key)
                 seen.add(key)
-                version = int(item[model.names.version])
                 current = sql.get(key)
-                if current is None:
-                    drift.missing.append(key)
-                elif current["version"] != version or _comparable(entity, current) != _comparable(
-                    entity, row
-                ):
-                    drift.stale.append(key)
-                else:
-                    continue
-                fixes.append(Change(entity, key, version, False, row, {"entity": entity.name, "key": key}))
+                if current is None or not _same(entity, row, current, int(item[model.names.version])):
+                    suspects[key] = entity.key(item)
+            snapshot = snapshots[entity.table.name]
             for key, current in sql.items():
-                if key not in seen:
-                    drift.extra.append(key)
-                    row = {f.column: current[f.column] for f in entity.fields}
-                    fixes.append(
-                        Change(
-                            entity, key, current["version"], True, row, {"entity": entity.name, "key": key}
-                        )
-                    )
-    if repair and fixes:
+                if key not in seen and current["changed_at"] < snapshot:
+                    try:
+                        suspects[key] = entity.key(item_values(entity, current))
+                    except ValueError as error:
+                        drift.unmappable.append(f"{'/'.join(map(str, key))}: {error}")
+            if suspects:
+                physical = _physical(tables, entity.table.name)
+                fixes[entity.name] = _confirm(client, physical, conn, entity, suspects, snapshot, drift)
+    if repair:
         with engine.begin() as conn:
-            for letter in apply_changes(conn, fixes, force=True):
-                where = letter.record
-                report[where["entity"]].unrepaired.append(
-                    f"{'/'.join(map(str, where['key']))}: {letter.reason}"
-                )
+            for name, planned in fixes.items():
+                entity = model.entity(name)
+                for fix, why in _write(conn, entity, planned):
+                    report[name].unrepaired.append(f"{'/'.join(map(str, fix.key))}: {why}")
     return report
+
+
+def _where(entity: Entity, item: dict[str, Any]) -> str:
+    return "/".join(str(item.get(k.name)) for k in entity.table.key_schema())
+
+
+Suspects = dict[tuple[Any, ...], dict[str, Any]]  # SQL key -> the DynamoDB item's key
+
+
+def _confirm(client: Any, table: str, conn: sa.Connection, entity: Entity, suspects: Suspects,
+             snapshot: float, drift: Drift) -> list[Fix]:  # fmt: skip
+    """Read the suspects again (SQL key -> item key), DynamoDB strongly consistent and PostgreSQL
+    tombstones included: record what still differs in `drift`, and return what repair would write."""
+    names = entity.names
+    by_item_key = {_text(item_key): key for key, item_key in suspects.items()}
+    items = {}
+    for item in store.batch_get(client, table, list(suspects.values())):
+        key = by_item_key.get(_text({a.name: item[a.name] for a in entity.table.key_schema()}))
+        if key is not None and item.get(names.entity) == entity.name:
+            items[key] = item
+    rows = _sql_rows(conn, entity, live_only=False, keys=list(suspects))
+    fixes = []
+    for key in suspects:
+        item, current = items.get(key), rows.get(key)
+        seen = None if current is None else (current["version"], current["deleted"])
+        if item is None:
+            if current is not None and not current["deleted"] and current["changed_at"] < snapshot:
+                drift.extra.append(key)  # gone from DynamoDB, and not a change in flight
+                row = {f.column: current[f.column] for f in entity.fields}
+                fixes.append(Fix(key, row, current["version"], True, seen))
+            continue
+        try:
+            row = to_row(entity, item)
+        except Rejected as rejected:
+            drift.unmappable.append(f"{_where(entity, item)}: {rejected.reason}")
+            continue
+        version = int(item[names.version])
+        if current is not None and _same(entity, row, current, version):
+            continue  # a change in flight when the scan passed: landed since
+        (drift.missing if current is None or current["deleted"] else drift.stale).append(key)
+        if current is not None and current["version"] > version:
+            continue  # PostgreSQL newer than DynamoDB: never written over (reported, not repaired)
+        # A tombstone at the version of an item DynamoDB holds now (strongly consistent) removed
+        # nothing: DynamoDB versions grow across delete and re-create, so the live row replaces it.
+        fixes.append(Fix(key, row, version, False, seen))
+    return fixes
+
+
+def _text(item_key: dict[str, Any]) -> str:
+    return json.dumps(item_key, sort_keys=True, default=str)
+
+
+def _write(conn: sa.Connection, entity: Entity, fixes: list[Fix]) -> list[tuple[Fix, str]]:
+    """Write the fixes, each in a savepoint; the ones PostgreSQL refuses (or that found their row
+    changed since it was read) come back with the reason."""
+    table = table_of(entity)
+    key_columns = list(entity.sql_key_columns)
+    refused = []
+    for fix in fixes:
+        values = fix.row | {"version": fix.version, "deleted": fix.deleted, "updated_at": sa.func.now()}
+        where = sa.and_(*(table.c[c] == v for c, v in zip(key_columns, fix.key, strict=True)))
+        if fix.seen is None:
+            statement = insert(table).values(values).on_conflict_do_nothing()
+        else:
+            statement = (
+                table.update()
+                .where(where, table.c.version == fix.seen[0], table.c.deleted.is_(fix.seen[1]))
+                .values(values)
+            )
+        try:
+            with conn.begin_nested():
+                if conn.execute(statement).rowcount == 0:
+                    refused.append((fix, "changed since it was read (left as the write-back made it)"))
+        except (sa.exc.DataError, sa.exc.IntegrityError) as error:
+            refused.append((fix, f"rejected by PostgreSQL: {first_line(error)}"))
+    return refused
 
 
 def reconcile_views(
@@ -158,7 +274,7 @@ def reconcile_views(
     is extra. A row without a view is missing only with `every_row` (when every row was changed
     through the outbox since the views were empty): otherwise the cache may simply be cold."""
     entities = model.mastered_in(Side.POSTGRESQL)
-    dynamo = _dynamodb_items(client, tables, entities, scanner)
+    dynamo, _ = _dynamodb_items(client, tables, entities, scanner)
     now = int(time.time())
     report: dict[str, Drift] = {}
     with engine.connect() as conn:

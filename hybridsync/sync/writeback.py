@@ -222,7 +222,7 @@ def _rows_json(entity: Entity, changes: Sequence[Change]) -> str:
     return json.dumps(rows, separators=(",", ":"))
 
 
-def _first_line(error: BaseException) -> str:
+def first_line(error: BaseException) -> str:
     """PostgreSQL's message, with its detail when it has one (which value it refused)."""
     original = getattr(error, "orig", None) or error
     message = str(original).strip().splitlines()[0]
@@ -255,7 +255,7 @@ def _bisect(conn: sa.Connection, entity: Entity, changes: Sequence[Change], forc
     except (sa.exc.DataError, sa.exc.IntegrityError) as error:
         if len(changes) == 1:
             (change,) = changes
-            letter = DeadLetter(change.record, f"rejected by PostgreSQL: {_first_line(error)}")
+            letter = DeadLetter(change.record, f"rejected by PostgreSQL: {first_line(error)}")
             return [letter] + (_bisect(conn, entity, [change.older], force) if change.older else [])
     middle = len(changes) // 2
     return _bisect(conn, entity, changes[:middle], force) + _bisect(conn, entity, changes[middle:], force)

@@ -8,7 +8,7 @@ import base64
 import functools
 import json
 from collections.abc import Callable
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
@@ -19,6 +19,7 @@ from hybridsync.errors import Invalid
 from hybridsync.records import Rejected
 
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
+WIDE = Context(prec=200)  # exact for any number DynamoDB or a NUMERIC column holds
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
@@ -101,7 +102,8 @@ def _converted(entity: Entity, image: dict[str, Any], *, by_column: bool) -> dic
         if value is None:
             if is_key:
                 raise Rejected(f"{entity.name}: missing key attribute {attribute}")
-            if required:
+            value = f.default  # an item written before the field was declared
+            if value is None and required:
                 raise Rejected(f"{entity.name}: missing required attribute {attribute}")
         out[column if by_column else attribute] = None if value is None else convert(f, value)
     return out
@@ -152,7 +154,19 @@ def to_decimal(f: Field, value: Any) -> Decimal:
     # boto3 decodes a malformed number ("twelve") as NaN, which PostgreSQL's numeric would accept
     if type(value) is not Decimal or not value.is_finite():
         raise _reject(f, "a number", value)
+    if f.scale is not None and value != _scaled(value, f.scale):  # its column would round it
+        raise Rejected(f"{f.attribute} = {value} has more digits after the point than its scale, {f.scale}")
     return value
+
+
+def fixed(value: Decimal, scale: int) -> str:
+    """A decimal with exactly `scale` digits after the point (`12.30`): how a field with a declared
+    scale is shown, whichever side it was read from (DynamoDB keeps 12.3)."""
+    return format(_scaled(value, scale), "f")
+
+
+def _scaled(value: Decimal, scale: int) -> Decimal:
+    return value.quantize(Decimal(1).scaleb(-scale), context=WIDE)
 
 
 def to_timestamp(f: Field, value: Any) -> Any:
@@ -269,9 +283,9 @@ def from_json(
         f = entity.field(name)
         value = body.get(name)
         if value is None or value == "":
-            if f.required and not partial:
+            if f.required and f.default is None and not partial:
                 raise Invalid(name, f"{name} is required")
-            continue
+            continue  # a default is filled in by the item
         try:
             converted = CONVERTERS[f.type](f, value)
         except Rejected as error:

@@ -360,19 +360,53 @@ def reads(builder: KeyBuilder) -> set[str]:
     return set()
 
 
+# The Python values a default of each type may be (a timestamp as its ISO-8601 text).
+DEFAULT_TYPES: dict[FieldType, tuple[type, ...]] = {
+    FieldType.STRING: (str,),
+    FieldType.INTEGER: (int,),
+    FieldType.DECIMAL: (int, Decimal),
+    FieldType.TIMESTAMP: (str,),
+    FieldType.BOOLEAN: (bool,),
+    FieldType.JSON: (dict, list),
+    FieldType.BINARY: (bytes,),
+}
+
+
 @dataclass(frozen=True)
 class Field:
-    """One attribute of an entity and the SQL column it maps to."""
+    """One attribute of an entity and the SQL column it maps to. `default`: the value of an item
+    or row that lacks it, what a field added to an existing entity needs (its column gets it as a
+    server default, so the rows there take it; items written before it existed are written back
+    with it). `scale`: a decimal's digits after the point, kept as declared (`12.30`)."""
 
     attribute: str
     type: FieldType
     column: str = ""
     required: bool = True
     max_length: int | None = None  # strings longer than this are rejected, not truncated
+    default: Any = field(default=None, hash=False)  # a JSON default is a dict or list
+    scale: int | None = None
 
     def __post_init__(self) -> None:
         if not self.column:
             object.__setattr__(self, "column", _snake(self.attribute))
+        allowed = DEFAULT_TYPES[self.type]
+        if self.default is not None and (
+            not isinstance(self.default, allowed) or (isinstance(self.default, bool) and bool not in allowed)
+        ):
+            names = " or ".join(t.__name__ for t in allowed)
+            raise ValueError(f"{self.attribute}: the default of a {self.type.name} field is a {names}, "
+                             f"not {self.default!r}")  # fmt: skip
+        if self.type is FieldType.TIMESTAMP and isinstance(self.default, str):
+            try:  # kept as items hold a timestamp
+                object.__setattr__(self, "default", keys.iso_ms(keys.parse_iso(self.default)))
+            except ValueError:
+                why = f"{self.attribute}: its default is not an ISO-8601 time with a zone"
+                raise ValueError(why) from None
+        if self.type in (FieldType.INTEGER, FieldType.DECIMAL) and self.default is not None:
+            object.__setattr__(self, "default", Decimal(self.default))  # as DynamoDB numbers decode
+        if self.scale is not None and (self.type is not FieldType.DECIMAL or not 0 <= self.scale <= 37):
+            raise ValueError(f"{self.attribute}: a scale (0-37 digits after the point) is a DECIMAL's")
 
 
 def _snake(name: str) -> str:
@@ -493,6 +527,9 @@ class Entity:
         extra = set(values) - known
         if extra:
             raise ValueError(f"{self.name}: unknown attribute(s) {sorted(extra)}")
+        defaults = {f.attribute: f.default for f in self.all_fields
+                    if f.default is not None and values.get(f.attribute) is None}  # fmt: skip
+        values = {**values, **defaults} if defaults else values
         for f in self.all_fields:
             if f.required and values.get(f.attribute) is None:
                 raise ValueError(f"{self.name}: missing required attribute {f.attribute!r}")

@@ -8,11 +8,12 @@ the project's); `hybridsync migrations check` compares a database with it.
 from __future__ import annotations
 
 import functools
+import json
 
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSON, JSONB
 
-from hybridsync.declare import Entity, FieldType, Model, Side
+from hybridsync.declare import Entity, Field, FieldType, Model, Side
 
 SQL_TYPES: dict[FieldType, sa.types.TypeEngine] = {
     FieldType.STRING: sa.Text(),
@@ -35,6 +36,20 @@ engine_metadata = sa.MetaData(naming_convention=NAMING)  # the engine's own tabl
 NOW_MS = sa.text("(extract(epoch from clock_timestamp()) * 1000)::bigint")
 
 
+def server_default(f: Field) -> str | None:
+    """A field's default as its column's DEFAULT (text PostgreSQL casts to the column's type)."""
+    value = f.default
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, dict | list):
+        return json.dumps(value, default=str, separators=(",", ":"))
+    if isinstance(value, bytes):
+        return "\\x" + value.hex()
+    return str(value)
+
+
 @functools.cache
 def table_of(entity: Entity) -> sa.Table:
     """The SQL table of an entity with a SQL mapping."""
@@ -43,9 +58,10 @@ def table_of(entity: Entity) -> sa.Table:
     columns = [
         sa.Column(
             f.column,
-            SQL_TYPES[f.type],
+            sa.Numeric(38, f.scale) if f.scale is not None else SQL_TYPES[f.type],
             primary_key=f.attribute in entity.sql_key,
             nullable=not f.required,
+            server_default=server_default(f),
         )
         for f in entity.fields
     ]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybridsync.convert import jsonable
+from hybridsync.convert import fixed, jsonable
 from hybridsync.declare import Entity
 
 # a view expires a day after it was loaded or last changed: a hit does not renew it (that would
@@ -65,4 +65,8 @@ def is_live(entity: Entity, item: dict[str, Any], now: int) -> bool:
 
 def public(entity: Entity, item: dict[str, Any]) -> dict[str, Any]:
     """The entity's own attributes (no keys, TTL or sync bookkeeping), JSON-ready."""
-    return {f.attribute: jsonable(item[f.attribute]) for f in entity.all_fields if f.attribute in item}
+    return {
+        f.attribute: fixed(item[f.attribute], f.scale) if f.scale is not None else jsonable(item[f.attribute])
+        for f in entity.all_fields
+        if f.attribute in item
+    }

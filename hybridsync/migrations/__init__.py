@@ -8,6 +8,7 @@ model, triggers included; `check` says how a database differs from the model.
 from __future__ import annotations
 
 import importlib.util
+import logging
 import os
 import shutil
 import subprocess
@@ -24,6 +25,7 @@ from alembic.script import ScriptDirectory
 
 from hybridsync import config, db
 from hybridsync.declare import Model, Side
+from hybridsync.settings import ConfigurationError
 
 MIGRATIONS = Path(__file__).parent
 ENGINE_VERSIONS = MIGRATIONS / "versions"
@@ -71,11 +73,49 @@ def alembic_config(url: str, spec: str | None = None) -> Config:
     return alembic
 
 
+class MigrationFailed(ConfigurationError):
+    """A revision PostgreSQL refused: which one, on which table and column, and why, in one line."""
+
+
 def upgrade(url: str, revision: str = "heads", spec: str | None = None) -> None:
     """Both branches to their heads (or to `revision`), for the model `spec` names (the project's).
     Alembic's "head" means the one head; with the engine's branch beside the project's there are
-    always two, so "head" is taken as both, as anyone used to Alembic means it."""
-    command.upgrade(alembic_config(url, spec), "heads" if revision == "head" else revision)
+    always two, so "head" is taken as both, as anyone used to Alembic means it. A revision that
+    fails raises MigrationFailed naming it (the database stays at the revision before it)."""
+    running = _Running()
+    log = logging.getLogger("alembic.runtime.migration")
+    log.addHandler(running)
+    level = log.level
+    log.setLevel(min(level or logging.INFO, logging.INFO))
+    try:
+        command.upgrade(alembic_config(url, spec), "heads" if revision == "head" else revision)
+    except sa.exc.DBAPIError as error:
+        raise MigrationFailed(_failure(running.revision, error)) from None
+    finally:
+        log.removeHandler(running)
+        log.setLevel(level)
+
+
+class _Running(logging.Handler):
+    """Which revision Alembic is running (it logs "Running upgrade A -> B, message")."""
+
+    revision: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        message = record.getMessage()
+        if message.startswith("Running upgrade"):
+            self.revision = message.removeprefix("Running upgrade ").strip()
+
+
+def _failure(revision: str | None, error: sa.exc.DBAPIError) -> str:
+    diagnosis = getattr(error.orig, "diag", None)
+    table, column = getattr(diagnosis, "table_name", None), getattr(diagnosis, "column_name", None)
+    where = ", ".join(f"{kind} {name}" for kind, name in (("table", table), ("column", column)) if name)
+    said = (getattr(diagnosis, "message_primary", None) or str(error.orig)).strip().splitlines()[0]
+    hint = ""
+    if getattr(error.orig, "sqlstate", None) == "23502":  # not_null_violation
+        hint = " (a field added to a table with rows needs Field(..., default=...), or required=False)"
+    return f"revision {revision or '?'} failed{' on ' + where if where else ''}: {said}{hint}"
 
 
 def downgrade(url: str, revision: str, spec: str | None = None) -> None:
@@ -170,6 +210,54 @@ def trigger_ops(
     for table in sorted(set(have) - set(wanted)):  # no longer mastered in PostgreSQL
         up += [ops.ExecuteSQLOp(sql) for sql in drop_triggers(table)]
     return up, down
+
+
+# --- expand, then contract: a revision never adds what rows already there cannot satisfy ------
+
+
+class Refused(ConfigurationError):
+    """A model change `generate` will not write as a revision, and why."""
+
+
+def expand_only(upgrade_ops: ops.UpgradeOps, model: Model) -> None:
+    """Check the revision about to be written against tables that may hold rows: a column added
+    NOT NULL without a default is refused (every existing row would violate it); a column made NOT
+    NULL is first filled with its field's default where it is NULL, or refused without one. New
+    tables take anything (they are empty)."""
+    fields = {(e.sql_table, f.column): (e, f) for e in model.synced() if e.sql_table for f in e.fields}
+    for table_ops in upgrade_ops.ops:
+        if not isinstance(table_ops, ops.ModifyTableOps):
+            continue
+        changed = []
+        for op in table_ops.ops:
+            entity, declared = fields.get((table_ops.table_name, _column_name(op)), (None, None))
+            added = isinstance(op, ops.AddColumnOp)
+            if added and not op.column.nullable and op.column.server_default is None:
+                raise Refused(_needs_default(table_ops.table_name, op.column.name, entity, declared))
+            if isinstance(op, ops.AlterColumnOp) and op.modify_nullable is False:
+                if declared is None or declared.default is None:
+                    raise Refused(_needs_default(table_ops.table_name, op.column_name, entity, declared))
+                from hybridsync.schema import server_default
+
+                table, column = table_ops.table_name, op.column_name
+                value = (server_default(declared) or "").replace("'", "''")
+                fill = f"UPDATE {table} SET {column} = '{value}' WHERE {column} IS NULL"
+                changed.append(ops.ExecuteSQLOp(fill))
+            changed.append(op)
+        table_ops.ops[:] = changed
+
+
+def _column_name(op: Any) -> str | None:
+    return op.column.name if isinstance(op, ops.AddColumnOp) else getattr(op, "column_name", None)
+
+
+def _needs_default(table: str, column: str, entity: Any, declared: Any) -> str:
+    name = f"{entity.name}.{declared.attribute}" if entity and declared else f"{table}.{column}"
+    return (
+        f"{name} is required and has no default: its column {table}.{column} cannot be NOT NULL on a "
+        "table that may hold rows. Give it a default (Field(..., default=...)) or make it optional "
+        "(required=False), then generate again"
+    )
 
 
 # --- generate and check ----------------------------------------------------------------------

@@ -1,12 +1,13 @@
 """Alembic environment of both branches: the target is the model's schema (the engine's tables and
 the model's managed ones); autogenerate adds the outbox triggers the model's PostgreSQL-mastered
-tables need and writes no empty revision."""
+tables need, refuses what existing rows cannot satisfy (`expand_only`) and writes no empty
+revision."""
 
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
 from hybridsync import config as hybridsync_config
-from hybridsync.migrations import include_object, trigger_ops
+from hybridsync.migrations import expand_only, include_object, trigger_ops
 from hybridsync.schema import metadata
 
 config = context.config
@@ -15,6 +16,7 @@ model = config.attributes.get("model") or hybridsync_config.model()
 
 def add_triggers(migration: object, revision: object, directives: list) -> None:
     script = directives[0]
+    expand_only(script.upgrade_ops, model)
     up, down = trigger_ops(migration.connection, model)  # type: ignore[attr-defined]
     script.upgrade_ops.ops.extend(up)
     script.downgrade_ops.ops[:0] = down

@@ -14,6 +14,9 @@ import sys
 from pathlib import Path
 
 import pytest
+import sqlalchemy as sa
+
+from hybridsync import db
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,3 +147,109 @@ def test_declarations_only_then_generate_up_seed_pytest_and_synth(project):
     tests = run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
                  "--basetemp", str(project.parent / "inner-pytest")], cwd=project)  # fmt: skip
     assert " passed" in tests.stdout and " failed" not in tests.stdout, tests.stdout[-3000:]
+
+
+TOUCH_OLD = '''
+
+def touch_old(app: Any, engine: sa.Engine) -> int:
+    """Invoices written before `Reference` was declared, changed by an application that does not
+    know it: a plain UpdateItem of their status, their version one past the stored one."""
+    client, table, touched = app.client, app.table_names["data"], 0
+    pages = client.get_paginator("scan").paginate(
+        TableName=table, FilterExpression="#e = :e AND attribute_not_exists(#r)",
+        ExpressionAttributeNames={"#e": "Entity", "#r": "Reference"},
+        ExpressionAttributeValues={":e": {"S": "Invoice"}},
+    )
+    for item in [i for page in pages for i in page["Items"]][:12]:
+        version = item["Version"]["N"]
+        client.update_item(
+            TableName=table, Key={"pk": item["pk"], "sk": item["sk"]},
+            UpdateExpression="SET #s = :s, #v = :v", ConditionExpression="#v = :old",
+            ExpressionAttributeNames={"#s": "Status", "#v": "Version"},
+            ExpressionAttributeValues={":s": {"S": "PAID"}, ":v": {"N": str(int(version) + 1)},
+                                       ":old": {"N": version}},
+        )
+        touched += 1
+    return touched
+'''
+
+BY_HAND = '''"""phone, as a NOT NULL column with no default (what generate used to write)"""
+
+import sqlalchemy as sa
+from alembic import op
+
+revision = "0003"
+down_revision = "0002"
+branch_labels = None
+depends_on = None
+
+
+def upgrade() -> None:
+    op.add_column("customers", sa.Column("phone", sa.Text(), nullable=False))
+
+
+def downgrade() -> None:
+    op.drop_column("customers", "phone")
+'''
+
+
+def cli(project: Path, *args: str) -> subprocess.CompletedProcess:
+    """A `hybridsync` command that may fail: its result, whatever it is."""
+    return subprocess.run([sys.executable, "-m", "hybridsync.cli", *args], cwd=project, capture_output=True,
+                          text=True, timeout=600)  # fmt: skip
+
+
+def test_a_field_added_to_a_seeded_project_takes_a_default(project):
+    """After `up --seed`: a required field with no default is refused by `generate` in one line
+    (and a revision that adds one anyway fails `upgrade` in one line naming it); with a default,
+    `generate` writes a server default, `upgrade` fills the rows, and items written before the
+    field existed are written back with it."""
+    from hybridsync import local
+
+    package = project / "invoicing"
+    model = package / "model.py"
+    declared = model.read_text()
+    phone = 'Field("Email", FieldType.STRING),\n        Field("Phone", FieldType.STRING{}),'
+    model.write_text(declared.replace('Field("Email", FieldType.STRING),', phone.format("")))
+    refused = cli(project, "migrations", "generate", "-m", "phone")
+    assert refused.returncode == 1 and "Traceback" not in refused.stderr, refused.stderr[-3000:]
+    assert "Customer.Phone is required and has no default" in refused.stderr.strip().splitlines()[-1]
+    versions = package / "migrations" / "versions"
+    assert not list(versions.glob("0003_*"))
+    url, stop = local.start_postgres(project / ".local" / "postgres")  # the seeded database
+    try:
+        (versions / "0003_phone_by_hand.py").write_text(BY_HAND)
+        failed = cli(project, "migrations", "upgrade", "--url", url)
+        (message,) = failed.stderr.strip().splitlines()
+        assert failed.returncode == 1 and "revision 0002 -> 0003" in message, failed.stderr[-3000:]
+        assert "table customers" in message and "column phone" in message and "default" in message
+        (versions / "0003_phone_by_hand.py").unlink()
+        reference = 'Field("Status", FieldType.STRING),  # OPEN, PAID or VOID\n        Field("Reference", FieldType.STRING, default="none"),'  # noqa: E501
+        added = declared.replace('Field("Email", FieldType.STRING),', phone.format(', default="unknown"'))
+        model.write_text(added.replace('Field("Status", FieldType.STRING),  # OPEN, PAID or VOID', reference))
+        run([sys.executable, "-m", "hybridsync.cli", "migrations", "generate", "-m", "phone and reference"],
+            cwd=project)  # fmt: skip
+        (third,) = versions.glob("0003_*.py")
+        text = third.read_text()
+        assert re.search(r"server_default=.unknown.", text) and re.search(r"server_default=.none.", text)
+        run([sys.executable, "-m", "hybridsync.cli", "migrations", "upgrade", "--url", url], cwd=project)
+        engine = sa.create_engine(db.sqlalchemy_url(url))
+        with engine.connect() as conn:
+            phones = conn.execute(sa.text("SELECT DISTINCT phone FROM customers")).scalars().all()
+            references = conn.execute(
+                sa.text("SELECT count(*) FROM invoices WHERE reference = 'none'")
+            ).scalar()
+        engine.dispose()
+        assert phones == ["unknown"] and references > 0
+    finally:
+        stop()
+    seed = package / "seed.py"
+    seed.write_text(seed.read_text() + TOUCH_OLD)
+    pyproject = project / "pyproject.toml"
+    pyproject.write_text(
+        pyproject.read_text().replace("invoicing.seed:seed_more", "invoicing.seed:touch_old")
+    )
+    run([str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--no-notices", "-o", "cdk.out"],
+        cwd=project)  # fmt: skip
+    up = run([sys.executable, "-m", "hybridsync.cli", "up", "--seed", "--once"], cwd=project)
+    assert "reconcile drift: 0" in up.stdout and "dead letters (0)" in up.stdout, up.stdout[-3000:]

@@ -3,7 +3,8 @@ workload at 1, 4 and 16 shards, side by side in one run.
 
 Each shard count runs the shop's demo workload (hot products by a Zipf-like law, hot customers,
 orders edited, cancelled and deleted, poison records) through its own copy of the app: every shard
-sealed and continued by a child every 20 s, one split mid-run, transaction conflicts injected on
+sealed and continued by a child every 20 s or once it holds 4 x orders / shards records (so a fast
+machine's short run rolls over too), one split mid-run, transaction conflicts injected on
 hot aggregate items written from two shards at once (with duplicate deliveries), PostgreSQL capped
 at a `max_connections` tighter than a small Aurora's. Then every check: rows lost, duplicated or
 stale, drift, aggregates against a recount; conflicts injected and retried in place, batches that
@@ -15,7 +16,8 @@ On two cores more shards are not faster (16 shards are 16 pollers and up to 32 f
 sharing them): the point is that correctness and the bounds hold as production's topology grows.
 
 Prints a table, then one JSON line: shards, changes, lost, duplicated, stale, drift,
-conflicts_injected, conflicts_retried, batches_failed_by_conflict, rollovers, cursor_items_end,
+conflicts_injected, conflicts_retried, batches_failed_by_conflict, rollovers (and
+rollovers_per_shard_count), cursor_items_end,
 pg_connections_peak, pg_connection_cap, pinning_statements, lag_p99_s (per shard count).
 
 Usage: python bench/scale.py [--quick | --smoke]   (--quick: under 5 minutes; --smoke: 2 and 4
@@ -105,6 +107,13 @@ def logged_postgres(data_dir: Path) -> tuple[str, Any]:
     return local.start_postgres(data_dir, PG_CONNECTION_CAP)  # the collector starts with the server
 
 
+def records_per_shard(work: demo.Workload, shards: int) -> int:
+    """Records after which a shard rolls over, whatever the machine's speed: the workload makes
+    over a dozen stream records per order (its lines, header, edits, and the aggregate items they
+    update), spread over the shards, so each shard rolls over a few times in a run."""
+    return max(10, 4 * work.orders // shards)
+
+
 def run_one(assembly_dir: Path, stack: local.LocalStack, state: Path, shards: int, lifetime_s: float,
             work: demo.Workload) -> dict[str, Any]:  # fmt: skip
     log_dir = state / "postgres" / "statements"
@@ -113,7 +122,8 @@ def run_one(assembly_dir: Path, stack: local.LocalStack, state: Path, shards: in
         mapping.properties.update(BatchSize=50, MaximumBatchingWindowInSeconds=1)
     plan = FaultPlan(seed=20261123 + shards, duplicate=0.1, conflict=0.5)
     app = LocalApp(assembly, **stack.endpoints(), state_dir=state, prefix=f"scale{shards}", faults=plan,
-                   shards=shards, shard_lifetime_s=lifetime_s)  # fmt: skip
+                   shards=shards, shard_lifetime_s=lifetime_s,
+                   shard_records=records_per_shard(work, shards))  # fmt: skip
     engine = db.create_engine(stack.database_url)
     stop, peak = threading.Event(), [0]
     sampler = threading.Thread(target=peak_connections, args=(stack.database_url, stop, peak), daemon=True)
@@ -193,7 +203,8 @@ def main() -> None:
                     results.append(run_one(assembly, stack, state, shards, lifetime, work))
             finally:
                 stop_pg()
-    title = f"the same workload at {', '.join(map(str, counts))} shards, rollover every {lifetime:g} s"
+    title = (f"the same workload at {', '.join(map(str, counts))} shards, a shard rolled over every "
+             f"{lifetime:g} s or {records_per_shard(work, 1)} / shards records")  # fmt: skip
     table = Table("", *(f"{n} shard(s)" for n in counts), title=title)
     for row in ("changes", "lost", "duplicated", "stale", "drift", "conflicts_injected", "conflicts_retried",
                 "batches_failed_by_conflict", "rollovers", "shards_created", "cursor_items_end",
@@ -207,11 +218,13 @@ def main() -> None:
         figures[key] = sum(r[key] for r in results)
     figures["pg_connections_peak"] = max(r["pg_connections_peak"] for r in results)
     figures["lag_p99_s"] = {str(r["shards"]): r["lag_p99_s"] for r in results}
+    figures["rollovers_per_shard_count"] = {str(r["shards"]): r["rollovers"] for r in results}
     figures["per_shard_count"] = results
     print(json.dumps(figures))
     must_be_zero = ("lost", "duplicated", "stale", "drift", "batches_failed_by_conflict",
                     "pinning_statements")  # fmt: skip
     bad = [k for k in must_be_zero if figures[k]]
+    bad += [f"no rollover at {r['shards']} shard(s)" for r in results if not r["rollovers"]]
     if bad or figures["pg_connections_peak"] > PG_CONNECTION_CAP or not all(r["caught_up"] for r in results):
         raise SystemExit(f"scale run failed: {bad or 'connections or catch-up'}")
 

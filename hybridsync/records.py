@@ -67,7 +67,7 @@ def stream_data(record: dict[str, Any]) -> dict[str, Any]:
     return data
 
 
-def _json_default(value: Any) -> Any:
+def json_default(value: Any) -> Any:
     if isinstance(value, bytes | bytearray):
         return base64.b64encode(value).decode()
     if isinstance(value, datetime):
@@ -93,7 +93,7 @@ def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
 def as_json(record: dict[str, Any]) -> Any:
     """The record as JSON-safe data in the Lambda event shape, whatever produced it (a Lambda event,
     or boto3's streams client with datetimes and raw bytes)."""
-    return json.loads(json.dumps(record, default=_json_default))
+    return json.loads(json.dumps(record, default=json_default))
 
 
 def table_of_arn(arn: str) -> str:

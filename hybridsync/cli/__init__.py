@@ -51,6 +51,7 @@ def _up(args: argparse.Namespace) -> int:
             iam=not args.no_iam,
             shards=args.shards,
             shard_lifetime_s=args.shard_lifetime,
+            shard_records=args.shard_records,
             retention_s=args.retention,
         )
         stop = threading.Event()
@@ -67,6 +68,7 @@ def _up(args: argparse.Namespace) -> int:
             env = stack.environment() | {"FAILURE_QUEUES": ",".join(app.queues.values())}
             if app.streams_server is not None:
                 env["DYNAMODB_STREAMS_ENDPOINT"] = app.streams_server.endpoint
+            env |= local.plain_boto3(env)
             env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in env.items()))
             took = time.monotonic() - started
             print(f"hybridsync: the app of {args.assembly}/ running locally, up in {took:.1f}s")
@@ -934,6 +936,12 @@ def parser() -> argparse.ArgumentParser:
         type=_positive(float),
         metavar="S",
         help="seal every shard after S seconds and continue it in a child (AWS: about 4 hours)",
+    )
+    up.add_argument(
+        "--shard-records",
+        type=_positive(int),
+        metavar="N",
+        help="also seal a shard once it holds N records (a short run's rollover, whatever its speed)",
     )
     up.add_argument(
         "--retention",

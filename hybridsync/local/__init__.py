@@ -242,6 +242,21 @@ def start(
     )
 
 
+def plain_boto3(env: dict[str, str]) -> dict[str, str]:
+    """What a plain boto3 client (or the AWS CLI) needs to reach the local app from a shell that
+    sourced `.local/env`: a region and credentials (any), and each service's endpoint in the
+    variables the SDKs read (`AWS_ENDPOINT_URL_<SERVICE>`; the app's Streams API for streams)."""
+    dynamodb = env.get("DYNAMODB_ENDPOINT")
+    endpoints = {
+        "AWS_ENDPOINT_URL": env.get("AWS_ENDPOINT"),
+        "AWS_ENDPOINT_URL_DYNAMODB": dynamodb,
+        "AWS_ENDPOINT_URL_DYNAMODB_STREAMS": env.get("DYNAMODB_STREAMS_ENDPOINT") or dynamodb,
+    }
+    credentials = {"AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local"}
+    region = {"AWS_DEFAULT_REGION": env.get("AWS_REGION", aws.LOCAL_REGION)}
+    return region | credentials | {name: url for name, url in endpoints.items() if url}
+
+
 BUCKETS = ("bodies",)  # as the data stack declares them (when the model has bodies or time series)
 
 

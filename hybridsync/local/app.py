@@ -30,6 +30,7 @@ from hybridsync.local.mappings import (
 )
 from hybridsync.local.shards import READERS_PER_SHARD, ShardView, StreamsServer, Topology
 from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
+from hybridsync.local.ttl import Expiries, TtlSweeper
 
 log = logging.getLogger(__name__)
 TABLE_TYPES = ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table")
@@ -90,20 +91,26 @@ class LocalApp:
         iam: bool = True,
         shards: int = 1,
         shard_lifetime_s: float | None = None,
+        shard_records: int | None = None,
         retention_s: float | None = None,
     ):
         self.assembly, self.state_dir, self.prefix, self.region = assembly, state_dir, prefix, region
         self.iam = iam  # each function's calls checked against its role (local/iam.py)
         # Streams as production has them (local/shards.py): N shards, rollover, trimming; else
         # DynamoDB Local's own single shard per table, read directly.
-        if shards < 1 or (shard_lifetime_s is not None and shard_lifetime_s <= 0):
-            raise ValueError("shards must be at least 1 and a shard lifetime positive")
+        if shards < 1 or (shard_lifetime_s is not None and shard_lifetime_s <= 0) or (shard_records or 1) < 1:
+            raise ValueError("shards must be at least 1, and a shard's lifetime and records positive")
         if retention_s is not None and retention_s <= 0:
             raise ValueError("the retention must be positive")
         self.shard_count, self.shard_lifetime_s, self.retention_s = shards, shard_lifetime_s, retention_s
-        self.sharded = shards > 1 or shard_lifetime_s is not None or retention_s is not None
+        self.shard_records = shard_records
+        knobs = (shard_lifetime_s, shard_records, retention_s)
+        self.sharded = shards > 1 or any(knob is not None for knob in knobs)
         self.topologies: dict[str, Topology] = {}  # stream ARN -> its shards, when sharded
         self.streams_server: StreamsServer | None = None
+        # TTL for every expired item, whatever DynamoDB Local does (local/ttl.py)
+        self.expiries = Expiries(state_dir / "ttl-deletions.jsonl", keep_s=retention_s or 24 * 3600)
+        self.sweepers: list[TtlSweeper] = []
         self._plans: dict[str, list[dict[str, Any]]] = {}  # stream ARN -> its mappings, when sharded
         self._partition_keys: dict[str, str] = {}  # stream ARN -> its table's partition key
         self.dynamodb_endpoint, self.database_url = dynamodb_endpoint, database_url
@@ -254,8 +261,11 @@ class LocalApp:
         self.custom_resources = self._run_custom_resources()
         for poller in self.pollers:  # every poller registered first: each shard's reader starts early enough
             self._spawn(poller.run, self._stop, name=f"poller-{poller.settings.name}")
-        if self.topologies:  # the Streams API over the shards, for redrives and other readers
-            self.streams_server = StreamsServer(self.topologies, self.dynamodb_endpoint)
+        # the app's Streams API (its shards, or DynamoDB Local's with the platform's marks), for
+        # redrives and any other reader
+        self.streams_server = StreamsServer(self.topologies, self.dynamodb_endpoint, self.expiries)
+        for sweeper in self.sweepers:
+            self._spawn(sweeper.run, self._stop, name=f"ttl-{sweeper.table}")
         for stream_arn, topology in self.topologies.items():
             self._spawn(self._supervise, stream_arn, topology, name=f"shards-{stream_arn[-12:]}")
         if http_port is not None:
@@ -302,6 +312,10 @@ class LocalApp:
                     ttl.get("AttributeName") if ttl.get("Enabled") else None,
                 )
             description = self.client.describe_table(TableName=name)["Table"]
+            ttl = table.properties.get("TimeToLiveSpecification") or {}
+            if ttl.get("Enabled"):
+                keys = [k["AttributeName"] for k in description["KeySchema"]]
+                self.sweepers.append(TtlSweeper(self.client, name, ttl["AttributeName"], keys, self.expiries))
             if "LatestStreamArn" in description:
                 self.assembly.set(table, StreamArn=description["LatestStreamArn"])
                 partition = next(k for k in description["KeySchema"] if k["KeyType"] == "HASH")
@@ -407,7 +421,7 @@ class LocalApp:
             for shard in shards:
                 reader = readers.get((stream_arn, shard["ShardId"])) or readers.setdefault(
                     (stream_arn, shard["ShardId"]),
-                    ShardReader(streams, stream_arn, shard["ShardId"]),
+                    ShardReader(streams, stream_arn, shard["ShardId"], self.expiries.mark),
                 )  # one reader per shard, shared by its mappings
                 self.pollers.append(ShardPoller(streams=reader, shard=shard["ShardId"], **plan))
 
@@ -422,7 +436,8 @@ class LocalApp:
             table = stream_arn.split(":table/")[1].split("/")[0]
             self.topologies[stream_arn] = Topology(
                 streams, stream_arn, self._partition_keys[stream_arn], shards=self.shard_count,
-                lifetime_s=self.shard_lifetime_s, retention_s=self.retention_s or 24 * 3600,
+                lifetime_s=self.shard_lifetime_s, records_per_shard=self.shard_records,
+                retention_s=self.retention_s or 24 * 3600, mark=self.expiries.mark,
                 state=self.state_dir / "shards" / f"{table}.json",
             )  # fmt: skip
         plans = self._plans.setdefault(stream_arn, [])

@@ -6,7 +6,8 @@ routes each item's records by its partition key, seals every shard after about f
 continues it in a child (`ParentShardId`), splits a shard into two children when its partition
 splits, and trims records after 24 hours (developerguide/Streams.html, "Reading and processing a
 stream"). `Topology` does the same with time compressed: N shards by partition-key hash, each
-sealed after `lifetime_s` and continued by a child covering the same hashes, `split()` on demand,
+sealed after `lifetime_s` (or once it holds `records_per_shard` records) and continued by a child
+covering the same hashes, `split()` on demand,
 records older than `retention_s` trimmed. Shard ids are AWS-shaped (`shardId-<20 digits>-<8 hex>`).
 
 What a record belongs to follows from the persisted layout alone (each shard's hash range and the
@@ -36,7 +37,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from hybridsync.local.streams import PAGE, ShardCursor, as_delivered
+from hybridsync.local.streams import PAGE, Mark, ShardCursor, as_delivered, unmarked
+from hybridsync.local.ttl import Expiries
 from hybridsync.records import created, sequence
 
 log = logging.getLogger(__name__)
@@ -148,14 +150,17 @@ class Topology:
         *,
         shards: int = 1,
         lifetime_s: float | None = None,
+        records_per_shard: int | None = None,
         retention_s: float = 24 * 3600,
         state: Path | None = None,
         seed: int = 7,
+        mark: Mark = unmarked,
     ):
         if shards < 1:
             raise ValueError(f"a stream has at least one shard, not {shards}")
         self.streams, self.stream_arn, self.partition_key = streams, stream_arn, partition_key
         self.lifetime_s, self.retention_s, self.state = lifetime_s, retention_s, state
+        self.records_per_shard, self.mark = records_per_shard, mark
         self._lock = threading.RLock()
         self._rng = random.Random(seed)
         self._pumped_at = 0.0
@@ -236,7 +241,7 @@ class Topology:
             # new records belong to open shards; only a restart's re-read needs the sealed ones
             candidates = [*self.open_shards(), *(s for s in self.shards.values() if s.through is not None)]
             for record in raw:
-                delivered = as_delivered(record, self.stream_arn, region, now)
+                delivered = as_delivered(self.mark(self.stream_arn, record), self.stream_arn, region, now)
                 number, hashed = sequence(delivered), partition_hash(delivered, self.partition_key)
                 self.highest = max(self.highest, number)
                 home = next((s for s in candidates if s.holds(hashed, number)), None)
@@ -251,11 +256,15 @@ class Topology:
             self._save()
 
     def _roll_over(self) -> bool:
-        if not self.lifetime_s:
+        """Seal each open shard past its lifetime (or holding `records_per_shard` records: a short
+        run's stand-in for the hours AWS keeps a shard open) and continue it in a child."""
+        if self.lifetime_s is None and self.records_per_shard is None:
             return False
         now, rolled = time.time(), False
         for shard in self.open_shards():
-            if now - shard.opened_at >= self.lifetime_s:
+            old = self.lifetime_s is not None and now - shard.opened_at >= self.lifetime_s
+            full = self.records_per_shard is not None and len(shard.records) >= self.records_per_shard
+            if old or full:
                 self._seal(shard)
                 self._open(shard.id, shard.low, shard.high, shard.through)  # type: ignore[arg-type]
                 self.rollovers += 1
@@ -381,17 +390,31 @@ class Topology:
                     "deleted_shards": len(self.dropped)}  # fmt: skip
 
 
+def _ours(iterator: str) -> str | None:
+    """The stream ARN of one of our shard iterators; None for one we did not give out."""
+    try:
+        return str(json.loads(base64.b64decode(iterator))[0])
+    except (ValueError, TypeError, IndexError, KeyError):
+        return None
+
+
 def _wire(record: dict[str, Any]) -> dict[str, Any]:
-    """A delivered record as GetRecords sends it (no `eventSourceARN`)."""
-    return {k: v for k, v in record.items() if k != "eventSourceARN"}
+    """A delivered record as GetRecords sends it: no `eventSourceARN`, and a TTL deletion's identity
+    spelled as the Streams API spells it (`Type`, `PrincipalId`; Lambda's events lower-case them)."""
+    wired = {k: v for k, v in record.items() if k != "eventSourceARN"}
+    if identity := wired.get("userIdentity"):
+        wired["userIdentity"] = {key[0].upper() + key[1:]: value for key, value in identity.items()}
+    return wired
 
 
 class StreamsServer:
-    """The DynamoDB Streams API over the topologies (by stream ARN); other requests go to DynamoDB
-    Local unchanged. Serves 127.0.0.1 on a free port: `endpoint`."""
+    """The DynamoDB Streams API of the app: over the topologies (by stream ARN) where the streams
+    are sharded, else DynamoDB Local's own records with what the platform adds to them (`expiries`:
+    the identity of a TTL deletion); other requests go to DynamoDB Local unchanged. Serves
+    127.0.0.1 on a free port: `endpoint`."""
 
-    def __init__(self, topologies: dict[str, Topology], upstream: str):
-        self.topologies, self.upstream = topologies, upstream
+    def __init__(self, topologies: dict[str, Topology], upstream: str, expiries: Expiries | None = None):
+        self.topologies, self.upstream, self.expiries = topologies, upstream, expiries
         server = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -425,10 +448,15 @@ class StreamsServer:
         request = json.loads(body or b"{}")
         arn = request.get("StreamArn")
         if operation == "GetRecords":
-            arn = json.loads(base64.b64decode(request["ShardIterator"]))[0]
+            iterator = str(request.get("ShardIterator", ""))
+            # DynamoDB Local's iterators begin with the stream's ARN; ours are base64 JSON
+            arn = iterator.split("|")[0] if iterator.startswith("arn:") else _ours(iterator)
         topology = self.topologies.get(arn or "")
         if topology is None or operation not in ("DescribeStream", "GetShardIterator", "GetRecords"):
-            return self._forward(body, headers)
+            status, answer = self._forward(body, headers)
+            if operation == "GetRecords" and status == 200 and arn:
+                answer = self._marked(arn, answer)
+            return status, answer
         try:
             if operation == "DescribeStream":
                 upstream = json.loads(self._forward(body, headers)[1])["StreamDescription"]
@@ -452,6 +480,14 @@ class StreamsServer:
                 "TrimmedDataAccessException",
                 "The operation attempted to read past the oldest stream record in a shard.",
             )
+
+    def _marked(self, arn: str, answer: bytes) -> bytes:
+        """A page of DynamoDB Local's records with what the platform adds (a TTL deletion's identity)."""
+        if self.expiries is None or not self.expiries.covers(arn):
+            return answer
+        page = json.loads(answer)
+        page["Records"] = [self.expiries.mark(arn, record) for record in page.get("Records", [])]
+        return json.dumps(page).encode()
 
     def _forward(self, body: bytes, headers: dict[str, str]) -> tuple[int, bytes]:
         keep = {k: v for k, v in headers.items() if k.lower() not in ("host", "content-length")}

@@ -7,11 +7,19 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from typing import Any
 
 from hybridsync.records import created, lambda_record, sequence
 
 PAGE = 1000  # records per GetRecords (the API's limit)
+# What the platform adds to a stream's records that DynamoDB Local's lack (local/ttl.py: the
+# service's identity on a TTL deletion): (stream ARN, a GetRecords record) -> that record.
+Mark = Callable[[str, dict[str, Any]], dict[str, Any]]
+
+
+def unmarked(stream_arn: str, record: dict[str, Any]) -> dict[str, Any]:
+    return record
 
 
 def as_delivered(raw: dict[str, Any], stream_arn: str, region: str, read_at: float) -> dict[str, Any]:
@@ -79,8 +87,8 @@ class ShardReader:
     once (GetRecords is the local app's costliest call), while each poller keeps its own position.
     It starts at the earliest position any poller needs and forgets what every poller has taken."""
 
-    def __init__(self, streams: Any, stream_arn: str, shard: str):
-        self.streams, self.stream_arn, self.shard = streams, stream_arn, shard
+    def __init__(self, streams: Any, stream_arn: str, shard: str, mark: Mark = unmarked):
+        self.streams, self.stream_arn, self.shard, self.mark = streams, stream_arn, shard, mark
         self._lock = threading.Lock()
         self._cache: deque[dict[str, Any]] = deque()
         self._cursor: ShardCursor | None = None
@@ -125,7 +133,8 @@ class ShardReader:
                 if not more:
                     self.read_through = began
                 region, now = self.streams.meta.region_name, time.time()
-                self._cache.extend(as_delivered(record, self.stream_arn, region, now) for record in raw)
+                arn = self.stream_arn
+                self._cache.extend(as_delivered(self.mark(arn, record), arn, region, now) for record in raw)
                 newer = [r for r in self._cache if sequence(r) > cursor]
             if newer:
                 self._cursors[id(poller)] = sequence(newer[-1])
@@ -142,10 +151,11 @@ class StreamReader:
     each record in the event shape (`eventSourceARN`, epoch times, base64 binary). The mappings'
     own reader (`ShardReader`) does the reading, this reader being its one poller per shard."""
 
-    def __init__(self, streams: Any, stream_arn: str, start: str = "LATEST"):
+    def __init__(self, streams: Any, stream_arn: str, start: str = "LATEST", mark: Mark = unmarked):
         self.streams = streams
         self.stream_arn = stream_arn
         self.start = start
+        self.mark = mark
         self.readers: dict[str, ShardReader] = {}
 
     def _shards(self) -> list[str]:
@@ -163,7 +173,7 @@ class StreamReader:
         records: list[dict[str, Any]] = []
         for shard in self._shards():
             if shard not in self.readers:
-                self.readers[shard] = ShardReader(self.streams, self.stream_arn, shard)
+                self.readers[shard] = ShardReader(self.streams, self.stream_arn, shard, self.mark)
                 self.readers[shard].register(self, None, self.start)
             while True:
                 taken, more = self.readers[shard].take(self)

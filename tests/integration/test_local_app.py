@@ -110,6 +110,32 @@ def test_an_order_flows_to_postgresql_the_aggregates_and_the_http_api(app, engin
     assert not [k for d in drift.values() for k in d.missing + d.stale + d.extra if str(k[0]).startswith(tag)]
 
 
+def test_an_expired_item_goes_as_ttl_takes_it_and_is_never_written_back_as_a_delete(app, engine):
+    """An order whose TTL passed and that lacks keys of some GSIs (DynamoDB Local never expires
+    those): the app's sweep deletes it, its REMOVE carries the service's identity, and the
+    write-back's filter drops it as AWS's would (its row stays live)."""
+    client, table = app.client, app.tables["MainTable"]
+    order_id = f"{uuid.uuid4().hex[:6]}-expiring"
+    values = {"OrderId": order_id, "CustomerId": "c-ttl", "CreatedAt": "2031-03-04T10:00:00.000Z",
+              "Status": "SHIPPED", "Version": 1, "Total": Decimal("5")}  # fmt: skip
+    values["ExpiresAt"] = int(time.time()) - 60
+    store.put(client, table, ORDER, values)
+
+    def row():
+        with engine.connect() as conn:
+            return conn.execute(
+                sa.text("SELECT deleted FROM orders WHERE order_id = :o"), {"o": order_id}
+            ).first()
+
+    wait_for(row)
+    write_back = next(p for p in app.pollers if p.settings.name.startswith("WriteBack"))
+    filtered = write_back.stats.filtered
+    (sweeper,) = [s for s in app.sweepers if s.table == table]
+    assert sweeper.sweep() >= 1 and store.get(client, table, ORDER.key(values)) is None
+    wait_for(lambda: write_back.stats.filtered > filtered)  # its REMOVE, read and dropped
+    assert row().deleted is False
+
+
 def call(app, method, path, body=None, headers=None):
     """One HTTP request to the local API over its socket: (status, JSON body or None)."""
     request = urllib.request.Request(

@@ -15,8 +15,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 SCALE_KEYS = {
     "shards", "changes", "lost", "duplicated", "stale", "drift", "conflicts_injected", "conflicts_retried",
-    "batches_failed_by_conflict", "rollovers", "rollovers_per_shard_count", "cursor_items_end", "pg_connections_peak", "pg_connection_cap",
-    "pinning_statements", "lag_p99_s",
+    "batches_failed_by_conflict", "rollovers", "rollovers_per_shard_count", "cursor_items_end",
+    "pg_connections_peak", "pg_connection_cap", "pinning_statements", "lag_p99_s",
 }  # fmt: skip
 KEYS = {  # the figures each benchmark must print (it may print more)
     "access_patterns": {"items", "distinct_index_vs_scan_ru_ratio", "skip_scan_vs_scan_ru_ratio",

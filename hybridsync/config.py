@@ -72,8 +72,9 @@ def load(spec: str) -> Any:
     module_name, _, attribute = spec.partition(":")
     try:
         module = importlib.import_module(module_name)
-    except ImportError as error:
-        raise ConfigurationError(f"{spec}: cannot import {module_name} ({error})") from None
+    except Exception as error:  # a missing module, or one that fails as it loads (a stale import...)
+        said = str(error) if isinstance(error, ImportError) else f"{type(error).__name__}: {error}"
+        raise ConfigurationError(f"{spec}: cannot import {module_name} ({said})") from None
     try:
         return getattr(module, attribute) if attribute else module
     except AttributeError:

@@ -132,12 +132,14 @@ def to_string(f: Field, value: Any) -> str:
 
 
 def _unicode(f: Field, text: str) -> str:
-    """Valid Unicode: JSON escapes can smuggle a lone surrogate into an event, and no driver can
-    encode it. (A NUL is left to PostgreSQL, which refuses it: that row alone is dead-lettered.)"""
+    """Valid Unicode a text column can hold: JSON escapes can smuggle a lone surrogate into an
+    event, and no driver can encode it; PostgreSQL's text and jsonb refuse NUL."""
     try:
         text.encode()
     except UnicodeEncodeError:
         raise Rejected(f"{f.attribute} is not valid Unicode (it holds a lone surrogate)") from None
+    if "\x00" in text:
+        raise Rejected(f"{f.attribute} holds a NUL character (\\u0000), which PostgreSQL cannot store")
     return text
 
 

@@ -708,35 +708,42 @@ class Sum:
     """A running sum: of a field (`of="Quantity"`), or of a product of fields
     (`of=("Quantity", "UnitPrice")`); `whole=True` rounds each record's part down to a whole
     number first (a loyalty point per whole currency unit of a line). Subtracted on REMOVE and
-    on a MODIFY's old image, so it stays exact under any change."""
+    on a MODIFY's old image, so it stays exact under any change. `sources`: the entities (by
+    name) whose records it sums; every source's by default. A source's sign applies."""
 
     name: str
     of: str | tuple[str, ...]
     whole: bool = False
+    sources: tuple[str, ...] = ()
 
     @property
     def fields(self) -> tuple[str, ...]:
         return (self.of,) if isinstance(self.of, str) else self.of
 
-    def part(self, values: Mapping[str, Any]) -> Decimal:
+    def part(self, values: Mapping[str, Any], sign: int = 1) -> Decimal:
         total = Decimal(1)
         for name in self.fields:
             total *= Decimal(values[name])
-        return Decimal(int(total)) if self.whole else total
+        return sign * (Decimal(int(total)) if self.whole else total)
 
 
 @dataclass(frozen=True)
 class Count:
-    """How many records count."""
+    """How many records count: each adds its source's sign (a credit note takes one back: a net
+    count), or one whatever its sign with `signed=False`. `sources`: the entities (by name) whose
+    records it counts; every source's by default (`Count("Invoices", sources=("Invoice",))` beside
+    a net total of invoices and credit notes)."""
 
     name: str
+    sources: tuple[str, ...] = ()
+    signed: bool = True
 
     @property
     def fields(self) -> tuple[str, ...]:
         return ()
 
-    def part(self, values: Mapping[str, Any]) -> Decimal:
-        return Decimal(1)
+    def part(self, values: Mapping[str, Any], sign: int = 1) -> Decimal:
+        return Decimal(sign if self.signed else 1)
 
 
 Measure = Sum | Count
@@ -752,6 +759,11 @@ def Max(name: str, of: str) -> Measure:
 
 def CountDistinct(name: str, of: str) -> Measure:
     raise NotAggregable(f"{name}: a distinct count cannot be taken back without keeping every value")
+
+
+def _measures(measure: Measure, entity: Entity) -> bool:
+    """Whether a measure takes records of this entity (its `sources`, else every source's)."""
+    return not measure.sources or entity.name in measure.sources
 
 
 @dataclass(frozen=True)
@@ -806,20 +818,21 @@ class Aggregate:
         tables = {s.entity.table.name for s in sources}
         if len(tables) != 1:
             raise ValueError(f"{self.name}: every source must live in one table, not {sorted(tables)}")
-        needed = {*self.group_by, self.time} | {f for m in self.measures for f in m.fields}
+        needed = {*self.group_by, self.time}
         kinds = (
             {FieldType.STRING, FieldType.INTEGER},
             {FieldType.TIMESTAMP, FieldType.STRING},
             {FieldType.INTEGER, FieldType.DECIMAL},
         )
         for source in sources:
-            missing = needed - {f.attribute for f in source.entity.fields}
+            summed = {f for m in self.measures if _measures(m, source.entity) for f in m.fields}
+            missing = (needed | summed) - {f.attribute for f in source.entity.fields}
             if missing:
                 raise ValueError(f"{self.name}: source {source.entity.name} lacks {sorted(missing)}")
             for names, allowed, role in (
                 (self.group_by, kinds[0], "group by"),
                 ((self.time,), kinds[1], "time"),
-                ({f for m in self.measures for f in m.fields}, kinds[2], "measure"),
+                (summed, kinds[2], "measure"),
             ):
                 for name in names:
                     if source.entity.field(name).type not in allowed:
@@ -827,6 +840,10 @@ class Aggregate:
                             f"{self.name}: cannot {role} {source.entity.name}.{name}, a "
                             f"{source.entity.field(name).type.name.lower()}"
                         )
+        names = {s.entity.name for s in sources}
+        for measure in self.measures:
+            if stray := set(measure.sources) - names:
+                raise ValueError(f"{self.name}: {measure.name} counts {sorted(stray)}, not among its sources")
         if PERIOD in self.group_by or PERIOD in {m.name for m in self.measures}:
             raise ValueError(f"{self.name}: {PERIOD!r} is the attribute naming an aggregate's period")
         if len({m.name for m in self.measures}) != len(self.measures) or not self.measures:
@@ -851,7 +868,12 @@ class Aggregate:
                 FieldType.INTEGER
                 if isinstance(m, Count)
                 or m.whole
-                or all(source.field(f).type is FieldType.INTEGER for f in m.fields)
+                or all(
+                    s.entity.field(f).type is FieldType.INTEGER
+                    for s in self.sources
+                    if _measures(m, s.entity)
+                    for f in m.fields
+                )
                 else FieldType.DECIMAL,
             )
             for m in self.measures
@@ -888,7 +910,7 @@ class Aggregate:
         if not self.counts(entity, values):
             return {}
         sign = next(s.sign for s in self.sources if s.entity.name == entity.name)
-        parts = tuple(sign * m.part(values) for m in self.measures)
+        parts = tuple(m.part(values, sign) if _measures(m, entity) else Decimal(0) for m in self.measures)
         group = tuple(values[name] for name in self.group_by)
         moment = values[self.time]
         moment = keys.parse_iso(moment) if isinstance(moment, str) else moment

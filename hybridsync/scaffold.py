@@ -158,8 +158,9 @@ MODEL = Model(tables=(DATA,), entities=(INVOICE, CUSTOMER), aggregates=(TOTALS,)
 
 SEED = '''\
 """What `hybridsync up --seed` writes, through the real write paths: customers into PostgreSQL
-(the outbox carries them into DynamoDB), invoices into DynamoDB (the stream carries them into
-PostgreSQL and into the aggregate), then some changes of each kind. Returns how many writes."""
+(`hybridsync.rows`: the outbox carries them into DynamoDB), invoices into DynamoDB
+(`hybridsync.writes`, the application-side write API: the stream carries them into PostgreSQL
+and into the aggregate), then some changes of each kind. Returns how many writes."""
 
 import random
 from datetime import UTC, datetime, timedelta
@@ -168,9 +169,8 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import rows
+from hybridsync import rows, writes
 from hybridsync.keys import iso_ms
-from hybridsync.workloads import Writer
 
 from {package}.model import CUSTOMER, INVOICE
 
@@ -181,23 +181,25 @@ def seed(app: Any, engine: sa.Engine, customers: int = 20, invoices: int = 200) 
         for n in range(customers):
             rows.upsert(conn, CUSTOMER, {{"CustomerId": f"c{{n}}", "Name": f"Customer {{n}}",
                                          "Email": f"c{{n}}@example.com"}})
-    writer = Writer(app.client, app.table_names["data"])
+    client, table = app.client, app.table_names["data"]
     now = datetime.now(UTC)
     issued = []
     for n in range(invoices):
         values = {{"InvoiceId": f"i{{n}}", "CustomerId": f"c{{rng.randrange(customers)}}", "Status": "OPEN",
                    "IssuedAt": iso_ms(now - timedelta(days=rng.randrange(60))),
                    "Amount": Decimal(rng.randint(100, 99_999)) / 100}}
-        issued.append(writer.put(INVOICE, values))
-    for values in rng.sample(issued, invoices // 4):  # paid, voided, corrected
+        issued.append(writes.put(client, table, INVOICE, values))
+    changed = rng.sample(issued, invoices // 4)
+    for values in changed:  # paid, voided, corrected
         change = rng.choice([{{"Status": "PAID"}}, {{"Status": "VOID"}}, {{"Amount": values["Amount"] + 1}}])
-        writer.put(INVOICE, values | change)
-    for values in rng.sample(issued, invoices // 20):  # deleted
-        writer.delete(INVOICE, values)
+        writes.put(client, table, INVOICE, values | change)
+    deleted = rng.sample(issued, invoices // 20)
+    for values in deleted:
+        writes.delete(client, table, INVOICE, values)
     with engine.begin() as conn:  # a customer renamed, one removed
         rows.update(conn, CUSTOMER, {{"CustomerId": "c0"}}, {{"Name": "Customer Zero"}})
         rows.delete(conn, CUSTOMER, {{"CustomerId": f"c{{customers - 1}}"}})
-    return customers + writer.written + 2
+    return customers + len(issued) + len(changed) + len(deleted) + 2
 '''
 
 ROUTES = '''\

@@ -38,6 +38,7 @@ def _up(args: argparse.Namespace) -> int:
 
     started = time.monotonic()
     state = Path(args.state_dir)
+    config.hooks("routes")  # a routes module that cannot load would answer every request 500: say so now
     assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
     with local.start(
         state, args.prefix, tables=False, keep_dynamodb=True, pg_max_connections=args.pg_max_connections
@@ -626,6 +627,12 @@ def _top(args: argparse.Namespace) -> int:
         )
     except ValueError as error:
         raise SystemExit(str(error)) from None
+    if args.json:
+        from hybridsync.views import public
+
+        print(json.dumps({"aggregate": aggregate.name, "period": period,
+                          "top": [public(aggregate.entity, row) for row in rows]}))  # fmt: skip
+        return 0
     print(
         f"top {args.n} of {aggregate.name} by {aggregate.rank.measure if aggregate.rank else '?'}, {period}"
     )
@@ -1153,6 +1160,7 @@ def parser() -> argparse.ArgumentParser:
     when.add_argument("--month", help="YYYY-MM")
     ranked.add_argument("--n", type=int, default=10, help="how many (1-100, default 10)")
     ranked.add_argument("--table", help="DynamoDB table (default: the aggregate's, $TABLE_<NAME>)")
+    ranked.add_argument("--json", action="store_true", help="one JSON object instead of the table")
 
     command(
         "model",

@@ -18,7 +18,9 @@ metrics = Metrics()
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     outcome = writeback.write_back(event["Records"], engine(), model())
-    metrics.add_metric("WriteBackApplied", MetricUnit.Count, outcome.applied)
+    # changed a row; the rest of what was sent changed nothing (a replay, or an older version)
+    metrics.add_metric("WriteBackApplied", MetricUnit.Count, outcome.changed)
+    metrics.add_metric("WriteBackUnchanged", MetricUnit.Count, outcome.applied - outcome.changed)
     metrics.add_metric("WriteBackSkipped", MetricUnit.Count, outcome.skipped)
     deadletters.report(metrics, logger, outcome.rejected)
     # The batch is one transaction: it landed whole (dead letters included), so no record failed.

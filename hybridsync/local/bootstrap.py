@@ -11,9 +11,13 @@ The handler's own output (logs, metrics) goes to stderr.
 import importlib
 import json
 import os
+import signal
 import sys
 import traceback
 
+# Ctrl-C in the terminal reaches every process of its group: the app stops the container (it
+# closes its stdin), as Lambda's control plane would, so no KeyboardInterrupt lands in the log.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
 asset, handler_name, function_name, memory, answers_fd = sys.argv[1:6]
 sys.path[0] = asset  # the asset's copy of everything, first
 protocol = os.fdopen(int(answers_fd), "w", buffering=1)
@@ -52,6 +56,10 @@ try:
     init_error = None
 except Exception as error:  # reported on every invocation, as Lambda reports an init failure
     handler, init_error = None, error
+    # and logged once, with its trace, as Lambda logs a failed init to the function's log group
+    print(f"[ERROR] Runtime.ImportModuleError: Unable to import module '{module_name}': {error}",
+          file=sys.stderr, flush=True)  # fmt: skip
+    traceback.print_exception(error, file=sys.stderr)
 
 for line in sys.stdin:
     request = json.loads(line)

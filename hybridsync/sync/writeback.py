@@ -75,7 +75,8 @@ class Change:
 @dataclass
 class Outcome:
     received: int = 0
-    applied: int = 0  # changes sent to PostgreSQL after coalescing (older ones are no-ops there)
+    applied: int = 0  # changes sent to PostgreSQL after coalescing (one per key)
+    changed: int = 0  # rows they inserted or updated (a replay, or an older version, changes none)
     skipped: int = 0  # not ours to write back: SQL-origin, TTL expiry, entity mastered elsewhere
     rejected: list[DeadLetter] = field(default_factory=list)
 
@@ -167,17 +168,15 @@ def _columns(entity: Entity) -> tuple[list[str], list[str], list[str]]:
     return columns, types, list(entity.sql_key_columns)
 
 
-def _on_conflict(entity: Entity, force: bool) -> str:
+def _on_conflict(entity: Entity) -> str:
     """Replace a row only with a newer version; at equal versions a tombstone wins (a REMOVE
-    carries the version of the image it removed). `force`: repair may rewrite a drifted row of
-    the same version."""
+    carries the version of the image it removed)."""
     table = table_of(entity).name
     columns, _, key = _columns(entity)
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
-    newer = "<=" if force else "<"
     return (
         f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}, updated_at = now() "
-        f"WHERE {table}.version {newer} excluded.version "
+        f"WHERE {table}.version < excluded.version "
         f"OR ({table}.version = excluded.version AND excluded.deleted AND NOT {table}.deleted)"
     )
 
@@ -193,7 +192,7 @@ def _as_text(entity: Entity) -> tuple[tuple[str, Callable[[Any], str]], ...]:
 
 
 @functools.cache
-def merge_sql(entity: Entity, force: bool = False) -> str:
+def merge_sql(entity: Entity) -> str:
     """Any number of rows, sent as one JSON parameter and read back typed, merged with one
     statement. Nothing in it outlives the transaction (no temporary table, no prepared statement),
     so an RDS Proxy never pins the connection. The rows come in key order, so concurrent batches
@@ -205,7 +204,7 @@ def merge_sql(entity: Entity, force: bool = False) -> str:
     select = ", ".join(f"r.{c}::jsonb" if t == "jsonb" else f"r.{c}" for c, t in pairs)
     return (
         f"INSERT INTO {table_of(entity).name} ({', '.join(columns)}) "
-        f"SELECT {select} FROM json_to_recordset(%(rows)s) AS r({typed}) {_on_conflict(entity, force)}"
+        f"SELECT {select} FROM json_to_recordset(%(rows)s) AS r({typed}) {_on_conflict(entity)}"
     )
 
 
@@ -230,47 +229,58 @@ def first_line(error: BaseException) -> str:
     return f"{message}: {detail}" if detail else message
 
 
-def _merge(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> None:
-    conn.exec_driver_sql(merge_sql(entity, force), {"rows": _rows_json(entity, changes)})
+def _merge(conn: sa.Connection, entity: Entity, changes: Sequence[Change]) -> int:
+    """The rows the merge inserted or updated."""
+    return conn.exec_driver_sql(merge_sql(entity), {"rows": _rows_json(entity, changes)}).rowcount
 
 
-def _apply(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> list[DeadLetter]:
+@dataclass
+class Applied:
+    """What PostgreSQL did with a batch's changes: the rows changed, the changes it refused."""
+
+    changed: int = 0
+    refused: list[DeadLetter] = field(default_factory=list)
+
+
+def _apply(conn: sa.Connection, entity: Entity, changes: Sequence[Change], done: Applied) -> None:
     """Apply in a savepoint; when PostgreSQL refuses the data, isolate the culprit(s) instead of
-    failing the batch. Returns the changes PostgreSQL refused, as dead letters."""
+    failing the batch (into `done.refused`, as dead letters)."""
     try:
         with conn.begin_nested():
-            _merge(conn, entity, changes, force)
-        return []
+            done.changed += _merge(conn, entity, changes)
     except (sa.exc.DataError, sa.exc.IntegrityError, psycopg.DataError, psycopg.IntegrityError):
-        return _bisect(conn, entity, changes, force)
+        _bisect(conn, entity, changes, done)
 
 
-def _bisect(conn: sa.Connection, entity: Entity, changes: Sequence[Change], force: bool) -> list[DeadLetter]:
+def _bisect(conn: sa.Connection, entity: Entity, changes: Sequence[Change], done: Applied) -> None:
     """Merge halves in savepoints down to the rows PostgreSQL refuses; each refused change falls
     back to its key's next-newest one."""
     try:
         with conn.begin_nested():
-            _merge(conn, entity, changes, force)
-        return []
+            done.changed += _merge(conn, entity, changes)
+        return
     except (sa.exc.DataError, sa.exc.IntegrityError) as error:
         if len(changes) == 1:
             (change,) = changes
-            letter = DeadLetter(change.record, f"rejected by PostgreSQL: {first_line(error)}")
-            return [letter] + (_bisect(conn, entity, [change.older], force) if change.older else [])
+            done.refused.append(DeadLetter(change.record, f"rejected by PostgreSQL: {first_line(error)}"))
+            if change.older:
+                _bisect(conn, entity, [change.older], done)
+            return
     middle = len(changes) // 2
-    return _bisect(conn, entity, changes[:middle], force) + _bisect(conn, entity, changes[middle:], force)
+    _bisect(conn, entity, changes[:middle], done)
+    _bisect(conn, entity, changes[middle:], done)
 
 
-def apply_changes(conn: sa.Connection, changes: Iterable[Change], *, force: bool = False) -> list[DeadLetter]:
-    """One merge per table (more only to isolate a bad row). Returns the changes PostgreSQL refused."""
+def apply_changes(conn: sa.Connection, changes: Iterable[Change]) -> Applied:
+    """One merge per table (more only to isolate a bad row)."""
     by_entity: dict[str, list[Change]] = defaultdict(list)
     for change in changes:
         by_entity[change.entity.name].append(change)
-    rejected = []
+    done = Applied()
     for name in sorted(by_entity):
         group = sorted(by_entity[name], key=lambda c: c.key)
-        rejected += _apply(conn, group[0].entity, group, force)
-    return rejected
+        _apply(conn, group[0].entity, group, done)
+    return done
 
 
 def _chain(change: Change) -> Iterable[dict[str, Any]]:
@@ -311,9 +321,9 @@ def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Mod
     for attempt in range(1, TRANSIENT_RETRIES + 1):
         try:
             with engine.begin() as conn:
-                refused = apply_changes(conn, latest)
+                done = apply_changes(conn, latest)
                 if store_dead_letters:
-                    deadletters.store(conn, SOURCE, outcome.rejected + refused)
+                    deadletters.store(conn, SOURCE, outcome.rejected + done.refused)
             break
         except sa.exc.OperationalError as error:
             if (
@@ -322,9 +332,10 @@ def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Mod
             ):
                 raise
             time.sleep(0.05 * 2**attempt)
-    outcome.rejected += refused
+    outcome.rejected += done.refused
+    outcome.changed = done.changed
     # keys whose whole chain PostgreSQL refused are the only ones not applied
-    refused_records = {id(letter.record) for letter in refused}
+    refused_records = {id(letter.record) for letter in done.refused}
     outcome.applied = sum(1 for c in latest if not all(id(r) in refused_records for r in _chain(c)))
     return outcome
 

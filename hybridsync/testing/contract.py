@@ -185,7 +185,7 @@ def _vary(aggregate: Aggregate, entity: Entity, rng: random.Random, n: int) -> d
         )
     values[aggregate.time] = sample_values(entity, rng.choice([1, 24 * 40, 24 * 400]))[aggregate.time]
     for measure in aggregate.measures:
-        for name in measure.fields:
+        for name in measure.fields if not measure.sources or entity.name in measure.sources else ():
             kind = entity.field(name).type
             values[name] = (
                 rng.randint(0, 50) if kind is FieldType.INTEGER else Decimal(rng.randint(0, 99_999)) / 100

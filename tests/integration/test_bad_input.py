@@ -110,6 +110,12 @@ HTTP = [
          "no order", 404),
     Kind("HTTP", "a paging cursor it never gave out", ("GET", "/users/u-1/follows", None, {"cursor": "bm9wZQ"}),
          "cursor is not one this API gave out"),
+    Kind("HTTP", "a NUL byte in a path", ("GET", "/products/%00", None, {}),
+         "product id must not contain a NUL character"),
+    Kind("HTTP", "a NUL byte in a query value", ("GET", "/orders/recent", None, {"since": "2026-11-22\x00"}),
+         "since must not contain a NUL character"),
+    Kind("HTTP", "a NUL byte in a text field", ("PUT", "/customers/c-1", {"Name": "A\x00", "Email": "a@b.c"}, {}),
+         "Name holds a NUL character"),
     Kind("HTTP", "a key separator inside a key level", ("PUT", "/stores/CH/ZH/Z%23rich/s-1",
          {"Name": "A"}, {}), "#"),
 ]  # fmt: skip

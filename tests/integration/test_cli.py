@@ -133,6 +133,9 @@ def test_failed_batches_list_and_redrive(env, engine, workload, stream, stack, m
 def test_top_reads_any_ranked_aggregate_and_validates(env, capsys):
     assert cli.main(["top", "Sales", "--day", "2026-11-22", "--n", "5"]) == 0
     assert "top 5 of Sales by Units, 2026-11-22" in capsys.readouterr().out
+    assert cli.main(["top", "Sales", "--day", "2026-11-22", "--n", "5", "--json"]) == 0
+    answer = json.loads(capsys.readouterr().out)
+    assert (answer["aggregate"], answer["period"], type(answer["top"])) == ("Sales", "2026-11-22", list)
     with pytest.raises(SystemExit, match="day must look like"):
         cli.main(["top", "Sales", "--day", "22.11.2026"])
     with pytest.raises(SystemExit, match="kept by month only"):

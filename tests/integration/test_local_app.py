@@ -316,3 +316,26 @@ def test_invoke_aggregate_answers_tumbling_window_events_with_state(cloud_assemb
         assert cli.main(["invoke", "aggregate", "--event", str(tmp_path / f"{name}.json"), *common]) == 0
         answer = json.loads(capsys.readouterr().out)
         assert isinstance(answer["state"], dict) and answer["batchItemFailures"] == [], name
+
+
+def test_a_function_that_cannot_import_says_why_in_its_log(tmp_path):
+    """As Lambda logs a failed init to the function's log group: every invocation fails with it,
+    and the log holds the error and its trace (not an empty file)."""
+    from hybridsync.local.functions import FunctionError, LocalFunction
+
+    (tmp_path / "asset").mkdir()
+    (tmp_path / "asset" / "broken.py").write_text(
+        "from nowhere_at_all import CUSTOMER\n\ndef handler(e, c): ...\n"
+    )
+    log = (tmp_path / "Broken.log").open("w")
+    function = LocalFunction(
+        "Broken", tmp_path / "asset", "broken.handler", dict(os.environ), 5, 128, log=log
+    )
+    try:
+        with pytest.raises(FunctionError, match="nowhere_at_all"):
+            function.invoke({})
+    finally:
+        function.close()
+        log.close()
+    logged = (tmp_path / "Broken.log").read_text()
+    assert "Runtime.ImportModuleError: Unable to import module 'broken'" in logged and "Traceback" in logged

@@ -119,8 +119,10 @@ def test_one_statement_per_table_however_many_records(handler_env, handler, engi
         sa.event.remove(engine, "before_cursor_execute", listener)
     upserts = [s for s in statements if s.startswith("INSERT INTO")]
     assert sorted(s.split()[2] for s in upserts) == ["order_lines", "orders"]
-    assert outcome.applied == 240
+    assert outcome.applied == outcome.changed == 240
     assert len(orders(engine, prefix)) == 120
+    replayed = writeback.write_back(records, engine, MODEL)
+    assert (replayed.applied, replayed.changed) == (240, 0)  # sent again, changed no row
 
 
 # --- at-least-once delivery: any schedule the platform allows ends in the clean-pass state -----
@@ -259,9 +261,9 @@ def poison_variants(valid):
             edit(lambda r: image(r).update(CreatedAt={"S": "yesterday"})),
             "CreatedAt must be an ISO-8601 timestamp",
         ),
-        "NUL byte (PostgreSQL refuses)": (
+        "NUL byte (no text column holds it)": (
             edit(lambda r: image(r).update(Status={"S": "OP\x00EN"})),
-            "rejected by PostgreSQL",
+            "Status holds a NUL character",
         ),
     }
     return cases
@@ -295,16 +297,27 @@ def test_poison_records_become_dead_letters_and_the_rest_lands(
     assert all(letter.source == "write_back" and letter.created_at for letter in letters)
 
 
-def test_bisect_isolates_a_row_postgresql_rejects(engine, workload, stream):
+@pytest.fixture
+def refusing(engine):
+    """The orders table refuses one status, as a constraint of the team's own would."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE orders ADD CONSTRAINT no_refused CHECK (status <> 'REFUSED')"))
+    yield "REFUSED"
+    with engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE orders DROP CONSTRAINT no_refused"))
+
+
+def test_bisect_isolates_a_row_postgresql_rejects(engine, workload, stream, refusing):
     prefix = workload.id("bis")
     for n in range(16):
-        workload.order(f"{prefix}-{n:02d}", Status="OP\x00EN" if n == 11 else "OPEN")
+        workload.order(f"{prefix}-{n:02d}", Status=refusing if n == 11 else "OPEN")
     before = last_dead_letter_id(engine)
     outcome = writeback.write_back(stream.read(), engine, MODEL)
     assert outcome.applied == 15
     assert len(orders(engine, prefix)) == 15
     (letter,) = dead_letters(engine, before)
     assert letter.record["dynamodb"]["NewImage"]["OrderId"]["S"] == f"{prefix}-11"
+    assert letter.reason.startswith("rejected by PostgreSQL") and "no_refused" in letter.reason
 
 
 def test_changes_from_sql_and_ttl_expiries_are_not_written_back(engine, workload, stream):
@@ -464,7 +477,7 @@ def test_sql_is_only_bound_parameters_whatever_the_values(engine, status, name):
     row = to_row(ORDER, item)
     change = writeback.Change(ORDER, (oid,), 1, False, row, {"eventID": oid})
     with engine.begin() as conn:
-        assert writeback.apply_changes(conn, [change]) == []
+        assert writeback.apply_changes(conn, [change]).refused == []
     with engine.connect() as conn:
         got = conn.execute(sa.text("SELECT status, shipping_address->>'name' AS name FROM orders "
                                    "WHERE order_id = :o"), {"o": oid}).one()  # fmt: skip

@@ -74,15 +74,15 @@ def seed_more(app: Any, engine: sa.Engine) -> int:
     from {package}.model import PAYMENT, SUPPLIER
 
     written = seed(app, engine)
-    writer = Writer(app.client, app.table_names["data"])
     for n in range(40):
         paid = iso_ms(datetime.now(UTC) - timedelta(days=n))
-        writer.put(PAYMENT, {{"PaymentId": f"pay{{n}}", "InvoiceId": f"i{{n}}", "CustomerId": f"c{{n % 7}}",
-                             "PaidAt": paid, "Amount": Decimal(n) + 1}})
+        payment = {{"PaymentId": f"pay{{n}}", "InvoiceId": f"i{{n}}", "CustomerId": f"c{{n % 7}}",
+                   "PaidAt": paid, "Amount": Decimal(n) + 1}}
+        writes.put(app.client, app.table_names["data"], PAYMENT, payment)
     with engine.begin() as conn:
         for n in range(5):
             rows.upsert(conn, SUPPLIER, {{"SupplierId": f"s{{n}}", "Name": f"Supplier {{n}}"}})
-    return written + writer.written + 5
+    return written + 40 + 5
 '''
 
 
@@ -110,6 +110,20 @@ def test_init_writes_a_project_with_its_first_migration(project):
     assert re.search(r"create_table\(\s*['\"]invoices['\"]", text)
     assert "CREATE TRIGGER customers_outbox" in text
     assert run([sys.executable, "-m", "hybridsync.cli", "migrations", "check"], cwd=project)
+
+
+def test_up_refuses_to_start_with_routes_that_cannot_import(project):
+    """The scaffold's model replaced, its routes still importing what it no longer declares: `up`
+    says so in one line instead of serving every request a 500."""
+    routes = project / "invoicing" / "routes.py"
+    working = routes.read_text()
+    routes.write_text(working.replace("import CUSTOMER, TOTALS", "import CLIENT, TOTALS"))
+    try:
+        refused = cli(project, "up", "--once", "--no-synth")
+    finally:
+        routes.write_text(working)
+    (line,) = refused.stderr.strip().splitlines()
+    assert refused.returncode == 1 and "invoicing.routes: cannot import" in line and "CLIENT" in line, line
 
 
 def test_declarations_only_then_generate_up_seed_pytest_and_synth(project):

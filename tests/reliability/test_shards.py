@@ -32,8 +32,16 @@ def test_four_shards_with_rollover_and_a_split_under_faults(cloud_assembly, stac
                      conflict=0.5)  # fmt: skip
     prefix = f"shd{uuid.uuid4().hex[:4]}"
     endpoints = stack.endpoints() | {"database_url": url}
-    app = LocalApp(assembly, **endpoints, state_dir=tmp_path, prefix=prefix, faults=plan,
-                   shards=4, shard_lifetime_s=6)  # fmt: skip
+    app = LocalApp(
+        assembly,
+        **endpoints,
+        state_dir=tmp_path,
+        prefix=prefix,
+        faults=plan,
+        shards=4,
+        shard_lifetime_s=6,
+        shard_records=100,
+    )  # fmt: skip  (rolls over however fast)
     stop = threading.Event()
     drainer = app.outbox_drainer(stop)
     split: list[tuple[str, str]] = []

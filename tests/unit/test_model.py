@@ -143,3 +143,29 @@ def test_no_module_outside_the_model_spells_a_key():
             if literal and id(node) not in docstrings and spelled.search(node.value):
                 offenders.append(f"{path.relative_to(root)}:{node.lineno}: {node.value!r}")
     assert offenders == []
+
+
+def test_a_measure_counts_the_sources_it_names():
+    """Net total and net count over invoices and credit notes (sign -1), beside how many of each
+    there were: a measure naming its sources takes only their records."""
+    from hybridsync.declare import Aggregate, Count, Entity, Field, FieldType, Period, Source, Sum
+
+    def document(name: str) -> Entity:
+        fields = (Field("DocId", FieldType.STRING), Field("CustomerId", FieldType.STRING),
+                  Field("At", FieldType.TIMESTAMP), Field("Amount", FieldType.DECIMAL))  # fmt: skip
+        return Entity(name, MAIN, Side.DYNAMODB, fields=fields,
+                      keys={"PK": Template(f"{name.upper()}#{{DocId}}"), "SK": Template("DOC")})  # fmt: skip
+
+    invoice, credit = document("Invoice"), document("CreditNote")
+    totals = Aggregate(
+        "Billing", sources=(invoice, Source(credit, sign=-1)), group_by=("CustomerId",), time="At",
+        periods=(Period.MONTH,), partition="CUSTOMER#{CustomerId}", sort="BILLING#{Period}",
+        measures=(Sum("Net", of="Amount"), Count("NetCount"), Count("Invoices", sources=("Invoice",)),
+                  Count("CreditNotes", sources=("CreditNote",), signed=False)),
+    )  # fmt: skip
+    values = {"DocId": "d", "CustomerId": "c", "At": "2026-11-22T07:00:00.000Z", "Amount": Decimal("10")}
+    assert list(totals.contribution(invoice, values).values()) == [(10, 1, 1, 0)]
+    assert list(totals.contribution(credit, values).values()) == [(-10, -1, 0, 1)]
+    with pytest.raises(ValueError, match="Refunds"):
+        Aggregate("Bad", sources=(invoice,), group_by=("CustomerId",), time="At", periods=(Period.MONTH,),
+                  partition="X", sort="Y", measures=(Count("Refunds", sources=("Refund",)),))  # fmt: skip

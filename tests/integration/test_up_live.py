@@ -1,0 +1,82 @@
+"""`hybridsync up` as a user runs it, on live data: rows of PostgreSQL no write can apply go to the
+dead letters and every good row around them reaches DynamoDB; `dead-letters list` and `status`
+show what happened."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+
+import boto3
+import pytest
+import sqlalchemy as sa
+
+from hybridsync import db
+from hybridsync.local.process import UpProcess
+
+OURS = ("DYNAMODB_", "AWS_", "DATABASE_URL")  # a new user's shell holds none of these
+
+
+@pytest.fixture(scope="module")
+def up(cloud_assembly, tmp_path_factory):
+    """`hybridsync up` with services of its own (DynamoDB Local, PostgreSQL), in a process."""
+    state = tmp_path_factory.mktemp("up") / "state"
+    state.mkdir()
+    app = UpProcess(cloud_assembly, state, {k: v for k, v in os.environ.items() if not k.startswith(OURS)},
+                    prefix="live")  # fmt: skip
+    app.start()
+    yield app
+    app.stop()
+
+
+def hybridsync(up: UpProcess, *args: str) -> subprocess.CompletedProcess:
+    """A command in a shell that sourced the app's `.local/env`, as its README says."""
+    shell = {k: v for k, v in os.environ.items() if not k.startswith(OURS)}
+    command = f"source {up.state / 'env'} && exec {sys.executable} -m hybridsync.cli {' '.join(args)}"
+    return subprocess.run(["bash", "-c", command], env=shell, capture_output=True, text=True, timeout=120)
+
+
+def test_poison_outbox_rows_are_dead_lettered_and_every_good_row_reaches_dynamodb(up):
+    names = up.environment()
+    tag = uuid.uuid4().hex[:6]
+    good = [f"{tag}-g{n}" for n in range(6)]
+    availability = "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, :price, 1)"
+    engine = db.create_engine(names["DATABASE_URL"])
+    with engine.begin() as conn:  # good rows before and after both kinds of poison
+        for pid in good[:3]:
+            conn.execute(sa.text(availability), {"p": pid, "price": 1})
+        huge = "INSERT INTO products (product_id, name, category, description) VALUES (:p, 'Huge', 'k', :d)"
+        conn.execute(sa.text(huge), {"p": f"{tag}-huge", "d": "x" * 450_000})  # a view over 400 KB
+        conn.execute(sa.text(availability), {"p": f"{tag}-overflow", "price": "1e130"})  # past 38 digits
+        for pid in good[3:]:
+            conn.execute(sa.text(availability), {"p": pid, "price": 1})
+    engine.dispose()
+    client = boto3.client("dynamodb", endpoint_url=names["DYNAMODB_ENDPOINT"], region_name="us-east-1",
+                          aws_access_key_id="x", aws_secret_access_key="x")  # fmt: skip
+
+    def views() -> set[str]:
+        keys = {pid: {"PK": {"S": f"PRODUCT#{pid}"}, "SK": {"S": "AVAILABILITY"}} for pid in good}
+        table = names["TABLE_MAIN"]
+        return {pid for pid, key in keys.items()
+                if "Item" in client.get_item(TableName=table, Key=key, ConsistentRead=True)}  # fmt: skip
+
+    deadline = time.monotonic() + 60
+    while views() != set(good) and time.monotonic() < deadline:
+        time.sleep(0.5)
+    assert views() == set(good)
+    listed = hybridsync(up, "dead-letters", "list", "--source", "sql_sync")
+    assert listed.returncode == 0, listed.stderr[-2000:]
+    assert "Item size has exceeded the maximum allowed size" in listed.stdout
+    assert "Price holds a number DynamoDB cannot store" in listed.stdout
+    deadline = time.monotonic() + 10
+    while ((up.status() or {}).get("outbox") or {}).get(
+        "dead_lettered", 0
+    ) < 2 and time.monotonic() < deadline:
+        time.sleep(0.5)
+    outbox = up.status()["outbox"]
+    assert outbox["dead_lettered"] >= 2 and outbox["depth"] == 0 and outbox["errors"] == 0, outbox
+    status = hybridsync(up, "status", "--state-dir", str(up.state))
+    assert "dead-lettered" in status.stdout, status.stdout

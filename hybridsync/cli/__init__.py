@@ -211,12 +211,16 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
         )
     )
     print(f"  schema     alembic revision {migrations.current_revision(stack.database_url)}")
+    from hybridsync.local.ttl import SWEEP_S
+
+    swept = {sweeper.table: sweeper.attribute for sweeper in app.sweepers}
     for name in app.tables.values():
         description = app.client.describe_table(TableName=name)["Table"]
         stream = description.get("StreamSpecification", {}).get("StreamViewType")
         print(
             f"  table      {name}: {len(description.get('GlobalSecondaryIndexes', []))} GSIs"
             + (f", stream {stream}" if stream else "")
+            + (f", TTL on {swept[name]} (every expired item, within {SWEEP_S:g} s)" if name in swept else "")
         )
     for name, function in app.functions.items():
         print(
@@ -255,7 +259,10 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
     if app.faults:
         print(f"  faults     {app.faults.plan} injected into stream deliveries")
     print("  outbox     PostgreSQL changes reach DynamoDB on NOTIFY, and on the drain's schedule")
-    print(f"  env        source {env_file}  (for other shells and tools); `hybridsync status` for lag")
+    if app.streams_server is not None:
+        print(f"  streams    {app.streams_server.endpoint}  (the app's DynamoDB Streams API, for any reader)")
+    print(f"  env        source {env_file}  (for other shells, the hybridsync commands, plain boto3 and the "
+          "AWS CLI); `hybridsync status` for lag and the outbox")  # fmt: skip
 
 
 def _status(args: argparse.Namespace) -> int:
@@ -1129,7 +1136,7 @@ def parser() -> argparse.ArgumentParser:
         "dead-letters",
         "list or redrive records a consumer rejected: the write-back's stream records (write_back), "
         "the aggregation's (aggregate) and the outbox rows the drain could not apply (sql_sync); a "
-        "redrive applies them again (after a fix to the data or the model)",
+        "redrive applies the write-back's and the drain's again (after a fix to the data or the model)",
         "hybridsync dead-letters list --source sql_sync",
         _dead_letters,
     )

@@ -35,6 +35,11 @@ def _key(keys: dict[str, Any]) -> str:
     return json.dumps(keys, sort_keys=True, default=json_default)
 
 
+def _line(deletion: Deletion, at: float) -> str:
+    table, key, expires = deletion
+    return json.dumps({"table": table, "key": key, "expires": expires, "at": at}) + "\n"
+
+
 class Expiries:
     """The deletions the sweepers made, kept as long as the stream keeps their records (in `path`,
     so a restarted app still marks records written before it stopped). A deletion is pending while
@@ -47,21 +52,23 @@ class Expiries:
         self._pending: set[Deletion] = set()
         self._changed = threading.Condition()
         if path is not None and path.is_file():
-            horizon = time.time() - keep_s
             for line in path.read_text().splitlines():
                 entry = json.loads(line)
-                if entry["at"] > horizon:
-                    self._done[(entry["table"], entry["key"], entry["expires"])] = entry["at"]
-            self._save()
+                self._done[(entry["table"], entry["key"], entry["expires"])] = entry["at"]
+        self.prune()
 
-    def _save(self) -> None:
-        if self.path is None:
-            return
-        staged = self.path.with_suffix(".tmp")
-        staged.parent.mkdir(parents=True, exist_ok=True)
-        staged.write_text("".join(json.dumps({"table": t, "key": k, "expires": e, "at": at}) + "\n"
-                                  for (t, k, e), at in self._done.items()))  # fmt: skip
-        staged.replace(self.path)
+    def prune(self) -> None:
+        """Forget deletions older than the stream keeps records, and rewrite the file without them
+        (once a sweep: each deletion itself is one appended line)."""
+        with self._changed:
+            horizon = time.time() - self.keep_s
+            self._done = {d: at for d, at in self._done.items() if at > horizon}
+            if self.path is None:
+                return
+            staged = self.path.with_suffix(".tmp")
+            staged.parent.mkdir(parents=True, exist_ok=True)
+            staged.write_text("".join(_line(d, at) for d, at in self._done.items()))
+            staged.replace(self.path)
 
     def begin(self, deletion: Deletion) -> None:
         with self._changed:
@@ -71,10 +78,10 @@ class Expiries:
         with self._changed:
             self._pending.discard(deletion)
             if deleted:
-                now = time.time()
-                self._done = {d: at for d, at in self._done.items() if at > now - self.keep_s}
-                self._done[deletion] = now
-                self._save()
+                self._done[deletion] = time.time()
+                if self.path is not None:
+                    with self.path.open("a") as file:
+                        file.write(_line(deletion, self._done[deletion]))
             self._changed.notify_all()
 
     def mark(self, stream_arn: str, record: dict[str, Any]) -> dict[str, Any]:
@@ -120,6 +127,7 @@ class TtlSweeper:
             "ExpressionAttributeValues": {":number": {"S": "N"}, ":now": {"N": str(int(time.time()))}},
         }
         deleted = 0
+        self.expiries.prune()
         for page in self.client.get_paginator("scan").paginate(**request):
             for item in page["Items"]:
                 expires = item[self.attribute]["N"]

@@ -17,44 +17,18 @@ import math
 import threading
 from collections.abc import Iterable
 from dataclasses import dataclass, field
-from decimal import Decimal
 from typing import Any
-
-from boto3.dynamodb.types import Binary
 
 from hybridsync.convert import unmarshal
 from hybridsync.declare import Projection, Table
+from hybridsync.limits import ITEM_BYTES, item_size, value_size
 
-ITEM_LIMIT = 400 * 1024  # bytes, attribute names included
+__all__ = ["ITEM_LIMIT", "item_size", "value_size"]  # sizes are defined with the limits (hybridsync.limits)
+
+ITEM_LIMIT = ITEM_BYTES  # bytes, attribute names included
 WRITE_UNIT = 1024  # one WCU writes up to 1 KB (transactions cost two)
 READ_UNIT = 4096  # one RCU reads up to 4 KB strongly consistent (eventually consistent: half)
 PAGE_LIMIT = 1024 * 1024  # a Query or Scan page stops at 1 MB read
-
-
-def value_size(value: Any) -> int:
-    if isinstance(value, str):
-        return len(value.encode())
-    if isinstance(value, bool) or value is None:
-        return 1
-    if isinstance(value, int | Decimal):
-        digits = Decimal(value).normalize().as_tuple().digits
-        return (len(digits) + 1) // 2 + 1
-    if isinstance(value, bytes | bytearray):
-        return len(value)
-    if isinstance(value, Binary):
-        return len(value.value)
-    if isinstance(value, dict):
-        return 3 + sum(len(str(k).encode()) + 1 + value_size(v) for k, v in value.items())
-    if isinstance(value, list | tuple):
-        return 3 + sum(1 + value_size(v) for v in value)
-    if isinstance(value, set | frozenset):
-        return sum(value_size(v) for v in value)
-    raise TypeError(f"not a DynamoDB value: {type(value).__name__}")
-
-
-def item_size(item: dict[str, Any]) -> int:
-    """Bytes DynamoDB counts for this item (Python values, as `unmarshal` gives them)."""
-    return sum(len(name.encode()) + value_size(value) for name, value in item.items())
 
 
 def units(size: int, *, transactional: bool = False) -> int:

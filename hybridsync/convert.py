@@ -13,9 +13,10 @@ from typing import Any
 
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
-from hybridsync import keys
+from hybridsync import keys, limits
 from hybridsync.declare import Entity, Field, FieldType
 from hybridsync.errors import Invalid
+from hybridsync.limits import NUMBER_RANGE
 from hybridsync.records import Rejected
 
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
@@ -23,9 +24,6 @@ WIDE = Context(prec=200)  # exact for any number DynamoDB or a NUMERIC column ho
 
 _serializer = TypeSerializer()
 _deserializer = TypeDeserializer()
-
-
-NUMBER_RANGE = "38 significant digits, magnitude 1E-130 to 9.99...E+125"  # DynamoDB's Number
 
 
 def marshal(item: dict[str, Any]) -> dict[str, Any]:
@@ -38,8 +36,7 @@ def marshal(item: dict[str, Any]) -> dict[str, Any]:
             try:
                 _serializer.serialize(value)
             except ArithmeticError:
-                shown = str(value) if len(str(value)) <= 60 else str(value)[:57] + "..."
-                why = f"{name} holds a number DynamoDB cannot store ({NUMBER_RANGE}): {shown}"
+                why = f"{name} holds a number DynamoDB cannot store ({NUMBER_RANGE}): {_shown(value)}"
                 raise Rejected(why) from None
         raise
 
@@ -128,37 +125,43 @@ def to_string(f: Field, value: Any) -> str:
         raise _reject(f, "a string", value)
     if f.max_length is not None and len(value) > f.max_length:
         raise Rejected(f"{f.attribute} is {len(value)} characters long, over its limit of {f.max_length}")
-    return _unicode(f, value)
-
-
-def _unicode(f: Field, text: str) -> str:
-    """Valid Unicode a text column can hold: JSON escapes can smuggle a lone surrogate into an
-    event, and no driver can encode it; PostgreSQL's text and jsonb refuse NUL."""
-    try:
-        text.encode()
-    except UnicodeEncodeError:
-        raise Rejected(f"{f.attribute} is not valid Unicode (it holds a lone surrogate)") from None
-    if "\x00" in text:
-        raise Rejected(f"{f.attribute} holds a NUL character (\\u0000), which PostgreSQL cannot store")
-    return text
+    if problem := limits.text_problem(value):  # JSON escapes can smuggle either into an event
+        raise Rejected(f"{f.attribute} {problem}")
+    return value
 
 
 def to_integer(f: Field, value: Any) -> int:
     if type(value) is not Decimal or value != value.to_integral_value():
         raise _reject(f, "an integer", value)
-    number = int(value)
-    if not BIGINT_MIN <= number <= BIGINT_MAX:
-        raise Rejected(f"{f.attribute} = {number} is outside the 64-bit range of its column")
-    return number
+    if not BIGINT_MIN <= value <= BIGINT_MAX:
+        raise Rejected(f"{f.attribute} = {value} is outside the 64-bit range of its column")
+    _within(f, value)
+    return int(value)
 
 
 def to_decimal(f: Field, value: Any) -> Decimal:
     # boto3 decodes a malformed number ("twelve") as NaN, which PostgreSQL's numeric would accept
     if type(value) is not Decimal or not value.is_finite():
         raise _reject(f, "a number", value)
+    if problem := limits.number_problem(value):
+        raise Rejected(f"{f.attribute} = {_shown(value)} {problem}")
+    _within(f, value)
     if f.scale is not None and value != _scaled(value, f.scale):  # its column would round it
         raise Rejected(f"{f.attribute} = {value} has more digits after the point than its scale, {f.scale}")
     return value
+
+
+def _within(f: Field, value: Decimal) -> None:
+    """The declaration's own range (`Field(min=, max=)`)."""
+    if f.min is not None and value < f.min:
+        raise Rejected(f"{f.attribute} must be at least {f.min}, got {_shown(value)}")
+    if f.max is not None and value > f.max:
+        raise Rejected(f"{f.attribute} must be at most {f.max}, got {_shown(value)}")
+
+
+def _shown(value: Any) -> str:
+    text = str(value)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def fixed(value: Decimal, scale: int) -> str:
@@ -187,7 +190,9 @@ def to_boolean(f: Field, value: Any) -> bool:
 def to_json(f: Field, value: Any) -> str:
     if not isinstance(value, dict | list | set):
         raise _reject(f, "a map, list or set", value)
-    return _unicode(f, json_text(value))
+    if problem := limits.value_problem(f.attribute, value):
+        raise Rejected(problem)
+    return json_text(value)
 
 
 def to_binary(f: Field, value: Any) -> bytes:
@@ -245,6 +250,8 @@ def item_values(entity: Entity, row: dict[str, Any]) -> dict[str, Any]:
             value = keys.iso_ms(keys.parse_iso(value) if isinstance(value, str) else value)
         elif f.type in (FieldType.INTEGER, FieldType.DECIMAL):
             value = Decimal(value)
+            if len(value.as_tuple().digits) > limits.DIGITS:  # a scale's zeros (1E+37 as NUMERIC(40,2))
+                value = value.normalize(WIDE)
         elif f.type is FieldType.BINARY and isinstance(value, str):
             value = bytes.fromhex(value.removeprefix("\\x"))  # to_jsonb spells bytea as "\\x0a1b..."
         values[f.attribute] = value
@@ -297,4 +304,8 @@ def from_json(
             if f.type is FieldType.TIMESTAMP
             else (value if f.type is FieldType.JSON else converted)
         )
+    if (size := limits.item_size(values)) > limits.ITEM_BYTES:  # its item would be larger still
+        largest = max(values, key=lambda n: limits.value_size(values[n]))
+        raise Invalid(largest, f"{largest}: its item would be over DynamoDB's {limits.ITEM_BYTES} bytes "
+                               f"(these fields alone are {size})")  # fmt: skip
     return values

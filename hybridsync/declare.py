@@ -23,7 +23,7 @@ from enum import Enum, StrEnum
 from functools import cached_property
 from typing import Any
 
-from hybridsync import keys
+from hybridsync import keys, limits
 
 ID_LENGTH = 128  # a sensible limit for ids; a field's max_length says its own
 
@@ -126,6 +126,14 @@ class Table:
 
     def key_schema(self) -> list[KeyAttribute]:
         return [self.partition] + ([self.sort] if self.sort else [])
+
+    @cached_property
+    def key_names(self) -> tuple[frozenset[str], frozenset[str]]:
+        """The partition and the sort key attributes of the table and its indexes (their limits
+        differ: 2,048 and 1,024 bytes)."""
+        partitions = {self.partition.name} | {i.partition.name for i in self.indexes}
+        sorts = {k.name for k in (self.sort, *(i.sort for i in self.indexes)) if k}
+        return frozenset(partitions), frozenset(sorts - partitions)
 
     def create_request(self, name: str, capacity: tuple[int, int] | None = None) -> dict[str, Any]:
         """The CreateTable call for this declaration (the CDK data stack renders the same one):
@@ -377,7 +385,9 @@ class Field:
     """One attribute of an entity and the SQL column it maps to. `default`: the value of an item
     or row that lacks it, what a field added to an existing entity needs (its column gets it as a
     server default, so the rows there take it; items written before it existed are written back
-    with it). `scale`: a decimal's digits after the point, kept as declared (`12.30`)."""
+    with it). `scale`: a decimal's digits after the point, kept as declared (`12.30`). `min`, `max`:
+    a number's range, inclusive (a quantity's `min=1`). Every field also has the limits both sides
+    put on any value (`hybridsync.limits`)."""
 
     attribute: str
     type: FieldType
@@ -386,6 +396,8 @@ class Field:
     max_length: int | None = None  # strings longer than this are rejected, not truncated
     default: Any = field(default=None, hash=False)  # a JSON default is a dict or list
     scale: int | None = None
+    min: Decimal | int | None = None
+    max: Decimal | int | None = None
 
     def __post_init__(self) -> None:
         if not self.column:
@@ -407,6 +419,11 @@ class Field:
             object.__setattr__(self, "default", Decimal(self.default))  # as DynamoDB numbers decode
         if self.scale is not None and (self.type is not FieldType.DECIMAL or not 0 <= self.scale <= 37):
             raise ValueError(f"{self.attribute}: a scale (0-37 digits after the point) is a DECIMAL's")
+        for bound in ("min", "max"):
+            if getattr(self, bound) is not None:
+                if self.type not in (FieldType.INTEGER, FieldType.DECIMAL):
+                    raise ValueError(f"{self.attribute}: {bound} is a number's (INTEGER or DECIMAL)")
+                object.__setattr__(self, bound, Decimal(getattr(self, bound)))
 
 
 def _snake(name: str) -> str:
@@ -541,6 +558,7 @@ class Entity:
                 value = build(values)
                 if value is not None:
                     item[name] = value
+        limits.check_item(item, *self.table.key_names)
         return item
 
 
@@ -722,8 +740,8 @@ class Sum:
 
     def part(self, values: Mapping[str, Any], sign: int = 1) -> Decimal:
         total = Decimal(1)
-        for name in self.fields:
-            total *= Decimal(values[name])
+        for name in self.fields:  # DynamoDB's 38 digits: a product that would round raises
+            total = limits.ARITHMETIC.multiply(total, Decimal(values[name]))
         return sign * (Decimal(int(total)) if self.whole else total)
 
 

@@ -24,6 +24,7 @@ from hybridsync import capacity, keys, store, versions
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.declare import BODY, Bodies
 from hybridsync.errors import Conflict, Invalid, NotFound
+from hybridsync.records import Rejected
 
 logger = logging.getLogger(__name__)
 BODY_ATTRIBUTES = tuple(BODY)  # Body, BodyGz, ChunkCount, ChunkVersion, BodyObject
@@ -83,14 +84,15 @@ def put(
     if "CreatedAt" in {f.attribute for f in entity.fields}:  # kept from the first write
         created["CreatedAt"] = stored["CreatedAt"] if stored else keys.iso_ms(datetime.now(UTC))
     raw = body.encode()
-    item = entity.item(values | created | {"BodyBytes": len(raw), version_name: version})
+    try:
+        item = entity.item(values | created | {"BodyBytes": len(raw), version_name: version})
+    except Rejected as refused:  # a field past a limit of the model's: nothing is written yet
+        raise Invalid(_largest(values), refused.reason) from None
     _write_body(bodies, client, place, item, raw, version)  # the new body, under the new version
     size = capacity.item_size(item)
     if size > capacity.ITEM_LIMIT:
         _remove_body(bodies, client, place, item)
-        largest = max(
-            (k for k in values if values[k] is not None), key=lambda k: capacity.value_size(values[k])
-        )
+        largest = _largest(values)
         raise Invalid(
             largest,
             f"the item would be {size} bytes, over DynamoDB's {capacity.ITEM_LIMIT} "
@@ -107,6 +109,10 @@ def put(
     if stored is not None:
         _remove_body(bodies, client, place, stored)  # only now: a reader of the old item still finds it whole
     return shown(bodies, item)
+
+
+def _largest(values: dict[str, Any]) -> str:
+    return max((k for k in values if values[k] is not None), key=lambda k: capacity.value_size(values[k]))
 
 
 def _write_body(

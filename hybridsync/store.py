@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import base64
-import json
 import random
 import time
 from collections.abc import Callable
 from typing import Any
 
+from hybridsync import cursors
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.declare import DEFAULT_NAMES, Entity, Names
 from hybridsync.errors import Conflict, Invalid
+from hybridsync.records import Rejected
 
 
 def put_if_newer(client: Any, table_name: str, entity: Entity, item: dict[str, Any], *,
@@ -142,6 +142,10 @@ def transact(client: Any, actions: list[dict[str, Any]], *, token: str | None = 
         codes = cancellation_codes(error)
         if any(code in ("ThrottlingError", "ProvisionedThroughputExceeded") for code in codes):
             raise  # capacity, not a conflict: the caller's retry policy applies
+        if "ValidationError" in codes:  # a value DynamoDB cannot store: the request's fault, not a race
+            reasons = error.response.get("CancellationReasons", [])
+            refusals = {r.get("Message", "") for r in reasons if r.get("Code") == "ValidationError"}
+            raise Rejected("; ".join(sorted(refusals))) from None
         raise Conflict("the items changed meanwhile; read them again and retry", codes) from None
     except client.exceptions.TransactionConflictException:
         raise Conflict("a concurrent transaction is changing these items; retry") from None
@@ -204,21 +208,15 @@ def page(
     client: Any, request: dict[str, Any], limit: int, cursor: str | None
 ) -> tuple[list[dict], str | None]:
     """One page of a Query: up to `limit` items and the cursor that continues after them (None at
-    the end). The cursor is the LastEvaluatedKey, url-safe base64 JSON, opaque to callers."""
+    the end). The cursor is the LastEvaluatedKey, signed and bound to the request (`cursors`)."""
     if not 1 <= limit <= MAX_PAGE:
         raise Invalid("limit", f"limit must be from 1 to {MAX_PAGE}, got {limit}")
     request = request | {"Limit": limit}
     if cursor:
-        try:
-            start = json.loads(base64.urlsafe_b64decode(cursor.encode()))
-            if not isinstance(start, dict):
-                raise ValueError
-        except ValueError:
-            raise Invalid("cursor", "cursor is not one this API gave out") from None
-        request["ExclusiveStartKey"] = start
+        request["ExclusiveStartKey"] = cursors.decode(cursor)
     answer = client.query(**request)
     last = answer.get("LastEvaluatedKey")
-    following = base64.urlsafe_b64encode(json.dumps(last).encode()).decode() if last else None
+    following = cursors.encode(last) if last else None
     return [unmarshal(i) for i in answer["Items"]], following
 
 

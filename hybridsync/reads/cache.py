@@ -8,6 +8,7 @@ for a short while so unknown ids do not reach PostgreSQL on every request.
 from __future__ import annotations
 
 import json
+import logging
 import time
 from dataclasses import dataclass
 from decimal import Decimal
@@ -18,8 +19,11 @@ import sqlalchemy as sa
 from hybridsync import store
 from hybridsync.convert import item_values, marshal, unmarshal
 from hybridsync.declare import Entity
+from hybridsync.records import Rejected
 from hybridsync.schema import table_of
 from hybridsync.views import CACHE_TTL_S, NEGATIVE_TTL_S, is_live, is_missing, missing_item, public, view_item
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -39,6 +43,13 @@ def _read_row(engine: sa.Engine, entity: Entity, key_values: dict[str, Any]) -> 
     return None if text is None else json.loads(text, parse_float=Decimal)
 
 
+def _unstorable(error: Exception) -> bool:
+    """A row DynamoDB cannot hold: past the value contract (Rejected), or past what it foresees
+    (DynamoDB's ValidationException). Served from PostgreSQL, uncached, never a 500."""
+    code = getattr(error, "response", {}).get("Error", {}).get("Code")
+    return isinstance(error, Rejected) or code == "ValidationException"
+
+
 def get(client: Any, table: str, engine: sa.Engine, entity: Entity, key_values: dict[str, Any]) -> Lookup:
     """One entity by key, through the cache."""
     now = int(time.time())
@@ -53,6 +64,13 @@ def get(client: Any, table: str, engine: sa.Engine, entity: Entity, key_values: 
         item = missing_item(entity, key_values, version, now=now, ttl_s=NEGATIVE_TTL_S)
         stored = store.put_if_newer(client, table, entity, item, expired_before=now)
         return Lookup(None, hit=False, conflict=not stored)
-    item = view_item(entity, item_values(entity, row), int(row["version"]), now=now, ttl_s=CACHE_TTL_S)
-    stored = store.put_if_newer(client, table, entity, item, expired_before=now)
+    values = item_values(entity, row)
+    try:
+        item = view_item(entity, values, int(row["version"]), now=now, ttl_s=CACHE_TTL_S)
+        stored = store.put_if_newer(client, table, entity, item, expired_before=now)
+    except Exception as refused:
+        if not _unstorable(refused):
+            raise
+        log.warning("served uncached: %s %s: %s", entity.name, key_values, refused)
+        return Lookup(values | {entity.names.version: int(row["version"])}, hit=False)
     return Lookup(public(entity, item), hit=False, conflict=not stored)

@@ -85,9 +85,14 @@ def test_the_shared_vocabulary_imports_no_capability():
         assert bad == [], path
 
 
-def test_the_declaring_language_imports_nothing_of_the_engine_but_keys():
+def test_the_declaring_language_imports_nothing_of_the_engine_but_keys_and_limits():
+    # limits: the value contract every declared item is checked against (a leaf module)
     assert {m for m in imports(ENGINE / "declare.py") if m.startswith("hybridsync")} <= {
-        "hybridsync", "hybridsync.keys"}  # fmt: skip
+        "hybridsync", "hybridsync.keys", "hybridsync.limits"}  # fmt: skip
+    assert {m for m in imports(ENGINE / "limits.py") if m.startswith("hybridsync")} <= {
+        "hybridsync.records",
+        "hybridsync.records.Rejected",
+    }
 
 
 def test_the_aggregate_function_cold_starts_without_sqlalchemy_or_psycopg():

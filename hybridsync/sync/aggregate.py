@@ -30,6 +30,11 @@ remembered for 10 minutes only.
 
 Two shards' batches updating one hot aggregate item at once make DynamoDB cancel a transaction
 with `TransactionConflict`: it is retried in place (bounded, jittered), not failed.
+
+Sums are DynamoDB's 38 digits (`limits.ARITHMETIC`), never rounded. A record that would make a
+batch's sum round starts a journal of its own (`_exact_runs`); a journal row whose stored total
+plus its delta DynamoDB refuses becomes a dead letter, stored before its chunk is sent again
+without it (`_apply_chunk`): no single record stops a shard, and every other row still applies once.
 """
 
 from __future__ import annotations
@@ -41,12 +46,13 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import Context, Decimal
 from typing import Any
 
 from hybridsync import capacity, store
-from hybridsync.convert import marshal, to_values, unmarshal
+from hybridsync.convert import WIDE, marshal, to_values, unmarshal
 from hybridsync.declare import PERIOD, Aggregate, Entity, Model, Table
+from hybridsync.limits import ARITHMETIC, DIGITS
 from hybridsync.records import DeadLetter, Rejected, sequence, stream_data, table_of_arn, triage
 
 SOURCE = "aggregate"
@@ -98,16 +104,61 @@ def _padded(sequence: int) -> str:
     return f"{sequence:040d}"  # sequence numbers sort as text once padded
 
 
-def _add(totals: dict[Key, list[Decimal]], key: Key, parts: tuple[Decimal, ...]) -> None:
-    """Add one item's measure parts into running totals."""
-    total = totals.setdefault(key, [Decimal(0)] * len(parts))
-    for n, part in enumerate(parts):
-        total[n] += part
+def _add(totals: dict[Key, list[Decimal]], key: Key, parts: tuple[Decimal, ...],
+         context: Context = ARITHMETIC) -> None:  # fmt: skip
+    """Add one item's measure parts into running totals, by default in DynamoDB's 38 digits: a sum
+    that would round raises ArithmeticError and changes nothing."""
+    total = totals.get(key, [Decimal(0)] * len(parts))
+    totals[key] = [context.add(t, part) for t, part in zip(total, parts, strict=True)]
 
 
 def _units(size: int, *, gsi_moves: int = 0) -> int:
     """A transactional write of `size` bytes; each GSI entry whose key moves is a delete and a put."""
     return capacity.units(size, transactional=True) + 2 * gsi_moves
+
+
+Letters = Callable[[list[DeadLetter]], None] | None  # stores dead letters (the function's store)
+
+
+def _reject(outcome: Outcome, letters: list[DeadLetter], dead_letter: Letters) -> None:
+    """Count the letters and store them now: a watermark or a chunk's progress passes them next."""
+    if letters:
+        outcome.rejected += letters
+        if dead_letter is not None:
+            dead_letter(letters)
+
+
+def _exact_runs(records: list[RecordDelta]) -> list[tuple[list[RecordDelta], dict[Key, list[Decimal]]]]:
+    """The records in runs whose sums stay exact in DynamoDB's 38 digits, with those sums: a record
+    that would make a sum round (1e37 beside 24.99) starts the next run. Each run is journaled and
+    applied on its own, so what is stored decides, row by row (`_apply_chunk`), which delta cannot
+    be added; a record alone always fits (its deltas are exact)."""
+    runs: list[tuple[list[RecordDelta], dict[Key, list[Decimal]]]] = [([], {})]
+    for record in records:
+        run, totals = runs[-1]
+        trial = {key: totals[key] for key in record.deltas if key in totals}
+        try:
+            for key, delta in record.deltas.items():
+                _add(trial, key, delta)
+        except ArithmeticError:
+            run, totals = [], {}
+            runs.append((run, totals))
+            trial = {}
+            for key, delta in record.deltas.items():
+                _add(trial, key, delta)
+        totals.update(trial)
+        run.append(record)
+    return runs
+
+
+def _journal_letter(shard: str, journal: str, row: list[Any], refusal: str) -> DeadLetter:
+    """A journal row DynamoDB refused, as a dead letter naming the aggregate item and its delta."""
+    name, key, delta = row
+    record = {"eventID": f"journal:{shard}:{journal}:{json.dumps([name, key])}", "eventSource": SOURCE,
+              "aggregate": name, "key": key, "delta": delta}  # fmt: skip
+    why = (f"{name} {key}: its stored totals plus {delta} need more than DynamoDB's {DIGITS} digits "
+           f"(DynamoDB: {refusal or 'ValidationError'})")  # fmt: skip
+    return DeadLetter(record, why)
 
 
 def source_table(model: Model, tables: Mapping[str, str], stream_arn: str) -> str:
@@ -185,17 +236,19 @@ class Aggregation:
             number = sequence(record)
             before = self.contribution(unmarshal(old) if old else None)
             after = self.contribution(unmarshal(new) if new else None)
+            deltas = {}
+            for key in before.keys() | after.keys():
+                width = len(self.by_name[key[0]].measures)
+                b, a = before.get(key, (Decimal(0),) * width), after.get(key, (Decimal(0),) * width)
+                delta = tuple(ARITHMETIC.subtract(y, x) for x, y in zip(b, a, strict=True))
+                if any(delta):
+                    deltas[key] = delta
         except Rejected:
             raise
-        except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
+        except ArithmeticError:
+            raise Rejected(f"a measure of this record needs more than DynamoDB's {DIGITS} digits") from None
+        except (TypeError, ValueError, KeyError, AttributeError) as error:
             raise Rejected(f"undecodable source record: {type(error).__name__}: {error}") from None
-        deltas = {}
-        for key in before.keys() | after.keys():
-            width = len(self.by_name[key[0]].measures)
-            b, a = before.get(key, (Decimal(0),) * width), after.get(key, (Decimal(0),) * width)
-            delta = tuple(y - x for x, y in zip(b, a, strict=True))
-            if any(delta):
-                deltas[key] = delta
         return RecordDelta(number, deltas, record)
 
     # --- folding a batch -------------------------------------------------------------------------
@@ -214,10 +267,9 @@ class Aggregation:
         if not shard:
             raise ValueError("the shard id is required (the event source mapping needs a tumbling window)")
         parsed, rejected, skipped = triage(records, self.parse)
-        outcome = Outcome(received=len(records), skipped=skipped, rejected=rejected)
-        self._fold(parsed, client, table, shard, outcome)
-        if outcome.rejected and dead_letter is not None:
-            dead_letter(outcome.rejected)
+        outcome = Outcome(received=len(records), skipped=skipped)
+        self._fold(parsed, client, table, shard, outcome, dead_letter)
+        _reject(outcome, rejected, dead_letter)  # parse rejections are stored after: a retry meets them again
         return outcome
 
     def redrive(
@@ -235,18 +287,19 @@ class Aggregation:
         a second redrive. A journal's range spans only the records it folded in: a rejected record
         inside it was never applied, and its dead letter (stored once per record) may still be owed."""
         parsed, rejected, skipped = triage(records, self.parse)
-        outcome = Outcome(received=len(records), skipped=skipped, rejected=rejected)
+        outcome = Outcome(received=len(records), skipped=skipped)
         if parsed:
             sequences = sorted(d.sequence for d in parsed)
             covered = self._applied(client, table, shard, sequences[0], sequences[-1])
             fresh = [d for d in parsed if not any(a <= d.sequence <= b for a, b in covered)]
-            self._fold(fresh, client, table, f"{shard}@{sequences[0]}", outcome)  # the same every redrive
+            # the same cursor every redrive
+            self._fold(fresh, client, table, f"{shard}@{sequences[0]}", outcome, dead_letter)
             outcome.duplicates += len(parsed) - len(fresh)
-        if outcome.rejected and dead_letter is not None:
-            dead_letter(outcome.rejected)
+        _reject(outcome, rejected, dead_letter)
         return outcome
 
-    def _fold(self, parsed: list[RecordDelta], client: Any, table: str, shard: str, outcome: Outcome) -> None:
+    def _fold(self, parsed: list[RecordDelta], client: Any, table: str, shard: str, outcome: Outcome,
+              dead_letter: Letters) -> None:  # fmt: skip
         """Journal and apply the records past the shard's watermark (see the module's steps)."""
         deltas = sorted((d for d in parsed if d.deltas), key=lambda d: d.sequence)
         outcome.skipped += len(parsed) - len(deltas)
@@ -254,14 +307,15 @@ class Aggregation:
             try:
                 cursor = self._read_cursor(client, table, shard, outcome)
                 if cursor.get("Pending"):  # an earlier call stopped between chunks: finish it first
-                    self._apply_journal(client, table, shard, cursor, outcome)
+                    self._apply_journal(client, table, shard, cursor, outcome, dead_letter)
                 watermark = int(cursor.get("Watermark", 0))
                 pending = [d for d in deltas if d.sequence > watermark]
                 outcome.duplicates = len(deltas) - len(pending)
                 if pending:
                     new_shard = "Watermark" not in cursor
-                    self._journal(client, table, shard, cursor, pending, outcome)
-                    self._apply_journal(client, table, shard, cursor, outcome)
+                    for run, totals in _exact_runs(pending):
+                        self._journal(client, table, shard, cursor, run, totals, outcome)
+                        self._apply_journal(client, table, shard, cursor, outcome, dead_letter)
                     if new_shard:
                         self._prune_quietly(client, table, outcome)
                 return
@@ -306,15 +360,11 @@ class Aggregation:
         outcome.transactions += 1
         outcome.write_units += units
 
-    def _journal(
-        self, client: Any, table: str, shard: str, cursor: dict, pending: list[RecordDelta], outcome: Outcome
-    ) -> None:
-        """Store the batch's net deltas and advance the watermark, in one transaction. A journal
-        row is `[aggregate, [*group, period], [*deltas]]`: any number of measures."""
-        totals: dict[Key, list[Decimal]] = {}
-        for record in pending:
-            for key, delta in record.deltas.items():
-                _add(totals, key, delta)
+    def _journal(self, client: Any, table: str, shard: str, cursor: dict, pending: list[RecordDelta],
+                 totals: dict[Key, list[Decimal]], outcome: Outcome) -> None:  # fmt: skip
+        """Store the records' net deltas (`totals`, exact) and advance the watermark, in one
+        transaction. A journal row is `[aggregate, [*group, period], [*deltas]]`: any number of
+        measures."""
         rows = [
             [key[0], list(key[1:]), [str(d) for d in delta]] for key, delta in totals.items() if any(delta)
         ]
@@ -397,33 +447,15 @@ class Aggregation:
                 part_keys.append({self.pk: raw[self.pk], self.sk: raw[self.sk]})
         return rows, part_keys
 
-    def _apply_journal(self, client: Any, table: str, shard: str, cursor: dict, outcome: Outcome) -> None:
+    def _apply_journal(self, client: Any, table: str, shard: str, cursor: dict, outcome: Outcome,
+                       dead_letter: Letters) -> None:  # fmt: skip
         """Apply the pending journal's remaining chunks, each with the cursor's progress, then drop it."""
         journal = cursor["Pending"]
         rows, parts = self._load_journal(client, table, shard, journal, outcome)
         chunks = [rows[i : i + CHUNK] for i in range(0, len(rows), CHUNK)]
         progress = int(cursor.get("Progress", 0))
         for number in range(progress, len(chunks)):
-            items = [
-                self._update(table, name, tuple(key), tuple(map(Decimal, delta)))
-                for name, key, delta in chunks[number]
-            ]
-            items.append(
-                {
-                    "Update": {
-                        "TableName": table,
-                        "Key": self._cursor_key(shard),
-                        "UpdateExpression": "SET Progress = :next",
-                        "ConditionExpression": "Pending = :j AND Progress = :at",
-                        "ExpressionAttributeValues": marshal(
-                            {":next": number + 1, ":j": journal, ":at": number}
-                        ),
-                    }
-                }
-            )
-            moves = sum(1 for name, _, _ in chunks[number] if self.by_name[name].rank)  # rank entries
-            units = len(chunks[number]) * _units(200) + _units(200, gsi_moves=moves)  # items, cursor
-            self._transact(client, items, outcome, units)
+            self._apply_chunk(client, table, shard, journal, number, chunks[number], outcome, dead_letter)
         # Done: forget the journal, then delete its parts (a crash in between leaves only garbage:
         # no cursor points at them any more).
         client.update_item(
@@ -440,6 +472,67 @@ class Aggregation:
         outcome.calls += -(-len(parts) // 25)
         outcome.write_units += len(parts) * capacity.units(part_bytes)
         cursor.pop("Pending", None)
+
+    def _apply_chunk(self, client: Any, table: str, shard: str, journal: str, number: int, chunk: list,
+                     outcome: Outcome, dead_letter: Letters) -> None:  # fmt: skip
+        """One chunk of a journal with the cursor's progress, in one transaction. A row whose stored
+        totals plus its delta need more than 38 digits can never apply. DynamoDB refuses the whole
+        transaction: a `ValidationError` cancellation naming the action in AWS (TransactWriteItems
+        API reference: "Number overflow"), a plain ValidationException from DynamoDB Local 1.25.1
+        ("DynamoDB only supports precision up to 38 digits"). Either way the rows that cannot apply
+        are found by reading their items; each becomes a dead letter, stored before the chunk is
+        sent again without it, so every other row still applies exactly once and the shard goes on."""
+        rows, items = [], []
+        for row in chunk:  # a row no item can hold (a key over its size) is a letter, never a stuck shard
+            name, key, delta = row
+            try:
+                items.append(self._update(table, name, tuple(key), tuple(map(Decimal, delta))))
+                rows.append(row)
+            except Rejected as refused:
+                _reject(outcome, [_journal_letter(shard, journal, row, refused.reason)], dead_letter)
+        progress = {"Update": {
+            "TableName": table, "Key": self._cursor_key(shard),
+            "UpdateExpression": "SET Progress = :next",
+            "ConditionExpression": "Pending = :j AND Progress = :at",
+            "ExpressionAttributeValues": marshal({":next": number + 1, ":j": journal, ":at": number}),
+        }}  # fmt: skip
+        while True:
+            moves = sum(1 for name, _, _ in rows if self.by_name[name].rank)  # rank entries
+            units = len(rows) * _units(200) + _units(200, gsi_moves=moves)  # items, cursor
+            try:
+                self._transact(client, [*items, progress], outcome, units)
+                return
+            except client.exceptions.ClientError as error:
+                codes = store.cancellation_codes(error)
+                if (
+                    "ValidationError" not in codes
+                    and error.response["Error"]["Code"] != "ValidationException"
+                ):
+                    raise
+                refusal = error.response["Error"].get("Message", "")
+            refused = self._overflowing(client, table, rows, outcome)
+            if not refused:
+                raise RuntimeError(f"DynamoDB refused a journal chunk of shard {shard}: {refusal}")
+            _reject(
+                outcome, [_journal_letter(shard, journal, rows[n], refusal) for n in refused], dead_letter
+            )
+            rows = [row for n, row in enumerate(rows) if n not in refused]
+            items = [item for n, item in enumerate(items) if n not in refused]
+
+    def _overflowing(self, client: Any, table: str, rows: list, outcome: Outcome) -> list[int]:
+        """The rows whose aggregate item's stored measures plus the delta DynamoDB cannot store."""
+        keys = [unmarshal(self._update(table, name, tuple(key), tuple(map(Decimal, delta)))["Update"]["Key"])
+                for name, key, delta in rows]  # fmt: skip
+        refused = []
+        for n, (name, _, delta) in enumerate(rows):  # GetItem each: a rare path, on the role's own actions
+            item = store.get(client, table, keys[n]) or {}
+            outcome.calls += 1
+            try:
+                for measure, d in zip(self.by_name[name].measures, delta, strict=True):
+                    ARITHMETIC.add(Decimal(item.get(measure.name, 0)), Decimal(d))
+            except ArithmeticError:
+                refused.append(n)
+        return refused
 
     def _update(
         self, table: str, name: str, group_and_period: tuple[Any, ...], delta: tuple[Decimal, ...]
@@ -594,7 +687,7 @@ class Aggregation:
             except (Rejected, TypeError, ValueError, KeyError, ArithmeticError):
                 continue
             for key, parts in contribution.items():
-                _add(totals, key, parts)
+                _add(totals, key, parts, WIDE)  # exact, whatever the stored items hold
         return {k: tuple(v) for k, v in totals.items() if any(v) and keep(k)}
 
     def stored(self, items: Iterable[dict[str, Any]], keep: Callable[[Key], bool] = lambda _: True) -> Totals:

@@ -218,7 +218,7 @@ def order_history(stack):
     reader.read()
     for round_ in range(3):
         for n in range(6):
-            line = shop.line(f"o{n}", 1, product=n % 3, quantity=round_ + n, customer=f"c{n % 4}")
+            line = shop.line(f"o{n}", 1, product=n % 3, quantity=round_ + n + 1, customer=f"c{n % 4}")
         shop.line("o0", 2, product=2, quantity=1, Status=CANCELLED if round_ == 1 else "OPEN")
         if round_ < 2:
             shop.workload.delete("OrderLine", **line)
@@ -448,3 +448,41 @@ def test_a_poison_record_inside_a_journaled_range_still_gets_its_dead_letter_on_
     assert [letter.reason for letter in letters] == ["Quantity must be an integer, got str 'two'"]
     assert (outcome.applied, len(outcome.rejected)) == (0, 1)
     assert stored(agg, out, shop.tag, shop)[("Sales", shop.product(1), DAY)][0] == 5
+
+
+def test_a_sum_past_38_digits_is_a_dead_letter_and_the_next_order_is_counted(
+    handler, agg, target, engine, shop, stream
+):
+    """Issue 30, row 1: an order line of 1e37 on a product with revenue. Its journal row can never
+    apply (DynamoDB: "only supports precision up to 38 digits"); it used to be retried before every
+    later batch, so the aggregation stopped for good. Now the row is a dead letter and the next
+    ordinary order is counted, exactly once through replays."""
+    out = target.table_names["main"]
+    shop.line("o1", 1, product=1, quantity=1, price="24.99")
+    first = stream.read()
+    shop.line("o2", 1, product=1, quantity=1, price="1E+37", customer="c2")  # c2's spend can hold it
+    huge = stream.read()
+    shop.line("o3", 1, product=1, quantity=2, price="2.50")
+    shop.line("o4", 1, product=2, quantity=1, price="1E+37", customer="c4")
+    shop.line("o5", 1, product=2, quantity=1, price="0.01", customer="c5")  # would round o4's sum
+    last = stream.read()
+    with engine.connect() as conn:
+        before = conn.execute(sa.text("SELECT coalesce(max(id), 0) FROM dead_letters")).scalar_one()
+    for batch in (first, huge, last, huge, last):  # replays change nothing
+        invoke = handler.handler({"Records": batch, "shardId": stream.shard}, LambdaContext())
+        assert invoke["batchItemFailures"] == []
+    sales = stored(agg, out, shop.tag, shop)
+    assert sales[("Sales", shop.product(1), DAY)] == (3, Decimal("29.99"))  # o1 and o3, not o2
+    assert sales[("Sales", shop.product(2), DAY)] == (1, Decimal("1E+37"))  # o4 alone
+    with engine.connect() as conn:
+        letters = (
+            conn.execute(sa.text("SELECT reason FROM dead_letters WHERE id > :i ORDER BY id"), {"i": before})
+            .scalars()
+            .all()
+        )
+    assert sales[("CustomerSpend", f"{shop.tag}-c2", DAY[:7])] == (Decimal("1E+37"), Decimal("1E+37"))
+    # o2's Sales rows (its day and month), then o5's: o5 made its batch's sum round, so it was
+    # journaled apart from o4 and meets o4's 1e37 as stored. Once each, whatever the replays.
+    assert len(letters) == 4, letters
+    assert all("Sales" in r and "stored totals plus" in r and "38 digits" in r for r in letters)
+    assert sales[("CustomerSpend", f"{shop.tag}-c5", DAY[:7])] == (0, Decimal("0.01"))

@@ -68,7 +68,8 @@ def iso_ms(moment: datetime) -> str:
     """UTC ISO-8601 with milliseconds and `Z`: fixed width, so string order is time order."""
     if moment.tzinfo is None:
         raise ValueError("timestamps must be timezone-aware")
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    utc = moment.astimezone(UTC)  # isoformat pads every year to 4 digits (strftime's %Y may not)
+    return utc.replace(tzinfo=None).isoformat(timespec="milliseconds") + "Z"
 
 
 def parse_iso(text: str) -> datetime:
@@ -76,4 +77,7 @@ def parse_iso(text: str) -> datetime:
     moment = datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:
         raise ValueError(f"timestamp without a timezone: {text!r}")
-    return moment.astimezone(UTC)
+    try:
+        return moment.astimezone(UTC)
+    except OverflowError:  # 9999-12-31T23:59:59-01:00 is in year 10000 in UTC
+        raise ValueError(f"{text!r} is outside the years 1 to 9999 in UTC") from None

@@ -12,6 +12,8 @@ import sys
 from importlib import metadata
 from pathlib import Path
 
+from hybridsync import __version__
+
 
 class Refused(ValueError):
     """The folder or the package name cannot hold a new project."""
@@ -21,7 +23,7 @@ def _version() -> str:
     try:
         return metadata.version("hybridsync")
     except metadata.PackageNotFoundError:
-        return "0.1.0"
+        return __version__
 
 
 PYPROJECT = """\

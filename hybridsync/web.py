@@ -9,54 +9,105 @@ A project adds its routes in its own modules (`[tool.hybridsync] routes = ["myap
     def invoice(invoice_id: str) -> Response: ...
 """
 
+import base64
+import binascii
 import functools
 import json
+import re
 from collections.abc import Callable
-from datetime import datetime
+from datetime import date
 from decimal import Decimal
 from typing import Any
 from urllib.parse import unquote
 
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response, content_types
-from aws_lambda_powertools.event_handler.exceptions import BadRequestError
+from aws_lambda_powertools.event_handler.exceptions import BadRequestError, ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import keys, runtime
-from hybridsync.convert import jsonable
-from hybridsync.declare import ID_LENGTH
+from hybridsync import cursors, keys, limits, openapi, runtime
+from hybridsync.convert import from_json, jsonable
+from hybridsync.declare import ID_LENGTH, Entity
+from hybridsync.errors import Invalid
 from hybridsync.reads import cache, rankings
 
 logger = Logger()
 metrics = Metrics()
-app = APIGatewayHttpResolver()
 MAX_N = rankings.MAX_N
+MAX_BODY_BYTES = 6 * 1024 * 1024  # Lambda's synchronous invocation payload quota
+# JSON, and what clients send JSON as by default (curl -d, urllib): another media type, or another
+# charset than UTF-8, is a 415
+TEXT_BODIES = ("application/json", "text/plain", "application/x-www-form-urlencoded")
 ROUTES: dict[str, set[str]] = {}  # rule -> methods: what a wrong method is told it may use (405)
+TIME = {
+    "type": "string",
+    "description": "an ISO-8601 date (YYYY-MM-DD) or time with a timezone, years 1-9999",
+}
+QUERY: dict[str, dict[str, Any]] = {  # the query parameters routes share, as the helpers below check them
+    "n": {"type": "integer", "minimum": 1, "maximum": MAX_N, "default": 10},
+    "limit": {"type": "integer", "minimum": 1, "maximum": 100, "default": 20},
+    "cursor": {"type": "string", "description": "the previous page's, for this route and query only"},
+    "since": TIME, "until": TIME, "from": TIME, "to": TIME,
+    "day": {"type": "string", "format": "date"},
+    "month": {"type": "string", "pattern": "^[0-9]{4}-[0-9]{2}$"},
+}  # fmt: skip
 
 
-def route(method: str, rule: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
-    """Register a route; its path parameters arrive percent-decoded (`Z%C3%BCrich` is `Zürich`,
-    `%23` is a `#` the key checks then refuse), as API Gateway leaves them encoded in the path. A
-    path parameter or query value holding a NUL is refused (400 naming it) before the route runs."""
+class Resolver(APIGatewayHttpResolver):
+    """Powertools' resolver, a path parameter being whatever API Gateway routes to it: any
+    characters but `/` (its `{name}` variable), where Powertools matches a narrower set (a `"`,
+    `\\` or backtick in an id would otherwise miss its route)."""
+
+    @staticmethod
+    def _compile_regex(rule: str, base_regex: str = "^{}$") -> re.Pattern[str]:
+        return re.compile(base_regex.format(re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", rule)))
+
+
+app = Resolver()
+
+
+Handler = Callable[..., Response]
+
+
+def route(method: str, rule: str, *, query: tuple[Any, ...] = (), body: dict[str, Any] | None = None,
+          responses: dict[int, str] | None = None) -> Callable[[Handler], Handler]:  # fmt: skip
+    """Register a route and describe it (`hybridsync.openapi`): the query parameters it reads
+    (names of `QUERY`, or `(name, schema)`), the JSON schema of its body, its answers. Its path parameters
+    arrive percent-decoded (`Z%C3%BCrich` is `Zürich`, `%23` is a `#` the key checks then refuse),
+    as API Gateway leaves them encoded in the path. A path parameter that is not UTF-8 once
+    decoded (`%FF`), or one or a query value holding a NUL, is refused (400 naming it) before the
+    route runs; a cursor given out by this route, for this query, is the only one it takes."""
     ROUTES.setdefault(rule, set()).add(method)
+    openapi.describe(method, rule, query=query, body=body, responses=responses, parameters=QUERY)
 
     def register(handler: Callable[..., Response]) -> Callable[..., Response]:
         @functools.wraps(handler)
         def decoded(**parameters: str) -> Response:
-            values = {name: unquote(value) for name, value in parameters.items()}
+            values = {name: _path_parameter(name, value) for name, value in parameters.items()}
             query = app.current_event.query_string_parameters or {}
             for name, value in [*values.items(), *query.items()]:
                 if "\x00" in value:  # no text column stores it: PostgreSQL refuses the whole statement
                     raise BadRequestError(f"{name.replace('_', ' ')} must not contain a NUL character (%00)")
-            return handler(**values)
+            unbound = sorted((k, v) for k, v in query.items() if k not in ("cursor", "limit"))
+            with cursors.bound(json.dumps([method, rule, sorted(values.items()), unbound])):
+                return handler(**values)
 
         return app.route(rule, method)(decoded)
 
     return register
 
 
-def get(rule: str) -> Callable[[Callable[..., Response]], Callable[..., Response]]:
-    return route("GET", rule)
+def _path_parameter(name: str, value: str) -> str:
+    try:
+        return unquote(value, errors="strict")
+    except UnicodeDecodeError:
+        raise BadRequestError(
+            f"{name.replace('_', ' ')} is not UTF-8 once percent-decoded: {value!r}"
+        ) from None
+
+
+def get(rule: str, **description: Any) -> Callable[[Handler], Handler]:
+    return route("GET", rule, **description)
 
 
 def table(logical: str | None = None) -> str:
@@ -73,25 +124,41 @@ def ident(name: str, value: str) -> str:
     return value
 
 
-def top_n(default: int = 10) -> int:
-    raw = app.current_event.get_query_string_value("n", str(default))
-    if not raw.isdigit() or not 1 <= int(raw) <= MAX_N:
-        raise BadRequestError(f"n must be an integer from 1 to {MAX_N}, got {raw!r}")
+def as_field(entity: Entity, attribute: str, value: str, name: str | None = None) -> Any:
+    """A path or query value checked as the entity's declared field (its `max_length`, the value
+    contract): what a key is built from is refused here, not by DynamoDB's key size limits (a 500)."""
+    try:
+        return from_json(entity, {attribute: value}, (attribute,), partial=True).get(attribute, value)
+    except Invalid as bad:
+        raise BadRequestError(f"{name or attribute}: {bad}" if name else str(bad)) from None
+
+
+def integer(name: str, raw: str, low: int, high: int) -> int:
+    """A decimal integer from `low` to `high`: ASCII digits only (`²` is a digit to `isdigit`)."""
+    if not re.fullmatch(r"[0-9]{1,18}", raw) or not low <= int(raw) <= high:
+        shown = raw if len(raw) <= 40 else raw[:37] + "..."
+        raise BadRequestError(f"{name} must be an integer from {low} to {high}, got {shown!r}")
     return int(raw)
 
 
+def top_n(default: int = 10) -> int:
+    return integer("n", app.current_event.get_query_string_value("n", str(default)), 1, MAX_N)
+
+
 def time_param(name: str, default: str) -> str:
-    """An ISO-8601 date or time as the fixed-width UTC prefix the keys sort by."""
+    """An ISO-8601 date or time (any year 1-9999, any offset) as the fixed-width UTC prefix the
+    keys sort by."""
     raw = app.current_event.get_query_string_value(name, None)
     if raw is None:
         return default
     try:
         if len(raw) == 10:
-            return datetime.strptime(raw, "%Y-%m-%d").strftime("%Y-%m-%d")
+            return date.fromisoformat(raw).isoformat()
         return keys.iso_ms(keys.parse_iso(raw))
-    except ValueError:
+    except ValueError as error:
         raise BadRequestError(
-            f"{name} must be an ISO-8601 date or time with a timezone, got {raw!r}"
+            f"{name} must be an ISO-8601 date or time with a timezone, got {raw[:40]!r}"
+            + (f" ({error})" if "UTC" in str(error) else "")
         ) from None
 
 
@@ -121,19 +188,43 @@ def error(status: int, message: str, headers: dict[str, str] | None = None) -> R
 
 
 def body() -> Any:
-    """The request's JSON body; numbers as Decimal, so they stay exact."""
-    raw = app.current_event.decoded_body
-    if not raw:
+    """The request's JSON body, numbers as Decimal (so they stay exact), checked as a whole before
+    any field is: UTF-8 JSON (415 for another media type or charset), at most 6 MB, nested no
+    deeper than a field can be stored, and every string, key and number one both sides can store
+    (400 naming where it is, `Lines[0].UnitPrice`)."""
+    event = app.current_event
+    media, _, parameters = (event.headers.get("content-type") or "application/json").partition(";")
+    charset = re.search(r"charset\s*=\s*\"?([\w-]+)", parameters, re.IGNORECASE)
+    if media.strip().lower() not in TEXT_BODIES or (charset and charset[1].lower() not in ("utf-8", "utf8")):
+        raise ServiceError(415, "body must be application/json in UTF-8")
+    raw = event.body or ""
+    try:
+        data = base64.b64decode(raw, validate=True) if event.is_base64_encoded else raw.encode()
+        text = data.decode("utf-8")
+    except (binascii.Error, UnicodeError):
+        raise BadRequestError("body is not UTF-8 text") from None
+    if len(data) > MAX_BODY_BYTES:
+        raise ServiceError(413, f"body is over {MAX_BODY_BYTES // 1024 // 1024} MB")
+    if not text.strip():
         raise BadRequestError("body must be a JSON object")
     try:
-        return json.loads(raw, parse_float=Decimal, parse_int=Decimal)
-    except ValueError:
-        raise BadRequestError("body is not valid JSON") from None
+        given = json.loads(text, parse_float=Decimal, parse_int=Decimal, parse_constant=_constant)
+    except RecursionError:
+        raise BadRequestError(f"body is nested deeper than {limits.DEPTH} levels") from None
+    except ValueError as error:
+        raise BadRequestError(f"body is not valid JSON: {str(error)[:80]}") from None
+    fields = given.items() if isinstance(given, dict) else [("body", given)]
+    for name, value in fields:  # a field of the body is an attribute: 32 levels in it, and valid values
+        if problem := limits.value_problem(name, value):
+            raise BadRequestError(problem)
+    return given
+
+
+def _constant(name: str) -> Decimal:
+    return Decimal(name)  # NaN, Infinity: not JSON, refused naming their field by the value checks
 
 
 def page() -> tuple[int, str | None]:
     """`limit` (1-100, default 20) and `cursor` (from the previous page) of a paged read."""
-    raw = app.current_event.get_query_string_value("limit", "20")
-    if not raw.isdigit() or not 1 <= int(raw) <= 100:
-        raise BadRequestError(f"limit must be an integer from 1 to 100, got {raw!r}")
-    return int(raw), app.current_event.get_query_string_value("cursor", None)
+    limit = integer("limit", app.current_event.get_query_string_value("limit", "20"), 1, 100)
+    return limit, app.current_event.get_query_string_value("cursor", None)

@@ -159,6 +159,7 @@ class PipelineStack(Stack):
         """HTTP API: the project's routes, with item access to every table of entities and each
         declared index by name (a wildcard on every index would grant more), and batch access to
         the large bodies' chunks (a chunks table is read and written in batches only) and objects."""
+        dev = str(self.node.try_get_context("dev") or "false").lower() in ("true", "1", "yes")
         self.api = self.function(
             "Api",
             name="api",
@@ -166,6 +167,7 @@ class PipelineStack(Stack):
             memory_size=1024,
             timeout=Duration.seconds(15),
             reserved_concurrency=self.setting("api_reserved_concurrency"),
+            environment={"API_DOCS_UI": "true"} if dev else None,  # Swagger UI at /docs (-c dev=true)
         )
         chunks = sorted({b.chunks.table.name for b in self.model.bodies})
         chunk_entities = {b.chunks.name for b in self.model.bodies}

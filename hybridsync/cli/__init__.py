@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import io
 import json
 import os
 import signal
@@ -817,6 +818,18 @@ def _timeseries(args: argparse.Namespace) -> int:
     return 0
 
 
+def _openapi(args: argparse.Namespace) -> int:
+    from hybridsync.functions import api  # loads the project's routes
+
+    text = json.dumps(api.document(), indent=1, ensure_ascii=False) + "\n"
+    if args.out:
+        args.out.write_text(text)
+        print(f"wrote {args.out}")
+    else:
+        print(text, end="")
+    return 0
+
+
 def _model(_: argparse.Namespace) -> int:
     model = config.model()
     print(f"model {config.model_spec()}")
@@ -1175,6 +1188,14 @@ def parser() -> argparse.ArgumentParser:
         "hybridsync model",
         _model,
     )
+    described = command(
+        "openapi",
+        "print the HTTP API's OpenAPI 3.1 document, generated from the project's routes (the API "
+        "serves the same at /openapi.json)",
+        "hybridsync openapi --out docs/openapi.json",
+        _openapi,
+    )
+    described.add_argument("--out", type=Path, help="write it to this file instead of printing it")
     return top
 
 
@@ -1184,6 +1205,9 @@ def main(argv: list[str] | None = None) -> int:
     from hybridsync.settings import ConfigurationError
 
     args = parser().parse_args(argv)
+    for stream in (sys.stdout, sys.stderr):  # a stored item's lone surrogate is shown escaped, not a crash
+        if isinstance(stream, io.TextIOWrapper):
+            stream.reconfigure(errors="backslashreplace")
     try:
         return args.run(args)
     except ConfigurationError as error:  # what the user can fix: one clear line, no traceback

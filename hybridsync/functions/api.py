@@ -3,6 +3,7 @@ cold start; the stacks pass them as `HYBRIDSYNC_ROUTES`), and one error envelope
 {"statusCode": N, "message": "..."}: 400 naming the bad field or parameter, 404, 405 with Allow,
 409 for a conflict, 503 while PostgreSQL is down, 500 without a trace."""
 
+import os
 import re
 from typing import Any
 
@@ -11,15 +12,33 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import config
+from hybridsync import __version__, config, openapi
 from hybridsync.capacity import Meter
 from hybridsync.errors import Conflict, Invalid, NotFound
+from hybridsync.records import Rejected
 from hybridsync.runtime import dynamodb
 from hybridsync.settings import ConfigurationError
-from hybridsync.web import ROUTES, app, error, logger, metrics
+from hybridsync.web import ROUTES, app, error, get, logger, metrics, respond
 
 METER = Meter()
 ROUTE_MODULES = config.hooks("routes")  # importing a module registers its routes
+
+
+def document() -> dict[str, Any]:
+    """The OpenAPI document of the project's routes (`hybridsync openapi` prints it)."""
+    return openapi.document(f"{config.package_of()} HTTP API", __version__)
+
+
+@get("/openapi.json", responses={200: "this API's OpenAPI 3.1 document"})
+def openapi_document() -> Response:
+    return respond(document())
+
+
+if os.environ.get("API_DOCS_UI") == "true":  # a dev stack (-c dev=true): the document to try out
+
+    @get("/docs", responses={200: "Swagger UI over /openapi.json (its scripts from a CDN)"})
+    def swagger_ui() -> Response:
+        return Response(200, "text/html", openapi.SWAGGER_UI)
 
 
 @app.exception_handler(ServiceError)
@@ -30,6 +49,19 @@ def bad_request(failure: ServiceError) -> Response:
 @app.exception_handler(Invalid)
 def invalid(failure: Invalid) -> Response:
     return error(400, str(failure))
+
+
+@app.exception_handler(Rejected)
+def unstorable(failure: Rejected) -> Response:
+    return error(400, failure.reason)  # a value a side cannot store (it names the field)
+
+
+@app.exception_handler(sa.exc.DataError)
+def refused_by_the_database(failure: sa.exc.DataError) -> Response:
+    logger.warning("the database refused a value", extra={"error": str(failure.orig)[:200]})
+    return error(
+        400, f"the database cannot store a value of this request: {str(failure.orig).splitlines()[0]}"
+    )
 
 
 @app.exception_handler(NotFound)

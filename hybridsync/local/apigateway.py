@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import base64
 import json
+import logging
 import re
 import uuid
 from collections.abc import Callable
@@ -20,6 +21,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 from hybridsync.local.template import ACCOUNT
 
+log = logging.getLogger(__name__)
 JSON = [("content-type", "application/json")]
 TEXT_TYPES = re.compile(r"^(text/|application/(json|xml|javascript|x-www-form-urlencoded)|[^;]*\+(json|xml))")
 
@@ -67,7 +69,9 @@ def http_event(method: str, target: str, headers: list[tuple[str, str]], body: b
     for name, value in parse_qsl(url.query, keep_blank_values=True):
         query.setdefault(name, []).append(value)
     content_type = (joined.get("content-type") or [""])[0]
-    text = body is not None and bool(TEXT_TYPES.match(content_type) or (not content_type and _utf8(body)))
+    # "A text payload is a UTF-8-encoded JSON string. A binary payload is anything other than a text
+    # payload" (API Gateway developer guide, binary media types): bytes that are not UTF-8 go base64.
+    text = body is not None and bool(TEXT_TYPES.match(content_type) or not content_type) and _utf8(body)
     now = datetime.now(UTC)
     event: dict[str, Any] = {
         "version": "2.0", "routeKey": route_key, "rawPath": url.path, "rawQueryString": url.query,
@@ -116,18 +120,42 @@ def serve(routes: list[Route], port: int, failed: type[Exception]) -> ThreadingH
 
     class Handler(BaseHTTPRequestHandler):
         def _serve(self) -> None:
-            found = match(routes, self.command, urlsplit(self.path).path)
+            """Every request gets an answer in API Gateway's shape ({"message": ...}), whatever it
+            holds: no route (any method, `FOO` too) 404, a malformed one 400, a failure 500."""
+            try:
+                target = self.path.encode("latin-1").decode()  # http.server reads the line as Latin-1
+                length = int(self.headers.get("content-length") or 0)
+                if length < 0:
+                    raise ValueError(length)
+            except ValueError:  # not UTF-8, or a Content-Length that is not a length
+                self.close_connection = True
+                return self._answer(400, JSON, b'{"message":"Bad Request"}')
+            body = self.rfile.read(length) if length else None
+            found = match(routes, self.command, urlsplit(target).path)
             if found is None:
                 return self._answer(404, JSON, b'{"message":"Not Found"}')
             route, parameters = found
-            length = int(self.headers.get("content-length") or 0)
-            body = self.rfile.read(length) if length else None
-            event = http_event(self.command, self.path, list(self.headers.items()), body, route_key=route.key,
-                               parameters=parameters, source_ip=self.client_address[0])  # fmt: skip
             try:
+                event = http_event(self.command, target, list(self.headers.items()), body,
+                                   route_key=route.key, parameters=parameters,
+                                   source_ip=self.client_address[0])  # fmt: skip
                 self._answer(*response_of(route.invoke(event)))
             except failed:
                 self._answer(500, JSON, b'{"message":"Internal Server Error"}')
+            except Exception:  # the gateway's own fault: still an answer, never a dropped connection
+                log.exception("local API gateway: %s %s", self.command, target[:200])
+                self._answer(500, JSON, b'{"message":"Internal Server Error"}')
+
+        def __getattr__(self, name: str) -> Any:
+            if name.startswith("do_"):  # any method: API Gateway answers one it has no route for 404
+                return self._serve
+            raise AttributeError(name)
+
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            """A request http.server cannot parse (its line, its headers): JSON, as API Gateway answers."""
+            self.close_connection = True
+            body = json.dumps({"message": message or self.responses.get(code, ("Error",))[0]}).encode()
+            self._answer(code, JSON, body)
 
         def _answer(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
             self.send_response(status)

@@ -183,3 +183,32 @@ def test_timeseries_commands(env, stack, capsys, monkeypatch):
     assert "2026-11-21" in capsys.readouterr().err  # no table for that day
     with pytest.raises(SystemExit, match="--at needs a timezone"):
         cli.main(["timeseries", "rotate", "--prefix", prefix, "--at", "2026-11-22T10:00:00"])
+
+
+def test_every_tool_survives_items_it_cannot_interpret_and_names_them(env, stack, monkeypatch, capsys):
+    """Issue 30, row 3: a lone surrogate stored in an item made `reconcile` crash (UnicodeEncodeError
+    in capacity). Items no writer of the model made (a surrogate, a number where text belongs, an
+    entity nobody declared) are counted and named by every tool; none stops."""
+    client, name = stack.client(), f"hostile-{time.time_ns() % 10**8}"
+    client.create_table(**MODEL.tables[0].create_request(name))
+    line = {"PK": {"S": "CUSTOMER#c\ud800"}, "SK": {"S": "ORDER#2026-11-22T10:00:00.000Z#o1#LINE#0001"},
+            "Entity": {"S": "OrderLine"}, "OrderId": {"S": "o1"}, "CustomerId": {"S": "c\ud800"},
+            "CreatedAt": {"S": "2026-11-22T10:00:00.000Z"}, "Status": {"S": "OPEN"}, "LineNo": {"N": "1"},
+            "ProductId": {"S": "p1"}, "Quantity": {"N": "2"}, "UnitPrice": {"N": "2.5"},
+            "Version": {"N": "1"}}  # fmt: skip
+    client.put_item(TableName=name, Item=line)
+    client.put_item(TableName=name, Item=line | {"PK": {"S": "CUSTOMER#c2"}, "CustomerId": {"S": "c2"},
+                                                 "Quantity": {"S": "two"}})  # fmt: skip
+    client.put_item(
+        TableName=name, Item={"PK": {"S": "Z\ud800"}, "SK": {"S": "Z"}, "Entity": {"S": "Nobody"}}
+    )
+    monkeypatch.setenv("TABLE_MAIN", name)
+    assert cli.main(["reconcile"]) in (0, 1)  # no crash (the session's rows are drift to this table)
+    out = capsys.readouterr().out
+    assert "CustomerId is not valid Unicode" in out and "Quantity must be an integer" in out, out
+    for by in ("scan", "skip-scan"):
+        assert cli.main(["distinct-keys", "--by", by]) == 0
+        assert "CUSTOMER#c\\ud800" in capsys.readouterr().out  # listed, shown escaped
+    assert cli.main(["reindex", "--dry-run"]) in (0, 1)
+    assert cli.main(["cost", "--keys", "10"]) == 0
+    assert "Traceback" not in capsys.readouterr().err

@@ -3,8 +3,10 @@ real functions (their asset folders), the stream mappings, PostgreSQL and the HT
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
+import socket
 import time
 import urllib.error
 import urllib.parse
@@ -153,7 +155,11 @@ def call(app, method, path, body=None, headers=None):
 def test_the_write_path_over_the_socket_reaches_postgresql(app, engine):
     tag = uuid.uuid4().hex[:6]
     order = {"CustomerId": f"{tag}-c", "Lines": [{"ProductId": f"{tag}-p", "Quantity": 2, "UnitPrice": 4.5}]}
+    assert call(app, "PUT", f"/customers/{tag}-c", {"Name": "C", "Email": "c@example.com"})[0] == 200
+    product = {"Name": "P", "Category": "c", "Price": 4.5, "Stock": 1}
+    assert call(app, "PUT", f"/products/{tag}-p", product)[0] == 200
     code, placed = call(app, "POST", "/orders", order, {"Idempotency-Key": tag})
+    assert code == 201, placed
     assert code == 201 and call(app, "POST", "/orders", order, {"Idempotency-Key": tag}) == (200, placed)
     assert call(app, "PUT", f"/orders/{placed['OrderId']}/status", {"Status": "SHIPPED"})[0] == 200
 
@@ -339,3 +345,46 @@ def test_a_function_that_cannot_import_says_why_in_its_log(tmp_path):
         log.close()
     logged = (tmp_path / "Broken.log").read_text()
     assert "Runtime.ImportModuleError: Unable to import module 'broken'" in logged and "Traceback" in logged
+
+
+def raw(app, request: bytes) -> tuple[int, bytes]:
+    """Bytes on a socket of their own, as no HTTP library would send them: (status, body)."""
+    with socket.create_connection(("127.0.0.1", app.http.server_address[1]), timeout=30) as connection:
+        connection.sendall(request)
+        response = http.client.HTTPResponse(connection)
+        response.begin()
+        return response.status, response.read()
+
+
+GET_WITH_BINARY_BODY = (
+    b"GET /customers/c-1 HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+    b"Content-Length: 3\r\n\r\n\xff\xfe\x00"
+)
+MALFORMED = [
+    (b"GET /leaderboard HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400, "Bad Request"),
+    (b"GET /leaderboard HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400, "Bad Request"),
+    # the API's `$default` route takes ANY method, so the function answers one it has no route for
+    (b"FOO /leaderboard HTTP/1.1\r\nHost: x\r\n\r\n", 405, "FOO is not allowed on '/leaderboard'; use GET"),
+    (b"GET /stores/CH/\xff HTTP/1.1\r\nHost: x\r\n\r\n", 400, "Bad Request"),  # a path that is not UTF-8
+    (GET_WITH_BINARY_BODY, 200, None),  # a body that is not UTF-8 reaches the function (base64): no drop
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("request_bytes", "status", "message"), MALFORMED)
+def test_the_local_gateway_answers_every_malformed_request_as_api_gateway_does(app, request_bytes, status,
+                                                                              message):  # fmt: skip
+    code, body = raw(app, request_bytes)
+    assert code == status or (message is None and code < 500), body
+    if message:
+        assert json.loads(body)["message"] == message
+
+
+def test_a_raw_utf8_path_and_any_character_api_gateway_routes_reach_the_route(app):
+    tag = uuid.uuid4().hex[:6]
+    assert call(app, "PUT", f"/stores/CH/ZH/Zürich/{tag}", {"Name": "Bahnhof"})[0] == 200
+    code, body = raw(
+        app, "GET /stores/CH/ZH/Zürich HTTP/1.1\r\nHost: x\r\n\r\n".encode()
+    )  # not percent-encoded
+    assert code == 200 and tag in [s["StoreId"] for s in json.loads(body)["stores"]]
+    code, body = raw(app, b'GET /orders/a"b`c\\d HTTP/1.1\r\nHost: x\r\n\r\n')
+    assert code == 404 and "no order" in json.loads(body)["message"]  # the route ran (was a 405 before)

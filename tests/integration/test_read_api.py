@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import importlib
 import json
 import time
@@ -336,3 +337,52 @@ def test_each_request_logs_its_read_units_beside_dynamodbs(api, caplog):
     shards = len(ORDER.partitions("OpenShard"))
     assert logged[0].requests == shards and logged[0].read_units >= 0.5 * shards
     assert logged[0].consumed_units is not None  # what DynamoDB (here moto) reported
+
+
+def test_a_row_dynamodb_cannot_hold_is_served_uncached_not_a_500(api, shared_engine):
+    """Issue 30, row 2: a row written in SQL past the value contract (a name over 400 KB, a price of
+    40 digits). The cache miss used to answer 500; the row is served from PostgreSQL, uncached."""
+    pid = new_id("p")
+    sql(shared_engine, "INSERT INTO products (product_id, name, category) VALUES (:p, :n, 'k')",
+        p=pid, n="n" * 420_000)  # fmt: skip
+    sql(shared_engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, :x, 1)",
+        p=pid, x=Decimal("1" * 40))  # fmt: skip
+    code, body, headers = get(api, f"/products/{pid}")
+    assert code == 200 and headers["X-Cache"] == "miss" and body["Price"] == int("1" * 40)
+    assert len(body["Name"]) == 420_000
+    assert get(api, f"/products/{pid}")[2]["X-Cache"] == "miss"  # still not cached: it cannot be
+
+
+def test_a_price_whose_column_pads_it_past_38_digits_still_reaches_dynamodb(api, shared_engine):
+    """1E+38 is one digit to DynamoDB; as NUMERIC it reads back with its zeros (39 of them)."""
+    pid = new_id("p")
+    sql(shared_engine, "INSERT INTO products (product_id, name, category) VALUES (:p, 'Pen', 'k')", p=pid)
+    sql(shared_engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, :x, 1)",
+        p=pid, x=Decimal("100000000000000000000000000000000000000.00"))  # fmt: skip
+    assert get(api, f"/products/{pid}")[2]["X-Cache"] == "miss"
+    code, body, headers = get(api, f"/products/{pid}")
+    assert (code, headers["X-Cache"], body["Price"]) == (200, "hit", 10**38)
+
+
+def test_a_cursor_is_bound_to_its_route_and_its_query(api):
+    tag = new_id("u")
+    for other in ("b", "c", "d"):
+        assert http(api, "PUT", f"/users/{tag}/follows/{tag}-{other}")[0] == 201
+        assert http(api, "PUT", f"/users/{tag}-{other}/follows/{tag}")[0] == 201
+    follows = http(api, "GET", f"/users/{tag}/follows", limit="1")[1]["cursor"]
+    followers = http(api, "GET", f"/users/{tag}/followers", limit="1")[1]["cursor"]
+    assert http(api, "GET", f"/users/{tag}/follows", limit="1", cursor=follows)[0] == 200
+    for path, cursor in [(f"/users/{tag}/followers", follows), (f"/users/{tag}/follows", followers),
+                         (f"/users/{tag}-b/follows", follows)]:  # another route, another user  # fmt: skip
+        code, body, _ = http(api, "GET", path, limit="1", cursor=cursor)
+        assert code == 400 and "cursor is not one this API gave out" in body["message"], (path, body)
+    signature = follows.rpartition(".")[2]
+    edited = base64.urlsafe_b64encode(b'{"PK": {"S": "USER#x"}, "SK": {"S": "FOLLOWS#x"}}').decode()
+    assert http(api, "GET", f"/users/{tag}/follows", cursor=f"{edited}.{signature}")[0] == 400
+
+
+def test_dates_of_every_year_are_read_and_shown_as_iso_8601(api):
+    code, body, _ = get(api, "/orders/recent", since="0999-06-01", until="0999-06-02")
+    assert (code, body["since"], body["until"]) == (200, "0999-06-01", "0999-06-02")  # "999-06-01" before
+    code, body, _ = get(api, "/orders/recent", since="0001-01-01T00:30:00+01:00")
+    assert code == 400 and "outside the years 1 to 9999" in body["message"]

@@ -1,0 +1,140 @@
+"""The HTTP API described: an OpenAPI 3.1 document generated from the routes as they register
+(`web.route`), their bodies' schemas from the model's declared fields (types, `max_length`,
+`min`/`max`, required), so the document cannot drift from what the API checks. Served at
+`/openapi.json`; the fuzz tier (`hybridsync.testing.fuzz`) generates its requests from it.
+
+Powertools' event handler can generate a document too, from Pydantic models and annotated
+handler signatures; the README says why this one is ours (the API function's cold start)."""
+
+from __future__ import annotations
+
+import re
+from decimal import Decimal
+from typing import Any
+
+from hybridsync.declare import ID_LENGTH, Entity, Field, FieldType
+from hybridsync.limits import DEPTH
+
+ROUTES: dict[str, dict[str, dict[str, Any]]] = {}  # OpenAPI path -> method -> operation
+ERROR = {
+    "type": "object",
+    "required": ["statusCode", "message"],
+    "properties": {"statusCode": {"type": "integer"}, "message": {"type": "string"}},
+}
+ERRORS = {
+    400: "a parameter or field is invalid (the message names it)",
+    404: "no such item, or no such route",
+    405: "the path exists, not with this method (Allow says which)",
+    409: "the item changed meanwhile, or the request contradicts what is stored",
+    413: "the body is over 6 MB",
+    415: "the body is not application/json in UTF-8",
+    503: "PostgreSQL is unavailable: retry later",
+}
+
+
+Schema = dict[str, Any]
+
+
+def describe(
+    method: str,
+    rule: str,
+    *,
+    query: tuple[Any, ...] = (),
+    body: Schema | None = None,
+    responses: dict[int, str] | None = None,
+    parameters: dict[str, Schema] | None = None,
+) -> None:
+    """Record one route: `query` names (or `(name, schema)` pairs) of its query parameters,
+    `parameters` the schemas of the shared ones, `body` its body's JSON schema."""
+    path = re.sub(r"<(\w+)>", r"{\1}", rule)
+    shared = parameters or {}
+    listed = [
+        {"name": name, "in": "path", "required": True,
+         "schema": {"type": "string", "minLength": 1, "maxLength": ID_LENGTH}}
+        for name in re.findall(r"<(\w+)>", rule)
+    ]  # fmt: skip
+    for entry in query:
+        name, schema = entry if isinstance(entry, tuple) else (entry, shared[entry])
+        listed.append({"name": name, "in": "query", "required": False, "schema": schema})
+    operation: dict[str, Any] = {
+        "operationId": f"{method.lower()}_{re.sub(r'[^a-z0-9]+', '_', path.lower()).strip('_')}",
+        "parameters": listed,
+        "responses": {
+            str(status): {"description": why} for status, why in (responses or _answers(method)).items()
+        }
+        | {
+            "4XX": {"description": "; ".join(f"{s}: {w}" for s, w in ERRORS.items() if s < 500),
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+            "503": {"description": ERRORS[503],
+                    "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
+        },
+    }  # fmt: skip
+    if body is not None:
+        operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
+    ROUTES.setdefault(path, {})[method.lower()] = operation
+
+
+def _answers(method: str) -> dict[int, str]:
+    return {204: "done"} if method == "DELETE" else {200: "the answer"}
+
+
+def document(title: str, version: str) -> dict[str, Any]:
+    """The OpenAPI 3.1 document of every route registered so far."""
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": title, "version": version},
+        "paths": {path: dict(sorted(methods.items())) for path, methods in sorted(ROUTES.items())},
+        "components": {"schemas": {"Error": ERROR}},
+    }
+
+
+# --- a body's schema from the model's declared fields ------------------------------------------
+
+
+def field_schema(f: Field) -> dict[str, Any]:
+    """What a JSON value of this field may be, as the converters check it (`convert.from_json`)."""
+    schema: dict[str, Any]
+    if f.type is FieldType.STRING:
+        schema = {"type": "string"} | ({"maxLength": f.max_length} if f.max_length else {})
+    elif f.type in (FieldType.INTEGER, FieldType.DECIMAL):
+        schema = {"type": "integer" if f.type is FieldType.INTEGER else "number"}
+        if f.min is not None:
+            schema["minimum"] = _number(f.min)
+        if f.max is not None:
+            schema["maximum"] = _number(f.max)
+        if f.scale is not None:
+            schema["multipleOf"] = _number(Decimal(1).scaleb(-f.scale))
+    elif f.type is FieldType.TIMESTAMP:
+        schema = {"type": "string", "format": "date-time"}
+    elif f.type is FieldType.BOOLEAN:
+        schema = {"type": "boolean"}
+    elif f.type is FieldType.JSON:
+        schema = {"type": ["object", "array"], "description": f"nested at most {DEPTH} levels"}
+    else:
+        schema = {"type": "string", "contentEncoding": "base64"}
+    return schema
+
+
+def _number(value: Any) -> int | float:
+    return int(value) if value == int(value) else float(value)
+
+
+def fields(entity: Entity, names: tuple[str, ...], *, partial: bool = False,
+           extra: dict[str, Schema] | None = None, required: tuple[str, ...] = ()) -> Schema:  # fmt: skip
+    """The schema of a body holding these fields of the entity (and `extra` keys of the route's
+    own); a field is required when the entity requires it and has no default (none is, `partial`)."""
+    properties = {name: field_schema(entity.field(name)) for name in names} | (extra or {})
+    needed = (
+        [] if partial else [n for n in names if entity.field(n).required and entity.field(n).default is None]
+    )
+    return {"type": "object", "properties": properties, "required": [*needed, *required],
+            "additionalProperties": False}  # fmt: skip
+
+
+SWAGGER_UI = """<!doctype html>
+<html><head><meta charset="utf-8"><title>API</title>
+<link rel="stylesheet" href="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui.css"></head>
+<body><div id="ui"></div>
+<script src="https://cdn.jsdelivr.net/npm/swagger-ui-dist@5/swagger-ui-bundle.js"></script>
+<script>SwaggerUIBundle({url: "openapi.json", dom_id: "#ui"});</script></body></html>
+"""

@@ -12,6 +12,7 @@ from urllib.parse import urlencode
 
 from hybridsync.local.apigateway import http_event
 from hybridsync.local.lambda_context import Context as LambdaContext
+from shop_workloads.chaos import body_bytes
 
 __all__ = ["LambdaContext", "http", "load"]
 
@@ -35,7 +36,7 @@ def load(name: str) -> ModuleType:
 def http(api: ModuleType, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
          **query: str) -> tuple[int, Any, dict[str, str]]:  # fmt: skip
     """Call an HTTP API handler with an API Gateway v2 event; (status, JSON body or None, headers)."""
-    data = None if body is None else (body if isinstance(body, str) else json.dumps(body)).encode()
+    data = body_bytes(body)
     given = [("host", "local"), *((headers or {}).items())]
     if data is not None and not any(name.lower() == "content-type" for name, _ in given):
         given.append(("content-type", "application/json"))

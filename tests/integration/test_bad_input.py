@@ -9,6 +9,7 @@ import logging
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,13 @@ def _image(record: dict) -> dict:
 
 def _set(attribute: str, value: dict) -> Callable[[dict], Any]:
     return lambda r: _image(r).update({attribute: value})
+
+
+def _nested(levels: int) -> dict:
+    value: dict = {"leaf": 1}
+    for _ in range(levels - 2):
+        value = {"a": value}
+    return value
 
 
 STREAM = [
@@ -118,6 +126,60 @@ HTTP = [
          "Name holds a NUL character"),
     Kind("HTTP", "a key separator inside a key level", ("PUT", "/stores/CH/ZH/Z%23rich/s-1",
          {"Name": "A"}, {}), "#"),
+    # what a fuzzer found (issue 30): each was a 500, or accepted and then stopped a pipeline
+    Kind("HTTP", "a number past 38 digits", ("PUT", "/products/p-1/price", {"Price": Decimal("1" * 40)}, {}),
+         "Price has 40 significant digits, over DynamoDB's 38"),
+    Kind("HTTP", "a number under DynamoDB's magnitude", ("PUT", "/products/p-1/price", {"Price": Decimal("1e-400")}, {}),
+         "Price has a magnitude under DynamoDB's 1E-130"),
+    Kind("HTTP", "a number over DynamoDB's magnitude", ("PUT", "/products/p-1/price", {"Price": Decimal("1e126")}, {}),
+         "has a magnitude over DynamoDB's"),
+    Kind("HTTP", "NaN in a body", ("PUT", "/products/p-1/price", '{"Price": NaN}', {}),
+         "Price is not a number DynamoDB can store"),
+    Kind("HTTP", "a negative price", ("PUT", "/products/p-1/price", {"Price": -1}, {}), "Price must be at least 0"),
+    Kind("HTTP", "a quantity of zero", ("POST", "/orders", {"CustomerId": "c-1", "Lines": [
+        {"ProductId": "p-1", "Quantity": 0, "UnitPrice": 2}]}, {}), "Quantity must be at least 1"),
+    Kind("HTTP", "an order for a customer that does not exist", ("POST", "/orders", {
+        "CustomerId": "nobody-x", "Lines": [{"ProductId": "p-1", "Quantity": 1, "UnitPrice": 2}]}, {}),
+         "CustomerId: no Customer 'nobody-x'"),
+    Kind("HTTP", "a NUL in an id of a body", ("POST", "/orders", {"CustomerId": "c\x00", "Lines": [
+        {"ProductId": "p-1", "Quantity": 1, "UnitPrice": 2}]}, {}), "CustomerId holds a NUL character"),
+    Kind("HTTP", "a lone surrogate in a body", ("POST", "/publications/pub-1/titles",
+         '{"TitleId": "t-1", "Name": "N", "Tags": ["\\ud800"]}', {}), "Tags[0] is not valid Unicode"),
+    Kind("HTTP", "a JSON field nested deeper than 32 levels", ("PUT", "/products/p-1", {
+        "Name": "N", "Category": "c", "Price": 1, "Stock": 1, "Attributes": _nested(33)}, {}),
+         "Attributes is nested deeper than DynamoDB's 32 levels"),
+    Kind("HTTP", "an empty name inside a JSON field", ("PUT", "/products/p-1", {
+        "Name": "N", "Category": "c", "Price": 1, "Stock": 1, "Attributes": {"": 1}}, {}),
+         "Attributes has an attribute name of 0 characters in it"),
+    Kind("HTTP", "a body nested 10,000 levels", ("PUT", "/products/p-1/price", "[" * 10_000, {}),
+         "body is nested deeper than 32 levels"),
+    Kind("HTTP", "a field that makes the item over 400 KB", ("PUT", "/customers/c-1",
+         {"Name": "n" * 420_000, "Email": "a@b.c"}, {}), "Name: its item would be over DynamoDB's 409600 bytes"),
+    Kind("HTTP", "a key level over its length", ("PUT", "/stores/CH/" + "r" * 1_100 + "/Z/s-1", {"Name": "A"}, {}),
+         "Region is 1100 characters long, over its limit of 128"),
+    Kind("HTTP", "a tag over its length", ("POST", "/publications/pub-1/titles",
+         {"TitleId": "t-1", "Name": "N", "Tags": ["t" * 1_100]}, {}), "Tags[0]: Tag is 1100 characters long"),
+    Kind("HTTP", "a body that is not UTF-8", ("PUT", "/customers/c-1", b'{"Name": "\xff", "Email": "a@b.c"}', {}),
+         "body is not UTF-8"),
+    Kind("HTTP", "a body in UTF-16", ("PUT", "/customers/c-1", '{"Name": "A", "Email": "a@b.c"}'.encode("utf-16"),
+         {"Content-Type": "application/json; charset=utf-16"}), "UTF-8", 415),
+    Kind("HTTP", "a body of another media type", ("PUT", "/customers/c-1", b"\x89PNG",
+         {"Content-Type": "image/png"}), "application/json", 415),
+    Kind("HTTP", "invalid percent-encoding in an id", ("GET", "/customers/%FF", None, {}),
+         "customer id is not UTF-8 once percent-decoded"),
+    Kind("HTTP", "a count in other digits", ("GET", "/leaderboard", None, {"n": "\u00b2"}), "n must be an integer"),
+    Kind("HTTP", "a count of 5,000 digits", ("GET", "/leaderboard", None, {"n": "9" * 5_000}), "n must be an integer"),
+    Kind("HTTP", "a time past year 9999 in UTC", ("GET", "/orders/recent", None,
+         {"until": "9999-12-31T23:59:59-01:00"}), "outside the years 1 to 9999"),
+    Kind("HTTP", "a forged cursor", ("GET", "/users/u-1/follows", None, {"cursor": "e30.AAAA"}),
+         "cursor is not one this API gave out"),
+    Kind("HTTP", "a cursor of {} unsigned", ("GET", "/users/u-1/follows", None, {"cursor": "e30"}),
+         "cursor is not one this API gave out"),
+    Kind("HTTP", "a quote in a path parameter", ("GET", '/orders/a"b`c', None, {}), "no order", 404),
+    Kind("HTTP", "a key level over its length in a read", ("GET", "/stores/CH/" + "r" * 5_000, None, {}),
+         "Region is 5000 characters long, over its limit of 128"),
+    Kind("HTTP", "a tag over its length in a query", ("GET", "/publications/pub-1/titles", None,
+         {"tag": "t" * 10_000}), "tag: Tag is 10000 characters long"),
 ]  # fmt: skip
 
 

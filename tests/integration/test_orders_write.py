@@ -88,6 +88,17 @@ def test_bad_orders_are_refused_naming_the_field(dynamodb, table, customer):
         orders.set_status(dynamodb, table, "whatever", "LOST")
 
 
+def test_a_total_is_exact_in_38_digits_or_refused_never_rounded(dynamodb, table, customer):
+    """Issue 30, row 16: Python's default context summed a total in 28 digits, silently."""
+    exact = [{"ProductId": "p-1", "Quantity": 3, "UnitPrice": Decimal("33333333333333333333333333333.33")}]
+    order, _ = orders.place_order(dynamodb, table, customer, exact)
+    assert order["Total"] == Decimal("99999999999999999999999999999.99")  # 31 digits, kept
+    rounding = [{"ProductId": "p-1", "Quantity": 1, "UnitPrice": Decimal("1E+37")},
+                {"ProductId": "p-2", "Quantity": 1, "UnitPrice": Decimal("0.01")}]  # fmt: skip
+    with pytest.raises(Invalid, match="total needs more than DynamoDB's 38 digits"):
+        orders.place_order(dynamodb, table, customer, rounding)
+
+
 def test_editing_a_line_moves_the_total_and_both_versions(dynamodb, table, customer):
     order, _ = orders.place_order(dynamodb, table, customer, LINES)
     edited = orders.edit_line(dynamodb, table, order["OrderId"], 1, 5)

@@ -24,6 +24,14 @@ def tag():
 ORDER = {"CustomerId": "c-http", "Lines": [{"ProductId": "p-1", "Quantity": 2, "UnitPrice": 24.99}]}
 
 
+@pytest.fixture(autouse=True)
+def catalogue(api):
+    """What ORDER references exists: an order for an unknown customer or product is a 400."""
+    assert http(api, "PUT", "/customers/c-http", {"Name": "C", "Email": "c@example.com"})[0] == 200
+    product = {"Name": "P", "Category": "tools", "Price": 24.99, "Stock": 5}
+    assert http(api, "PUT", "/products/p-1", product)[0] == 200
+
+
 def test_an_order_is_placed_once_however_often_the_client_retries(api, tag):
     headers = {"idempotency-key": f"key-{tag}"}
     code, first, _ = http(api, "POST", "/orders", ORDER, headers)

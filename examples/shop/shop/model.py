@@ -172,14 +172,19 @@ PRODUCT_DETAILS = Entity(
     description="large, static catalog part of a product (pattern 16)",
 )
 
+# The shop's domain: prices in cents up to a million, quantities up to 10,000, so every sum the
+# aggregates keep stays exact within DynamoDB's 38 digits. An order line's price is checked by its
+# route: a line written past it anyway (tests do) shows the engine's own guard on those sums.
+MAX_PRICE, MAX_QUANTITY = 1_000_000, 10_000
+
 PRODUCT_AVAILABILITY = Entity(
     "ProductAvailability",
     MAIN,
     Side.POSTGRESQL,
     fields=(
         Field("ProductId", FieldType.STRING, max_length=ID_LENGTH),
-        Field("Price", FieldType.DECIMAL),
-        Field("Stock", FieldType.INTEGER),
+        Field("Price", FieldType.DECIMAL, min=0, max=MAX_PRICE),
+        Field("Stock", FieldType.INTEGER, min=0, max=10**9),
     ),
     keys={"PK": Template("PRODUCT#{ProductId}"), "SK": Template("AVAILABILITY")},
     sql_table="product_availability",
@@ -232,8 +237,8 @@ ORDER_LINE = Entity(
         *_ORDER_FIELDS,
         Field("LineNo", FieldType.INTEGER),
         Field("ProductId", FieldType.STRING, max_length=ID_LENGTH),
-        Field("Quantity", FieldType.INTEGER),
-        Field("UnitPrice", FieldType.DECIMAL),
+        Field("Quantity", FieldType.INTEGER, min=1, max=MAX_QUANTITY),
+        Field("UnitPrice", FieldType.DECIMAL, min=0),  # at most MAX_PRICE, in cents: the route checks
     ),
     keys={
         "PK": Template("CUSTOMER#{CustomerId}"),
@@ -371,7 +376,7 @@ REVIEW = Entity(
         Field("ProductId", FieldType.STRING, max_length=ID_LENGTH),
         Field("CustomerId", FieldType.STRING, max_length=ID_LENGTH),
         Field("CreatedAt", FieldType.TIMESTAMP),
-        Field("Rating", FieldType.INTEGER),
+        Field("Rating", FieldType.INTEGER, min=1, max=5),
         Field("Title", FieldType.STRING),
         *body_fields(),  # the body, kept by size: inline, gzip, chunked or in S3 (pattern 18)
     ),

@@ -18,6 +18,7 @@ from typing import Any
 from hybridsync import distinct, keys, store, versions
 from hybridsync.convert import json_text, marshal, unmarshal
 from hybridsync.errors import Conflict, Invalid, NotFound
+from hybridsync.limits import ARITHMETIC, DIGITS
 from shop.model import (
     CANCELLED,
     COLLECTION,
@@ -61,8 +62,7 @@ def place_order(
     transaction. Returns (order with its lines, created): a retry with the same idempotency key
     returns the order the first attempt placed (created False); the same key with a different
     request raises Conflict. Without a key every call places a new order."""
-    if not 1 <= len(lines) <= MAX_LINES:
-        raise Invalid("Lines", f"Lines must hold 1 to {MAX_LINES} lines, got {len(lines)}")
+    check_line_count(lines)
     request = json_text({"CustomerId": customer_id, "Lines": lines, "ShippingAddress": shipping_address})
     fingerprint = hashlib.sha256(request.encode()).hexdigest()
     order_id = order_id_for(customer_id, idempotency_key) if idempotency_key else str(uuid.uuid4())
@@ -75,7 +75,7 @@ def place_order(
     common = {"OrderId": order_id, "CustomerId": customer_id, "CreatedAt": created, "Status": OPEN,
               VERSION: version}  # fmt: skip
     line_items = [ORDER_LINE.item(common | line | {"LineNo": n}) for n, line in enumerate(lines, start=1)]
-    total = sum((Decimal(line["Quantity"]) * Decimal(line["UnitPrice"]) for line in lines), Decimal(0))
+    total = _total(lines)
     header = ORDER.item(common | {"Total": total, "ShippingAddress": shipping_address})
     ref = ORDER_REF.item({"OrderId": order_id, "CustomerId": customer_id, "CreatedAt": created,
                           "Request": fingerprint, VERSION: version})  # fmt: skip
@@ -94,6 +94,23 @@ def place_order(
             raise
         return placed, False
     return _shape(header, line_items), True
+
+
+def check_line_count(lines: list[Any]) -> None:
+    if not 1 <= len(lines) <= MAX_LINES:
+        raise Invalid("Lines", f"Lines must hold 1 to {MAX_LINES} lines, got {len(lines)}")
+
+
+def _total(lines: list[dict[str, Any]], start: Decimal = Decimal(0)) -> Decimal:
+    """The lines' quantity x unit price, summed in DynamoDB's 38 digits (never rounded silently)."""
+    try:
+        for line in lines:
+            start = ARITHMETIC.add(
+                start, ARITHMETIC.multiply(Decimal(line["Quantity"]), Decimal(line["UnitPrice"]))
+            )
+    except ArithmeticError:
+        raise Invalid("Lines", f"the order's total needs more than DynamoDB's {DIGITS} digits") from None
+    return start
 
 
 def _placed(client: Any, table: str, order_id: str, fingerprint: str) -> dict[str, Any] | None:
@@ -164,7 +181,9 @@ def edit_line(client: Any, table: str, order_id: str, line_no: int, quantity: in
     if line is None:
         raise NotFound(f"order {order_id!r} has no line {line_no}")
     version = versions.next_version(max(int(i[VERSION]) for i in [header, *lines]))
-    total = header["Total"] + (quantity - line["Quantity"]) * line["UnitPrice"]
+    total = _total(
+        [{"Quantity": quantity - line["Quantity"], "UnitPrice": line["UnitPrice"]}], header["Total"]
+    )
     store.transact(client, [
         store.update_action(table, ORDER_LINE, line, {"Quantity": quantity}, version),
         store.update_action(table, ORDER, header, {"Total": total}, version),

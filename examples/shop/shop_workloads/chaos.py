@@ -52,7 +52,7 @@ from rich.progress import Progress
 from rich.table import Table
 
 from hybridsync import aws, db, local, migrations, rows, workloads
-from hybridsync.convert import marshal
+from hybridsync.convert import json_text, marshal
 from hybridsync.errors import Conflict, Invalid, NotFound
 from hybridsync.local import faults
 from hybridsync.local.process import UpProcess, rss_mb, tuned_assembly
@@ -351,15 +351,22 @@ class Probes(threading.Thread):
             self.arrived()
 
 
+def body_bytes(body: Any) -> bytes | None:
+    """A request body as sent: bytes as they are, text as UTF-8, anything else as JSON with its
+    numbers exact (`Decimal("1e-400")` stays 1E-400; json.dumps would go through float)."""
+    if body is None or isinstance(body, bytes):
+        return body
+    return (body if isinstance(body, str) else json_text(body)).encode("utf-8", "surrogatepass")
+
+
 def send_bad_requests(base: str, kinds: tuple[BadRequest, ...]) -> tuple[set[str], list[str]]:
     """Bad requests sent to the running API: (those answered with their status and message, what
     the others got)."""
     good, wrong = set(), []
     for kind in kinds:
         query = urllib.parse.urlencode(kind.query)
-        text = kind.body if kind.body is None or isinstance(kind.body, str) else json.dumps(kind.body)
         url = f"{base}{urllib.parse.quote(kind.path, safe='/%')}" + (f"?{query}" if query else "")
-        data = text.encode() if text is not None else None
+        data = body_bytes(kind.body)
         request = urllib.request.Request(url, data=data, method=kind.method, headers=kind.headers)
         try:
             with urllib.request.urlopen(request, timeout=30) as response:

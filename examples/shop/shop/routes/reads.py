@@ -26,7 +26,7 @@ from shop.model import (
 )
 
 
-@get("/products/top")
+@get("/products/top", query=("day", "month", "n"))
 def top_products() -> Response:
     event = app.current_event
     chosen = period(event.get_query_string_value("day", None), event.get_query_string_value("month", None))
@@ -49,7 +49,7 @@ def product(product_id: str) -> Response:
     )
 
 
-@get("/customers/top")
+@get("/customers/top", query=("month", "n"))
 def top_customers() -> Response:
     month = app.current_event.get_query_string_value("month", None)
     chosen = period(None, month or datetime.now(UTC).strftime("%Y-%m"))
@@ -68,7 +68,7 @@ def customer(customer_id: str) -> Response:
     return respond(lookup.item, headers)
 
 
-@get("/customers/<customer_id>/orders")
+@get("/customers/<customer_id>/orders", query=("from", "to"))
 def customer_orders(customer_id: str) -> Response:
     start, end = time_param("from", "0000"), time_param("to", "9999")
     if start > end:
@@ -77,13 +77,13 @@ def customer_orders(customer_id: str) -> Response:
     return respond({"orders": [public(ORDER, r) for r in rows]})
 
 
-@get("/customers/<customer_id>/reviews")
+@get("/customers/<customer_id>/reviews", query=("limit", "cursor"))
 def customer_reviews(customer_id: str) -> Response:
     rows, cursor = reviews.customer_reviews(dynamodb(), table(), ident("customer id", customer_id), *page())
     return respond({"reviews": [public(REVIEW, r) for r in rows], "cursor": cursor})
 
 
-@get("/orders")
+@get("/orders", query=(("status", {"type": "string", "enum": list(ORDER_STATUSES)}), "since", "until", "n"))
 def orders_by_status() -> Response:
     status = app.current_event.get_query_string_value("status", None)
     if status not in ORDER_STATUSES:
@@ -96,7 +96,10 @@ def orders_by_status() -> Response:
     return respond({"status": status, "orders": [public(ORDER, r) for r in rows]})
 
 
-@get("/orders/recent")
+@get(
+    "/orders/recent",
+    query=("since", "until", ("order", {"type": "string", "enum": ["newest", "oldest"]}), "n"),
+)
 def recent_orders() -> Response:
     since = time_param("since", keys.iso_ms(datetime.now(UTC) - timedelta(days=1)))
     until = time_param("until", "")
@@ -110,7 +113,7 @@ def recent_orders() -> Response:
     return respond({"since": since, "until": until or None, "orders": [public(ORDER, r) for r in rows]})
 
 
-@get("/orders/open")
+@get("/orders/open", query=("since", "until", "n"))
 def open_orders() -> Response:
     since, until = time_param("since", ""), time_param("until", "")
     if since and until and since > until:
@@ -119,7 +122,7 @@ def open_orders() -> Response:
     return respond({"orders": [public(ORDER, r) for r in rows]})
 
 
-@get("/leaderboard")
+@get("/leaderboard", query=("n",))
 def leaderboard() -> Response:
     rows = rankings.leaderboard(dynamodb(), table(), top_n())
     return respond({"players": [public(PLAYER_SCORE, r) for r in rows]})

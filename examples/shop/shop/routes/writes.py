@@ -7,14 +7,16 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from hybridsync import rows, settings
-from hybridsync.convert import from_json
+from hybridsync import openapi, rows, settings
+from hybridsync.convert import WIDE, from_json
 from hybridsync.errors import Invalid
+from hybridsync.reads import cache
 from hybridsync.runtime import dynamodb, engine, s3
-from hybridsync.web import app, body, ident, page, respond, route, table
+from hybridsync.web import app, as_field, body, ident, integer, page, respond, route, table
 from shop import catalog, follows, orders, publications, reviews, stores
 from shop.model import (
     CUSTOMER,
+    MAX_PRICE,
     ORDER,
     ORDER_LINE,
     PRODUCT_AVAILABILITY,
@@ -23,6 +25,7 @@ from shop.model import (
     REVIEW,
     STORE,
     TITLE,
+    TITLE_TAG,
 )
 
 LINE_FIELDS = ("ProductId", "Quantity", "UnitPrice")
@@ -39,6 +42,22 @@ def _fields(
     return from_json(entity, given, names, partial=partial), rest
 
 
+def _cents(field: str, price: Decimal) -> Decimal:
+    """A price is in cents, at most MAX_PRICE (the shop's domain: its sums stay exact)."""
+    if price > MAX_PRICE:
+        raise Invalid(field, f"{field} must be at most {MAX_PRICE}, got {price}")
+    if price != price.quantize(Decimal("0.01"), context=WIDE):
+        raise Invalid(field, f"{field} must be in cents (at most 2 digits after the point), got {price}")
+    return price
+
+
+def _known(entity: Any, field: str, value: str) -> None:
+    """The referenced row exists (read through the cache, as the reads do): else a 400 naming it."""
+    key = {entity.sql_key[0]: value}
+    if cache.get(dynamodb(), table(), engine(), entity, key).item is None:
+        raise Invalid(field, f"{field}: no {entity.name} {value!r}")
+
+
 def _created(payload: Any, created: bool) -> Response:
     return respond(payload, status=201 if created else 200)
 
@@ -46,7 +65,16 @@ def _created(payload: Any, created: bool) -> Response:
 # --- orders ----------------------------------------------------------------------------------
 
 
-@route("POST", "/orders")
+LINE = openapi.fields(ORDER_LINE, LINE_FIELDS)
+LINES = {"type": "array", "items": LINE, "minItems": 1, "maxItems": orders.MAX_LINES}
+ORDER_BODY = openapi.fields(
+    ORDER, ("CustomerId", "ShippingAddress"), extra={"Lines": LINES}, required=("Lines",)
+)
+
+
+@route(
+    "POST", "/orders", body=ORDER_BODY, responses={201: "the order placed", 200: "placed before (same key)"}
+)
 def place_order() -> Response:
     header, rest = _fields(ORDER, ("CustomerId", "ShippingAddress"), extra=("Lines",))
     lines = rest.get("Lines")
@@ -56,8 +84,14 @@ def place_order() -> Response:
     for n, line in enumerate(lines):
         try:
             checked.append(from_json(ORDER_LINE, line, LINE_FIELDS))
+            _cents("UnitPrice", checked[-1]["UnitPrice"])
         except Invalid as bad:
             raise Invalid(f"Lines[{n}].{bad.field}", f"Lines[{n}]: {bad}") from None
+    # references that exist: the write-back would otherwise meet an order for no one
+    orders.check_line_count(checked)
+    _known(CUSTOMER, "CustomerId", header["CustomerId"])
+    for product, n in {line["ProductId"]: n for n, line in reversed(list(enumerate(checked)))}.items():
+        _known(PRODUCT_DETAILS, f"Lines[{n}].ProductId", product)
     key = app.current_event.headers.get("idempotency-key")
     order, created = orders.place_order(
         dynamodb(), table(), header["CustomerId"], checked,
@@ -71,16 +105,15 @@ def get_order(order_id: str) -> Response:
     return respond(orders.get_order(dynamodb(), table(), ident("order id", order_id)))
 
 
-@route("PATCH", "/orders/<order_id>/lines/<line_no>")
+@route("PATCH", "/orders/<order_id>/lines/<line_no>", body=openapi.fields(ORDER_LINE, ("Quantity",)))
 def edit_line(order_id: str, line_no: str) -> Response:
-    if not line_no.isdigit():
-        raise Invalid("line number", f"line number must be a positive integer, got {line_no!r}")
+    number = integer("line number", line_no, 1, orders.MAX_LINES)
     changes, _ = _fields(ORDER_LINE, ("Quantity",))
-    return respond(orders.edit_line(dynamodb(), table(), ident("order id", order_id), int(line_no),
+    return respond(orders.edit_line(dynamodb(), table(), ident("order id", order_id), number,
                                     changes["Quantity"]))  # fmt: skip
 
 
-@route("PUT", "/orders/<order_id>/status")
+@route("PUT", "/orders/<order_id>/status", body=openapi.fields(ORDER, ("Status",)))
 def set_status(order_id: str) -> Response:
     changes, _ = _fields(ORDER, ("Status",))
     return respond(orders.set_status(dynamodb(), table(), ident("order id", order_id), changes["Status"]))
@@ -95,7 +128,7 @@ def delete_order(order_id: str) -> Response:
 # --- follows (adjacency list) ----------------------------------------------------------------
 
 
-@route("PUT", "/users/<user_id>/follows/<other_id>")
+@route("PUT", "/users/<user_id>/follows/<other_id>", responses={201: "followed", 200: "already followed"})
 def follow(user_id: str, other_id: str) -> Response:
     edge, created = follows.follow(dynamodb(), table(), ident("user id", user_id),
                                    ident("followed id", other_id))  # fmt: skip
@@ -108,13 +141,13 @@ def unfollow(user_id: str, other_id: str) -> Response:
     return respond(None, status=204)
 
 
-@route("GET", "/users/<user_id>/follows")
+@route("GET", "/users/<user_id>/follows", query=("limit", "cursor"))
 def following(user_id: str) -> Response:
     ids, cursor = follows.following(dynamodb(), table(), ident("user id", user_id), *page())
     return respond({"follows": ids, "cursor": cursor})
 
 
-@route("GET", "/users/<user_id>/followers")
+@route("GET", "/users/<user_id>/followers", query=("limit", "cursor"))
 def followers(user_id: str) -> Response:
     ids, cursor = follows.followers(dynamodb(), table(), ident("user id", user_id), *page())
     return respond({"followers": ids, "cursor": cursor})
@@ -123,7 +156,7 @@ def followers(user_id: str) -> Response:
 # --- stores (hierarchical keys) --------------------------------------------------------------
 
 
-@route("PUT", "/stores/<country>/<region>/<city>/<store_id>")
+@route("PUT", "/stores/<country>/<region>/<city>/<store_id>", body=openapi.fields(STORE, ("Name", "Address")))
 def put_store(country: str, region: str, city: str, store_id: str) -> Response:
     where = {"Country": country, "Region": region, "City": city, "StoreId": store_id}
     values, _ = _fields(STORE, ("Name", "Address"))
@@ -132,23 +165,31 @@ def put_store(country: str, region: str, city: str, store_id: str) -> Response:
 
 @route("GET", "/stores/<country>")
 def stores_of_country(country: str) -> Response:
-    return respond({"stores": stores.stores(dynamodb(), table(), country)})
+    return respond({"stores": stores.stores(dynamodb(), table(), as_field(STORE, "Country", country))})
 
 
 @route("GET", "/stores/<country>/<region>")
 def stores_of_region(country: str, region: str) -> Response:
-    return respond({"stores": stores.stores(dynamodb(), table(), country, region)})
+    where = (as_field(STORE, "Country", country), as_field(STORE, "Region", region))
+    return respond({"stores": stores.stores(dynamodb(), table(), *where)})
 
 
 @route("GET", "/stores/<country>/<region>/<city>")
 def stores_of_city(country: str, region: str, city: str) -> Response:
-    return respond({"stores": stores.stores(dynamodb(), table(), country, region, city)})
+    where = (
+        as_field(STORE, "Country", country),
+        as_field(STORE, "Region", region),
+        as_field(STORE, "City", city),
+    )
+    return respond({"stores": stores.stores(dynamodb(), table(), *where)})
 
 
 # --- publications: one table for relational data, with version history ----------------------
 
 
-@route("PUT", "/publications/<publication_id>")
+@route("PUT", "/publications/<publication_id>", body=openapi.fields(
+    PUBLICATION, (*publications.EDITABLE, "Editor"), partial=True, required=("Editor",),
+    extra={"ExpectedRevision": {"type": "integer", "minimum": 1}}))  # fmt: skip
 def edit_publication(publication_id: str) -> Response:
     changes, rest = _fields(
         PUBLICATION, (*publications.EDITABLE, "Editor"), extra=("ExpectedRevision",), partial=True
@@ -170,7 +211,7 @@ def publication(publication_id: str) -> Response:
     return respond(publications.latest(dynamodb(), table(), ident("publication id", publication_id)))
 
 
-@route("GET", "/publications/<publication_id>/history")
+@route("GET", "/publications/<publication_id>/history", query=("limit", "cursor"))
 def publication_history(publication_id: str) -> Response:
     revisions, cursor = publications.history(dynamodb(), table(), ident("publication id", publication_id),
                                              *page())  # fmt: skip
@@ -179,26 +220,33 @@ def publication_history(publication_id: str) -> Response:
 
 @route("GET", "/publications/<publication_id>/revisions/<number>")
 def publication_revision(publication_id: str, number: str) -> Response:
-    if not number.isdigit():
-        raise Invalid("revision", f"revision must be a positive integer, got {number!r}")
+    revision = integer("revision", number, 1, 2**63 - 1)
     return respond(publications.revision(dynamodb(), table(), ident("publication id", publication_id),
-                                         int(number)))  # fmt: skip
+                                         revision))  # fmt: skip
 
 
-@route("POST", "/publications/<publication_id>/titles")
+@route("POST", "/publications/<publication_id>/titles", body=openapi.fields(
+    TITLE, ("TitleId", "Name"), extra={"Tags": {"type": "array", "items": {"type": "string"}}}),
+    responses={201: "the title added"})  # fmt: skip
 def add_title(publication_id: str) -> Response:
     values, rest = _fields(TITLE, ("TitleId", "Name"), extra=("Tags",))
     tags = rest.get("Tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
         raise Invalid("Tags", "Tags must be a list of strings")
+    for n, tag in enumerate(tags):  # checked as the edges' Tag field declares
+        try:
+            from_json(TITLE_TAG, {"Tag": tag}, ("Tag",))
+        except Invalid as bad:
+            raise Invalid(f"Tags[{n}]", f"Tags[{n}]: {bad}") from None
     title = publications.add_title(dynamodb(), table(), ident("publication id", publication_id),
                                    values["TitleId"], values["Name"], tuple(tags))  # fmt: skip
     return respond(title, status=201)
 
 
-@route("GET", "/publications/<publication_id>/titles")
+@route("GET", "/publications/<publication_id>/titles", query=(("tag", {"type": "string"}),))
 def titles(publication_id: str) -> Response:
     tag = app.current_event.get_query_string_value("tag", None)
+    tag = None if tag is None else as_field(TITLE_TAG, "Tag", tag, "tag")
     found = publications.titles(dynamodb(), table(), ident("publication id", publication_id), tag)
     return respond({"titles": found})
 
@@ -216,14 +264,20 @@ def _place() -> reviews.Place:
     return reviews.Place(settings.table_name("chunks"), s3(), settings.bucket_name("bodies"))
 
 
-@route("PUT", "/products/<product_id>/reviews/<review_id>")
+REVIEW_BODY = openapi.fields(
+    REVIEW,
+    ("CustomerId", "Rating", "Title"),
+    extra={"Body": {"type": "string", "minLength": 1}},
+    required=("Body",),
+)
+
+
+@route("PUT", "/products/<product_id>/reviews/<review_id>", body=REVIEW_BODY)
 def put_review(product_id: str, review_id: str) -> Response:
     values, rest = _fields(REVIEW, ("CustomerId", "Rating", "Title"), extra=("Body",))
     text = rest.get("Body")
     if not isinstance(text, str) or not text:
         raise Invalid("Body", "Body must be a non-empty string")
-    if not 1 <= values["Rating"] <= 5:
-        raise Invalid("Rating", f"Rating must be from 1 to 5, got {values['Rating']}")
     key = {"ProductId": ident("product id", product_id), "ReviewId": ident("review id", review_id)}
     return respond(reviews.put_review(dynamodb(), table(), _place(), key | values, text))
 
@@ -247,7 +301,7 @@ CUSTOMER_FIELDS = ("Name", "Email", "Tier")
 DETAIL_FIELDS = ("Name", "Category", "Description", "Attributes")
 
 
-@route("PUT", "/customers/<customer_id>")
+@route("PUT", "/customers/<customer_id>", body=openapi.fields(CUSTOMER, CUSTOMER_FIELDS))
 def put_customer(customer_id: str) -> Response:
     values, _ = _fields(CUSTOMER, CUSTOMER_FIELDS)
     values["CustomerId"] = ident("customer id", customer_id)
@@ -256,17 +310,23 @@ def put_customer(customer_id: str) -> Response:
     return respond(values | {"Version": version})
 
 
-@route("PUT", "/products/<product_id>")
+AVAILABILITY = openapi.fields(PRODUCT_AVAILABILITY, ("Price", "Stock"))["properties"]
+
+
+@route("PUT", "/products/<product_id>", body=openapi.fields(
+    PRODUCT_DETAILS, DETAIL_FIELDS, extra=AVAILABILITY, required=("Price", "Stock")))  # fmt: skip
 def put_product(product_id: str) -> Response:
     details, rest = _fields(PRODUCT_DETAILS, DETAIL_FIELDS, extra=("Price", "Stock"))
     availability = from_json(PRODUCT_AVAILABILITY, rest, ("Price", "Stock"))
+    _cents("Price", availability["Price"])
     key = {"ProductId": ident("product id", product_id)}
     catalog.put_product(engine(), key | details, key | availability)
     return respond(key | details | availability)
 
 
-@route("PUT", "/products/<product_id>/price")
+@route("PUT", "/products/<product_id>/price", body=openapi.fields(PRODUCT_AVAILABILITY, ("Price",)))
 def set_price(product_id: str) -> Response:
     given, _ = _fields(PRODUCT_AVAILABILITY, ("Price",))
+    _cents("Price", given["Price"])
     version = catalog.set_price(engine(), ident("product id", product_id), given["Price"])
     return respond({"ProductId": product_id, "Price": given["Price"], "Version": version})

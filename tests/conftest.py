@@ -23,7 +23,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     socket refused (pytest-socket), so a unit test that reaches for the network fails."""
     for item in items:
         kind = Path(str(item.fspath)).relative_to(ROOT / "tests").parts[0]
-        if kind in ("unit", "integration", "infra", "reliability", "fidelity"):
+        if kind in ("unit", "integration", "infra", "reliability", "fidelity", "fuzz"):
             item.add_marker(kind)
         if kind == "unit":
             item.add_marker(pytest.mark.disable_socket)

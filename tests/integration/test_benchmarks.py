@@ -30,6 +30,8 @@ KEYS = {  # the figures each benchmark must print (it may print more)
               "fault_kinds", "lag_p99_s", "aggregates_equal_recount", "failed_batches_left",
               "rate_first_minute", "rate_last_minute"},
     "cold_start": {"aggregate_ratio", "api_ratio", "write_back_ratio", "max_ratio"},
+    "fuzz": {"requests", "server_errors", "dropped", "schema_violations", "accepted_then_poisoned", "routes",
+             "accepted", "poison_replayed", "seed"},
     "local_pipeline": {"raw_orders_per_s", "pipeline_orders_per_s", "pipeline_vs_raw_ratio", "drift",
                        "lag_p99_s", "rss_mb_start", "rss_mb_end"},
     "read_path": {"hit_dynamodb_calls", "hit_sql_calls", "miss_dynamodb_calls", "hit_vs_sql_p50_ratio",
@@ -40,7 +42,7 @@ KEYS = {  # the figures each benchmark must print (it may print more)
                "place_order_vs_put_ratio", "history_ok", "review_put_wu", "review_put_wu_before",
                "static_conflicts_one_customer", "static_conflicts_two_customers"},
 }  # fmt: skip
-NEEDS_ASSEMBLY = {"chaos", "local_pipeline", "scale"}
+NEEDS_ASSEMBLY = {"chaos", "fuzz", "local_pipeline", "scale"}
 
 
 def test_every_benchmark_is_covered():
@@ -60,7 +62,8 @@ def smoke(name: str, assembly: Path, *extra: str) -> dict:
     return figures
 
 
-# chaos: tests/reliability/test_chaos.py runs its smoke mode, longer, and checks what it finds
-@pytest.mark.parametrize("name", sorted(set(KEYS) - {"chaos"}))
+# chaos and fuzz: tests/reliability/test_chaos.py and tests/fuzz run their smoke modes, longer, and
+# check what they find
+@pytest.mark.parametrize("name", sorted(set(KEYS) - {"chaos", "fuzz"}))
 def test_benchmark_smoke_run_prints_its_figures(name, cloud_assembly):
     smoke(name, cloud_assembly)

@@ -20,6 +20,7 @@ from hybridsync.cdk.checks import CheckovSkips
 from hybridsync.cdk.data import DataStack
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.pipeline import PipelineStack
+from hybridsync.context import SETTINGS
 from hybridsync.declare import Model
 
 
@@ -32,7 +33,7 @@ def build(app: App, model: Model | None = None) -> dict[str, object]:
     overrides). Context: `prefix`, `dev`, `existing_db_secret_arn`, `tracing`, `public_api`."""
     spec = app.node.try_get_context("model") or None
     model = model or config.model(spec)
-    prefix = app.node.try_get_context("prefix") or "HybridSync"
+    prefix = app.node.try_get_context("prefix") or SETTINGS["prefix"].default
     dev = _flag(app, "dev")
     data = DataStack(app, f"{prefix}-data", model=model, dev=dev)
     database = DatabaseStack(

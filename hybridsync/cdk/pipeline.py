@@ -27,6 +27,7 @@ from hybridsync import config, deadletters, migrations, timeseries
 from hybridsync.cdk.assets import PROJECT_MIGRATIONS, HandlerFunction, dependency_layer, function_code
 from hybridsync.cdk.data import DataStack
 from hybridsync.cdk.database import DatabaseStack
+from hybridsync.context import SETTINGS
 from hybridsync.declare import Model, Side, Table
 from hybridsync.sync import aggregate, writeback
 
@@ -40,27 +41,6 @@ def _digest(*folders: Path | None) -> str:
     return digest.hexdigest()[:16]
 
 
-# Event source mapping settings, each overridable with `-c name=value`.
-STREAM_DEFAULTS = {
-    "stream_batch_size": 1000,  # write-back: records per invocation (DynamoDB streams allow 10,000)
-    "stream_batching_window_s": 5,  # wait up to this long to fill a batch: fewer, larger statements
-    # Aggregation gains most from big batches (deltas collapse per item before any write); 5,000
-    # records stay under Lambda's 6 MB payload, and top-N may lag by the window.
-    "aggregate_batch_size": 5000,
-    "aggregate_batching_window_s": 30,
-    # A tumbling window makes Lambda pass the shard id, the key of the exactly-once cursor.
-    "aggregate_tumbling_window_s": 60,
-    "stream_retry_attempts": 10,  # then the batch's metadata goes to the failure queue
-    "stream_max_record_age_h": 24,  # the stream keeps records 24 h
-    "iterator_age_alarm_s": 300,  # alarm when the consumer is this far behind
-    "outbox_drain_minutes": 1,  # how often the SQL -> DynamoDB drain runs (it can also be invoked)
-    "outbox_age_alarm_s": 300,  # alarm when a PostgreSQL change waited this long
-    "sweep_hours": 24,  # how often orphaned large bodies are swept
-    "sweep_grace_s": 900,  # a body younger than this may belong to a write in progress
-    "api_reserved_concurrency": 20,  # the API's share of the account: it must not starve PostgreSQL
-    "sql_sync_reserved_concurrency": 1,  # one outbox drain at a time (0 for either: none reserved)
-    "rotate_hours": 6,  # how often the time-series tables are rotated (each period's is made ahead)
-}
 ITEM_ACTIONS = [
     "dynamodb:GetItem",
     "dynamodb:PutItem",
@@ -317,7 +297,7 @@ class PipelineStack(Stack):
     def time_series(self) -> None:
         """Pattern 22: the rotation function, on a schedule and at deploy (so today's table exists
         before the first write); it may manage only tables named `<prefix>-<series>-*`."""
-        prefix = self.node.try_get_context("timeseries_prefix") or "hybridsync"
+        prefix = self.node.try_get_context("timeseries_prefix") or SETTINGS["timeseries_prefix"].default
         rotate = self.function(
             "Rotate",
             name="rotate",
@@ -390,7 +370,7 @@ class PipelineStack(Stack):
 
     def setting(self, name: str) -> int:
         value = self.node.try_get_context(name)
-        return int(value) if value is not None else STREAM_DEFAULTS[name]
+        return int(value) if value is not None else int(SETTINGS[name].default)
 
     def stream_consumer(
         self,

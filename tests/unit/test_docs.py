@@ -1,0 +1,69 @@
+"""The docs site: the README's links land on pages and anchors of it, the generated references
+are complete (every command, every setting the stacks read), every page is in the navigation.
+`mkdocs build --strict` (in ./scripts/test) checks the links and anchors between pages."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import yaml
+
+from hybridsync.cli import reference
+from hybridsync.context import SETTINGS
+
+ROOT = Path(__file__).resolve().parents[2]
+DOCS = ROOT / "docs"
+
+
+def anchors(page: Path) -> set[str]:
+    from pymdownx.slugs import slugify
+
+    slug = slugify(case="lower")
+    text = re.sub(r"```.*?```", "", page.read_text(), flags=re.S)
+    return {slug(m[1], "-") for m in re.finditer(r"^#+ (.*)$", text, re.M)}
+
+
+def test_the_readme_is_short_and_every_link_lands_in_the_site():
+    readme = (ROOT / "README.md").read_text()
+    assert readme.count("\n") <= 150
+    links = re.findall(r"\]\(([^)#]+)(?:#([^)]+))?\)", readme)
+    assert len(links) >= 15
+    for target, anchor in links:
+        path = ROOT / target
+        assert path.is_file(), target
+        assert not anchor or anchor in anchors(path), f"{target}#{anchor}"
+
+
+def test_the_cli_reference_has_every_command_with_its_example():
+    text = reference.cli_markdown()
+    flat = "".join(text.split())  # as --help prints it: wrapped at its width
+    for name, command in reference.commands().items():
+        assert f"## hybridsync {name}\n" in text, name
+        assert command.epilog and command.epilog.startswith("example: hybridsync"), name
+        assert "".join(command.epilog.split()) in flat, name
+
+
+def test_the_settings_reference_has_every_key_the_stacks_read():
+    read = set()
+    for path in (ROOT / "hybridsync" / "cdk").glob("*.py"):
+        source = path.read_text()
+        read |= set(re.findall(r'try_get_context\("(\w+)"\)', source))
+        read |= set(re.findall(r'setting\("(\w+)"\)', source))
+        for _, suffix in re.findall(r'setting\(f"\{(\w+)\}(\w+)"\)', source):
+            read |= {key for key in SETTINGS if key.endswith(suffix)}
+    assert read and read <= set(SETTINGS), sorted(read - set(SETTINGS))
+    table = reference.settings_markdown()
+    assert all(f"| `{key}` |" in table for key in SETTINGS)
+
+
+def test_every_page_is_in_the_navigation():
+    config = yaml.safe_load(re.sub(r"!!python/\S+ \{[^}]*\}", "null", (ROOT / "mkdocs.yml").read_text()))
+
+    def pages(nav):
+        for entry in nav:
+            for value in entry.values():
+                yield from pages(value) if isinstance(value, list) else [value]
+
+    listed = set(pages(config["nav"]))
+    assert listed == {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}

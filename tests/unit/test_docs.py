@@ -67,3 +67,15 @@ def test_every_page_is_in_the_navigation():
 
     listed = set(pages(config["nav"]))
     assert listed == {str(p.relative_to(DOCS)) for p in DOCS.rglob("*.md")}
+
+
+def test_each_command_is_handled_beside_its_arguments_in_its_groups_module():
+    from hybridsync import cli
+
+    by_name = reference.commands()
+    for add in cli.COMMANDS:
+        module = add.__module__
+        assert module.startswith("hybridsync.cli.") and module != "hybridsync.cli.common"
+        name = add.__name__.removeprefix("add_").replace("_", "-")
+        assert by_name[name].get_default("run").__module__ == module, name
+    assert len(cli.COMMANDS) == len(by_name)

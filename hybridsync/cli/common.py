@@ -1,0 +1,133 @@
+"""What the commands share: registering one (`Commands`), the scans' options and progress,
+the model's tables by name, PostgreSQL's URL, what a scan cost."""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from hybridsync import config
+from hybridsync.scans import DEFAULT_RATE
+
+
+class Commands:
+    """The `hybridsync` subcommands: each added with its summary, its example and what runs it."""
+
+    def __init__(self, subparsers: Any):
+        self.subparsers = subparsers
+
+    def add(self, name: str, summary: str, example: str, run: Any) -> argparse.ArgumentParser:
+        sub = self.subparsers.add_parser(
+            name, help=summary, description=summary, epilog=f"example: {example}"
+        )
+        sub.set_defaults(run=run)
+        return sub
+
+
+def scan_options(sub: argparse.ArgumentParser, paced: str = "read units") -> None:
+    sub.add_argument("--segments", type=int, default=1, help="parallel scan segments (default 1)")
+    sub.add_argument("--rate", type=float, default=DEFAULT_RATE,
+                     help=f"pace to this many {paced} per second (default {DEFAULT_RATE:g}; "
+                     "0: as fast as DynamoDB answers)")  # fmt: skip
+    sub.add_argument("--page-limit", type=int, help="items per Scan request (smaller pages spread load)")
+
+
+def tables() -> dict[str, str]:
+    """Logical -> physical name of the model's tables, from `TABLE_<NAME>` (`source .local/env`)."""
+    names = {t.name: os.environ.get(f"TABLE_{t.name.upper()}", "") for t in config.model().tables}
+    missing = [f"TABLE_{n.upper()}" for n, physical in names.items() if not physical]
+    if missing:
+        raise SystemExit(
+            f"no {', '.join(missing)}: set them (e.g. `source .local/env` beside `hybridsync up`)"
+        )
+    return names
+
+
+def positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if value <= 0:
+            raise argparse.ArgumentTypeError(f"must be positive, got {text}")
+        return value
+
+    return parse
+
+
+def given(value: str | None, variable: str, what: str, flag: str) -> str:
+    """A flag's value, else the environment's, else a clear error saying how to give it."""
+    value = value or os.environ.get(variable)
+    if not value:
+        raise SystemExit(f"no {what}: pass {flag} or set {variable} (e.g. `source .local/env`)")
+    return value
+
+
+def database_url(args: argparse.Namespace) -> str:
+    return given(args.url, "DATABASE_URL", "database", "--url")
+
+
+def table_name(args: argparse.Namespace) -> str:
+    """`--table`, else the model's first table (`TABLE_<NAME>`)."""
+    return args.table or tables()[config.model().tables[0].name]
+
+
+def declared(physical: str) -> Any:
+    """The model's table a physical name is of (by `TABLE_<NAME>`), else the model's first."""
+    model = config.model()
+    return next(
+        (t for t in model.tables if os.environ.get(f"TABLE_{t.name.upper()}") == physical), model.tables[0]
+    )
+
+
+def show_keys(keys: list, limit: int = 10) -> str:
+    shown = ", ".join("/".join(map(str, k)) for k in keys[:limit])
+    return shown + (f" ... (+{len(keys) - limit})" if len(keys) > limit else "")
+
+
+@contextlib.contextmanager
+def scanning(what: str) -> Iterator[Callable[[Any], None]]:
+    """A live line while a scan runs (items, requests, read units so far), gone when it ends."""
+    from rich.progress import Progress, SpinnerColumn, TextColumn
+
+    with Progress(SpinnerColumn(), TextColumn("{task.description}"), transient=True) as progress:
+        task = progress.add_task(what)
+
+        def update(cost: Any) -> None:
+            progress.update(
+                task,
+                description=f"{what}: {cost.items_read:,} items, {cost.requests:,} "
+                f"requests, {cost.read_units:,.1f} read units",
+            )
+
+        yield update
+
+
+def scanner(
+    args: argparse.Namespace, table: str, progress: Callable[[Any], None], index: str | None = None
+) -> Any:
+    from hybridsync import aws
+    from hybridsync.scans import Scanner
+
+    return Scanner(
+        aws.client("dynamodb"),
+        table,
+        index,
+        segments=args.segments,
+        page_limit=args.page_limit,
+        rate=args.rate or None,
+        consistent=getattr(args, "consistent", False),
+        progress=progress,
+    )
+
+
+def spent(cost: Any) -> str:
+    reported = "" if cost.consumed is None else f" (DynamoDB reported {cost.consumed:,.1f})"
+    return (
+        f"read {cost.items_read:,} items in {cost.requests:,} requests: {cost.read_units:,.1f} read "
+        f"units by the model{reported}"
+    )

@@ -1,0 +1,189 @@
+"""Costs and plan: the pipeline for a workload on paper (`plan`), the units of each access
+pattern (`cost`)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from hybridsync.cli import common
+from hybridsync.cli.common import Commands
+from hybridsync.scans import DEFAULT_RATE
+
+
+def add_plan(cli: Commands) -> None:
+    planned = cli.add(
+        "plan",
+        "the pipeline for a described workload, on paper: shards, concurrency, PostgreSQL connections, "
+        "GSI write shards, where warm and burst capacity matter, and the monthly cost by component",
+        "hybridsync plan --writes-per-s 10000 --item-kb 1 --reads-per-s 20000 --json",
+        _plan,
+    )
+    planned.add_argument(
+        "--writes-per-s", type=common.positive(float), required=True, help="item writes per second"
+    )
+    planned.add_argument(
+        "--item-kb", type=common.positive(float), default=1.0, help="average item size (default 1)"
+    )
+    planned.add_argument("--reads-per-s", type=float, default=0.0, help="API reads per second (default 0)")
+    planned.add_argument("--order-line-share", type=float, default=0.6,
+                         help="share of writes that feed the aggregates (default 0.6)")  # fmt: skip
+    planned.add_argument("--retention-days", type=int, default=30, help="S3 archive kept (default 30)")
+    planned.add_argument("--json", action="store_true", help="one JSON object instead of the table")
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hybridsync import plan
+
+    work = plan.Workload(
+        writes_per_s=args.writes_per_s, item_kb=args.item_kb, reads_per_s=args.reads_per_s,
+        order_line_share=args.order_line_share, retention_days=args.retention_days,
+    )  # fmt: skip
+    result = plan.plan(work)
+    if args.json:
+        print(json.dumps(vars(result)))
+        return 0
+    table = Table("", "", title=f"{args.writes_per_s:,.0f} writes/s of {args.item_kb:g} KB, "
+                  f"{args.reads_per_s:,.0f} reads/s (prices of {result.prices_as_of}, us-east-1)")  # fmt: skip  # noqa: E501
+    rows = {"write units/s": f"{result.write_units_per_s:,.0f}", "partitions": result.partitions,
+            "stream shards": result.shards, "PostgreSQL connections": result.pg_connections,
+            "Aurora ACU": result.aurora_acu, "Lambda GB-s / month": f"{result.lambda_gb_s_month:,}"}  # fmt: skip  # noqa: E501
+    rows |= {f"concurrency: {k}": v for k, v in result.concurrency.items()}
+    rows |= {f"GSI write shards: {k}": v for k, v in result.gsi_shards.items()}
+    rows |= {f"$/month: {k}": f"{v:,.2f}" for k, v in result.monthly_usd.items()}
+    for name, value in rows.items():
+        table.add_row(name, str(value))
+    Console().print(table)
+    for note in result.notes:
+        print(f"- {note}")
+    return 0
+
+
+def add_cost(cli: Commands) -> None:
+    cost = cli.add(
+        "cost",
+        "read and write units of each access pattern for a workload, beside the naive way",
+        "hybridsync cost distinct-keys --keys 2000000 --items-per-key 1000 --item-size 500",
+        _cost,
+    )
+    cost.add_argument(
+        "pattern",
+        nargs="?",
+        default="all",
+        choices=["all", "distinct-keys", "time-range", "open-orders", "price-change", "order-lines",
+                 "write-sharding", "scan"],
+    )  # fmt: skip
+    for flag, default, text in (
+        ("--keys", 2_000_000, "item collections (distinct partition keys)"),
+        ("--items-per-key", 1000, "items per collection"),
+        ("--item-size", 500, "bytes per table item"),
+        ("--index-entry-size", 150, "bytes per KEYS_ONLY index entry"),
+        ("--days", 7, "days in the time range"),
+        ("--items-per-day", 10_000, "orders per day"),
+        ("--entry-size", 200, "bytes per index entry / order line"),
+        ("--shards", 8, "shards of the time index"),
+        ("--matching", 2_000, "open orders in the range"),
+        ("--open-shards", 4, "shards of the open-orders index"),
+        ("--static-size", 2731, "bytes of the static product part"),
+        ("--small-size", 128, "bytes of the availability part"),
+        ("--lines", 5, "lines per order"),
+    ):
+        cost.add_argument(flag, type=int, default=default, help=f"{text} (default {default})")
+    cost.add_argument(
+        "--table-gb", type=float, default=20.0, help="scan: the table's size in GB (default 20)"
+    )
+    cost.add_argument("--rate", type=float, default=DEFAULT_RATE,
+                      help=f"scan: read units/s it is paced to (default {DEFAULT_RATE:g})")  # fmt: skip
+    cost.add_argument("--reads-per-s", type=float, default=0.0, help="reads per second (units/s column)")
+    cost.add_argument("--writes-per-s", type=float, default=0.0, help="writes per second (units/s column)")
+    cost.add_argument("--json", action="store_true", help="one JSON list instead of the table")
+
+
+def _cost(args: argparse.Namespace) -> int:
+    from rich.console import Console
+    from rich.table import Table
+
+    from hybridsync import costs
+
+    rows = []
+    if args.pattern in ("all", "distinct-keys"):
+        rows += costs.distinct_keys(args.keys, args.items_per_key, args.item_size, args.index_entry_size)
+    if args.pattern in ("all", "time-range"):
+        rows += costs.time_range(
+            args.days, args.items_per_day, args.entry_size, args.shards, args.reads_per_s
+        )
+    if args.pattern in ("all", "open-orders"):
+        rows += costs.selective(
+            args.days * args.items_per_day,
+            args.item_size,
+            min(args.matching, args.days * args.items_per_day),
+            args.entry_size,
+            args.open_shards,
+            args.reads_per_s,
+        )
+    if args.pattern in ("all", "price-change"):
+        rows += costs.price_change(args.static_size, args.small_size, args.writes_per_s)
+    if args.pattern in ("all", "order-lines"):
+        rows += costs.order_with_lines(args.lines, args.entry_size, args.item_size, args.reads_per_s)
+    if args.pattern in ("all", "write-sharding"):
+        rows += costs.write_sharding(args.shards, args.days * args.items_per_day, args.entry_size,
+                                     args.reads_per_s)  # fmt: skip
+    scan = None
+    if args.pattern in ("all", "scan"):
+        try:
+            scan = costs.scan(args.table_gb, args.item_size, args.rate)
+        except ValueError as error:
+            raise SystemExit(f"cost scan: {error}") from None
+        rows.append(costs.Row("full table scan", f"{args.table_gb:g} GB, paced to {args.rate:g} units/s",
+                              scan.cost))  # fmt: skip
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "pattern": r.pattern,
+                        "design": r.design,
+                        "naive": r.naive,
+                        **r.cost.as_dict(),
+                        "units_per_s": r.units_per_second,
+                    }
+                    for r in rows
+                ]
+                + ([{"pattern": "full table scan", "minutes": round(scan.minutes, 1), "rate": scan.rate,
+                     "parallel": scan.parallel, "segments": scan.segments}] if scan else [])
+            )
+        )  # fmt: skip
+        return 0
+    table = Table(title="what each access pattern costs (capacity model; eventually consistent reads)")
+    for column in ("pattern", "design", "requests", "items read", "read units", "write units", "units/s"):
+        table.add_column(column, justify="left" if column in ("pattern", "design") else "right", no_wrap=True)
+    for row in rows:
+        c = row.cost
+        table.add_row(
+            row.pattern,
+            ("[dim]naive:[/] " if row.naive else "") + row.design,
+            f"{c.requests:,}",
+            f"{c.items_read:,}",
+            f"{c.read_units:,.1f}",
+            f"{c.write_units:,.0f}",
+            f"{row.units_per_second:,.1f}" if row.per_second else "-",
+        )
+    Console(width=None if sys.stdout.isatty() else 170).print(table)
+    print("1 read unit = 4 KB (4,096 bytes) strongly consistent, or 8 KB eventually consistent.")
+    if args.pattern in ("all", "distinct-keys"):
+        print("The seeds' 125,000,000 and 37,500 divide by 4,000-byte kilobytes: 2.4% above the model.")
+    if scan:
+        hours = f" ({scan.minutes / 60:,.1f} h)" if scan.minutes >= 120 else ""
+        print(f"A full scan of {scan.table_gb:g} GB: {scan.cost.read_units:,.0f} read units, "
+              f"{scan.minutes:,.1f} minutes{hours} at {scan.rate:g} units/s.")  # fmt: skip
+        if scan.parallel:
+            print(f"A parallel scan is warranted (>= {costs.PARALLEL_SCAN_GB} GB) if read capacity is "
+                  f"spare and one scan is too slow: start with {scan.segments} segments (one per "
+                  f"{costs.GB_PER_SEGMENT} GB); the rate is their total.")  # fmt: skip
+        else:
+            print(f"Under {costs.PARALLEL_SCAN_GB} GB a parallel scan is not warranted: one scan, paced.")
+    return 0

@@ -1,0 +1,408 @@
+"""The local app: write a project (`init`), run it (`up`), watch it (`status`), invoke one function."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from hybridsync import config, migrations
+from hybridsync.cli import common
+from hybridsync.cli.common import Commands
+
+
+def add_init(cli: Commands) -> None:
+    init = cli.add(
+        "init",
+        "write a working hybridsync project into an empty folder: its model (one "
+        "DynamoDB-mastered entity, one PostgreSQL-mastered, one ranked aggregate), first "
+        "migration, seed, tests, cdk.json",
+        "hybridsync init myapp && cd myapp && hybridsync up --seed --once",
+        _init,
+    )
+    init.add_argument("directory", help="an empty (or new) folder")
+    init.add_argument("--package", help="the Python package to write (default: the folder's name)")
+
+
+def _init(args: argparse.Namespace) -> int:
+    from hybridsync import scaffold
+
+    try:
+        written = scaffold.write(Path(args.directory), args.package)
+    except scaffold.Refused as refused:
+        raise SystemExit(str(refused)) from None
+    for path in written:
+        print(f"  wrote {path}")
+    print(
+        f"\na hybridsync project in {args.directory}/. Next:\n  cd {args.directory}\n"
+        "  hybridsync up --seed --once      # the app locally: seed data, then drift and aggregates checked\n"
+        "  python -m pytest                 # the contract suite, over your entities and aggregates\n"
+        "  npx cdk synth                    # the CloudFormation of it all"
+    )
+    return 0
+
+
+def add_up(cli: Commands) -> None:
+    up = cli.add(
+        "up",
+        "run the synthesized app locally: tables, functions, stream mappings, HTTP API, schedules",
+        "hybridsync up --seed --once   (or, in this repository: hybridsync up --demo)",
+        _up,
+    )
+    up.add_argument(
+        "--once",
+        action="store_true",
+        help="set everything up, print (run the seed or demo, exit 1 if it went wrong), and stop",
+    )
+    workload = up.add_mutually_exclusive_group()
+    workload.add_argument(
+        "--seed",
+        action="store_true",
+        help="write the project's seed data ([tool.hybridsync] seed) through the real write "
+        "paths, then check drift and the aggregates against a recount",
+    )
+    workload.add_argument(
+        "--demo",
+        action="store_true",
+        help="drive the project's demo workload ([tool.hybridsync] demo), then report "
+        "(also .local/report.html)",
+    )
+    up.add_argument("--port", type=int, default=0, help="HTTP API port on 127.0.0.1 (default: a free one)")
+    up.add_argument(
+        "--faults",
+        type=_fault_plan,
+        default=None,
+        metavar="PLAN",
+        help="inject faults into stream deliveries, seeded: e.g. "
+        "duplicate=0.2,fail_before=0.05,fail_after=0.05,conflict=0.5,seed=7",
+    )
+    up.add_argument(
+        "--shards",
+        type=common.positive(int),
+        default=1,
+        help="stream shards per table, by partition-key hash, as production has them (default 1: "
+        "DynamoDB Local's own); e.g. --shards 4 --shard-lifetime 20",
+    )
+    up.add_argument(
+        "--shard-lifetime",
+        type=common.positive(float),
+        metavar="S",
+        help="seal every shard after S seconds and continue it in a child (AWS: about 4 hours)",
+    )
+    up.add_argument(
+        "--shard-records",
+        type=common.positive(int),
+        metavar="N",
+        help="also seal a shard once it holds N records (a short run's rollover, whatever its speed)",
+    )
+    up.add_argument(
+        "--retention",
+        type=common.positive(float),
+        metavar="S",
+        help="trim stream records older than S seconds (AWS: 24 hours); readers behind it lose records",
+    )
+    up.add_argument(
+        "--pg-max-connections",
+        type=common.positive(int),
+        metavar="N",
+        help="the embedded PostgreSQL's max_connections (a small Aurora allows a few hundred)",
+    )
+    _state_option(up)
+    _app_options(up)
+
+
+def _up(args: argparse.Namespace) -> int:
+    import threading
+
+    from hybridsync import local
+    from hybridsync.local.app import LocalApp
+    from hybridsync.local.template import Assembly, synth_if_stale
+
+    started = time.monotonic()
+    state = Path(args.state_dir)
+    config.hooks("routes")  # a routes module that cannot load would answer every request 500: say so now
+    assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
+    with local.start(
+        state, args.prefix, tables=False, keep_dynamodb=True, pg_max_connections=args.pg_max_connections
+    ) as stack:
+        app = LocalApp(
+            assembly,
+            **stack.endpoints(),
+            state_dir=state,
+            prefix=args.prefix,
+            faults=args.faults,
+            iam=not args.no_iam,
+            shards=args.shards,
+            shard_lifetime_s=args.shard_lifetime,
+            shard_records=args.shard_records,
+            retention_s=args.retention,
+        )
+        stop = threading.Event()
+        drainer = app.outbox_drainer(stop)
+        status_file = state / "status.json"
+        signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with Ctrl-C ignored
+        try:
+            app.start(http_port=args.port)
+            drainer.start()
+            stack.table_names = dict(app.table_names)
+            stack.bucket_names = {c.removesuffix("Bucket").lower(): name for c, name in app.buckets.items()}
+            env_file = state / "env"
+            env = stack.environment() | {"FAILURE_QUEUES": ",".join(app.queues.values())}
+            if app.streams_server is not None:
+                env["DYNAMODB_STREAMS_ENDPOINT"] = app.streams_server.endpoint
+            env |= local.plain_boto3(env)
+            env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in env.items()))
+            took = time.monotonic() - started
+            print(f"hybridsync: the app of {args.assembly}/ running locally, up in {took:.1f}s")
+            _banner(stack, app, env_file)
+            if args.demo or args.seed:
+                from rich.console import Console
+
+                from hybridsync import db
+                from hybridsync.local import report
+
+                hook = "demo" if args.demo else "seed"
+                runs = config.hooks(hook)
+                if not runs:
+                    raise SystemExit(
+                        f"--{hook}: name a function in pyproject.toml ([tool.hybridsync] {hook} = "
+                        f'"myapp.{hook}:run")'
+                    )
+                engine = db.create_engine(stack.database_url)
+                if args.demo:
+                    figures = runs[0](app, engine, state, Console())
+                else:
+                    figures = _seed(app, engine, runs[0], Console())
+                engine.dispose()
+                if args.once:
+                    return 0 if report.good(figures) else 1
+            if args.once:
+                return 0
+            print("Ctrl-C stops everything (PostgreSQL data, stream positions stay in .local/).", flush=True)
+            while True:
+                status_file.write_text(json.dumps(app.status(), indent=1))
+                time.sleep(2)
+        except KeyboardInterrupt:
+            print("stopping: delivering what was read, then stopping the functions")
+        finally:
+            app.stop()
+            stop.set()  # let the drainer finish before PostgreSQL goes away
+            if drainer.is_alive():
+                drainer.join(timeout=10)
+            status_file.unlink(missing_ok=True)
+    return 0
+
+
+def _seed(app: Any, engine: Any, seed: Callable[..., Any], console: Any) -> dict[str, Any]:
+    """`up --seed`: the project's seed writes through the real write paths (`seed(app, engine)`),
+    then, once the pipeline caught up: drift both ways and the aggregates against a recount."""
+    from hybridsync import workloads
+    from hybridsync.local import report
+
+    started = time.time()
+    with console.status("seeding..."):
+        written = seed(app, engine) or 0
+    with console.status("the pipeline is catching up...") as status:
+        caught_up = workloads.wait_caught_up(
+            lambda: app.status()["mappings"],
+            engine,
+            timeout_s=300,
+            progress=lambda lag: status.update(f"catching up: {lag}"),
+        )
+    figures = report.figures(
+        app,
+        engine,
+        config.model(),
+        started=started,
+        elapsed=time.time() - started,
+        writes=int(written),
+        caught_up=caught_up,
+    )
+    report.show(console, figures)
+    return figures
+
+
+def _fault_plan(text: str) -> Any:
+    from hybridsync.local.faults import FaultPlan
+
+    try:
+        return FaultPlan.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
+def _banner(stack: Any, app: Any, env_file: Path) -> None:
+    def origin(service: str) -> str:
+        return "embedded" if service in stack.embedded else "from the environment"
+
+    kept = "AWS's DynamoDB Local, tables kept in .local/dynamodb" if "dynamodb" in stack.embedded else None
+    print(f"  DynamoDB   {stack.dynamodb_endpoint}  ({kept or origin('dynamodb')})")
+    services = "moto server" if "services" in stack.embedded else "from the environment"
+    print(f"  S3, SQS    {stack.services_endpoint}  ({services})")
+    print(f"  PostgreSQL {stack.database_url}  ({origin('postgresql')})")
+    print(
+        "  IAM        "
+        + (
+            "each function's AWS calls checked against its role's policies (--no-iam: off)"
+            if app.iam
+            else "NOT checked (--no-iam)"
+        )
+    )
+    print(f"  schema     alembic revision {migrations.current_revision(stack.database_url)}")
+    from hybridsync.local.ttl import SWEEP_S
+
+    swept = {sweeper.table: sweeper.attribute for sweeper in app.sweepers}
+    for name in app.tables.values():
+        description = app.client.describe_table(TableName=name)["Table"]
+        stream = description.get("StreamSpecification", {}).get("StreamViewType")
+        print(
+            f"  table      {name}: {len(description.get('GlobalSecondaryIndexes', []))} GSIs"
+            + (f", stream {stream}" if stream else "")
+            + (f", TTL on {swept[name]} (every expired item, within {SWEEP_S:g} s)" if name in swept else "")
+        )
+    for name, function in app.functions.items():
+        print(
+            f"  function   {name}: {function.handler}, timeout {function.timeout_s:.0f}s, "
+            f"{function.memory_mb} MB, from {function.asset.name[:18]}..."
+        )
+    for s in app.mapping_settings.values():
+        extras = [
+            f"tumbling {s.tumbling_window_s}s" if s.tumbling_window_s else "",
+            "bisect" if s.bisect else "",
+            "partial failures" if s.report_failures else "",
+        ]
+        print(
+            f"  mapping    {s.name}: batch {s.batch_size}, window {s.batching_window_s:g}s, "
+            f"{len(s.patterns)} filters, {s.max_retries} retries, " + ", ".join(e for e in extras if e)
+        )
+    if app.http is not None:
+        print(
+            f"  HTTP API   http://127.0.0.1:{app.http.server_address[1]}/  (callers' IAM authorization is "
+            "not checked locally)"
+        )
+    for name in app.queues:
+        print(f"  queue      {name} (failed batches)")
+    for name in app.buckets.values():
+        print(f"  bucket     {name} (S3 on moto server, AWS_ENDPOINT)")
+    if app.custom_resources:
+        print(f"  deploy     ran {', '.join(app.custom_resources)} (custom resources, as a deploy does)")
+    from hybridsync import timeseries
+
+    for series in config.model().time_series:
+        days = sorted(timeseries.tables(app.client, app.prefix, series))
+        print(
+            f"  series     {app.prefix}-{series.table.name}-<day>: {', '.join(days) or 'none yet'} "
+            "(a table per day, rotated by the Rotate function)"
+        )
+    if app.faults:
+        print(f"  faults     {app.faults.plan} injected into stream deliveries")
+    print("  outbox     PostgreSQL changes reach DynamoDB on NOTIFY, and on the drain's schedule")
+    if app.streams_server is not None:
+        print(f"  streams    {app.streams_server.endpoint}  (the app's DynamoDB Streams API, for any reader)")
+    print(f"  env        source {env_file}  (for other shells, the hybridsync commands, plain boto3 and the "
+          "AWS CLI); `hybridsync status` for lag and the outbox")  # fmt: skip
+
+
+def add_status(cli: Commands) -> None:
+    status = cli.add(
+        "status", "what the running app's mappings and functions are doing", "hybridsync status", _status
+    )
+    _state_option(status)
+
+
+def _status(args: argparse.Namespace) -> int:
+    path = Path(args.state_dir) / "status.json"
+    if not path.is_file():
+        raise SystemExit(f"no {path}: is `hybridsync up` running (with --state-dir {args.state_dir})?")
+    status = json.loads(path.read_text())
+    age = time.time() - status["at"]
+    print(f"as of {age:.0f}s ago" + ("  (stale: is `hybridsync up` still running?)" if age > 10 else ""))
+    print(
+        f"{'mapping':<26} {'position':>24} {'delivered':>9} {'lag':>7} {'lag s':>7} {'failed':>6}  last error"
+    )
+    for name, m in status["mappings"].items():
+        print(
+            f"{name:<26} {m['position'] or '-':>24} {m['delivered']:>9} {m['lag_records']:>7} "
+            f"{m['lag_s']:>7.1f} {m['sent_to_failure_queue']:>6}  {m['last_error'] or '-'}"
+        )
+        if m.get("blocked"):
+            print(f"{'':<26} BLOCKED: {m['blocked']} ({m['retries']} retries)")
+    print(f"{'function':<26} {'invocations':>11} {'errors':>7} {'cold':>5}  last error")
+    for name, f in status["functions"].items():
+        error = f["last_error"] or "-"
+        print(f"{name:<26} {f['invocations']:>11} {f['errors']:>7} {f['cold_starts']:>5}  {error}")
+    for name, count in status["failure_queues"].items():
+        print(f"queue {name}: {count} message(s)")
+    if drained := status.get("outbox"):
+        print(
+            f"outbox: {drained['depth']} waiting (oldest {drained['oldest_age_s']:.1f}s); since start "
+            f"{drained['applied']} applied, {drained['superseded']} superseded, {drained['dead_lettered']} "
+            f"dead-lettered, {drained['deferred']} deferred, {drained['errors']} failed drain(s)"
+            + (f"; last error: {drained['last_error']}" if drained["last_error"] else "")
+        )
+    return 0
+
+
+def add_invoke(cli: Commands) -> None:
+    invoke = cli.add(
+        "invoke",
+        "invoke one function of the app with one event",
+        "hybridsync invoke write_back --event examples/shop/fixtures/order_insert.json",
+        _invoke,
+    )
+    invoke.add_argument("function", help="the function's construct id (WriteBack or write_back, ...)")
+    invoke.add_argument("--event", help="a JSON file holding the event (default {})")
+    _state_option(invoke)
+    _app_options(invoke)
+
+
+def _invoke(args: argparse.Namespace) -> int:
+    from hybridsync.local.app import LocalApp
+    from hybridsync.local.functions import FunctionError
+    from hybridsync.local.template import Assembly, synth_if_stale
+
+    assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
+    dynamodb = common.given(None, "DYNAMODB_ENDPOINT", "DynamoDB", "(no flag)")
+    services = os.environ.get("AWS_ENDPOINT") or dynamodb
+    app = LocalApp(
+        assembly,
+        dynamodb_endpoint=dynamodb,
+        services_endpoint=services,
+        database_url=common.given(None, "DATABASE_URL", "database", "(no flag)"),
+        state_dir=Path(args.state_dir),
+        prefix=args.prefix,
+        iam=not args.no_iam,
+    )
+    app.build_functions()
+    event = json.loads(Path(args.event).read_text()) if args.event else {}
+    try:
+        result = app.function(args.function).invoke(event)
+    except FunctionError as error:
+        print(json.dumps({"errorType": error.error_type, "errorMessage": error.message}, indent=1))
+        return 1
+    finally:
+        app.stop()
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+def _state_option(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--state-dir", default=".local", help="where local state lives (default .local)")
+
+
+def _app_options(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--prefix", default="hybridsync", help="table name prefix (default hybridsync)")
+    sub.add_argument("--assembly", default="cdk.out", help="the synthesized app (default cdk.out)")
+    sub.add_argument("--no-synth", action="store_true", help="use the assembly as it is, even if stale")
+    sub.add_argument(
+        "--no-iam",
+        action="store_true",
+        help="do not check each function's AWS calls against its role's policies (checked by default)",
+    )

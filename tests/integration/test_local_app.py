@@ -363,7 +363,7 @@ GET_WITH_BINARY_BODY = (
 MALFORMED = [
     (b"GET /leaderboard HTTP/1.1\r\nHost: x\r\nContent-Length: abc\r\n\r\n", 400, "Bad Request"),
     (b"GET /leaderboard HTTP/1.1\r\nHost: x\r\nContent-Length: -1\r\n\r\n", 400, "Bad Request"),
-    # the API's `$default` route takes ANY method, so the function answers one it has no route for
+    # the API's one route is `ANY /{proxy+}`: any method reaches the function, which answers 405
     (b"FOO /leaderboard HTTP/1.1\r\nHost: x\r\n\r\n", 405, "FOO is not allowed on '/leaderboard'; use GET"),
     (b"GET /stores/CH/\xff HTTP/1.1\r\nHost: x\r\n\r\n", 400, "Bad Request"),  # a path that is not UTF-8
     (GET_WITH_BINARY_BODY, 200, None),  # a body that is not UTF-8 reaches the function (base64): no drop

@@ -21,9 +21,11 @@ from typing import Any
 
 from hybridsync.convert import unmarshal
 from hybridsync.declare import Projection, Table
-from hybridsync.limits import ITEM_BYTES, item_size, value_size
 
-__all__ = ["ITEM_LIMIT", "item_size", "value_size"]  # sizes are defined with the limits (hybridsync.limits)
+# sizes are defined with the limits; re-exported here, where the units are
+from hybridsync.limits import ITEM_BYTES
+from hybridsync.limits import item_size as item_size
+from hybridsync.limits import value_size as value_size
 
 ITEM_LIMIT = ITEM_BYTES  # bytes, attribute names included
 WRITE_UNIT = 1024  # one WCU writes up to 1 KB (transactions cost two)

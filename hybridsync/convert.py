@@ -305,7 +305,7 @@ def from_json(
             else (value if f.type is FieldType.JSON else converted)
         )
     if (size := limits.item_size(values)) > limits.ITEM_BYTES:  # its item would be larger still
-        largest = max(values, key=lambda n: limits.value_size(values[n]))
+        largest = limits.largest(values)
         raise Invalid(largest, f"{largest}: its item would be over DynamoDB's {limits.ITEM_BYTES} bytes "
                                f"(these fields alone are {size})")  # fmt: skip
     return values

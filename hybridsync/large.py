@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
-from hybridsync import capacity, keys, store, versions
+from hybridsync import capacity, keys, limits, store, versions
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.declare import BODY, Bodies
 from hybridsync.errors import Conflict, Invalid, NotFound
@@ -87,12 +87,12 @@ def put(
     try:
         item = entity.item(values | created | {"BodyBytes": len(raw), version_name: version})
     except Rejected as refused:  # a field past a limit of the model's: nothing is written yet
-        raise Invalid(_largest(values), refused.reason) from None
+        raise Invalid(limits.largest(values), refused.reason) from None
     _write_body(bodies, client, place, item, raw, version)  # the new body, under the new version
     size = capacity.item_size(item)
     if size > capacity.ITEM_LIMIT:
         _remove_body(bodies, client, place, item)
-        largest = _largest(values)
+        largest = limits.largest(values)
         raise Invalid(
             largest,
             f"the item would be {size} bytes, over DynamoDB's {capacity.ITEM_LIMIT} "
@@ -109,10 +109,6 @@ def put(
     if stored is not None:
         _remove_body(bodies, client, place, stored)  # only now: a reader of the old item still finds it whole
     return shown(bodies, item)
-
-
-def _largest(values: dict[str, Any]) -> str:
-    return max((k for k in values if values[k] is not None), key=lambda k: capacity.value_size(values[k]))
 
 
 def _write_body(

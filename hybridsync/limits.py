@@ -194,6 +194,12 @@ def check_item(item: dict[str, Any], partition_keys: Iterable[str], sort_keys: I
                 raise Rejected(f"{name} is {size} bytes, over DynamoDB's {limit} for a {kind} key "
                                "(a value it is built from is too long)")  # fmt: skip
     if (size := item_size(item)) > ITEM_BYTES:
-        largest = max(item, key=lambda name: value_size(item[name]))
         raise Rejected(f"the item would be {size} bytes, over DynamoDB's {ITEM_BYTES} "
-                       f"(its largest attribute is {largest})")  # fmt: skip
+                       f"(its largest attribute is {largest(item)})")  # fmt: skip
+
+
+def largest(values: dict[str, Any]) -> str:
+    """The attribute taking the most bytes (what to name when an item is too large)."""
+    return max(
+        (name for name in values if values[name] is not None), key=lambda name: value_size(values[name])
+    )

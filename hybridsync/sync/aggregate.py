@@ -510,7 +510,7 @@ class Aggregation:
                 ):
                     raise
                 refusal = error.response["Error"].get("Message", "")
-            refused = self._overflowing(client, table, rows, outcome)
+            refused = self._overflowing(client, rows, items, outcome)
             if not refused:
                 raise RuntimeError(f"DynamoDB refused a journal chunk of shard {shard}: {refusal}")
             _reject(
@@ -519,13 +519,14 @@ class Aggregation:
             rows = [row for n, row in enumerate(rows) if n not in refused]
             items = [item for n, item in enumerate(items) if n not in refused]
 
-    def _overflowing(self, client: Any, table: str, rows: list, outcome: Outcome) -> list[int]:
-        """The rows whose aggregate item's stored measures plus the delta DynamoDB cannot store."""
-        keys = [unmarshal(self._update(table, name, tuple(key), tuple(map(Decimal, delta)))["Update"]["Key"])
-                for name, key, delta in rows]  # fmt: skip
+    def _overflowing(self, client: Any, rows: list, updates: list[dict], outcome: Outcome) -> list[int]:
+        """The rows whose aggregate item (the key of its update) holds measures that plus the row's
+        delta DynamoDB cannot store."""
         refused = []
         for n, (name, _, delta) in enumerate(rows):  # GetItem each: a rare path, on the role's own actions
-            item = store.get(client, table, keys[n]) or {}
+            update = updates[n]["Update"]
+            got = client.get_item(TableName=update["TableName"], Key=update["Key"], ConsistentRead=True)
+            item = unmarshal(got.get("Item", {}))
             outcome.calls += 1
             try:
                 for measure, d in zip(self.by_name[name].measures, delta, strict=True):

@@ -125,7 +125,8 @@ def number(schema: dict[str, Any]) -> st.SearchStrategy[Any]:
 
 
 def nested(levels: int) -> Any:
-    value: Any = {"leaf": 1}
+    """A value nested `levels` deep as DynamoDB counts (a scalar is level 1)."""
+    value: Any = "leaf"
     for _ in range(levels - 1):
         value = {"a": value}
     return value
@@ -240,15 +241,20 @@ def requests(document: dict[str, Any], ids: list[str]) -> st.SearchStrategy[Requ
 
 def send(base: str, request: Request, timeout_s: float = 60) -> tuple[int, dict[str, str], bytes]:
     """One request on a connection of its own, bytes as drawn (http.client would refuse some)."""
-    url = urlsplit(base)
     lines = [f"{request.method} {request.target} HTTP/1.1", *(f"{k}: {v}" for k, v in request.headers),
              "connection: close"]  # fmt: skip
     if request.body is not None:
         lines.append(f"content-length: {len(request.body)}")
     head = ("\r\n".join(lines) + "\r\n\r\n").encode("utf-8", "surrogatepass")
+    return exchange(base, head + (request.body or b""), request.method, timeout_s)
+
+
+def exchange(base: str, data: bytes, method: str = "GET", timeout_s: float = 60) -> tuple[int, dict, bytes]:
+    """Bytes sent as they are on a connection of their own; the answer (status, headers, body)."""
+    url = urlsplit(base)
     with socket.create_connection((url.hostname, url.port), timeout=timeout_s) as connection:
-        connection.sendall(head + (request.body or b""))
-        response = http.client.HTTPResponse(connection, method=request.method)
+        connection.sendall(data)
+        response = http.client.HTTPResponse(connection, method=method)
         response.begin()
         return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
 

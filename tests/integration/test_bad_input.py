@@ -17,6 +17,7 @@ import pytest
 import sqlalchemy as sa
 
 from hybridsync import cli
+from hybridsync.testing.fuzz import nested
 from shop_workloads.chaos import BadRequest
 from tests.handlers import LambdaContext, http, load
 from tests.integration.conftest import use_database_secret
@@ -40,13 +41,6 @@ def _image(record: dict) -> dict:
 
 def _set(attribute: str, value: dict) -> Callable[[dict], Any]:
     return lambda r: _image(r).update({attribute: value})
-
-
-def _nested(levels: int) -> dict:
-    value: dict = {"leaf": 1}
-    for _ in range(levels - 2):
-        value = {"a": value}
-    return value
 
 
 STREAM = [
@@ -146,7 +140,7 @@ HTTP = [
     Kind("HTTP", "a lone surrogate in a body", ("POST", "/publications/pub-1/titles",
          '{"TitleId": "t-1", "Name": "N", "Tags": ["\\ud800"]}', {}), "Tags[0] is not valid Unicode"),
     Kind("HTTP", "a JSON field nested deeper than 32 levels", ("PUT", "/products/p-1", {
-        "Name": "N", "Category": "c", "Price": 1, "Stock": 1, "Attributes": _nested(33)}, {}),
+        "Name": "N", "Category": "c", "Price": 1, "Stock": 1, "Attributes": nested(33)}, {}),
          "Attributes is nested deeper than DynamoDB's 32 levels"),
     Kind("HTTP", "an empty name inside a JSON field", ("PUT", "/products/p-1", {
         "Name": "N", "Category": "c", "Price": 1, "Stock": 1, "Attributes": {"": 1}}, {}),

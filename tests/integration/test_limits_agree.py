@@ -13,6 +13,7 @@ import sqlalchemy as sa
 from hybridsync import limits
 from hybridsync.convert import marshal
 from hybridsync.records import Rejected
+from hybridsync.testing.fuzz import nested
 
 pytestmark = pytest.mark.integration
 
@@ -45,13 +46,6 @@ def ours(item) -> bool:
     except Rejected:
         return False
     return True
-
-
-def nested(levels):
-    value = "leaf"
-    for _ in range(levels - 1):
-        value = {"a": value}
-    return value
 
 
 CASES = {

@@ -3,10 +3,8 @@ real functions (their asset folders), the stream mappings, PostgreSQL and the HT
 
 from __future__ import annotations
 
-import http.client
 import json
 import os
-import socket
 import time
 import urllib.error
 import urllib.parse
@@ -23,6 +21,7 @@ from hybridsync.convert import marshal
 from hybridsync.local.app import LocalApp
 from hybridsync.local.template import Assembly
 from hybridsync.sync.reconcile import reconcile
+from hybridsync.testing.fuzz import exchange
 from shop.model import EVENT_SERIES, MODEL, ORDER, ORDER_LINE, PRODUCT_AVAILABILITY, SALES
 
 
@@ -349,11 +348,8 @@ def test_a_function_that_cannot_import_says_why_in_its_log(tmp_path):
 
 def raw(app, request: bytes) -> tuple[int, bytes]:
     """Bytes on a socket of their own, as no HTTP library would send them: (status, body)."""
-    with socket.create_connection(("127.0.0.1", app.http.server_address[1]), timeout=30) as connection:
-        connection.sendall(request)
-        response = http.client.HTTPResponse(connection)
-        response.begin()
-        return response.status, response.read()
+    status, _, body = exchange(f"http://127.0.0.1:{app.http.server_address[1]}", request, timeout_s=30)
+    return status, body
 
 
 GET_WITH_BINARY_BODY = (

@@ -14,6 +14,7 @@ from hybridsync.convert import from_json, to_values
 from hybridsync.declare import Field, FieldType
 from hybridsync.errors import Invalid
 from hybridsync.records import Rejected
+from hybridsync.testing.fuzz import nested
 from shop.model import ORDER_LINE, PRODUCT_AVAILABILITY, TITLE_TAG
 
 
@@ -39,12 +40,6 @@ def test_text_is_valid_unicode_without_nul(text, problem):
 
 
 def test_nesting_counts_the_attribute_as_level_one_and_stops_at_32():
-    def nested(levels):
-        value = "leaf"
-        for _ in range(levels - 1):
-            value = {"a": value}
-        return value
-
     assert limits.depth(nested(32)) == 32 and limits.value_problem("A", nested(32)) is None
     assert "nested deeper than DynamoDB's 32 levels" in limits.value_problem("A", nested(33))
     assert limits.depth(nested(100_000)) == 33  # iterative, and it stops early: no RecursionError

@@ -127,7 +127,9 @@ def serve(routes: list[Route], port: int, failed: type[Exception]) -> ThreadingH
                 length = int(self.headers.get("content-length") or 0)
                 if length < 0:
                     raise ValueError(length)
-            except ValueError:  # not UTF-8, or a Content-Length that is not a length
+            # not UTF-8, or a Content-Length that is not a length: the message cannot be framed, a
+            # 400 (RFC 9112 6.3; no AWS document or recording says more of API Gateway's answer)
+            except ValueError:
                 self.close_connection = True
                 return self._answer(400, JSON, b'{"message":"Bad Request"}')
             body = self.rfile.read(length) if length else None

@@ -1008,6 +1008,34 @@ def bookkeeping(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
     }
 
 
+def job_entities(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
+    """Where the engine checkpoints its long operations (hybridsync.jobs), under the reserved
+    prefix: one entry per job in a listing partition, one item per work unit under the job's own."""
+    pk, sk = table.partition.name, table.sort.name if table.sort else ""
+    text, integer = FieldType.STRING, FieldType.INTEGER
+
+    def derived(name: str, fields: tuple[Field, ...], keys_: dict[str, str], description: str) -> Entity:
+        return Entity(name, table, Side.DERIVED, fields=fields, versioned=False, names=names,
+                      keys={k: Template(v) for k, v in keys_.items()}, description=description)  # fmt: skip
+
+    return {
+        "job": derived(
+            "Job",
+            (Field("JobId", text), Field("Kind", text), Field("Spec", text), Field("Units", integer),
+             Field("Created", text)),
+            {pk: prefix + "JOBS", sk: "{JobId}"},
+            "a long operation (a load, a rebuild): what it does and into how many units it is cut",
+        ),  # fmt: skip
+        "unit": derived(
+            "JobUnit",
+            (Field("JobId", text), Field("Unit", integer), Field("Checkpoint", text, required=False),
+             Field("Done", FieldType.BOOLEAN), Field("Counts", text), Field("Error", text, required=False)),
+            {pk: prefix + "JOB#{JobId}", sk: "UNIT#{Unit:05d}"},
+            "a work unit's checkpoint: where it stopped and what it did so far",
+        ),  # fmt: skip
+    }
+
+
 def collection(table: Table, names: Names) -> Entity:
     """The `#static` marker of an item collection, listed by the table's distinct-keys index;
     created with the collection's first member and deleted with its last (pattern 20)."""
@@ -1092,6 +1120,14 @@ class Model:
             for t in self.tables
             if any(a.table.name == t.name for a in self.aggregates)
         }
+
+    @cached_property
+    def jobs(self) -> dict[str, Entity]:
+        """The engine's job and work-unit entities, in the model's first table keyed by two strings."""
+        for table in self.tables:
+            if table.sort and table.partition.type == "S" and table.sort.type == "S":
+                return job_entities(table, self.reserved_prefix, self.names)
+        raise ValueError("checkpointing a job needs a table whose partition and sort keys are strings")
 
     def bookkeeping(self, table: Table) -> dict[str, Entity]:
         """The engine's cursor, journal and range entities of a table with aggregates."""

@@ -1,0 +1,454 @@
+"""Initial loads, online, for a system that already holds data (jobs of `hybridsync.jobs`):
+
+- `views`: the rows of entities mastered in PostgreSQL become their DynamoDB views, exactly as the
+  outbox writes them, each only if DynamoDB holds no newer version (the outbox keeps draining).
+- `items`: the rows of entities mastered in DynamoDB that exist in PostgreSQL today (moving the
+  master) become versioned items, each only if DynamoDB holds none or one at most as new that
+  differs; the write-back of the load's own records changes nothing (same version).
+- `rows`: DynamoDB items -> PostgreSQL through the write-back's own versioned merge, from a
+  parallel scan (a unit per segment) or a point-in-time export (a unit per data file); an item
+  written before hybridsync (no entity tag) is recognised by the model's key templates and versioned.
+
+A SQL unit is a range of the primary key (bounds cut at job creation by the row count), read by
+keyset pages in key order; a DynamoDB unit a scan segment or an export file. Every chunk is
+committed, then checkpointed: a killed load redoes at most one chunk per unit, and redoing one
+changes nothing (every write is conditional on versions). What cannot cross is a dead letter
+(source `load`) with its reason; the load goes on.
+"""
+
+from __future__ import annotations
+
+import gzip
+import hashlib
+import json
+import re
+import string
+import time
+from collections.abc import Iterator
+from decimal import Decimal
+from typing import Any
+
+import sqlalchemy as sa
+
+from hybridsync import capacity, exports, store
+from hybridsync.convert import item_values, marshal, to_integer, to_row, unmarshal
+from hybridsync.declare import Entity, Model, Side, Template
+from hybridsync.jobs import DONE, Counts, Services, kind
+from hybridsync.records import DeadLetter, Rejected
+from hybridsync.scans import Scanner
+from hybridsync.schema import table_of
+from hybridsync.sync.outbox import _exact_json
+from hybridsync.sync.writeback import Change, apply_changes
+from hybridsync.views import CACHE_TTL_S, view_item
+
+CHUNK = 500  # rows per keyset page; items per export chunk
+TRANSACTION = 100  # puts per TransactWriteItems (its limit)
+TRANSACTION_BYTES = 4_000_000  # and its 4 MB
+
+
+# --- PostgreSQL key ranges ------------------------------------------------------------------------
+
+
+def _key_columns(entity: Entity) -> list[sa.ColumnElement]:
+    table = table_of(entity)
+    return [table.c[c] for c in entity.sql_key_columns]
+
+
+def _typed(entity: Entity, key: list[Any]) -> sa.ColumnElement:
+    """A key as PostgreSQL compares it with the key columns (checkpoints keep keys as JSON text)."""
+    columns = _key_columns(entity)
+    return sa.tuple_(*(sa.cast(sa.literal(str(v)), c.type) for c, v in zip(columns, key, strict=True)))
+
+
+def _live(entity: Entity) -> sa.ColumnElement | None:
+    return table_of(entity).c.deleted.is_(False) if entity.master is Side.DYNAMODB else None
+
+
+def plan_sql(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """Cut the entity's table into `segments` key ranges of about as many rows each."""
+    entity = services.model.entity(spec["entity"])
+    table, columns, live = table_of(entity), _key_columns(entity), _live(entity)
+    with services.engine.connect() as conn:
+        count = conn.execute(sa.select(sa.func.count()).select_from(table).where(*[w for w in [live] if w is not None])).scalar_one()  # fmt: skip
+        bounds = []
+        for n in range(1, max(1, int(spec.get("segments", 1)))):
+            query = sa.select(*columns).order_by(*columns).offset(n * count // spec["segments"]).limit(1)
+            if live is not None:
+                query = query.where(live)
+            if (row := conn.execute(query).first()) is not None and list(row) not in bounds:
+                bounds.append([json.loads(json.dumps(v, default=str)) for v in row])
+    return spec | {"bounds": bounds, "rows": count}, len(bounds) + 1
+
+
+def sql_chunks(services: Services, entity: Entity, spec: dict[str, Any], unit: int,
+               after: list[Any] | None) -> Iterator[tuple[list[tuple[list[Any], int, dict[str, Any]]], list[Any]]]:  # fmt: skip
+    """The unit's rows in key order, CHUNK at a time from after `after`: (key, version, the row as
+    JSON with exact numbers) each, and the last key."""
+    table, columns, live = table_of(entity), _key_columns(entity), _live(entity)
+    bounds = spec["bounds"]
+    low = bounds[unit - 1] if unit > 0 else None
+    high = bounds[unit] if unit < len(bounds) else None
+    key = sa.tuple_(*columns)
+    while True:
+        query = sa.select(sa.func.to_jsonb(table.table_valued()).cast(sa.Text), table.c.version, *columns)
+        query = query.order_by(*columns).limit(CHUNK)
+        if live is not None:
+            query = query.where(live)
+        if after is not None:
+            query = query.where(key > _typed(entity, after))
+        elif low is not None:
+            query = query.where(key >= _typed(entity, low))
+        if high is not None:
+            query = query.where(key < _typed(entity, high))
+        with services.engine.connect() as conn:
+            rows = [(json.loads(json.dumps(list(r[2:]), default=str)), int(r[1]), _exact_json(r[0]))
+                    for r in conn.execute(query)]  # fmt: skip
+        if not rows:
+            return
+        after = rows[-1][0]
+        yield rows, after
+        if len(rows) < CHUNK:
+            return
+
+
+def _row_letter(entity: Entity, key: list[Any], reason: str) -> DeadLetter:
+    return DeadLetter({"eventID": f"load:{entity.name}:{json.dumps(key, default=str)}", "entity": entity.name,
+                       "key": key}, f"{entity.name} {'/'.join(map(str, key))}: {reason}")  # fmt: skip
+
+
+# --- conditional puts, a transaction of up to 100 at a time ---------------------------------------
+
+
+def put_guarded(services: Services, table: str, puts: list[tuple[dict[str, Any], dict[str, Any]]],
+                counts: Counts, letters: list[DeadLetter], letter: Any) -> None:  # fmt: skip
+    """Put each item on its condition (a Put action's ConditionExpression and its names and values):
+    a refused condition counts as older (DynamoDB holds something newer), an item DynamoDB cannot
+    store is a dead letter (`letter(item, why)`); the rest are written, paced in write units.
+    A transaction cancelled by one action applied nothing: it is sent again without that action."""
+    client = services.client
+    chunks: list[list[tuple[dict, dict]]] = [[]]
+    size = 0
+    for item, guard in puts:
+        item_bytes = capacity.item_size(item)
+        if chunks[-1] and (len(chunks[-1]) == TRANSACTION or size + item_bytes > TRANSACTION_BYTES):
+            chunks.append([])
+            size = 0
+        chunks[-1].append((item, guard))
+        size += item_bytes
+    for chunk in (c for c in chunks if c):
+        pending = chunk
+        for attempt in range(12):
+            actions = [{"Put": {"TableName": table, "Item": marshal(item)} | guard} for item, guard in pending]
+            token = hashlib.sha256(json.dumps(actions, sort_keys=True, default=str).encode()).hexdigest()[:36]
+            units = sum(capacity.units(capacity.item_size(i), transactional=True) for i, _ in pending)
+            services.pacer.spend(units)
+            try:
+                if len(actions) == 1:  # one: the plain conditional write, at half the units
+                    client.put_item(**actions[0]["Put"])
+                else:
+                    client.transact_write_items(TransactItems=actions, ClientRequestToken=token)
+                counts.written += len(pending)
+                break
+            except client.exceptions.ConditionalCheckFailedException:
+                counts.older += 1
+                break
+            except client.exceptions.TransactionCanceledException as error:
+                reasons = error.response.get("CancellationReasons", [])
+                kept = []
+                for (item, guard), reason in zip(pending, reasons, strict=False):
+                    code = reason.get("Code", "None")
+                    if code == "ConditionalCheckFailed":
+                        counts.older += 1
+                    elif code == "ValidationError":
+                        letters.append(letter(item, f"DynamoDB refused it: {reason.get('Message', '')}"))
+                    else:
+                        kept.append((item, guard))
+                pending = kept
+            except client.exceptions.ClientError as error:
+                if error.response["Error"]["Code"] != "ValidationException":
+                    raise
+                if len(pending) == 1:
+                    letters.append(letter(pending[0][0], f"DynamoDB refused it: {error.response['Error']['Message']}"))
+                    break
+                half = len(pending) // 2  # which one: each half on its own
+                put_guarded(services, table, pending[:half], counts, letters, letter)
+                put_guarded(services, table, pending[half:], counts, letters, letter)
+                break
+            if not pending:
+                break
+            time.sleep(min(1.0, 0.02 * 2**attempt))  # a conflict or a throttle: the same again
+        else:
+            raise RuntimeError(f"{table}: {len(pending)} put(s) still cancelled after 12 attempts")
+
+
+def _guard(expression: str, names: dict[str, str], values: dict[str, Any]) -> dict[str, Any]:
+    return {"ConditionExpression": expression, "ExpressionAttributeNames": names,
+            "ExpressionAttributeValues": marshal(values)}  # fmt: skip
+
+
+# --- PostgreSQL -> DynamoDB: views -------------------------------------------------------------
+
+
+@kind("views", plan_sql)
+def load_views(services: Services, spec: dict[str, Any], unit: int, checkpoint: Any) -> Iterator[tuple[Any, Counts]]:
+    """Each row's view as the outbox writes it (the same item, the same expiry), unless DynamoDB
+    holds its version or a newer one."""
+    entity = services.model.entity(spec["entity"])
+    table, names = services.tables[entity.table.name], entity.names
+    for rows, last in sql_chunks(services, entity, spec, unit, checkpoint):
+        counts, letters, puts = Counts(read=len(rows)), [], []
+        now = int(time.time())
+        for key, version, row in rows:
+            try:
+                item = view_item(entity, item_values(entity, row), version, now=now, ttl_s=CACHE_TTL_S)
+            except (Rejected, ValueError) as error:
+                letters.append(_row_letter(entity, key, getattr(error, "reason", None) or str(error)))
+                continue
+            puts.append((item, _guard("attribute_not_exists(#v) OR #v < :v", {"#v": names.version}, {":v": version})))
+        put_guarded(services, table, puts, counts, letters, lambda i, why: _row_letter(entity, _sql_key(entity, i), why))
+        services.dead_letter(letters)
+        counts.dead_lettered = len(letters)
+        yield last, counts
+    yield DONE, Counts()
+
+
+def _sql_key(entity: Entity, item: dict[str, Any]) -> list[Any]:
+    return [str(item.get(a)) for a in entity.sql_key]
+
+
+# --- moving the master: PostgreSQL rows -> versioned items -------------------------------------
+
+
+@kind("items", plan_sql)
+def load_items(services: Services, spec: dict[str, Any], unit: int, checkpoint: Any) -> Iterator[tuple[Any, Counts]]:
+    """Each live row as its item at the row's version. The items already there are read first
+    (strongly consistent): one the app has written since (a newer version) is never replaced, one
+    equal to the row is left as it is (so a second pass after the legacy writer stops rewrites only
+    what it changed meanwhile), one at most as new that differs is replaced on the condition that
+    it is still as read."""
+    entity = services.model.entity(spec["entity"])
+    table, names = services.tables[entity.table.name], entity.names
+    for rows, last in sql_chunks(services, entity, spec, unit, checkpoint):
+        counts, letters, wanted = Counts(read=len(rows)), [], []
+        for key, version, row in rows:
+            try:
+                values = item_values(entity, row) | {names.version: version}
+                wanted.append((key, entity.item(values)))
+            except (Rejected, ValueError) as error:
+                letters.append(_row_letter(entity, key, getattr(error, "reason", None) or str(error)))
+        held = {_text(entity.key(i)): i for i in store.batch_get(services.client, table, [entity.key(i) for _, i in wanted])}
+        puts = []
+        for key, item in wanted:
+            current = held.get(_text(entity.key(item)))
+            seen = None if current is None else current.get(names.version)
+            if current is not None and seen is not None and int(seen) > item[names.version]:
+                counts.older += 1
+            elif current is not None and _same_item(entity, current, item):
+                counts.skipped += 1
+            elif seen is None:
+                puts.append((item, _guard("attribute_not_exists(#v)", {"#v": names.version}, {})))
+            else:
+                puts.append((item, _guard("#v = :seen", {"#v": names.version}, {":seen": seen})))
+        for item, guard in puts:
+            if not guard["ExpressionAttributeValues"]:
+                del guard["ExpressionAttributeValues"]
+        put_guarded(services, table, puts, counts, letters, lambda i, why: _row_letter(entity, _sql_key(entity, i), why))
+        services.dead_letter(letters)
+        counts.dead_lettered = len(letters)
+        yield last, counts
+    yield DONE, Counts()
+
+
+def _same_item(entity: Entity, current: dict[str, Any], item: dict[str, Any]) -> bool:
+    ignore = {entity.names.origin, entity.table.ttl_attribute}
+    return {k: v for k, v in current.items() if k not in ignore} == item
+
+
+def _text(key: dict[str, Any]) -> str:
+    return json.dumps(key, sort_keys=True, default=str)
+
+
+# --- DynamoDB -> PostgreSQL: rows ----------------------------------------------------------------
+
+
+def plan_rows(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
+    """A unit per scan segment of each table holding the entities, or per data file of an export."""
+    model = services.model
+    entities = [model.entity(n) for n in spec["entities"]] if spec.get("entities") else list(model.written_back())
+    if not entities:
+        raise ValueError("the model writes no entity back to PostgreSQL")
+    if stray := [e.name for e in entities if e not in model.written_back()]:
+        raise ValueError(f"{', '.join(stray)}: not written back (mastered in PostgreSQL, or no SQL table)")
+    tables = sorted({e.table.name for e in entities})
+    if spec.get("export"):
+        s3 = services.aws("s3")
+        export = exports.Export.parse(spec["export"])
+        physical = exports.table_name(s3, export)
+        logical = [n for n in tables if services.tables[n] == physical]
+        if not logical:
+            raise ValueError(f"{spec['export']} is an export of {physical}, not of {', '.join(services.tables[n] for n in tables)}")
+        files = [f["dataFileS3Key"] for f in exports._files(s3, export)]
+        units = [{"table": logical[0], "file": f} for f in files]
+    else:
+        segments = max(1, int(spec.get("segments", 1)))
+        units = [{"table": t, "segment": s, "of": segments} for t in tables for s in range(segments)]
+    return spec | {"entities": [e.name for e in entities], "units": units}, len(units)
+
+
+@kind("rows", plan_rows)
+def load_rows(services: Services, spec: dict[str, Any], unit: int, checkpoint: Any) -> Iterator[tuple[Any, Counts]]:
+    where = spec["units"][unit]
+    table = services.tables[where["table"]]
+    sorter = Sorter(services, where["table"], set(spec["entities"]))
+    if "file" in where:
+        s3, export = services.aws("s3"), exports.Export.parse(spec["export"])
+        raw = s3.get_object(Bucket=export.bucket, Key=where["file"])["Body"].read()
+        lines = [line for line in gzip.decompress(raw).splitlines() if line.strip()]
+        done = int(checkpoint or 0)
+        while done < len(lines):
+            chunk = [unmarshal(json.loads(line)["Item"]) for line in lines[done : done + CHUNK]]
+            counts = sorter.merge(table, chunk)
+            done += len(chunk)
+            yield done, counts
+        yield DONE, Counts()
+        return
+    scanner = Scanner(services.client, table, segments=where["of"], page_limit=spec.get("page_limit"))
+    scanner.pacer = services.pacer
+    request = scanner.request()
+    if where["of"] > 1:
+        request |= {"Segment": where["segment"], "TotalSegments": where["of"]}
+    if checkpoint:
+        request["ExclusiveStartKey"] = checkpoint
+    while True:
+        page = scanner.call(request)
+        counts = sorter.merge(table, [unmarshal(i) for i in page["Items"]])
+        if "LastEvaluatedKey" not in page:
+            yield DONE, counts
+            return
+        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        yield page["LastEvaluatedKey"], counts
+
+
+class Sorter:
+    """Sorts a chunk of items: the entities loaded become changes merged into PostgreSQL (one
+    transaction per chunk, the write-back's merge); other entities' items are left alone; an item
+    with no entity tag is recognised by the key templates of the table's entities and versioned
+    first; what is none of these, or cannot become a row, is a dead letter."""
+
+    def __init__(self, services: Services, table: str, loaded: set[str]):
+        self.services, self.model = services, services.model
+        self.loaded = {n: services.model.entity(n) for n in loaded}
+        self.known = {e.name for e in self.model.all_entities} | {e.name for e in self.model.jobs.values()}
+        self.known |= {s.entity.name for s in self.model.time_series}
+        self.matchers = [(e, _matcher(e)) for e in self.model.entities if e.table.name == table]
+        self.keys = [a.name for a in self.model.table(table).key_schema()]
+
+    def merge(self, table: str, items: list[dict[str, Any]]) -> Counts:
+        names = self.model.names
+        counts, changes, letters = Counts(read=len(items)), [], []
+        for item in items:
+            name = item.get(names.entity)
+            if name is None:
+                entity = self.recognise(item)
+                if entity is None:
+                    letters.append(self.letter(item, "matches no entity: no entity tag, and no entity's key templates"))
+                    continue
+                if entity.name not in self.loaded:
+                    counts.skipped += 1
+                    continue
+                item = self.version(table, entity, item)
+                if item is None:
+                    counts.skipped += 1  # tagged meanwhile by its writer: the stream carries it
+                    continue
+                name = entity.name
+            entity = self.loaded.get(name)  # type: ignore[arg-type]
+            if entity is None:
+                if name in self.known:
+                    counts.skipped += 1
+                else:
+                    letters.append(self.letter(item, f"unknown entity {name!r}"))
+                continue
+            try:
+                version = to_integer(entity.field(names.version), item.get(names.version))
+                row = to_row(entity, item)
+            except Rejected as rejected:
+                letters.append(self.letter(item, f"{entity.name}: {rejected.reason}"))
+                continue
+            changes.append(Change(entity, tuple(row[c] for c in entity.sql_key_columns), version, False, row,
+                                  _item_record(self.keys, item)))  # fmt: skip
+        with self.services.engine.begin() as conn:
+            done = apply_changes(conn, changes)
+            letters += done.refused
+            from hybridsync import deadletters
+            from hybridsync.jobs import SOURCE
+
+            deadletters.store(conn, SOURCE, letters)
+        counts.written += done.changed
+        counts.older += len(changes) - len(done.refused) - done.changed
+        counts.dead_lettered += len(letters)
+        return counts
+
+    def letter(self, item: dict[str, Any], reason: str) -> DeadLetter:
+        return DeadLetter(_item_record(self.keys, item), reason)
+
+    def recognise(self, item: dict[str, Any]) -> Entity | None:
+        """The entity whose key templates produce this item's keys (their placeholders read back
+        from the keys); of several, the one whose templates fix the most literal text (an order
+        line's key also reads as an order's whose id ends `#LINE#0001`); None if none, or a tie."""
+        found = sorted(((weight, e) for e, (match, weight) in self.matchers if match(item) is not None),
+                       key=lambda found: -found[0])  # fmt: skip
+        if not found or (len(found) > 1 and found[0][0] == found[1][0]):
+            return None
+        return found[0][1]
+
+    def version(self, table: str, entity: Entity, item: dict[str, Any]) -> dict[str, Any] | None:
+        """Tag and version an item written before hybridsync, on the condition that it still has
+        no tag; its own stream record then writes back the same version (which changes nothing)."""
+        names = entity.names
+        version = int(time.time() * 1000)
+        try:
+            self.services.client.update_item(
+                TableName=table, Key=marshal(entity.key(item)),
+                UpdateExpression="SET #e = :e, #v = :v", ConditionExpression="attribute_not_exists(#e)",
+                ExpressionAttributeNames={"#e": names.entity, "#v": names.version},
+                ExpressionAttributeValues=marshal({":e": entity.name, ":v": version}),
+            )  # fmt: skip
+        except self.services.client.exceptions.ConditionalCheckFailedException:
+            return None
+        return item | {names.entity: entity.name, names.version: Decimal(version)}
+
+
+def _matcher(entity: Entity) -> tuple[Any, int]:
+    """Reads an item's table keys back into the values the entity's templates were built from
+    (None when a key does not fit its template, or is not a template), and how many literal
+    characters the templates fix."""
+    patterns, weight = {}, 0
+    for attribute in (a.name for a in entity.table.key_schema()):
+        builder = entity.keys[attribute]
+        if not isinstance(builder, Template):
+            return (lambda item: None), 0
+        regex, names = "", []
+        for literal, name, _spec, _ in string.Formatter().parse(builder.pattern):
+            regex += re.escape(literal)
+            weight += len(literal)
+            if name:
+                regex += "(.+?)" if name not in names else "(?:.+?)"
+                names.append(name)
+        patterns[attribute] = (re.compile(regex + r"\Z"), names)
+
+    def match(item: dict[str, Any]) -> dict[str, Any] | None:
+        values: dict[str, Any] = {}
+        for attribute, (regex, names) in patterns.items():
+            found = regex.match(str(item.get(attribute, "")))
+            if found is None:
+                return None
+            values |= dict(zip(names, found.groups(), strict=False))
+        return values
+
+    return match, weight
+
+
+def _item_record(keys: list[str], item: dict[str, Any]) -> dict[str, Any]:
+    """An item as its dead letter holds it, named by its table key (stored once however often a
+    chunk is redone)."""
+    return {"eventID": f"load:{_text({k: item.get(k) for k in keys})}", "item": item}

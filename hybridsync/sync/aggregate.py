@@ -291,6 +291,10 @@ class Aggregation:
         if parsed:
             sequences = sorted(d.sequence for d in parsed)
             covered = self._applied(client, table, shard, sequences[0], sequences[-1])
+            # a rebuild counted every record up to the watermark it ran at (hybridsync.sync.rebuild)
+            rebuilt = self._read_cursor(client, table, shard, outcome).get("RebuiltThrough")
+            if rebuilt:
+                covered.append((0, int(rebuilt)))
             fresh = [d for d in parsed if not any(a <= d.sequence <= b for a, b in covered)]
             # the same cursor every redrive
             self._fold(fresh, client, table, f"{shard}@{sequences[0]}", outcome, dead_letter)
@@ -535,11 +539,10 @@ class Aggregation:
                 refused.append(n)
         return refused
 
-    def _update(
-        self, table: str, name: str, group_and_period: tuple[Any, ...], delta: tuple[Decimal, ...]
-    ) -> dict:
+    def _update(self, table: str, name: str, group_and_period: tuple[Any, ...], delta: tuple[Decimal, ...], *,
+                absolute: bool = False) -> dict:  # fmt: skip
         """One aggregate item's update: its measures, and its rank keys (the ranked measure's new
-        value as the index's sort key)."""
+        value as the index's sort key); `absolute`: set to these values (a rebuild), not added."""
         aggregate = self.by_name[name]
         entity = aggregate.entity
         zeros = tuple(Decimal(0) for _ in aggregate.measures)
@@ -547,10 +550,10 @@ class Aggregation:
         key = entity.key(item)
         sets: list[str] = []
         names: dict[str, str] = {}
-        values: dict[str, Any] = {":zero": 0}
+        values: dict[str, Any] = {} if absolute else {":zero": 0}
         for n, (measure, d) in enumerate(zip(aggregate.measures, delta, strict=True)):
             names[f"#m{n}"], values[f":d{n}"] = measure.name, d
-            sets.append(f"#m{n} = if_not_exists(#m{n}, :zero) + :d{n}")
+            sets.append(f"#m{n} = :d{n}" if absolute else f"#m{n} = if_not_exists(#m{n}, :zero) + :d{n}")
         if aggregate.rank:
             index = self.table.index(aggregate.rank.index)
             ranked = next(n for n, m in enumerate(aggregate.measures) if m.name == aggregate.rank.measure)
@@ -558,7 +561,7 @@ class Aggregation:
             sets.append("#rp = :rp")
             if index.sort:
                 names["#rs"] = index.sort.name
-                sets.append(f"#rs = if_not_exists(#m{ranked}, :zero) + :d{ranked}")
+                sets.append(f"#rs = :d{ranked}" if absolute else f"#rs = if_not_exists(#m{ranked}, :zero) + :d{ranked}")
         plain = {self.names.entity: entity.name, PERIOD: group_and_period[-1]}
         plain |= dict(zip(aggregate.group_by, group_and_period, strict=False))
         for n, (attribute, value) in enumerate(plain.items()):

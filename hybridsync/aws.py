@@ -2,7 +2,7 @@
 and its streams (DynamoDB Local; `DYNAMODB_STREAMS_ENDPOINT` for the streams of an app running
 with production's shards, `hybridsync up --shards`), `AWS_ENDPOINT` for the other services (moto
 server: S3, SQS, Secrets Manager; it defaults to `DYNAMODB_ENDPOINT`, for one server that serves
-them all)."""
+them all), `LAMBDA_ENDPOINT` for the local app's Lambda API (invoke, stream mappings)."""
 
 from __future__ import annotations
 
@@ -23,6 +23,8 @@ def endpoint_of(service: str) -> str | None:
         return os.environ.get("DYNAMODB_STREAMS_ENDPOINT") or dynamodb
     if service in DYNAMODB_SERVICES:
         return dynamodb
+    if service == "lambda" and os.environ.get("LAMBDA_ENDPOINT"):  # the local app's (local/lambda_api.py)
+        return os.environ["LAMBDA_ENDPOINT"]
     return os.environ.get("AWS_ENDPOINT") or dynamodb
 
 

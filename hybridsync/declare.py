@@ -1015,24 +1015,43 @@ def job_entities(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
     text, integer = FieldType.STRING, FieldType.INTEGER
 
     def derived(name: str, fields: tuple[Field, ...], keys_: dict[str, str], description: str) -> Entity:
-        return Entity(name, table, Side.DERIVED, fields=fields, versioned=False, names=names,
-                      keys={k: Template(v) for k, v in keys_.items()}, description=description)  # fmt: skip
+        return Entity(
+            name,
+            table,
+            Side.DERIVED,
+            fields=fields,
+            versioned=False,
+            names=names,
+            keys={k: Template(v) for k, v in keys_.items()},
+            description=description,
+        )
 
     return {
         "job": derived(
             "Job",
-            (Field("JobId", text), Field("Kind", text), Field("Spec", text), Field("Units", integer),
-             Field("Created", text)),
+            (
+                Field("JobId", text),
+                Field("Kind", text),
+                Field("Spec", text),
+                Field("Units", integer),
+                Field("Created", text),
+            ),
             {pk: prefix + "JOBS", sk: "{JobId}"},
             "a long operation (a load, a rebuild): what it does and into how many units it is cut",
-        ),  # fmt: skip
+        ),
         "unit": derived(
             "JobUnit",
-            (Field("JobId", text), Field("Unit", integer), Field("Checkpoint", text, required=False),
-             Field("Done", FieldType.BOOLEAN), Field("Counts", text), Field("Error", text, required=False)),
+            (
+                Field("JobId", text),
+                Field("Unit", integer),
+                Field("Checkpoint", text, required=False),
+                Field("Done", FieldType.BOOLEAN),
+                Field("Counts", text),
+                Field("Error", text, required=False),
+            ),
             {pk: prefix + "JOB#{JobId}", sk: "UNIT#{Unit:05d}"},
             "a work unit's checkpoint: where it stopped and what it did so far",
-        ),  # fmt: skip
+        ),
     }
 
 

@@ -106,8 +106,13 @@ class JobStore:
 
     def create(self, kind_: str, spec: dict[str, Any], units: int) -> str:
         job_id = f"{datetime.now(UTC):%Y%m%dT%H%M%S}-{kind_}-{secrets.token_hex(2)}"
-        header = {"JobId": job_id, "Kind": kind_, "Spec": json.dumps(spec, default=str), "Units": units,
-                  "Created": datetime.now(UTC).isoformat(timespec="seconds")}  # fmt: skip
+        header = {
+            "JobId": job_id,
+            "Kind": kind_,
+            "Spec": json.dumps(spec, default=str),
+            "Units": units,
+            "Created": datetime.now(UTC).isoformat(timespec="seconds"),
+        }
         store.batch_write(self.client, self.table, [{"PutRequest": {"Item": marshal(self.job.item(header))}}])
         for number in range(units):
             self.save(job_id, Unit(number))
@@ -123,11 +128,16 @@ class JobStore:
         where = {"JobId": job_id}
         out = []
         for page in store.pages(
-            self.client, "query", TableName=self.table, ConsistentRead=True,
+            self.client,
+            "query",
+            TableName=self.table,
+            ConsistentRead=True,
             KeyConditionExpression="#pk = :pk",
             ExpressionAttributeNames={"#pk": self.job.table.partition.name},
-            ExpressionAttributeValues=marshal({":pk": self.unit_entity.key_value(self.job.table.partition.name, where)}),
-        ):  # fmt: skip
+            ExpressionAttributeValues=marshal(
+                {":pk": self.unit_entity.key_value(self.job.table.partition.name, where)}
+            ),
+        ):
             out += [_unit(unmarshal(raw)) for raw in page["Items"]]
         return sorted(out, key=lambda u: u.number)
 
@@ -138,9 +148,14 @@ class JobStore:
         return _unit(item)
 
     def save(self, job_id: str, unit: Unit) -> None:
-        values = {"JobId": job_id, "Unit": unit.number, "Done": unit.done, "Counts": json.dumps(asdict(unit.counts)),
-                  "Checkpoint": None if unit.checkpoint is None else json.dumps(unit.checkpoint, default=str),
-                  "Error": unit.error}  # fmt: skip
+        values = {
+            "JobId": job_id,
+            "Unit": unit.number,
+            "Done": unit.done,
+            "Counts": json.dumps(asdict(unit.counts)),
+            "Checkpoint": None if unit.checkpoint is None else json.dumps(unit.checkpoint, default=str),
+            "Error": unit.error,
+        }
         self.client.put_item(TableName=self.table, Item=marshal(self.unit_entity.item(values)))
 
     def jobs(self) -> list[dict[str, Any]]:
@@ -148,27 +163,45 @@ class JobStore:
         pk = self.job.table.partition.name
         listed = []
         for page in store.pages(
-            self.client, "query", TableName=self.table, ConsistentRead=True, ScanIndexForward=False,
-            KeyConditionExpression="#pk = :pk", ExpressionAttributeNames={"#pk": pk},
+            self.client,
+            "query",
+            TableName=self.table,
+            ConsistentRead=True,
+            ScanIndexForward=False,
+            KeyConditionExpression="#pk = :pk",
+            ExpressionAttributeNames={"#pk": pk},
             ExpressionAttributeValues=marshal({":pk": self.job.key_value(pk, {})}),
-        ):  # fmt: skip
+        ):
             for raw in page["Items"]:
                 header = unmarshal(raw)
                 units = self.units(header["JobId"])
                 total = Counts()
                 for unit in units:
                     total.add(unit.counts)
-                listed.append({"job": header["JobId"], "kind": header["Kind"], "created": header["Created"],
-                               "spec": json.loads(header["Spec"]), "units": len(units),
-                               "done": sum(u.done for u in units), "counts": asdict(total),
-                               "errors": [u.error for u in units if u.error]})  # fmt: skip
+                listed.append(
+                    {
+                        "job": header["JobId"],
+                        "kind": header["Kind"],
+                        "created": header["Created"],
+                        "spec": json.loads(header["Spec"]),
+                        "units": len(units),
+                        "done": sum(u.done for u in units),
+                        "counts": asdict(total),
+                        "errors": [u.error for u in units if u.error],
+                    }
+                )
         return listed
 
 
 def _unit(item: dict[str, Any]) -> Unit:
     checkpoint = json.loads(item["Checkpoint"]) if item.get("Checkpoint") else None
-    return Unit(int(item["Unit"]), checkpoint, bool(item["Done"]), Counts(**json.loads(item["Counts"])),
-                item.get("Error"))  # fmt: skip
+    return Unit(
+        int(item["Unit"]),
+        checkpoint,
+        bool(item["Done"]),
+        Counts(**json.loads(item["Counts"])),
+        item.get("Error"),
+    )
 
 
 def plan(services: Services, kind_: str, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -177,8 +210,9 @@ def plan(services: Services, kind_: str, spec: dict[str, Any]) -> tuple[dict[str
     return KINDS[kind_][0](services, spec)
 
 
-def run_unit(services: Services, jobs: JobStore, job_id: str, number: int, *,
-             until: Callable[[], bool] = lambda: False) -> Unit:  # fmt: skip
+def run_unit(
+    services: Services, jobs: JobStore, job_id: str, number: int, *, until: Callable[[], bool] = lambda: False
+) -> Unit:
     """Work on one unit from its checkpoint, saving after each committed chunk, until it is done
     or `until()` says stop (a deadline near, a test's kill)."""
     header, unit = jobs.header(job_id), jobs.unit(job_id, number)
@@ -208,8 +242,14 @@ class Outcome:
     errors: list[str]
 
     def as_json(self) -> dict[str, Any]:
-        return {"job": self.job, **asdict(self.counts), "units": self.units, "undone": self.undone,
-                "seconds": round(self.seconds, 3), "errors": self.errors}  # fmt: skip
+        return {
+            "job": self.job,
+            **asdict(self.counts),
+            "units": self.units,
+            "undone": self.undone,
+            "seconds": round(self.seconds, 3),
+            "errors": self.errors,
+        }
 
 
 def start(services: Services, kind_: str, spec: dict[str, Any]) -> str:
@@ -233,8 +273,15 @@ def in_process(services: Services, slice_s: float = 2.0) -> Invoke:
 Invoke = Callable[[str, int], Unit]  # (job, unit) -> the unit as the invocation left it
 
 
-def run(jobs: JobStore, job_id: str, invoke: Invoke, *, concurrency: int = 4,
-        progress: Callable[[Counts], None] = lambda _: None, stop: threading.Event | None = None) -> Outcome:  # fmt: skip
+def run(
+    jobs: JobStore,
+    job_id: str,
+    invoke: Invoke,
+    *,
+    concurrency: int = 4,
+    progress: Callable[[Counts], None] = lambda _: None,
+    stop: threading.Event | None = None,
+) -> Outcome:
     """Every unit of a job to its end, `concurrency` at a time: each invoked again while it is
     neither done nor failed (an invocation stops at its deadline with its checkpoint saved)."""
     started = time.monotonic()
@@ -264,5 +311,11 @@ def run(jobs: JobStore, job_id: str, invoke: Invoke, *, concurrency: int = 4,
     for unit in final.values():
         total.add(unit.counts)
     undone = [u for u in final.values() if not u.done]
-    return Outcome(job_id, total, len(final), len(undone), time.monotonic() - started,
-                   [f"unit {u.number}: {u.error}" for u in undone if u.error])  # fmt: skip
+    return Outcome(
+        job_id,
+        total,
+        len(final),
+        len(undone),
+        time.monotonic() - started,
+        [f"unit {u.number}: {u.error}" for u in undone if u.error],
+    )

@@ -32,7 +32,7 @@ import sqlalchemy as sa
 
 from hybridsync import capacity, exports, store
 from hybridsync.convert import item_values, marshal, to_integer, to_row, unmarshal
-from hybridsync.declare import Entity, Model, Side, Template
+from hybridsync.declare import Entity, Side, Template
 from hybridsync.jobs import DONE, Counts, Services, kind
 from hybridsync.records import DeadLetter, Rejected
 from hybridsync.scans import Scanner
@@ -69,7 +69,9 @@ def plan_sql(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any], 
     entity = services.model.entity(spec["entity"])
     table, columns, live = table_of(entity), _key_columns(entity), _live(entity)
     with services.engine.connect() as conn:
-        count = conn.execute(sa.select(sa.func.count()).select_from(table).where(*[w for w in [live] if w is not None])).scalar_one()  # fmt: skip
+        count = conn.execute(
+            sa.select(sa.func.count()).select_from(table).where(*[w for w in [live] if w is not None])
+        ).scalar_one()
         bounds = []
         for n in range(1, max(1, int(spec.get("segments", 1)))):
             query = sa.select(*columns).order_by(*columns).offset(n * count // spec["segments"]).limit(1)
@@ -80,8 +82,9 @@ def plan_sql(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any], 
     return spec | {"bounds": bounds, "rows": count}, len(bounds) + 1
 
 
-def sql_chunks(services: Services, entity: Entity, spec: dict[str, Any], unit: int,
-               after: list[Any] | None) -> Iterator[tuple[list[tuple[list[Any], int, dict[str, Any]]], list[Any]]]:  # fmt: skip
+def sql_chunks(
+    services: Services, entity: Entity, spec: dict[str, Any], unit: int, after: list[Any] | None
+) -> Iterator[tuple[list[tuple[list[Any], int, dict[str, Any]]], list[Any]]]:
     """The unit's rows in key order, CHUNK at a time from after `after`: (key, version, the row as
     JSON with exact numbers) each, and the last key."""
     table, columns, live = table_of(entity), _key_columns(entity), _live(entity)
@@ -101,8 +104,10 @@ def sql_chunks(services: Services, entity: Entity, spec: dict[str, Any], unit: i
         if high is not None:
             query = query.where(key < _typed(entity, high))
         with services.engine.connect() as conn:
-            rows = [(json.loads(json.dumps(list(r[2:]), default=str)), int(r[1]), _exact_json(r[0]))
-                    for r in conn.execute(query)]  # fmt: skip
+            rows = [
+                (json.loads(json.dumps(list(r[2:]), default=str)), int(r[1]), _exact_json(r[0]))
+                for r in conn.execute(query)
+            ]
         if not rows:
             return
         after = rows[-1][0]
@@ -112,15 +117,23 @@ def sql_chunks(services: Services, entity: Entity, spec: dict[str, Any], unit: i
 
 
 def _row_letter(entity: Entity, key: list[Any], reason: str) -> DeadLetter:
-    return DeadLetter({"eventID": f"load:{entity.name}:{json.dumps(key, default=str)}", "entity": entity.name,
-                       "key": key}, f"{entity.name} {'/'.join(map(str, key))}: {reason}")  # fmt: skip
+    return DeadLetter(
+        {"eventID": f"load:{entity.name}:{json.dumps(key, default=str)}", "entity": entity.name, "key": key},
+        f"{entity.name} {'/'.join(map(str, key))}: {reason}",
+    )
 
 
 # --- conditional puts, a transaction of up to 100 at a time ---------------------------------------
 
 
-def put_guarded(services: Services, table: str, puts: list[tuple[dict[str, Any], dict[str, Any]]],
-                counts: Counts, letters: list[DeadLetter], letter: Any) -> None:  # fmt: skip
+def put_guarded(
+    services: Services,
+    table: str,
+    puts: list[tuple[dict[str, Any], dict[str, Any]]],
+    counts: Counts,
+    letters: list[DeadLetter],
+    letter: Any,
+) -> None:
     """Put each item on its condition (a Put action's ConditionExpression and its names and values):
     a refused condition counts as older (DynamoDB holds something newer), an item DynamoDB cannot
     store is a dead letter (`letter(item, why)`); the rest are written, paced in write units.
@@ -138,7 +151,9 @@ def put_guarded(services: Services, table: str, puts: list[tuple[dict[str, Any],
     for chunk in (c for c in chunks if c):
         pending = chunk
         for attempt in range(12):
-            actions = [{"Put": {"TableName": table, "Item": marshal(item)} | guard} for item, guard in pending]
+            actions = [
+                {"Put": {"TableName": table, "Item": marshal(item)} | guard} for item, guard in pending
+            ]
             token = hashlib.sha256(json.dumps(actions, sort_keys=True, default=str).encode()).hexdigest()[:36]
             units = sum(capacity.units(capacity.item_size(i), transactional=True) for i, _ in pending)
             services.pacer.spend(units)
@@ -168,7 +183,9 @@ def put_guarded(services: Services, table: str, puts: list[tuple[dict[str, Any],
                 if error.response["Error"]["Code"] != "ValidationException":
                     raise
                 if len(pending) == 1:
-                    letters.append(letter(pending[0][0], f"DynamoDB refused it: {error.response['Error']['Message']}"))
+                    letters.append(
+                        letter(pending[0][0], f"DynamoDB refused it: {error.response['Error']['Message']}")
+                    )
                     break
                 half = len(pending) // 2  # which one: each half on its own
                 put_guarded(services, table, pending[:half], counts, letters, letter)
@@ -182,15 +199,17 @@ def put_guarded(services: Services, table: str, puts: list[tuple[dict[str, Any],
 
 
 def _guard(expression: str, names: dict[str, str], values: dict[str, Any]) -> dict[str, Any]:
-    return {"ConditionExpression": expression, "ExpressionAttributeNames": names,
-            "ExpressionAttributeValues": marshal(values)}  # fmt: skip
+    guard = {"ConditionExpression": expression, "ExpressionAttributeNames": names}
+    return guard | ({"ExpressionAttributeValues": marshal(values)} if values else {})
 
 
 # --- PostgreSQL -> DynamoDB: views -------------------------------------------------------------
 
 
 @kind("views", plan_sql)
-def load_views(services: Services, spec: dict[str, Any], unit: int, checkpoint: Any) -> Iterator[tuple[Any, Counts]]:
+def load_views(
+    services: Services, spec: dict[str, Any], unit: int, checkpoint: Any
+) -> Iterator[tuple[Any, Counts]]:
     """Each row's view as the outbox writes it (the same item, the same expiry), unless DynamoDB
     holds its version or a newer one."""
     entity = services.model.entity(spec["entity"])
@@ -204,8 +223,17 @@ def load_views(services: Services, spec: dict[str, Any], unit: int, checkpoint: 
             except (Rejected, ValueError) as error:
                 letters.append(_row_letter(entity, key, getattr(error, "reason", None) or str(error)))
                 continue
-            puts.append((item, _guard("attribute_not_exists(#v) OR #v < :v", {"#v": names.version}, {":v": version})))
-        put_guarded(services, table, puts, counts, letters, lambda i, why: _row_letter(entity, _sql_key(entity, i), why))
+            puts.append(
+                (item, _guard("attribute_not_exists(#v) OR #v < :v", {"#v": names.version}, {":v": version}))
+            )
+        put_guarded(
+            services,
+            table,
+            puts,
+            counts,
+            letters,
+            lambda i, why: _row_letter(entity, _sql_key(entity, i), why),
+        )
         services.dead_letter(letters)
         counts.dead_lettered = len(letters)
         yield last, counts
@@ -220,7 +248,9 @@ def _sql_key(entity: Entity, item: dict[str, Any]) -> list[Any]:
 
 
 @kind("items", plan_sql)
-def load_items(services: Services, spec: dict[str, Any], unit: int, checkpoint: Any) -> Iterator[tuple[Any, Counts]]:
+def load_items(
+    services: Services, spec: dict[str, Any], unit: int, checkpoint: Any
+) -> Iterator[tuple[Any, Counts]]:
     """Each live row as its item at the row's version. The items already there are read first
     (strongly consistent): one the app has written since (a newer version) is never replaced, one
     equal to the row is left as it is (so a second pass after the legacy writer stops rewrites only
@@ -233,12 +263,15 @@ def load_items(services: Services, spec: dict[str, Any], unit: int, checkpoint: 
         for key, version, row in rows:
             try:
                 values = item_values(entity, row) | {names.version: version}
-                wanted.append((key, entity.item(values)))
+                wanted.append(entity.item(values))
             except (Rejected, ValueError) as error:
                 letters.append(_row_letter(entity, key, getattr(error, "reason", None) or str(error)))
-        held = {_text(entity.key(i)): i for i in store.batch_get(services.client, table, [entity.key(i) for _, i in wanted])}
+        held = {
+            _text(entity.key(i)): i
+            for i in store.batch_get(services.client, table, [entity.key(i) for i in wanted])
+        }
         puts = []
-        for key, item in wanted:
+        for item in wanted:
             current = held.get(_text(entity.key(item)))
             seen = None if current is None else current.get(names.version)
             if current is not None and seen is not None and int(seen) > item[names.version]:
@@ -249,10 +282,14 @@ def load_items(services: Services, spec: dict[str, Any], unit: int, checkpoint: 
                 puts.append((item, _guard("attribute_not_exists(#v)", {"#v": names.version}, {})))
             else:
                 puts.append((item, _guard("#v = :seen", {"#v": names.version}, {":seen": seen})))
-        for item, guard in puts:
-            if not guard["ExpressionAttributeValues"]:
-                del guard["ExpressionAttributeValues"]
-        put_guarded(services, table, puts, counts, letters, lambda i, why: _row_letter(entity, _sql_key(entity, i), why))
+        put_guarded(
+            services,
+            table,
+            puts,
+            counts,
+            letters,
+            lambda i, why: _row_letter(entity, _sql_key(entity, i), why),
+        )
         services.dead_letter(letters)
         counts.dead_lettered = len(letters)
         yield last, counts
@@ -274,7 +311,9 @@ def _text(key: dict[str, Any]) -> str:
 def plan_rows(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
     """A unit per scan segment of each table holding the entities, or per data file of an export."""
     model = services.model
-    entities = [model.entity(n) for n in spec["entities"]] if spec.get("entities") else list(model.written_back())
+    entities = (
+        [model.entity(n) for n in spec["entities"]] if spec.get("entities") else list(model.written_back())
+    )
     if not entities:
         raise ValueError("the model writes no entity back to PostgreSQL")
     if stray := [e.name for e in entities if e not in model.written_back()]:
@@ -286,7 +325,8 @@ def plan_rows(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any],
         physical = exports.table_name(s3, export)
         logical = [n for n in tables if services.tables[n] == physical]
         if not logical:
-            raise ValueError(f"{spec['export']} is an export of {physical}, not of {', '.join(services.tables[n] for n in tables)}")
+            ours = ", ".join(services.tables[n] for n in tables)
+            raise ValueError(f"{spec['export']} is an export of {physical}, not of {ours}")
         files = [f["dataFileS3Key"] for f in exports._files(s3, export)]
         units = [{"table": logical[0], "file": f} for f in files]
     else:
@@ -296,7 +336,9 @@ def plan_rows(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any],
 
 
 @kind("rows", plan_rows)
-def load_rows(services: Services, spec: dict[str, Any], unit: int, checkpoint: Any) -> Iterator[tuple[Any, Counts]]:
+def load_rows(
+    services: Services, spec: dict[str, Any], unit: int, checkpoint: Any
+) -> Iterator[tuple[Any, Counts]]:
     where = spec["units"][unit]
     table = services.tables[where["table"]]
     sorter = Sorter(services, where["table"], set(spec["entities"]))
@@ -351,7 +393,9 @@ class Sorter:
             if name is None:
                 entity = self.recognise(item)
                 if entity is None:
-                    letters.append(self.letter(item, "matches no entity: no entity tag, and no entity's key templates"))
+                    letters.append(
+                        self.letter(item, "matches no entity: no entity tag, and no entity's key templates")
+                    )
                     continue
                 if entity.name not in self.loaded:
                     counts.skipped += 1
@@ -374,8 +418,16 @@ class Sorter:
             except Rejected as rejected:
                 letters.append(self.letter(item, f"{entity.name}: {rejected.reason}"))
                 continue
-            changes.append(Change(entity, tuple(row[c] for c in entity.sql_key_columns), version, False, row,
-                                  _item_record(self.keys, item)))  # fmt: skip
+            changes.append(
+                Change(
+                    entity,
+                    tuple(row[c] for c in entity.sql_key_columns),
+                    version,
+                    False,
+                    row,
+                    _item_record(self.keys, item),
+                )
+            )
         with self.services.engine.begin() as conn:
             done = apply_changes(conn, changes)
             letters += done.refused
@@ -395,8 +447,10 @@ class Sorter:
         """The entity whose key templates produce this item's keys (their placeholders read back
         from the keys); of several, the one whose templates fix the most literal text (an order
         line's key also reads as an order's whose id ends `#LINE#0001`); None if none, or a tie."""
-        found = sorted(((weight, e) for e, (match, weight) in self.matchers if match(item) is not None),
-                       key=lambda found: -found[0])  # fmt: skip
+        found = sorted(
+            ((weight, e) for e, (match, weight) in self.matchers if match(item) is not None),
+            key=lambda found: -found[0],
+        )
         if not found or (len(found) > 1 and found[0][0] == found[1][0]):
             return None
         return found[0][1]
@@ -408,11 +462,13 @@ class Sorter:
         version = int(time.time() * 1000)
         try:
             self.services.client.update_item(
-                TableName=table, Key=marshal(entity.key(item)),
-                UpdateExpression="SET #e = :e, #v = :v", ConditionExpression="attribute_not_exists(#e)",
+                TableName=table,
+                Key=marshal(entity.key(item)),
+                UpdateExpression="SET #e = :e, #v = :v",
+                ConditionExpression="attribute_not_exists(#e)",
                 ExpressionAttributeNames={"#e": names.entity, "#v": names.version},
                 ExpressionAttributeValues=marshal({":e": entity.name, ":v": version}),
-            )  # fmt: skip
+            )
         except self.services.client.exceptions.ConditionalCheckFailedException:
             return None
         return item | {names.entity: entity.name, names.version: Decimal(version)}

@@ -9,7 +9,7 @@ import hashlib
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import CfnOutput, CustomResource, Duration, Stack
+from aws_cdk import ArnFormat, CfnOutput, CustomResource, Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
@@ -79,6 +79,7 @@ class PipelineStack(Stack):
         )
         self.variables |= {"HYBRIDSYNC_MIGRATIONS": PROJECT_MIGRATIONS} if apart else {}
         self.variables |= {f"BUCKET_{name.upper()}": b.bucket_name for name, b in data.buckets.items()}
+        self.failure_queues: list[sqs.Queue] = []  # the stream consumers' (failed-batches redrive)
         self.scheduled_failures = self.failure_queue("ScheduledFailures")  # what schedules fail past retries
         self.alarm(
             "ScheduledFailuresAlarm",
@@ -131,6 +132,82 @@ class PipelineStack(Stack):
             self.time_series()
         if model.mastered_in(Side.POSTGRESQL):
             self.outbox_drain()
+        self.operations_function()
+
+    def operations_function(self) -> None:
+        """Where an operator's work runs in AWS (hybridsync.operations): the loads, the aggregates'
+        rebuild, reconcile, redrives and migrations, next to the database. It reads and writes every
+        table of the model (loads, repairs, rebuilt aggregates, job checkpoints), reads their
+        streams (a rebuild's window, a failed batch's records), pauses the aggregation's mappings,
+        reads exports under `exports/` and takes failed batches off the failure queues."""
+        aggregate = getattr(self, "aggregate", None)
+        environment = {"FAILURE_QUEUES": ",".join(q.queue_url for q in self.failure_queues)}
+        if aggregate is not None:
+            environment["AGGREGATE_FUNCTION"] = aggregate.function.function_name
+        ops = self.function(
+            "Operations",
+            name="operations",
+            sql=True,
+            timeout=Duration.minutes(15),
+            memory_size=1024,
+            environment=environment,
+        )
+        tables = [self.data.tables[name] for name in sorted(self.data.tables)]
+        ops.function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=[
+                    "dynamodb:DescribeTable",
+                    "dynamodb:GetItem",
+                    "dynamodb:BatchGetItem",
+                    "dynamodb:Query",
+                    "dynamodb:Scan",
+                    "dynamodb:PutItem",
+                    "dynamodb:UpdateItem",
+                    "dynamodb:DeleteItem",
+                    "dynamodb:BatchWriteItem",
+                    "dynamodb:ConditionCheckItem",
+                ],
+                resources=[t.table_arn for t in tables],
+            )
+        )
+        for table in tables:
+            if table.table_stream_arn:
+                table.grant_stream_read(ops.function)
+        for queue in self.failure_queues:
+            queue.grant_consume_messages(ops.function)
+        self._grant_bodies(ops, ["s3:GetObject"], prefix="exports", listing=True)
+        if aggregate is not None:
+            mappings = self.format_arn(
+                service="lambda",
+                resource="event-source-mapping",
+                resource_name="*",
+                arn_format=ArnFormat.COLON_RESOURCE_NAME,
+            )
+            ops.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping"],
+                    resources=[mappings],
+                )
+            )
+            ops.function.add_to_role_policy(  # the Service Authorization Reference: no resource type
+                iam.PolicyStatement(actions=["lambda:ListEventSourceMappings"], resources=["*"])
+            )
+            NagSuppressions.add_resource_suppressions(
+                ops.function.role,
+                [
+                    {
+                        "id": "AwsSolutions-IAM5",
+                        "reason": "Pausing the aggregation: its mappings' ids are made at "
+                        "deploy time, and ListEventSourceMappings takes no resource.",
+                        "applies_to": [
+                            "Resource::*",
+                            {"regex": "/^Resource::arn:.*:event-source-mapping:\\*$/g"},
+                        ],
+                    }
+                ],
+                apply_to_children=True,
+            )
+        CfnOutput(self, "OperationsFunctionName", value=ops.function.function_name)
 
     def _arn(self, table: Table) -> str:
         return self.data.tables[table.name].table_arn
@@ -389,6 +466,7 @@ class PipelineStack(Stack):
         failed batches."""
         handler = self.function(id, name=name, sql=sql, timeout=Duration.minutes(2), **options)
         failures = self.failure_queue(f"{id}Failures")
+        self.failure_queues.append(failures)
         CfnOutput(self, f"{id}FailuresQueueUrl", value=failures.queue_url)  # `hybridsync failed-batches`
         for table, filters in sources.items():
             handler.function.add_event_source(

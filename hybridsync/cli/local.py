@@ -157,6 +157,7 @@ def _up(args: argparse.Namespace) -> int:
             env = stack.environment() | {"FAILURE_QUEUES": ",".join(app.queues.values())}
             if app.streams_server is not None:
                 env["DYNAMODB_STREAMS_ENDPOINT"] = app.streams_server.endpoint
+            env |= app.operator_environment()
             env |= local.plain_boto3(env)
             env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in env.items()))
             took = time.monotonic() - started

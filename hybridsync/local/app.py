@@ -20,6 +20,7 @@ from hybridsync import aws, filters
 from hybridsync.local import apigateway, create_table, iam, mappings
 from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
+from hybridsync.local.lambda_api import LambdaApi, Switch
 from hybridsync.local.mappings import (
     POLL_INTERVAL_S,
     Checkpoints,
@@ -122,6 +123,10 @@ class LocalApp:
         self.mapping_stats: dict[str, MappingStats] = {}
         self.mapping_functions: dict[str, str] = {}
         self.mapping_settings: dict[str, Settings] = {}
+        self.mapping_sources: dict[str, str] = {}  # mapping -> its stream ARN
+        self.switches: dict[str, Switch] = {}  # mapping -> enabled or not (the local Lambda API)
+        self.account = ACCOUNT
+        self.lambda_api: LambdaApi | None = None
         self.queues: dict[str, str] = {}  # queue name -> URL
         self.tables: dict[str, str] = {}  # construct -> physical name
         self.table_names: dict[str, str] = {}  # the model's name -> physical name
@@ -213,8 +218,21 @@ class LocalApp:
             "DYNAMODB_ENDPOINT": self.dynamodb_endpoint,
             "AWS_ENDPOINT": self.services_endpoint,
             "DATABASE_URL": self.database_url,
+            **({"LAMBDA_ENDPOINT": self.lambda_api.endpoint} if self.lambda_api else {}),
             "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "false"),
         }
+
+    def operator_environment(self) -> dict[str, str]:
+        """What the operators' commands need to reach the app as they reach a deployed stack: its
+        Lambda API, and the functions the stack outputs name (operations, aggregate)."""
+        env = {"LAMBDA_ENDPOINT": self.lambda_api.endpoint} if self.lambda_api else {}
+        for variable, construct in (
+            ("OPERATIONS_FUNCTION", "Operations"),
+            ("AGGREGATE_FUNCTION", "Aggregate"),
+        ):
+            if construct in self.functions:
+                env[variable] = construct
+        return env
 
     def role(self, function: Resource) -> tuple[str, list[dict[str, Any]]]:
         """The function's execution role: its name and its policies' statements, in local ARNs."""
@@ -255,6 +273,7 @@ class LocalApp:
         self._create_tables()
         self._create_queues()
         self._create_buckets()
+        self.lambda_api = LambdaApi(self)  # before the functions: the operations function calls it
         self.build_functions()
         if mappings:
             self._create_mappings()  # refused before anything runs, as a deploy would fail
@@ -401,6 +420,7 @@ class LocalApp:
                 )
             stats = self.mapping_stats.setdefault(name, MappingStats())
             self.mapping_functions[name], self.mapping_settings[name] = function.construct, settings
+            self.mapping_sources[name] = stream_arn
             invoke = self.functions[function.construct].invoke
             if self.faults:
                 invoke = self.faults.wrap(function.construct, invoke)
@@ -414,6 +434,7 @@ class LocalApp:
                     function.stack, {"Fn::GetAtt": [function.logical_id, "Arn"]}
                 ),
                 "stats": stats,
+                "switch": self.switches.setdefault(name, Switch()),
             }
             if self.sharded:
                 self._plan_sharded(mapping.path, plan, streams)
@@ -663,6 +684,8 @@ class LocalApp:
             thread.join(timeout=30)
         if self.streams_server is not None:
             self.streams_server.close()
+        if self.lambda_api is not None:
+            self.lambda_api.close()
         for function in self.functions.values():
             function.close()
         for log_file in self._logs:

@@ -101,6 +101,20 @@ def requested(
         return [(f"sqs:{operation}", f"arn:aws:sqs:{region}:{account}:{name}", {})]
     if service == "sns":
         return [(f"sns:{operation}", params.get("TopicArn", "*"), {})]
+    if service == "lambda":  # an event source mapping by its UUID; Invoke the function; List* on none
+        if "UUID" in params:
+            return [
+                (
+                    f"lambda:{operation}",
+                    f"arn:aws:lambda:{region}:{account}:event-source-mapping:{params['UUID']}",
+                    {},
+                )
+            ]
+        if operation == "Invoke":
+            name = str(params.get("FunctionName", "*"))
+            arn = name if name.startswith("arn:") else f"arn:aws:lambda:{region}:{account}:function:{name}"
+            return [("lambda:InvokeFunction", arn, {})]
+        return [(f"lambda:{operation}", "*", {})]
     if service == "secretsmanager":
         secret = params.get("SecretId", "*")
         return [(f"secretsmanager:{operation}", secret if secret.startswith("arn:") else "*", {})]

@@ -210,8 +210,14 @@ class ShardPoller:
         function_arn: str = "",
         stats: MappingStats | None = None,
         retention_s: float | None = None,
+        switch: Any = None,
     ):
         self.settings, self.invoke = settings, invoke
+        self.switch = (
+            switch  # the mapping's Enabled (local/lambda_api.py): disabled, it neither reads nor delivers
+        )
+        if switch is not None:
+            switch.join(self)
         self.retention_s = retention_s  # the stream's (24 h in AWS): no record is delivered older
         self.stream_arn, self.shard, self.checkpoints = stream_arn, shard, checkpoints
         # a reader shared with the shard's other mappings (a ShardReader, or a shard of a
@@ -524,6 +530,9 @@ class ShardPoller:
         """Poll until `stop`, or until a sealed shard is done (its children may start then);
         then deliver what was read, so nothing read is left undelivered."""
         while not stop.is_set():
+            if self.switch is not None and not self.switch.may_poll(self):
+                stop.wait(POLL_INTERVAL_S)
+                continue
             try:
                 came = self.read()
                 self.deliver_due(draining=self.reader.drained(self))

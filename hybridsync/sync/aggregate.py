@@ -561,7 +561,11 @@ class Aggregation:
             sets.append("#rp = :rp")
             if index.sort:
                 names["#rs"] = index.sort.name
-                sets.append(f"#rs = :d{ranked}" if absolute else f"#rs = if_not_exists(#m{ranked}, :zero) + :d{ranked}")
+                sets.append(
+                    f"#rs = :d{ranked}"
+                    if absolute
+                    else f"#rs = if_not_exists(#m{ranked}, :zero) + :d{ranked}"
+                )
         plain = {self.names.entity: entity.name, PERIOD: group_and_period[-1]}
         plain |= dict(zip(aggregate.group_by, group_and_period, strict=False))
         for n, (attribute, value) in enumerate(plain.items()):

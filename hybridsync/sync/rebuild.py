@@ -51,20 +51,30 @@ def plan(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any], int]
     names = spec.get("aggregates") or [a.name for a in model.aggregates]
     unknown = [n for n in names if n not in {a.name for a in model.aggregates}]
     if unknown or not names:
-        raise JobError(f"no aggregate {', '.join(unknown) or ''}; the model's: "
-                       f"{', '.join(a.name for a in model.aggregates) or 'none'}")  # fmt: skip
+        raise JobError(
+            f"no aggregate {', '.join(unknown) or ''}; the model's: "
+            f"{', '.join(a.name for a in model.aggregates) or 'none'}"
+        )
     tables = sorted({model.aggregate(n).table.name for n in names})
     return spec | {"aggregates": names, "tables": tables}, len(tables)
 
 
 @kind("rebuild", plan)
-def rebuild_unit(services: Services, spec: dict[str, Any], unit: int, checkpoint: Any) -> Iterator[tuple[Any, Counts]]:
+def rebuild_unit(
+    services: Services, spec: dict[str, Any], unit: int, checkpoint: Any
+) -> Iterator[tuple[Any, Counts]]:
     logical = spec["tables"][unit]
     aggregation = Aggregation(services.model, logical)
     names = set(spec["aggregates"]) & set(aggregation.by_name)
     with paused(services, not spec.get("no_pause")):
-        counts = rebuild(services, aggregation, services.tables[logical], names,
-                         segments=int(spec.get("segments", 1)), settle_s=float(spec.get("settle_s", SETTLE_S)))  # fmt: skip
+        counts = rebuild(
+            services,
+            aggregation,
+            services.tables[logical],
+            names,
+            segments=int(spec.get("segments", 1)),
+            settle_s=float(spec.get("settle_s", SETTLE_S)),
+        )
     yield DONE, counts
 
 
@@ -77,8 +87,10 @@ def paused(services: Services, pause: bool = True) -> Iterator[None]:
         return
     function = os.environ.get("AGGREGATE_FUNCTION")
     if not function:
-        raise JobError("cannot pause the aggregation: no AGGREGATE_FUNCTION (the stack's aggregate function; "
-                       "`source .local/env` beside `hybridsync up`)")  # fmt: skip
+        raise JobError(
+            "cannot pause the aggregation: no AGGREGATE_FUNCTION (the stack's aggregate function; "
+            "`source .local/env` beside `hybridsync up`)"
+        )
     lam = services.aws("lambda")
     mappings = lam.list_event_source_mappings(FunctionName=function)["EventSourceMappings"]
     uuids = [m["UUID"] for m in mappings]
@@ -88,7 +100,9 @@ def paused(services: Services, pause: bool = True) -> Iterator[None]:
         deadline = time.monotonic() + PAUSE_TIMEOUT_S
         while any(lam.get_event_source_mapping(UUID=u)["State"] != "Disabled" for u in uuids):
             if time.monotonic() > deadline:
-                raise JobError(f"the aggregation's mappings did not reach Disabled in {PAUSE_TIMEOUT_S:.0f} s")
+                raise JobError(
+                    f"the aggregation's mappings did not reach Disabled in {PAUSE_TIMEOUT_S:.0f} s"
+                )
             time.sleep(0.5)
         yield
     finally:
@@ -101,11 +115,15 @@ def _key_text(key: dict[str, Any]) -> str:
 
 
 def _dump(contribution: Totals) -> str:
-    return json.dumps([[list(k), [str(v) for v in values]] for k, values in contribution.items()], default=str)
+    return json.dumps(
+        [[list(k), [str(v) for v in values]] for k, values in contribution.items()], default=str
+    )
 
 
 def _load(text: str) -> Totals:
-    return {tuple(k): tuple(Decimal(v) for v in values) for k, values in json.loads(text, parse_float=Decimal)}
+    return {
+        tuple(k): tuple(Decimal(v) for v in values) for k, values in json.loads(text, parse_float=Decimal)
+    }
 
 
 def _safe(aggregation: Aggregation, item: dict[str, Any] | None, names: set[str]) -> Totals:
@@ -117,8 +135,15 @@ def _safe(aggregation: Aggregation, item: dict[str, Any] | None, names: set[str]
         return {}
 
 
-def rebuild(services: Services, aggregation: Aggregation, table: str, names: set[str], *,
-            segments: int = 1, settle_s: float = SETTLE_S) -> Counts:  # fmt: skip
+def rebuild(
+    services: Services,
+    aggregation: Aggregation,
+    table: str,
+    names: set[str],
+    *,
+    segments: int = 1,
+    settle_s: float = SETTLE_S,
+) -> Counts:
     """The aggregates `names` of one table as of the paused aggregation's watermarks, written in
     place of the stored ones (see the module's steps). The aggregation must not run meanwhile."""
     client, counts = services.client, Counts()
@@ -170,9 +195,12 @@ def rebuild(services: Services, aggregation: Aggregation, table: str, names: set
     for shard, cursor in cursors.items():
         if "Watermark" in cursor:
             client.update_item(
-                TableName=table, Key=aggregation._cursor_key(shard), UpdateExpression="SET RebuiltThrough = :w",
-                ConditionExpression="Watermark = :w", ExpressionAttributeValues=marshal({":w": cursor["Watermark"]}),
-            )  # fmt: skip
+                TableName=table,
+                Key=aggregation._cursor_key(shard),
+                UpdateExpression="SET RebuiltThrough = :w",
+                ConditionExpression="Watermark = :w",
+                ExpressionAttributeValues=marshal({":w": cursor["Watermark"]}),
+            )
     return counts
 
 
@@ -198,7 +226,9 @@ def _settled_cursor(services: Services, aggregation: Aggregation, table: str, sh
     return cursor
 
 
-def _records_after(streams: Any, stream_arn: str, shard: str, watermark: str | None) -> Iterator[dict[str, Any]]:
+def _records_after(
+    streams: Any, stream_arn: str, shard: str, watermark: str | None
+) -> Iterator[dict[str, Any]]:
     """The shard's records after the watermark (all of them without one), to its current end."""
     request = {"StreamArn": stream_arn, "ShardId": shard}
     if watermark:
@@ -215,14 +245,23 @@ def _records_after(streams: Any, stream_arn: str, shard: str, watermark: str | N
         iterator = page.get("NextShardIterator")
 
 
-def _write(client: Any, aggregation: Aggregation, table: str, cursors: dict[str, dict[str, Any]],
-           changed: list[Key], rebuilt: Totals) -> None:  # fmt: skip
+def _write(
+    client: Any,
+    aggregation: Aggregation,
+    table: str,
+    cursors: dict[str, dict[str, Any]],
+    changed: list[Key],
+    rebuilt: Totals,
+) -> None:
     """The changed aggregate items set to their rebuilt measures, each transaction on the condition
     that every cursor is still where the rebuild read it."""
     checks = []
     for shard, cursor in cursors.items():
-        guard = ("Watermark = :w AND attribute_not_exists(Pending)" if "Watermark" in cursor
-                 else "attribute_not_exists(Watermark)")  # fmt: skip
+        guard = (
+            "Watermark = :w AND attribute_not_exists(Pending)"
+            if "Watermark" in cursor
+            else "attribute_not_exists(Watermark)"
+        )
         check = {"TableName": table, "Key": aggregation._cursor_key(shard), "ConditionExpression": guard}
         if "Watermark" in cursor:
             check["ExpressionAttributeValues"] = marshal({":w": cursor["Watermark"]})
@@ -239,6 +278,8 @@ def _write(client: Any, aggregation: Aggregation, table: str, cursors: dict[str,
         try:
             store.send_transaction(client, {"TransactItems": [*updates, *checks]})
         except client.exceptions.TransactionCanceledException as error:
-            if "ConditionalCheckFailed" in store.cancellation_codes(error)[len(updates):]:
-                raise JobError("the aggregation moved during the rebuild (is its mapping paused?); run it again") from None
+            if "ConditionalCheckFailed" in store.cancellation_codes(error)[len(updates) :]:
+                raise JobError(
+                    "the aggregation moved during the rebuild (is its mapping paused?); run it again"
+                ) from None
             raise

@@ -40,14 +40,20 @@ def test_views_load_every_row_and_never_replace_a_newer_view(stack, engine, serv
     ids = [workload.id("c") for _ in range(7)]
     with engine.begin() as conn:
         for n, cid in enumerate(ids):
-            conn.execute(sa.text("INSERT INTO customers (customer_id, name, email) VALUES (:i, :n, :e)"),
-                         {"i": cid, "n": f"name {n}", "e": f"{cid}@example.com"})  # fmt: skip
+            conn.execute(
+                sa.text("INSERT INTO customers (customer_id, name, email) VALUES (:i, :n, :e)"),
+                {"i": cid, "n": f"name {n}", "e": f"{cid}@example.com"},
+            )
     outbox.drain_all(engine, stack.client(), MODEL, dict(stack.table_names))
     # a change the load's read of the last row predates: its view is newer than the row it reads
     with engine.connect() as conn:
-        version = conn.execute(sa.text("SELECT version FROM customers WHERE customer_id = :i"), {"i": ids[-1]}).scalar_one()
+        version = conn.execute(
+            sa.text("SELECT version FROM customers WHERE customer_id = :i"), {"i": ids[-1]}
+        ).scalar_one()
     values = {"CustomerId": ids[-1], "Name": "renamed", "Email": "x@example.com"}
-    assert outbox.put_view(stack.client(), stack.table_names["main"], MODEL.entity("Customer"), values, version + 1)
+    assert outbox.put_view(
+        stack.client(), stack.table_names["main"], MODEL.entity("Customer"), values, version + 1
+    )
     outcome = run(services, "views", {"entity": "Customer", "segments": 3})
     assert outcome.undone == 0 and outcome.counts.dead_lettered == 0
     for n, cid in enumerate(ids[:-1]):
@@ -57,23 +63,35 @@ def test_views_load_every_row_and_never_replace_a_newer_view(stack, engine, serv
     assert outcome.counts.older >= 1
 
 
-def test_moving_the_master_makes_items_and_the_write_back_changes_nothing(stack, engine, services, workload, stream):
+def test_moving_the_master_makes_items_and_the_write_back_changes_nothing(
+    stack, engine, services, workload, stream
+):
     orders = [workload.id("o") for _ in range(5)]
     customer = f"{workload.prefix}-legacy"
     stream.read()
     with engine.begin() as conn:  # what the legacy application wrote, before hybridsync
         for n, oid in enumerate(orders):
-            conn.execute(sa.text(
-                "INSERT INTO orders (order_id, customer_id, created_at, status, total, version) "
-                "VALUES (:o, :c, '2026-11-01T10:00:00Z', 'OPEN', :t, :v)"), {"o": oid, "c": customer, "t": 10 + n, "v": n})  # fmt: skip
+            conn.execute(
+                sa.text(
+                    "INSERT INTO orders (order_id, customer_id, created_at, status, total, version) "
+                    "VALUES (:o, :c, '2026-11-01T10:00:00Z', 'OPEN', :t, :v)"
+                ),
+                {"o": oid, "c": customer, "t": 10 + n, "v": n},
+            )
     # the app has already written one of them as an item since: it is never replaced
-    app_written = workload.order(orders[0], customer="legacy", Total=Decimal("99.00"), CreatedAt="2026-11-01T10:00:00.000Z")
+    workload.order(orders[0], customer="legacy", Total=Decimal("99.00"), CreatedAt="2026-11-01T10:00:00.000Z")
     outcome = run(services, "items", {"entity": "Order", "segments": 2})
     assert outcome.undone == 0 and outcome.counts.older == 1
-    assert item(stack, "Order", CustomerId=customer, CreatedAt="2026-11-01T10:00:00.000Z", OrderId=orders[0])["Total"] == Decimal("99.00")
-    loaded = item(stack, "Order", CustomerId=customer, CreatedAt="2026-11-01T10:00:00.000Z", OrderId=orders[3])
+    assert item(stack, "Order", CustomerId=customer, CreatedAt="2026-11-01T10:00:00.000Z", OrderId=orders[0])[
+        "Total"
+    ] == Decimal("99.00")
+    loaded = item(
+        stack, "Order", CustomerId=customer, CreatedAt="2026-11-01T10:00:00.000Z", OrderId=orders[3]
+    )
     assert loaded["Total"] == 13 and loaded["Version"] == 3 and loaded["Status"] == "OPEN"
-    records = [r for r in stream.read() if r["dynamodb"]["NewImage"].get("OrderId", {}).get("S") in orders[1:]]
+    records = [
+        r for r in stream.read() if r["dynamodb"]["NewImage"].get("OrderId", {}).get("S") in orders[1:]
+    ]
     assert len(records) == 4
     assert writeback.write_back(records, engine, MODEL).changed == 0  # the load's own records: nothing
     # a second pass (the cut-over's, after the legacy writer stopped) rewrites only what changed
@@ -86,13 +104,22 @@ def test_moving_the_master_makes_items_and_the_write_back_changes_nothing(stack,
     assert drifted.isdisjoint(orders[1:])
 
 
-def test_rows_load_versions_pre_hybridsync_items_and_never_regresses_a_row(stack, engine, services, workload, stream):
+def test_rows_load_versions_pre_hybridsync_items_and_never_regresses_a_row(
+    stack, engine, services, workload, stream
+):
     client, table = stack.client(), stack.table_names["main"]
     customer = f"{workload.prefix}-c1"
     old = [workload.order(workload.id("o")) for _ in range(30)]  # older than the stream: never written back
     legacy_id = workload.id("o")
-    legacy = {"PK": f"CUSTOMER#{customer}", "SK": f"ORDER#2026-11-02T10:00:00.000Z#{legacy_id}", "OrderId": legacy_id,
-              "CustomerId": customer, "CreatedAt": "2026-11-02T10:00:00.000Z", "Status": "OPEN", "Total": Decimal(5)}  # fmt: skip
+    legacy = {
+        "PK": f"CUSTOMER#{customer}",
+        "SK": f"ORDER#2026-11-02T10:00:00.000Z#{legacy_id}",
+        "OrderId": legacy_id,
+        "CustomerId": customer,
+        "CreatedAt": "2026-11-02T10:00:00.000Z",
+        "Status": "OPEN",
+        "Total": Decimal(5),
+    }
     stray = {"PK": f"NOTHING#{workload.prefix}", "SK": "X", "Junk": 1}
     for raw in (legacy, stray):
         client.put_item(TableName=table, Item=store.marshal(raw))
@@ -105,24 +132,40 @@ def test_rows_load_versions_pre_hybridsync_items_and_never_regresses_a_row(stack
     outcome = run(services, "rows", {"entities": ["Order"], "segments": 3})
     assert outcome.undone == 0
     with engine.connect() as conn:
-        rows = dict(conn.execute(sa.text("SELECT order_id, status FROM orders WHERE customer_id = :c"), {"c": customer}).all())
-        letters = conn.execute(sa.text("SELECT reason FROM dead_letters WHERE source = 'load' AND record::text LIKE :p"),
-                               {"p": f"%NOTHING#{workload.prefix}%"}).scalars().all()  # fmt: skip
+        rows = dict(
+            conn.execute(
+                sa.text("SELECT order_id, status FROM orders WHERE customer_id = :c"), {"c": customer}
+            ).all()
+        )
+        letters = (
+            conn.execute(
+                sa.text("SELECT reason FROM dead_letters WHERE source = 'load' AND record::text LIKE :p"),
+                {"p": f"%NOTHING#{workload.prefix}%"},
+            )
+            .scalars()
+            .all()
+        )
     assert len(rows) == 31 and rows[old[0]["OrderId"]] == "SHIPPED" and rows[legacy_id] == "OPEN"
     assert letters and "matches no entity" in letters[0]
-    tagged = item(stack, "Order", CustomerId=customer, CreatedAt="2026-11-02T10:00:00.000Z", OrderId=legacy_id)
+    tagged = item(
+        stack, "Order", CustomerId=customer, CreatedAt="2026-11-02T10:00:00.000Z", OrderId=legacy_id
+    )
     assert tagged["Entity"] == "Order" and tagged["Version"] > 0
     # the tagging's own stream record writes back the same version: nothing changes
     records = [r for r in stream.read() if r["dynamodb"]["Keys"]["SK"]["S"] == legacy["SK"]]
     assert writeback.write_back(records, engine, MODEL).changed == 0
 
 
-def test_a_killed_load_resumes_and_redoes_at_most_a_chunk_per_unit(stack, engine, services, workload, monkeypatch):
+def test_a_killed_load_resumes_and_redoes_at_most_a_chunk_per_unit(
+    stack, engine, services, workload, monkeypatch
+):
     monkeypatch.setattr(loads, "CHUNK", 20)
     ids = [workload.id("p") for _ in range(130)]
     with engine.begin() as conn:
-        conn.execute(sa.text("INSERT INTO product_availability (product_id, price, stock) VALUES (:i, 1, 1)"),
-                     [{"i": i} for i in ids])  # fmt: skip
+        conn.execute(
+            sa.text("INSERT INTO product_availability (product_id, price, stock) VALUES (:i, 1, 1)"),
+            [{"i": i} for i in ids],
+        )
     job = jobs.start(services, "views", {"entity": "ProductAvailability", "segments": 2})
     store_ = JobStore(services.client, MODEL, services.tables)
     calls = itertools.count()

@@ -25,8 +25,17 @@ def own(stack):
 
 
 def line(client, table, order, n, product, quantity, *, status="OPEN", version=1):
-    values = {"OrderId": order, "CustomerId": "c-rb", "CreatedAt": "2026-11-22T10:00:00.000Z", "Status": status,
-              "LineNo": n, "ProductId": product, "Quantity": quantity, "UnitPrice": Decimal("2.50"), "Version": version}  # fmt: skip
+    values = {
+        "OrderId": order,
+        "CustomerId": "c-rb",
+        "CreatedAt": "2026-11-22T10:00:00.000Z",
+        "Status": status,
+        "LineNo": n,
+        "ProductId": product,
+        "Quantity": quantity,
+        "UnitPrice": Decimal("2.50"),
+        "Version": version,
+    }
     assert store.put(client, table, MODEL.entity("OrderLine"), values)
 
 
@@ -70,7 +79,13 @@ def test_a_rebuild_counts_every_record_once_with_writes_going(own, engine, monke
     assert stored_equals_recount(client, table)
     # a failed batch from before the rebuild is never redriven into it
     before = aggregation.redrive(
-        [r for r in streams.StreamReader(own.client("dynamodbstreams"), arn, start="TRIM_HORIZON").read()
-         if r["dynamodb"].get("NewImage", {}).get("OrderId", {}).get("S") == "o-1"][:1], client, table, reader.shard,
-    )  # fmt: skip
+        [
+            r
+            for r in streams.StreamReader(own.client("dynamodbstreams"), arn, start="TRIM_HORIZON").read()
+            if r["dynamodb"].get("NewImage", {}).get("OrderId", {}).get("S") == "o-1"
+        ][:1],
+        client,
+        table,
+        reader.shard,
+    )
     assert before.applied == 0 and stored_equals_recount(client, table)

@@ -1,0 +1,22 @@
+"""The operations function: loads, the aggregates' rebuild, reconcile, redrives and migrations run
+inside the stack, next to the database (hybridsync.operations; `hybridsync ... --deployed`)."""
+
+from typing import Any
+
+from aws_lambda_powertools import Logger
+
+from hybridsync import aws, operations
+from hybridsync.jobs import Services
+from hybridsync.runtime import dynamodb, engine, model, tables
+
+logger = Logger()
+
+
+@logger.inject_lambda_context
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    services = Services(dynamodb(), engine(), model(), tables(), aws.client)
+    logger.info(
+        "operation",
+        extra={"operation": event.get("operation"), "job": event.get("job"), "unit": event.get("unit")},
+    )
+    return operations.perform(services, event, lambda: context.get_remaining_time_in_millis() / 1000)

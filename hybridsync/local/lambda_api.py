@@ -1,0 +1,147 @@
+"""The Lambda API of the local app, the part operators and the operations function call: invoke a
+function (`Invoke`, RequestResponse) and list, read, disable and enable its stream mappings
+(`ListEventSourceMappings`, `GetEventSourceMapping`, `UpdateEventSourceMapping` with `Enabled`),
+on Lambda's REST paths, so boto3's Lambda client works against it unchanged (`LAMBDA_ENDPOINT`).
+
+A disabled mapping stops polling and keeps its position; enabled again, it resumes from there,
+losing nothing (Lambda API reference, UpdateEventSourceMapping: "If you disable the event source
+mapping, AWS Lambda stops polling. If you enable again, it will resume polling from the time it had
+stopped polling"). Its `State` goes `Disabling` -> `Disabled` once no batch is in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from hybridsync.local.functions import FunctionError
+
+
+@dataclass
+class Switch:
+    """Whether a mapping polls; its pollers say when they are idle (nothing in flight)."""
+
+    enabled: bool = True
+    pollers: set[int] = field(default_factory=set)
+    idle: set[int] = field(default_factory=set)
+    lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def join(self, poller: object) -> None:
+        with self.lock:
+            self.pollers.add(id(poller))
+
+    def may_poll(self, poller: object) -> bool:
+        with self.lock:
+            if self.enabled:
+                self.idle.discard(id(poller))
+            else:
+                self.idle.add(id(poller))
+            return self.enabled
+
+    @property
+    def state(self) -> str:
+        with self.lock:
+            if self.enabled:
+                return "Enabled"
+            return "Disabled" if self.pollers <= self.idle else "Disabling"
+
+
+MAPPINGS = re.compile(r"^/2015-03-31/event-source-mappings/?([^/]*)$")
+INVOKE = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations$")
+
+
+class LambdaApi:
+    """Serves `app`'s functions and mappings on 127.0.0.1 (a port of its own)."""
+
+    def __init__(self, app: Any):
+        self.app = app
+        api = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *_: Any) -> None:
+                pass
+
+            def do_GET(self) -> None:
+                api.answer(self, "GET")
+
+            def do_PUT(self) -> None:
+                api.answer(self, "PUT")
+
+            def do_POST(self) -> None:
+                api.answer(self, "POST")
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True, name="lambda-api").start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def uuid_of(self, name: str) -> str:
+        return str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.app.prefix}/{name}"))
+
+    def mapping(self, name: str) -> dict[str, Any]:
+        app = self.app
+        return {
+            "UUID": self.uuid_of(name),
+            "FunctionArn": f"arn:aws:lambda:{app.region}:{app.account}:function:"
+            + app.mapping_functions[name],
+            "EventSourceArn": app.mapping_sources.get(name, ""),
+            "BatchSize": app.mapping_settings[name].batch_size,
+            "State": app.switches[name].state,
+        }
+
+    def answer(self, request: BaseHTTPRequestHandler, method: str) -> None:
+        path = urlsplit(request.path)
+        length = int(request.headers.get("Content-Length") or 0)
+        body = request.rfile.read(length) if length else b""
+        status, payload, headers = 404, {"Type": "User", "message": f"no route {method} {path.path}"}, {}
+        try:
+            if (found := MAPPINGS.match(path.path)) and method in ("GET", "PUT"):
+                status, payload = self._mappings(method, found.group(1), parse_qs(path.query), body)
+            elif (found := INVOKE.match(path.path)) and method == "POST":
+                name = unquote(found.group(1)).rsplit(":", 1)[-1]
+                try:
+                    result = self.app.function(name).invoke(json.loads(body or b"{}"))
+                    status, payload = 200, result
+                except FunctionError as error:  # Lambda: 200 with X-Amz-Function-Error
+                    status, payload = 200, {"errorType": error.error_type, "errorMessage": error.message}
+                    headers["X-Amz-Function-Error"] = "Unhandled"
+        except KeyError as error:
+            status, payload = 404, {"Type": "User", "message": f"ResourceNotFoundException: {error}"}
+        except Exception as error:  # the app's TemplateError for an unknown function
+            status, payload = 404, {"Type": "User", "message": f"ResourceNotFoundException: {error}"}
+        data = json.dumps(payload, default=str).encode()
+        request.send_response(status)
+        request.send_header("Content-Type", "application/json")
+        if status == 404:
+            request.send_header("x-amzn-ErrorType", "ResourceNotFoundException")
+        for name, value in headers.items():
+            request.send_header(name, value)
+        request.send_header("Content-Length", str(len(data)))
+        request.end_headers()
+        request.wfile.write(data)
+
+    def _mappings(
+        self, method: str, wanted: str, query: dict[str, list[str]], body: bytes
+    ) -> tuple[int, Any]:
+        names = list(self.app.switches)
+        if not wanted:
+            function = (query.get("FunctionName") or [""])[0].rsplit(":", 1)[-1]
+            listed = [n for n in names if not function or self.app.mapping_functions[n] == function]
+            return 200, {"EventSourceMappings": [self.mapping(n) for n in listed]}
+        name = next((n for n in names if self.uuid_of(n) == wanted), None)
+        if name is None:
+            raise KeyError(f"no event source mapping {wanted}")
+        if method == "PUT":
+            asked = json.loads(body or b"{}")
+            if "Enabled" in asked:
+                self.app.switches[name].enabled = bool(asked["Enabled"])
+        return (202 if method == "PUT" else 200), self.mapping(name)

@@ -123,7 +123,10 @@ def deployed(function: str, lambda_client: Any) -> Callable[[dict[str, Any]], di
         answer = lambda_client.invoke(FunctionName=function, Payload=json.dumps(event).encode())
         payload = json.loads(answer["Payload"].read() or b"null")
         if answer.get("FunctionError"):
-            raise RuntimeError(f"{function}: {payload.get('errorType')}: {payload.get('errorMessage')}")
+            frames = [f for f in payload.get("stackTrace") or [] if f.lstrip().startswith("File")]
+            where = frames[-1].strip().replace("\n", ": ") if frames else ""
+            raise RuntimeError(f"{function}: {payload.get('errorType')}: {payload.get('errorMessage')}"
+                               + (f" (at {where})" if where else ""))  # fmt: skip
         return payload
 
     return call

@@ -170,12 +170,13 @@ class PipelineStack(Stack):
                 resources=[t.table_arn for t in tables],
             )
         )
-        for table in tables:
-            if table.table_stream_arn:
-                table.grant_stream_read(ops.function)
+        for name in sorted(self.data.tables):
+            if self.model.table(name).stream is not None:  # a table without one has no StreamArn
+                self.data.tables[name].grant_stream_read(ops.function)
         for queue in self.failure_queues:
             queue.grant_consume_messages(ops.function)
-        self._grant_bodies(ops, ["s3:GetObject"], prefix="exports", listing=True)
+        if "bodies" in self.data.buckets:  # exports land under exports/ of the stack's bucket
+            self._grant_bodies(ops, ["s3:GetObject"], prefix="exports", listing=True)
         if aggregate is not None:
             mappings = self.format_arn(
                 service="lambda",

@@ -31,14 +31,7 @@ def job_options(sub: argparse.ArgumentParser, paced: str) -> None:
     sub.add_argument(
         "--concurrency", type=positive(int), help="units at work at once (default: --segments, at most 16)"
     )
-    sub.add_argument(
-        "--deployed",
-        nargs="?",
-        const="",
-        metavar="STACK",
-        help="run inside the stack, as invocations of its operations function (next to the database): "
-        "the function $OPERATIONS_FUNCTION names, or the one of STACK's outputs",
-    )
+    common.deployed_option(sub)
     sub.add_argument(
         "--resume", metavar="JOB", help="go on with a job a killed run left undone (`hybridsync jobs`)"
     )
@@ -165,7 +158,7 @@ def _job(args: argparse.Namespace, kind: str, spec: dict[str, Any]) -> int:
     rate = args.rate or None
     try:
         if args.deployed is not None:
-            call = operations.deployed(_operations_function(args.deployed), aws.client("lambda"))
+            call = operations.deployed(common.operations_function(args.deployed), aws.client("lambda"))
             job = args.resume or call({"operation": "plan", "kind": kind, "spec": spec})["job"]
             invoke = operations.remote_invoke(call, rate / concurrency if rate else None)
         else:
@@ -216,20 +209,6 @@ def _with_progress(store: Any, job: str, header: dict[str, Any], invoke: Any, co
             progress.advance(task, counts.read)
 
         return jobs.run(store, job, invoke, concurrency=concurrency, progress=advance)
-
-
-def _operations_function(stack: str) -> str:
-    if not stack:
-        return common.given(None, "OPERATIONS_FUNCTION", "operations function", "--deployed STACK")
-    from hybridsync import aws
-
-    outputs = aws.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
-    for output in outputs:
-        if output["OutputKey"].startswith("OperationsFunctionName"):
-            return output["OutputValue"]
-    raise SystemExit(
-        f"--deployed {stack}: the stack has no OperationsFunctionName output (a pipeline stack's)"
-    )
 
 
 def _jobs(args: argparse.Namespace) -> int:

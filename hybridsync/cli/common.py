@@ -131,3 +131,34 @@ def spent(cost: Any) -> str:
         f"read {cost.items_read:,} items in {cost.requests:,} requests: {cost.read_units:,.1f} read "
         f"units by the model{reported}"
     )
+
+
+def deployed_option(sub: argparse.ArgumentParser) -> None:
+    sub.add_argument("--deployed", nargs="?", const="", metavar="STACK",
+                     help="run inside the stack, as invocations of its operations function (next to "
+                     "the database): the one $OPERATIONS_FUNCTION names, or STACK's output")  # fmt: skip
+
+
+def operations_function(stack: str) -> str:
+    """The operations function: $OPERATIONS_FUNCTION (`source .local/env`), or a stack's output."""
+    if not stack:
+        return given(None, "OPERATIONS_FUNCTION", "operations function", "--deployed STACK")
+    from hybridsync import aws
+
+    outputs = aws.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
+    for output in outputs:
+        if output["OutputKey"].startswith("OperationsFunctionName"):
+            return output["OutputValue"]
+    raise SystemExit(
+        f"--deployed {stack}: the stack has no OperationsFunctionName output (a pipeline stack's)"
+    )
+
+
+def deployed(args: argparse.Namespace, event: dict[str, Any]) -> dict[str, Any]:
+    """One invocation of the operations function; its answer (a failure: one line, exit 1)."""
+    from hybridsync import aws, operations
+
+    try:
+        return operations.deployed(operations_function(args.deployed), aws.client("lambda"))(event)
+    except RuntimeError as error:
+        raise SystemExit(f"hybridsync {args.command} --deployed: {error}") from None

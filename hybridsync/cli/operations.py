@@ -37,11 +37,16 @@ def add_reconcile(cli: Commands) -> None:
     check.add_argument(
         "--consistent", action="store_true", help="strongly consistent reads (twice the units)"
     )
+    common.deployed_option(check)
 
 
 def _reconcile(args: argparse.Namespace) -> int:
     from hybridsync import aws, exports
-    from hybridsync.sync.reconcile import reconcile
+    from hybridsync.sync.reconcile import Drift, reconcile
+
+    if args.deployed is not None:
+        answer = common.deployed(args, {"operation": "reconcile", "repair": args.repair})
+        return _report(args, {name: Drift(**drift) for name, drift in answer.items()})
 
     engine = db.create_engine(common.database_url(args))
     tables = {name: args.table for name in common.tables()} if args.table else common.tables()
@@ -75,6 +80,10 @@ def _reconcile(args: argparse.Namespace) -> int:
             print(f"{scanned.table_name}: read from the export, not the table (0 read units)")
         else:
             print(f"{scanned.table_name}: " + common.spent(scanned.cost))
+    return _report(args, report)
+
+
+def _report(args: argparse.Namespace, report: dict[str, Any]) -> int:
     print(f"{'entity':12} {'checked':>8} {'missing':>8} {'stale':>6} {'extra':>6} {'unmappable':>10}")
     for name, drift in report.items():
         print(
@@ -229,12 +238,20 @@ def add_dead_letters(cli: Commands) -> None:
     letters.add_argument("--source", help="only this consumer's: write_back, aggregate or sql_sync")
     letters.add_argument("--id", type=int, action="append", help="only this id (repeatable)")
     letters.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
+    common.deployed_option(letters)
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
     from hybridsync import deadletters
     from hybridsync.sync import outbox, writeback
 
+    if args.deployed is not None and args.action == "redrive":
+        event = {"operation": "redrive", "what": "dead-letters", "source": args.source, "ids": args.id}
+        answer = common.deployed(args, event)
+        print(f"redriven: {answer['landed']} landed, {len(answer['still'])} still rejected")
+        for letter in answer["still"]:
+            print(f"  {letter['id']}: {letter['reason']}")
+        return 1 if answer["still"] else 0
     engine = db.create_engine(common.database_url(args))
     if args.action == "list":
         with engine.connect() as conn:
@@ -271,12 +288,20 @@ def add_failed_batches(cli: Commands) -> None:
     batches.add_argument("action", choices=["list", "redrive"])
     batches.add_argument("--queue", action="append", help="queue URL (repeatable; default $FAILURE_QUEUES)")
     batches.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
+    common.deployed_option(batches)
 
 
 def _failed_batches(args: argparse.Namespace) -> int:
     from hybridsync import aws
     from hybridsync.sync import failed
 
+    if args.deployed is not None and args.action == "redrive":
+        answer = common.deployed(args, {"operation": "redrive", "what": "failed-batches"})
+        print(f"redriven: {answer['batches']} batch(es), {answer['records']} record(s), {answer['applied']} "
+              f"changed something; {len(answer['left'])} left in the queue")  # fmt: skip
+        for left in answer["left"]:
+            print(f"  {left}")
+        return 1 if answer["left"] else 0
     queues = args.queue or [q for q in os.environ.get("FAILURE_QUEUES", "").split(",") if q]
     if not queues:
         raise SystemExit(

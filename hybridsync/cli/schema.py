@@ -29,10 +29,17 @@ def add_migrations(cli: Commands) -> None:
         help="PostgreSQL URL (default $DATABASE_URL; generate and check without "
         "one use a throw-away embedded PostgreSQL at the revisions' heads)",
     )
+    common.deployed_option(migrate)  # upgrade and current, next to the deployed database
     cli.subparsers._name_parser_map["db"] = migrate  # the command's old name
 
 
 def _migrations(args: argparse.Namespace) -> int:
+    if args.deployed is not None:
+        if args.action not in ("upgrade", "current") or args.revision:
+            raise SystemExit("--deployed runs `upgrade` (to the heads) and `current`")
+        answer = common.deployed(args, {"operation": "migrations", "action": args.action})
+        print(f"schema at revision {answer['revision']}")
+        return 0
     if args.action in ("generate", "check") and not (args.url or os.environ.get("DATABASE_URL")):
         return _on_scratch_database(args)  # no database named: a throw-away one at the revisions' heads
     url = common.database_url(args)

@@ -132,6 +132,9 @@ def _dynamodb(operation: str, params: dict[str, Any], tables: str) -> list[Reque
         ]
     if "StreamArn" in params:
         return [(f"dynamodb:{operation}", params["StreamArn"], {})]
+    if operation == "GetRecords":  # authorized on the stream, which DynamoDB Local's iterators begin with
+        stream = str(params.get("ShardIterator", "")).split("|", 1)[0]
+        return [(f"dynamodb:{operation}", stream if stream.startswith("arn:") else "*", {})]
     # the Service Authorization Reference's resource types: ExportTableToPointInTime on the table,
     # DescribeExport on the export (`table/<name>/export/<id>`), ListExports on none ("*")
     if operation == "ExportTableToPointInTime":  # of a table, named by its ARN

@@ -112,7 +112,8 @@ class LambdaApi:
                     result = self.app.function(name).invoke(json.loads(body or b"{}"))
                     status, payload = 200, result
                 except FunctionError as error:  # Lambda: 200 with X-Amz-Function-Error
-                    status, payload = 200, {"errorType": error.error_type, "errorMessage": error.message}
+                    status = 200
+                    payload = {"errorType": error.error_type, "errorMessage": error.message, "stackTrace": error.trace}
                     headers["X-Amz-Function-Error"] = "Unhandled"
         except KeyError as error:
             status, payload = 404, {"Type": "User", "message": f"ResourceNotFoundException: {error}"}

@@ -19,6 +19,7 @@ ALLOWED_ON_ANY_RESOURCE = {  # actions AWS cannot scope to a resource
     "ec2:AssignPrivateIpAddresses", "ec2:UnassignPrivateIpAddresses",
     "dynamodb:ListTables",  # the time-series rotation finds its tables by name
     "dynamodb:ListExports",  # ... and the exports that archive them
+    "lambda:ListEventSourceMappings",  # a rebuild finds the aggregation's mappings to pause them
 }  # fmt: skip
 
 

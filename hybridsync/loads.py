@@ -18,13 +18,14 @@ changes nothing (every write is conditional on versions). What cannot cross is a
 
 from __future__ import annotations
 
+import functools
 import gzip
-import hashlib
 import json
 import re
 import string
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from decimal import Decimal
 from typing import Any
 
@@ -42,8 +43,8 @@ from hybridsync.sync.writeback import Change, apply_changes
 from hybridsync.views import CACHE_TTL_S, view_item
 
 CHUNK = 500  # rows per keyset page; items per export chunk
-TRANSACTION = 100  # puts per TransactWriteItems (its limit)
-TRANSACTION_BYTES = 4_000_000  # and its 4 MB
+GROUP = 100  # items read (one BatchGetItem) just before they are written: a short race
+PUTS_AT_ONCE = 16  # conditional PutItems in flight, all units together
 
 
 # --- PostgreSQL key ranges ------------------------------------------------------------------------
@@ -126,76 +127,40 @@ def _row_letter(entity: Entity, key: list[Any], reason: str) -> DeadLetter:
 # --- conditional puts, a transaction of up to 100 at a time ---------------------------------------
 
 
-def put_guarded(
-    services: Services,
-    table: str,
-    puts: list[tuple[dict[str, Any], dict[str, Any]]],
-    counts: Counts,
-    letters: list[DeadLetter],
-    letter: Any,
-) -> None:
-    """Put each item on its condition (a Put action's ConditionExpression and its names and values):
-    a refused condition counts as older (DynamoDB holds something newer), an item DynamoDB cannot
-    store is a dead letter (`letter(item, why)`); the rest are written, paced in write units.
-    A transaction cancelled by one action applied nothing: it is sent again without that action."""
+def put_guarded(services: Services, table: str, puts: list[tuple[dict[str, Any], dict[str, Any]]],
+                counts: Counts, letters: list[DeadLetter], letter: Any) -> None:  # fmt: skip
+    """Put each item on its own condition (a Put's ConditionExpression, names and values),
+    PUTS_AT_ONCE requests in flight, paced in write units. A conditional PutItem, not a batch:
+    BatchWriteItem takes no condition, and a transaction costs twice the units and fails whole on
+    one refused condition. A refused condition counts as older (DynamoDB holds something newer);
+    an item DynamoDB cannot store is a dead letter (`letter(item, why)`). Throttles are retried by
+    the client (standard mode)."""
     client = services.client
-    chunks: list[list[tuple[dict, dict]]] = [[]]
-    size = 0
-    for item, guard in puts:
-        item_bytes = capacity.item_size(item)
-        if chunks[-1] and (len(chunks[-1]) == TRANSACTION or size + item_bytes > TRANSACTION_BYTES):
-            chunks.append([])
-            size = 0
-        chunks[-1].append((item, guard))
-        size += item_bytes
-    for chunk in (c for c in chunks if c):
-        pending = chunk
-        for attempt in range(12):
-            actions = [
-                {"Put": {"TableName": table, "Item": marshal(item)} | guard} for item, guard in pending
-            ]
-            token = hashlib.sha256(json.dumps(actions, sort_keys=True, default=str).encode()).hexdigest()[:36]
-            units = sum(capacity.units(capacity.item_size(i), transactional=True) for i, _ in pending)
-            services.pacer.spend(units)
-            try:
-                if len(actions) == 1:  # one: the plain conditional write, at half the units
-                    client.put_item(**actions[0]["Put"])
-                else:
-                    client.transact_write_items(TransactItems=actions, ClientRequestToken=token)
-                counts.written += len(pending)
-                break
-            except client.exceptions.ConditionalCheckFailedException:
-                counts.older += 1
-                break
-            except client.exceptions.TransactionCanceledException as error:
-                reasons = error.response.get("CancellationReasons", [])
-                kept = []
-                for (item, guard), reason in zip(pending, reasons, strict=False):
-                    code = reason.get("Code", "None")
-                    if code == "ConditionalCheckFailed":
-                        counts.older += 1
-                    elif code == "ValidationError":
-                        letters.append(letter(item, f"DynamoDB refused it: {reason.get('Message', '')}"))
-                    else:
-                        kept.append((item, guard))
-                pending = kept
-            except client.exceptions.ClientError as error:
-                if error.response["Error"]["Code"] != "ValidationException":
-                    raise
-                if len(pending) == 1:
-                    letters.append(
-                        letter(pending[0][0], f"DynamoDB refused it: {error.response['Error']['Message']}")
-                    )
-                    break
-                half = len(pending) // 2  # which one: each half on its own
-                put_guarded(services, table, pending[:half], counts, letters, letter)
-                put_guarded(services, table, pending[half:], counts, letters, letter)
-                break
-            if not pending:
-                break
-            time.sleep(min(1.0, 0.02 * 2**attempt))  # a conflict or a throttle: the same again
+
+    def put(pair: tuple[dict[str, Any], dict[str, Any]]) -> tuple[str, str]:
+        item, guard = pair
+        services.pacer.spend(capacity.units(capacity.item_size(item)))
+        try:
+            client.put_item(TableName=table, Item=marshal(item), **guard)
+            return "written", ""
+        except client.exceptions.ConditionalCheckFailedException:
+            return "older", ""
+        except client.exceptions.ClientError as error:
+            if error.response["Error"]["Code"] != "ValidationException":
+                raise
+            return "refused", error.response["Error"]["Message"]
+
+    for (item, _), (outcome, why) in zip(puts, _writers().map(put, puts), strict=True):
+        if outcome == "refused":
+            letters.append(letter(item, f"DynamoDB refused it: {why}"))
         else:
-            raise RuntimeError(f"{table}: {len(pending)} put(s) still cancelled after 12 attempts")
+            setattr(counts, outcome, getattr(counts, outcome) + 1)
+
+
+@functools.cache
+def _writers() -> ThreadPoolExecutor:
+    """The threads every unit's puts go out on, made once (no thread churn per chunk)."""
+    return ThreadPoolExecutor(PUTS_AT_ONCE, thread_name_prefix="load-put")
 
 
 def _guard(expression: str, names: dict[str, str], values: dict[str, Any]) -> dict[str, Any]:
@@ -211,29 +176,63 @@ def load_views(
     services: Services, spec: dict[str, Any], unit: int, checkpoint: Any
 ) -> Iterator[tuple[Any, Counts]]:
     """Each row's view as the outbox writes it (the same item, the same expiry), unless DynamoDB
-    holds its version or a newer one."""
+    holds its version or a newer one (the outbox drained a change meanwhile)."""
     entity = services.model.entity(spec["entity"])
-    table, names = services.tables[entity.table.name], entity.names
+
+    def view(row: dict[str, Any], version: int) -> dict[str, Any]:
+        return view_item(entity, item_values(entity, row), version, now=int(time.time()), ttl_s=CACHE_TTL_S)
+
+    yield from _rows_to_items(services, entity, spec, unit, checkpoint, view, replace_equal=False)
+
+
+@kind("items", plan_sql)
+def load_items(
+    services: Services, spec: dict[str, Any], unit: int, checkpoint: Any
+) -> Iterator[tuple[Any, Counts]]:
+    """Each live row as its item at the row's version. An item the app has written since (a newer
+    version) is never replaced; one at the row's version that differs is (a legacy write since the
+    last pass: a second pass after the legacy writer stops rewrites only those)."""
+    entity = services.model.entity(spec["entity"])
+
+    def item(row: dict[str, Any], version: int) -> dict[str, Any]:
+        return entity.item(item_values(entity, row) | {entity.names.version: version})
+
+    yield from _rows_to_items(services, entity, spec, unit, checkpoint, item, replace_equal=True)
+
+
+def _rows_to_items(services: Services, entity: Entity, spec: dict[str, Any], unit: int, checkpoint: Any,
+                   build: Any, *, replace_equal: bool) -> Iterator[tuple[Any, Counts]]:  # fmt: skip
+    """The unit's rows as items, a chunk at a time. What DynamoDB holds is read first (strongly
+    consistent: reads are cheaper than refused writes): an item as new or newer is left (counted
+    older), one equal to ours is skipped, the rest are put on the condition that they are still as
+    read (compare-and-set on the version), so a write landing meanwhile is never replaced."""
+    table, version_name = services.tables[entity.table.name], entity.names.version
     for rows, last in sql_chunks(services, entity, spec, unit, checkpoint):
-        counts, letters, puts = Counts(read=len(rows)), [], []
-        now = int(time.time())
+        counts, letters, wanted = Counts(read=len(rows)), [], []
         for key, version, row in rows:
             try:
-                item = view_item(entity, item_values(entity, row), version, now=now, ttl_s=CACHE_TTL_S)
+                wanted.append(build(row, version))
             except (Rejected, ValueError) as error:
                 letters.append(_row_letter(entity, key, getattr(error, "reason", None) or str(error)))
-                continue
-            puts.append(
-                (item, _guard("attribute_not_exists(#v) OR #v < :v", {"#v": names.version}, {":v": version}))
-            )
-        put_guarded(
-            services,
-            table,
-            puts,
-            counts,
-            letters,
-            lambda i, why: _row_letter(entity, _sql_key(entity, i), why),
-        )
+        for start in range(0, len(wanted), GROUP):
+            group = wanted[start : start + GROUP]
+            keys = [entity.key(i) for i in group]
+            held = {_text(entity.key(i)): i for i in store.batch_get(services.client, table, keys)}
+            puts = []
+            for item in group:
+                current = held.get(_text(entity.key(item)))
+                seen = None if current is None else current.get(version_name)
+                newer = seen is not None and int(seen) > item[version_name]
+                if newer or (seen is not None and int(seen) == item[version_name] and not replace_equal):
+                    counts.older += 1
+                elif current is not None and _same_item(entity, current, item):
+                    counts.skipped += 1
+                elif seen is None:
+                    puts.append((item, _guard("attribute_not_exists(#v)", {"#v": version_name}, {})))
+                else:
+                    puts.append((item, _guard("#v = :seen", {"#v": version_name}, {":seen": seen})))
+            put_guarded(services, table, puts, counts, letters,
+                        lambda i, why: _row_letter(entity, _sql_key(entity, i), why))  # fmt: skip
         services.dead_letter(letters)
         counts.dead_lettered = len(letters)
         yield last, counts
@@ -244,61 +243,11 @@ def _sql_key(entity: Entity, item: dict[str, Any]) -> list[Any]:
     return [str(item.get(a)) for a in entity.sql_key]
 
 
-# --- moving the master: PostgreSQL rows -> versioned items -------------------------------------
-
-
-@kind("items", plan_sql)
-def load_items(
-    services: Services, spec: dict[str, Any], unit: int, checkpoint: Any
-) -> Iterator[tuple[Any, Counts]]:
-    """Each live row as its item at the row's version. The items already there are read first
-    (strongly consistent): one the app has written since (a newer version) is never replaced, one
-    equal to the row is left as it is (so a second pass after the legacy writer stops rewrites only
-    what it changed meanwhile), one at most as new that differs is replaced on the condition that
-    it is still as read."""
-    entity = services.model.entity(spec["entity"])
-    table, names = services.tables[entity.table.name], entity.names
-    for rows, last in sql_chunks(services, entity, spec, unit, checkpoint):
-        counts, letters, wanted = Counts(read=len(rows)), [], []
-        for key, version, row in rows:
-            try:
-                values = item_values(entity, row) | {names.version: version}
-                wanted.append(entity.item(values))
-            except (Rejected, ValueError) as error:
-                letters.append(_row_letter(entity, key, getattr(error, "reason", None) or str(error)))
-        held = {
-            _text(entity.key(i)): i
-            for i in store.batch_get(services.client, table, [entity.key(i) for i in wanted])
-        }
-        puts = []
-        for item in wanted:
-            current = held.get(_text(entity.key(item)))
-            seen = None if current is None else current.get(names.version)
-            if current is not None and seen is not None and int(seen) > item[names.version]:
-                counts.older += 1
-            elif current is not None and _same_item(entity, current, item):
-                counts.skipped += 1
-            elif seen is None:
-                puts.append((item, _guard("attribute_not_exists(#v)", {"#v": names.version}, {})))
-            else:
-                puts.append((item, _guard("#v = :seen", {"#v": names.version}, {":seen": seen})))
-        put_guarded(
-            services,
-            table,
-            puts,
-            counts,
-            letters,
-            lambda i, why: _row_letter(entity, _sql_key(entity, i), why),
-        )
-        services.dead_letter(letters)
-        counts.dead_lettered = len(letters)
-        yield last, counts
-    yield DONE, Counts()
-
-
 def _same_item(entity: Entity, current: dict[str, Any], item: dict[str, Any]) -> bool:
     ignore = {entity.names.origin, entity.table.ttl_attribute}
-    return {k: v for k, v in current.items() if k not in ignore} == item
+    return {k: v for k, v in current.items() if k not in ignore} == {
+        k: v for k, v in item.items() if k not in ignore
+    }
 
 
 def _text(key: dict[str, Any]) -> str:

@@ -113,7 +113,8 @@ class LambdaApi:
                     status, payload = 200, result
                 except FunctionError as error:  # Lambda: 200 with X-Amz-Function-Error
                     status = 200
-                    payload = {"errorType": error.error_type, "errorMessage": error.message, "stackTrace": error.trace}
+                    payload = {"errorType": error.error_type, "errorMessage": error.message,
+                               "stackTrace": error.trace}  # fmt: skip
                     headers["X-Amz-Function-Error"] = "Unhandled"
         except KeyError as error:
             status, payload = 404, {"Type": "User", "message": f"ResourceNotFoundException: {error}"}

@@ -44,6 +44,7 @@ from hybridsync.sync.aggregate import CHUNK, Aggregation, Key, Outcome, Totals, 
 
 SETTLE_S = 5.0  # after the scan, before the stream's end is read
 PAUSE_TIMEOUT_S = 120.0  # for a mapping to reach Disabled
+PAGE = 1000  # items per Scan request: pages waiting to be counted stay small whatever the table
 
 
 def plan(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -156,7 +157,7 @@ def rebuild(
     totals: dict[Key, list[Decimal]] = {}
     stored: Totals = {}
     with tempfile.TemporaryFile("w+", encoding="utf-8") as spill:
-        scanner = Scanner(client, table, segments=segments, consistent=True)
+        scanner = Scanner(client, table, segments=segments, page_limit=PAGE, consistent=True)
         scanner.pacer = services.pacer
         for item in scanner.items():
             counts.read += 1

@@ -19,6 +19,9 @@ SCALE_KEYS = {
     "pg_connections_peak", "pg_connection_cap", "pinning_statements", "lag_p99_s",
 }  # fmt: skip
 KEYS = {  # the figures each benchmark must print (it may print more)
+    "adopt": {"rows_pg_to_ddb", "rows_ddb_to_pg", "pg_to_ddb_vs_batch_write_ratio", "ddb_to_pg_vs_copy_ratio",
+              "lost", "stale", "extra", "drift", "aggregates_equal_recount", "resumed",
+              "rows_redone_after_resume", "redo_bound", "peak_rss_mb", "rss_ratio_2x_size"},
     "access_patterns": {"items", "distinct_index_vs_scan_ru_ratio", "skip_scan_vs_scan_ru_ratio",
                         "time_range_vs_scan_ru_ratio", "per_day_vs_sharded_requests_ratio",
                         "open_range_vs_scan_ru_ratio", "seed_distinct_keys", "capacity_model_mismatches",
@@ -66,4 +69,10 @@ def smoke(name: str, assembly: Path, *extra: str) -> dict:
 # check what they find
 @pytest.mark.parametrize("name", sorted(set(KEYS) - {"chaos", "fuzz"}))
 def test_benchmark_smoke_run_prints_its_figures(name, cloud_assembly):
-    smoke(name, cloud_assembly)
+    figures = smoke(name, cloud_assembly)
+    if name == "adopt":  # correctness holds at any size: nothing lost, resumed, the rebuild exact
+        assert (figures["drift"], figures["undone"], figures["resumed"]) == (0, 0, True), figures
+        assert (
+            figures["aggregates_equal_recount"]
+            and figures["rows_redone_after_resume"] <= figures["redo_bound"]
+        )

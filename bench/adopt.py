@@ -174,10 +174,11 @@ def legacy(stack: local.LocalStack, engine: sa.Engine, run: str, size: int) -> l
     return items
 
 
-# the command as a user runs it, reporting its own peak RSS when it exits
+# the command as a user runs it, reporting its own peak RSS when it exits: VmHWM, the high-water
+# mark of this process's memory (getrusage's ru_maxrss would carry the forking parent's over exec)
 PEAK = (
-    "import atexit, resource, runpy, sys; atexit.register(lambda: print('PEAK_RSS_KB', "
-    "resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, file=sys.stderr)); "
+    "import atexit, re, runpy, sys; atexit.register(lambda: print('PEAK_RSS_KB', "
+    "re.search(r'VmHWM:\\s+(\\d+)', open('/proc/self/status').read()).group(1), file=sys.stderr)); "
     "runpy.run_module('hybridsync.cli', run_name='__main__')"
 )
 
@@ -229,7 +230,7 @@ def views_baseline(stack: local.LocalStack, engine: sa.Engine, run: str) -> floa
         ).all()
     now = int(time.time())
     items = [
-        view_item(entity, item_values(entity, outbox._exact_json(r[0])), r[1], now=now, ttl_s=CACHE_TTL_S)
+        view_item(entity, item_values(entity, outbox.exact_json(r[0])), r[1], now=now, ttl_s=CACHE_TTL_S)
         for r in rows
     ]
     scratch = stack.with_tables(

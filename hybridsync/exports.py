@@ -153,7 +153,7 @@ def table_name(s3: Any, export: Export) -> str:
     return summary(s3, export)["tableArn"].rsplit("/", 1)[1]
 
 
-def _files(s3: Any, export: Export) -> list[dict[str, Any]]:
+def data_files(s3: Any, export: Export) -> list[dict[str, Any]]:
     key = summary(s3, export)["manifestFilesS3Key"]
     text = s3.get_object(Bucket=export.bucket, Key=key)["Body"].read().decode()
     return [json.loads(line) for line in text.splitlines() if line.strip()]
@@ -168,7 +168,7 @@ def _items(s3: Any, bucket: str, key: str) -> Iterator[dict[str, Any]]:
 
 def read(s3: Any, export: Export) -> Iterator[dict[str, Any]]:
     """Every item of an export, as Python values, a data file at a time."""
-    for entry in _files(s3, export):
+    for entry in data_files(s3, export):
         for item in _items(s3, export.bucket, entry["dataFileS3Key"]):
             yield unmarshal(item)
 
@@ -199,7 +199,7 @@ def verify(s3: Any, export: Export) -> int:
     items as many as its line says, and their total the summary's count. Returns the count."""
     expected = summary(s3, export)["itemCount"]
     total = 0
-    for entry in _files(s3, export):
+    for entry in data_files(s3, export):
         found = sum(1 for _ in _items(s3, export.bucket, entry["dataFileS3Key"]))
         if found != entry["itemCount"]:
             raise ExportError(f"{entry['dataFileS3Key']} holds {found} items, its manifest says "

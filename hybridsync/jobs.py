@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import secrets
-import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -252,6 +251,9 @@ class Outcome:
         }
 
 
+Invoke = Callable[[str, int], Unit]  # (job, unit) -> the unit as the invocation left it
+
+
 def start(services: Services, kind_: str, spec: dict[str, Any]) -> str:
     """Plan a job (cut it into units) and record it; its id."""
     planned, units = plan(services, kind_, spec)
@@ -270,9 +272,6 @@ def in_process(services: Services, slice_s: float = 2.0) -> Invoke:
     return invoke
 
 
-Invoke = Callable[[str, int], Unit]  # (job, unit) -> the unit as the invocation left it
-
-
 def run(
     jobs: JobStore,
     job_id: str,
@@ -280,7 +279,6 @@ def run(
     *,
     concurrency: int = 4,
     progress: Callable[[Counts], None] = lambda _: None,
-    stop: threading.Event | None = None,
 ) -> Outcome:
     """Every unit of a job to its end, `concurrency` at a time: each invoked again while it is
     neither done nor failed (an invocation stops at its deadline with its checkpoint saved)."""
@@ -290,10 +288,9 @@ def run(
     for unit in units:
         before.add(unit.counts)
     progress(before)
-    stop = stop or threading.Event()
 
     def drive(unit: Unit) -> Unit:
-        while not unit.done and not stop.is_set():
+        while not unit.done:
             try:
                 after = invoke(job_id, unit.number)
             except Exception as error:  # the unit stays resumable from its checkpoint; the job is undone

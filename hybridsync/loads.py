@@ -38,7 +38,7 @@ from hybridsync.jobs import DONE, Counts, Services, kind
 from hybridsync.records import DeadLetter, Rejected
 from hybridsync.scans import Scanner
 from hybridsync.schema import table_of
-from hybridsync.sync.outbox import _exact_json
+from hybridsync.sync.outbox import exact_json
 from hybridsync.sync.writeback import Change, apply_changes
 from hybridsync.views import CACHE_TTL_S, view_item
 
@@ -106,7 +106,7 @@ def sql_chunks(
             query = query.where(key < _typed(entity, high))
         with services.engine.connect() as conn:
             rows = [
-                (json.loads(json.dumps(list(r[2:]), default=str)), int(r[1]), _exact_json(r[0]))
+                (json.loads(json.dumps(list(r[2:]), default=str)), int(r[1]), exact_json(r[0]))
                 for r in conn.execute(query)
             ]
         if not rows:
@@ -276,7 +276,7 @@ def plan_rows(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any],
         if not logical:
             ours = ", ".join(services.tables[n] for n in tables)
             raise ValueError(f"{spec['export']} is an export of {physical}, not of {ours}")
-        files = [f["dataFileS3Key"] for f in exports._files(s3, export)]
+        files = [f["dataFileS3Key"] for f in exports.data_files(s3, export)]
         units = [{"table": logical[0], "file": f} for f in files]
     else:
         segments = max(1, int(spec.get("segments", 1)))

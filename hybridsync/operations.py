@@ -14,7 +14,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -140,8 +139,3 @@ def remote_invoke(call: Callable[[dict[str, Any]], dict[str, Any]], rate: float 
         return Unit(unit["number"], unit["checkpoint"], unit["done"], Counts(**unit["counts"]), unit["error"])
 
     return invoke
-
-
-def local_remaining(seconds: float) -> Callable[[], float]:
-    end = time.monotonic() + seconds
-    return lambda: end - time.monotonic()

@@ -93,6 +93,9 @@ def _report(args: argparse.Namespace, report: dict[str, Any]) -> int:
         for label in ("missing", "stale", "extra"):
             if keys := getattr(drift, label):
                 print(f"  {label}: {common.show_keys(keys)}")
+        if drift.extra and not args.repair:  # no item: deleted in DynamoDB, or older than hybridsync
+            print(f"  extra rows that predate hybridsync become items with `hybridsync load items {name}`; "
+                  "--repair tombstones them")  # fmt: skip
         for label in ("unmappable", "unrepaired"):
             for problem in getattr(drift, label)[:10]:
                 print(f"  {label}: {problem}")

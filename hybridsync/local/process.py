@@ -38,9 +38,10 @@ class UpProcess:
     from `env` (DYNAMODB_ENDPOINT, DATABASE_URL)."""
 
     def __init__(
-        self, assembly: Path, state: Path, env: dict[str, str], *, prefix: str, faults: str | None = None
+        self, assembly: Path, state: Path, env: dict[str, str], *, prefix: str, faults: str | None = None,
+        cwd: Path | None = None,
     ):
-        self.state, self.env = state, env
+        self.state, self.env, self.cwd = state, env, cwd  # cwd: the project's folder (its pyproject)
         self.command = [
             sys.executable,
             "-m",
@@ -69,7 +70,7 @@ class UpProcess:
         log = (self.state / "up.log").open("a")
         self.process = subprocess.Popen(
             self.command,
-            cwd=config.project_root() or Path.cwd(),
+            cwd=self.cwd or config.project_root() or Path.cwd(),
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,

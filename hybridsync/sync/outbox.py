@@ -92,7 +92,7 @@ def backlog(engine: sa.Engine) -> Backlog:
     return Backlog(int(depth), float(age))
 
 
-def _exact_json(text: str | None) -> Any:
+def exact_json(text: str | None) -> Any:
     return None if text is None else json.loads(text, parse_float=Decimal)
 
 
@@ -126,7 +126,7 @@ class Change:
     def parsed(cls, id: int, table_name: str, operation: str, key: str, version: int,
                payload: str | None) -> Change:  # fmt: skip
         """From the row's JSON as text, numbers exact."""
-        return cls(id, table_name, operation, _exact_json(key), version, _exact_json(payload))
+        return cls(id, table_name, operation, exact_json(key), version, exact_json(payload))
 
     def record(self) -> dict[str, Any]:
         """As its dead letter holds it."""
@@ -297,7 +297,7 @@ def redrive(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, s
         pending = conn.execute(sa.text(query), {"source": SOURCE, "ids": ids}).all()
     landed, still = [], []
     for letter in pending:
-        record = _exact_json(letter.record)
+        record = exact_json(letter.record)
         try:
             change = Change(record["outbox_id"], record["table_name"], record["operation"],
                             record["row_key"], int(record["version"]), record["payload"])  # fmt: skip

@@ -5,12 +5,13 @@ written back; a killed load resumes redoing at most a chunk per unit."""
 from __future__ import annotations
 
 import itertools
+import uuid
 from decimal import Decimal
 
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import jobs, loads, store
+from hybridsync import exports, jobs, loads, store
 from hybridsync.convert import to_row
 from hybridsync.jobs import JobStore, Services
 from hybridsync.scans import Pacer
@@ -186,3 +187,22 @@ def test_a_killed_load_resumes_and_redoes_at_most_a_chunk_per_unit(
     with engine.connect() as conn:
         rows = conn.execute(sa.text("SELECT count(*) FROM product_availability")).scalar_one()
     assert resumed.counts.read - rows <= 2 * loads.CHUNK and done_before > 0
+
+
+def test_rows_load_from_an_export_reads_no_table_and_lands_every_item(stack, engine):
+    """A point-in-time export (0 read units) loaded a data file per unit, into tables of its own."""
+    own = stack.with_tables(f"ex{uuid.uuid4().hex[:4]}")
+    client, table = own.client(), own.table_names["main"]
+    tag = uuid.uuid4().hex[:6]
+    for n in range(12):
+        values = {"OrderId": f"{tag}-o{n}", "CustomerId": f"{tag}-c", "Status": "OPEN",
+                  "CreatedAt": "2026-11-22T07:00:00.000Z", "Total": Decimal(n), "Version": 1}  # fmt: skip
+        assert store.put(client, table, MODEL.entity("Order"), values)
+    export = exports.by_scan(client, own.client("s3"), table, stack.bucket_names["bodies"], f"exports/{tag}",
+                             items_per_file=5)  # fmt: skip
+    services = Services(client, engine, MODEL, dict(own.table_names), own.client, Pacer(None))
+    outcome = run(services, "rows", {"entities": ["Order"], "export": export.url})
+    assert outcome.undone == 0 and outcome.units == 3 and outcome.counts.read == 12
+    with engine.connect() as conn:
+        found = conn.execute(sa.text("SELECT count(*) FROM orders WHERE customer_id = :c"), {"c": f"{tag}-c"})
+        assert found.scalar_one() == 12

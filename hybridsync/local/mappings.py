@@ -213,9 +213,8 @@ class ShardPoller:
         switch: Any = None,
     ):
         self.settings, self.invoke = settings, invoke
-        self.switch = (
-            switch  # the mapping's Enabled (local/lambda_api.py): disabled, it neither reads nor delivers
-        )
+        # the mapping's Enabled (local/lambda_api.py): disabled, it neither reads nor delivers
+        self.switch = switch
         if switch is not None:
             switch.join(self)
         self.retention_s = retention_s  # the stream's (24 h in AWS): no record is delivered older

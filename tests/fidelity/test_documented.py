@@ -220,3 +220,41 @@ def test_up_refuses_a_mapping_on_a_stream_that_does_not_exist(assembly, stack, t
         TemplateError, match=re.escape(f"InvalidParameterValueException: Stream not found: {missing}")
     ):
         start(assembly, stack, tmp_path)
+
+
+def test_a_disabled_mapping_stops_polling_and_resumes_where_it_stopped(table, tmp_path):
+    """Lambda API reference, UpdateEventSourceMapping: "If you disable the event source mapping,
+    AWS Lambda stops polling. If you enable again, it will resume polling from the time it had
+    stopped polling, so you don't lose processing of any records." (not recorded: documented)."""
+    from hybridsync.local.lambda_api import Switch
+    from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
+
+    function, switch, stop = Function({}), Switch(), threading.Event()
+    poller = ShardPoller(Settings(name="switched", batch_size=10), function, table.streams, table.stream_arn,
+                         table.shard, Checkpoints(tmp_path / "positions.json"), switch=switch)  # fmt: skip
+    runner = threading.Thread(target=poller.run, args=(stop,))
+    runner.start()
+    try:
+
+        def delivered() -> list[str]:
+            return [key for batch in function.delivered() for key in batch]
+
+        def until(check, timeout_s: float = 10.0) -> None:
+            deadline = time.monotonic() + timeout_s
+            while not check() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            assert check()
+
+        table.put({"my_partition_key": {"S": "before"}})
+        until(lambda: delivered() == ["before"])
+        switch.enabled = False
+        until(lambda: switch.state == "Disabled")
+        for n in range(3):
+            table.put({"my_partition_key": {"S": f"while-{n}"}})
+        time.sleep(1.0)
+        assert delivered() == ["before"]  # not polled while disabled
+        switch.enabled = True
+        until(lambda: delivered() == ["before", "while-0", "while-1", "while-2"])
+    finally:
+        stop.set()
+        runner.join()

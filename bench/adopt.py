@@ -38,7 +38,7 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import aws, db, local, store  # noqa: E402
+from hybridsync import aws, db, loads, local, store  # noqa: E402
 from hybridsync.convert import item_values, marshal, to_row  # noqa: E402
 from hybridsync.jobs import JobStore  # noqa: E402
 from hybridsync.local import streams  # noqa: E402
@@ -264,7 +264,9 @@ def rows_baseline(stack: local.LocalStack, engine: sa.Engine) -> float:
         conn.execute(sa.text("CREATE TABLE bench_lines (LIKE order_lines INCLUDING ALL)"))
     started = time.perf_counter()
     rows = []
-    for item in Scanner(stack.client(), stack.table_names["main"], segments=SEGMENTS).items():
+    for item in Scanner(
+        stack.client(), stack.table_names["main"], segments=SEGMENTS, page_limit=loads.PAGE
+    ).items():
         if item.get("Entity") == "OrderLine":
             row = to_row(line, item)
             rows.append((*row.values(), int(item["Version"]), False))

@@ -43,6 +43,7 @@ from hybridsync.sync.writeback import Change, apply_changes
 from hybridsync.views import CACHE_TTL_S, view_item
 
 CHUNK = 500  # rows per keyset page; items per export chunk
+PAGE = 1000  # items per Scan request: what a unit holds at once, whatever the table's size
 GROUP = 100  # items read (one BatchGetItem) just before they are written: a short race
 PUTS_AT_ONCE = 16  # conditional PutItems in flight, all units together
 
@@ -303,21 +304,28 @@ def load_rows(
             yield done, counts
         yield DONE, Counts()
         return
-    scanner = Scanner(services.client, table, segments=where["of"], page_limit=spec.get("page_limit"))
+    scanner = Scanner(services.client, table, segments=where["of"], page_limit=spec.get("page_limit") or PAGE)
     scanner.pacer = services.pacer
     request = scanner.request()
     if where["of"] > 1:
         request |= {"Segment": where["segment"], "TotalSegments": where["of"]}
     if checkpoint:
         request["ExclusiveStartKey"] = checkpoint
-    while True:
-        page = scanner.call(request)
-        counts = sorter.merge(table, [unmarshal(i) for i in page["Items"]])
-        if "LastEvaluatedKey" not in page:
-            yield DONE, counts
-            return
-        request["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-        yield page["LastEvaluatedKey"], counts
+    ahead = ThreadPoolExecutor(1, thread_name_prefix="load-scan")  # the next page read while one merges
+    try:
+        reading = ahead.submit(scanner.call, dict(request))
+        while True:
+            page = reading.result()
+            last = page.get("LastEvaluatedKey")
+            if last:
+                reading = ahead.submit(scanner.call, request | {"ExclusiveStartKey": last})
+            counts = sorter.merge(table, [unmarshal(i) for i in page["Items"]])
+            if not last:
+                yield DONE, counts
+                return
+            yield last, counts
+    finally:  # stopped at a deadline: a page read ahead is read again next time
+        ahead.shutdown(wait=True, cancel_futures=True)
 
 
 class Sorter:

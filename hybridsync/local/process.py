@@ -38,7 +38,13 @@ class UpProcess:
     from `env` (DYNAMODB_ENDPOINT, DATABASE_URL)."""
 
     def __init__(
-        self, assembly: Path, state: Path, env: dict[str, str], *, prefix: str, faults: str | None = None,
+        self,
+        assembly: Path,
+        state: Path,
+        env: dict[str, str],
+        *,
+        prefix: str,
+        faults: str | None = None,
         cwd: Path | None = None,
     ):
         self.state, self.env, self.cwd = state, env, cwd  # cwd: the project's folder (its pyproject)

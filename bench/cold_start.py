@@ -38,6 +38,7 @@ NEEDS = {
     "migrate": ("powertools", "sql", "alembic"),
     "sweep": ("powertools", "dynamodb", "s3"),
     "rotate": ("powertools", "dynamodb", "s3"),
+    "operations": ("powertools", "sql", "dynamodb"),
 }
 BARE = {
     "powertools": "from aws_lambda_powertools import Logger, Metrics; Logger(); Metrics()",

@@ -135,7 +135,7 @@ class PipelineStack(Stack):
         self.operations_function()
 
     def operations_function(self) -> None:
-        """Where an operator's work runs in AWS (hybridsync.operations): the loads, the aggregates'
+        """Where an operator's work runs in AWS (hybridsync.sync.operations): the loads, the aggregates'
         rebuild, reconcile, redrives and migrations, next to the database. It reads and writes every
         table of the model (loads, repairs, rebuilt aggregates, job checkpoints), reads their
         streams (a rebuild's window, a failed batch's records), pauses the aggregation's mappings,

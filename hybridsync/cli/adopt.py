@@ -113,18 +113,20 @@ def _load(args: argparse.Namespace) -> int:
         names = [e.name for e in entities] or [
             e.name for e in model.mastered_in(Side.POSTGRESQL) if e.sql_table
         ]
-        return max([_job(args, "views", {"entity": n, "segments": args.segments}) for n in names] or [0])
+        if args.resume:
+            names = names[:1]  # the job names its entity
+        return _finish(args, [_job(args, "views", {"entity": n, "segments": args.segments}) for n in names])
     if args.direction == "items":
         if len(entities) != 1 or entities[0] not in model.written_back():
             raise SystemExit(
                 "load items: name one entity mastered in DynamoDB with a SQL table, e.g. "
                 + ", ".join(e.name for e in model.written_back())
             )
-        return _job(args, "items", {"entity": entities[0].name, "segments": args.segments})
+        return _finish(args, [_job(args, "items", {"entity": entities[0].name, "segments": args.segments})])
     spec = {"entities": [e.name for e in entities], "segments": args.segments, "page_limit": args.page_limit}
     if args.from_export:
         spec["export"] = args.from_export
-    return _job(args, "rows", spec)
+    return _finish(args, [_job(args, "rows", spec)])
 
 
 def _aggregates(args: argparse.Namespace) -> int:
@@ -134,7 +136,7 @@ def _aggregates(args: argparse.Namespace) -> int:
         "settle_s": args.settle,
         "no_pause": args.no_pause,
     }
-    return _job(args, "rebuild", spec)
+    return _finish(args, [_job(args, "rebuild", spec)])
 
 
 def _entity(model: Any, name: str) -> Any:
@@ -146,11 +148,27 @@ def _entity(model: Any, name: str) -> Any:
         ) from None
 
 
-def _job(args: argparse.Namespace, kind: str, spec: dict[str, Any]) -> int:
-    from hybridsync import aws, jobs, loads, operations  # noqa: F401 - loads: its kinds of job
+def _finish(args: argparse.Namespace, outcomes: list[Any]) -> int:
+    """With --json, one object last (a command that ran several jobs adds their figures up); exit 1
+    when anything was dead-lettered or left undone."""
+    from hybridsync.jobs import Counts, Outcome
+
+    total = Counts()
+    for outcome in outcomes:
+        total.add(outcome.counts)
+    combined = Outcome(",".join(o.job for o in outcomes), total, sum(o.units for o in outcomes),
+                       sum(o.undone for o in outcomes), sum(o.seconds for o in outcomes),
+                       [e for o in outcomes for e in o.errors])  # fmt: skip
+    if args.json:
+        print(json.dumps(combined.as_json()))
+    return 1 if total.dead_lettered or combined.undone else 0
+
+
+def _job(args: argparse.Namespace, kind: str, spec: dict[str, Any]) -> Any:
+    from hybridsync import aws, jobs
     from hybridsync.jobs import JobError, JobStore, Services
     from hybridsync.scans import Pacer
-    from hybridsync.sync import rebuild  # noqa: F401 - the rebuild's kind of job
+    from hybridsync.sync import loads, operations, rebuild  # noqa: F401 - loads, rebuild: their kinds of job
 
     model, tables = config.model(), common.tables()
     store = JobStore(aws.client("dynamodb"), model, tables)
@@ -185,9 +203,7 @@ def _job(args: argparse.Namespace, kind: str, spec: dict[str, Any]) -> int:
         print(f"  resume with: hybridsync {_resume_command(args, job)}")
     if counts.dead_lettered:
         print("  the dead letters: hybridsync dead-letters list --source load")
-    if args.json:
-        print(json.dumps(outcome.as_json()))
-    return 1 if counts.dead_lettered or outcome.undone else 0
+    return outcome
 
 
 def _resume_command(args: argparse.Namespace, job: str) -> str:

@@ -156,7 +156,8 @@ def operations_function(stack: str) -> str:
 
 def deployed(args: argparse.Namespace, event: dict[str, Any]) -> dict[str, Any]:
     """One invocation of the operations function; its answer (a failure: one line, exit 1)."""
-    from hybridsync import aws, operations
+    from hybridsync import aws
+    from hybridsync.sync import operations
 
     try:
         return operations.deployed(operations_function(args.deployed), aws.client("lambda"))(event)

@@ -1,13 +1,14 @@
 """The operations function: loads, the aggregates' rebuild, reconcile, redrives and migrations run
-inside the stack, next to the database (hybridsync.operations; `hybridsync ... --deployed`)."""
+inside the stack, next to the database (hybridsync.sync.operations; `hybridsync ... --deployed`)."""
 
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import aws, operations
+from hybridsync import aws
 from hybridsync.jobs import Services
 from hybridsync.runtime import dynamodb, engine, model, tables
+from hybridsync.sync import operations
 
 logger = Logger()
 

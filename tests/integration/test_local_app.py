@@ -63,7 +63,16 @@ def test_everything_is_derived_from_the_template(app, cloud_assembly):
         assert described["KeySchema"] == table.properties["KeySchema"]
         declared = {i["IndexName"] for i in table.properties.get("GlobalSecondaryIndexes", [])}
         assert {i["IndexName"] for i in described.get("GlobalSecondaryIndexes", [])} == declared
-    assert set(app.functions) == {"Migrate", "WriteBack", "Aggregate", "Api", "SqlSync", "Sweep", "Rotate"}
+    assert set(app.functions) == {
+        "Migrate",
+        "WriteBack",
+        "Aggregate",
+        "Api",
+        "SqlSync",
+        "Sweep",
+        "Rotate",
+        "Operations",
+    }
     assert app.custom_resources == ["Schema", "TimeSeriesTables"]  # run at start, as a deploy does
     today = EVENT_SERIES.table_name(app.prefix, datetime.now(UTC))
     assert app.client.describe_table(TableName=today)["Table"]["TableStatus"] == "ACTIVE"

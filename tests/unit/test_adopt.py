@@ -8,9 +8,9 @@ import pytest
 
 from hybridsync import cli
 from hybridsync.jobs import Services
-from hybridsync.loads import Sorter
 from hybridsync.local import iam
 from hybridsync.local.lambda_api import Switch
+from hybridsync.sync.loads import Sorter
 from shop.model import MODEL
 
 pytestmark = pytest.mark.unit

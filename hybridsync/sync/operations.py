@@ -25,8 +25,10 @@ DEADLINE_MARGIN_S = 30.0  # an invocation stops starting chunks this long before
 
 
 def perform(services: Services, event: dict[str, Any], remaining_s: Callable[[], float]) -> dict[str, Any]:
-    from hybridsync import loads  # noqa: F401 - registers the kinds of job
-    from hybridsync.sync import rebuild  # noqa: F401
+    from hybridsync.sync import (
+        loads,  # noqa: F401 - registers the kinds of job
+        rebuild,  # noqa: F401
+    )
 
     operation = event.get("operation")
     if operation == "plan":

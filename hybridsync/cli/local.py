@@ -288,6 +288,8 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
             f"  HTTP API   http://127.0.0.1:{app.http.server_address[1]}/  (callers' IAM authorization is "
             "not checked locally)"
         )
+    if app.lambda_api is not None:
+        print(f"  Lambda API {app.lambda_api.endpoint}  (invoke, pause a mapping: what `--deployed` calls)")
     for name in app.queues:
         print(f"  queue      {name} (failed batches)")
     for name in app.buckets.values():

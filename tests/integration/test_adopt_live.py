@@ -112,4 +112,11 @@ def test_the_loads_and_the_rebuild_run_inside_the_app_with_writes_going(up):
     assert {"views", "items", "rows", "rebuild"} <= {j["kind"] for j in listed}
     report = hybridsync(up, "reconcile", "--deployed")
     assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-2000:]
+    # the other operations run there too: migrations, and both redrives (nothing pending: exit 0)
+    redrive_letters = ("dead-letters", "redrive", "--deployed", "--source", "write_back")
+    for args, says in ((("migrations", "current", "--deployed"), "schema at revision"),
+                       (redrive_letters, "redriven: 0 landed"),
+                       (("failed-batches", "redrive", "--deployed"), "redriven: 0 batch(es)")):  # fmt: skip
+        done = hybridsync(up, *args)
+        assert done.returncode == 0 and says in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     engine.dispose()

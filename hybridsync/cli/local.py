@@ -337,6 +337,8 @@ def _status(args: argparse.Namespace) -> int:
         )
         if m.get("blocked"):
             print(f"{'':<26} BLOCKED: {m['blocked']} ({m['retries']} retries)")
+        if m.get("state", "Enabled") != "Enabled":  # paused (a rebuild, or by hand through the Lambda API)
+            print(f"{'':<26} {m['state'].upper()}: not polling; its position is kept")
     print(f"{'function':<26} {'invocations':>11} {'errors':>7} {'cold':>5}  last error")
     for name, f in status["functions"].items():
         error = f["last_error"] or "-"

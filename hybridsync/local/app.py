@@ -662,6 +662,7 @@ class LocalApp:
                     "last_error": s.last_error,
                     "blocked": s.blocked,
                     "trimmed": s.trimmed,
+                    "state": self.switches[name].state if name in self.switches else "Enabled",
                 }
                 for name, s in self.mapping_stats.items()
             },

@@ -99,6 +99,15 @@ def test_the_loads_and_the_rebuild_run_inside_the_app_with_writes_going(up):
                        aws_access_key_id="x", aws_secret_access_key="x")  # fmt: skip
     mappings = lam.list_event_source_mappings(FunctionName=names["AGGREGATE_FUNCTION"])["EventSourceMappings"]
     assert mappings and all(m["State"] == "Enabled" for m in mappings)  # resumed
+    # a mapping paused by hand shows as such in `hybridsync status`, its position kept
+    lam.update_event_source_mapping(UUID=mappings[0]["UUID"], Enabled=False)
+    deadline = time.monotonic() + 30
+    shown = ""
+    while "DISABLED: not polling" not in shown and time.monotonic() < deadline:
+        time.sleep(0.5)
+        shown = hybridsync(up, "status", "--state-dir", str(up.state)).stdout
+    lam.update_event_source_mapping(UUID=mappings[0]["UUID"], Enabled=True)
+    assert "DISABLED: not polling" in shown, shown
     aggregation = Aggregation(MODEL)
     deadline = time.monotonic() + 90
     while time.monotonic() < deadline:

@@ -14,6 +14,7 @@ the SQL schema and its migrations, the stream filters, the key of every item it 
 
 from __future__ import annotations
 
+import re
 import string
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -234,6 +235,28 @@ class Template:
     def literal_head(self) -> str:
         """The text before the first placeholder (what every key it builds starts with)."""
         return next(iter(string.Formatter().parse(self.pattern)), ("",))[0]
+
+    @cached_property
+    def literal_length(self) -> int:
+        """How many characters of every key it builds the template fixes."""
+        return sum(len(literal) for literal, _, _, _ in string.Formatter().parse(self.pattern))
+
+    @cached_property
+    def _reader(self) -> tuple[re.Pattern[str], tuple[str, ...]]:
+        regex, names = "", []
+        for literal, name, _, _ in string.Formatter().parse(self.pattern):
+            regex += re.escape(literal)
+            if name:
+                regex += "(?:.+?)" if name in names else "(.+?)"
+                names += [] if name in names else [name]
+        return re.compile(regex + r"\Z"), tuple(names)
+
+    def read(self, key: str) -> dict[str, str] | None:
+        """The placeholders' values (as text) of a key this template built, None if it does not
+        fit: what recognises an item written before its entity's tag (hybridsync.sync.loads)."""
+        regex, names = self._reader
+        found = regex.match(key)
+        return None if found is None else dict(zip(names, found.groups(), strict=True))
 
 
 class _Missing(Exception):
@@ -953,16 +976,8 @@ def bookkeeping(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
         raise ValueError(f"table {table.name}: aggregating its records needs a sort key for the bookkeeping")
 
     def derived(name: str, fields: tuple[Field, ...], sort: str, description: str) -> Entity:
-        return Entity(
-            name,
-            table,
-            Side.DERIVED,
-            fields=fields,
-            versioned=False,
-            names=names,
-            keys={pk: Template(prefix + "{ShardId}"), sk: Template(sort)},
-            description=description,
-        )
+        keys_ = {pk: prefix + "{ShardId}", sk: sort}
+        return engine_entity(table, names, name, fields, keys_, description)
 
     text = FieldType.STRING
     return {
@@ -995,17 +1010,23 @@ def bookkeeping(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
             "APPLIED#{First}",
             "the stream records one batch journaled (a redrive applies the rest)",
         ),
-        "shard": Entity(
-            "AggregationShard",
+        "shard": engine_entity(
             table,
-            Side.DERIVED,
-            fields=(Field("ShardId", text),),
-            versioned=False,
-            names=names,
-            keys={pk: Template(prefix + "SHARDS"), sk: Template("{ShardId}")},
-            description="every shard with a cursor, so the bookkeeping of expired ones is found and dropped",
+            names,
+            "AggregationShard",
+            (Field("ShardId", text),),
+            {pk: prefix + "SHARDS", sk: "{ShardId}"},
+            "every shard with a cursor, so the bookkeeping of expired ones is found and dropped",
         ),
     }
+
+
+def engine_entity(table: Table, names: Names, name: str, fields: tuple[Field, ...], keys_: dict[str, str],
+                  description: str) -> Entity:  # fmt: skip
+    """One of the engine's own entities: derived, unversioned, its keys templates."""
+    keys_built = {attribute: Template(pattern) for attribute, pattern in keys_.items()}
+    return Entity(name, table, Side.DERIVED, fields=fields, versioned=False, names=names, keys=keys_built,
+                  description=description)  # fmt: skip
 
 
 def job_entities(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
@@ -1014,20 +1035,10 @@ def job_entities(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
     pk, sk = table.partition.name, table.sort.name if table.sort else ""
     text, integer = FieldType.STRING, FieldType.INTEGER
 
-    def derived(name: str, fields: tuple[Field, ...], keys_: dict[str, str], description: str) -> Entity:
-        return Entity(
-            name,
-            table,
-            Side.DERIVED,
-            fields=fields,
-            versioned=False,
-            names=names,
-            keys={k: Template(v) for k, v in keys_.items()},
-            description=description,
-        )
-
     return {
-        "job": derived(
+        "job": engine_entity(
+            table,
+            names,
             "Job",
             (
                 Field("JobId", text),
@@ -1039,7 +1050,9 @@ def job_entities(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
             {pk: prefix + "JOBS", sk: "{JobId}"},
             "a long operation (a load, a rebuild): what it does and into how many units it is cut",
         ),
-        "unit": derived(
+        "unit": engine_entity(
+            table,
+            names,
             "JobUnit",
             (
                 Field("JobId", text),

@@ -112,7 +112,7 @@ class JobStore:
             "Units": units,
             "Created": datetime.now(UTC).isoformat(timespec="seconds"),
         }
-        store.batch_write(self.client, self.table, [{"PutRequest": {"Item": marshal(self.job.item(header))}}])
+        self.client.put_item(TableName=self.table, Item=marshal(self.job.item(header)))
         for number in range(units):
             self.save(job_id, Unit(number))
         return job_id

@@ -21,6 +21,7 @@ from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
 from hybridsync.local.functions import FunctionError
+from hybridsync.local.template import TemplateError
 
 
 @dataclass
@@ -116,9 +117,7 @@ class LambdaApi:
                     payload = {"errorType": error.error_type, "errorMessage": error.message,
                                "stackTrace": error.trace}  # fmt: skip
                     headers["X-Amz-Function-Error"] = "Unhandled"
-        except KeyError as error:
-            status, payload = 404, {"Type": "User", "message": f"ResourceNotFoundException: {error}"}
-        except Exception as error:  # the app's TemplateError for an unknown function
+        except (KeyError, TemplateError) as error:  # no such mapping; no such function
             status, payload = 404, {"Type": "User", "message": f"ResourceNotFoundException: {error}"}
         data = json.dumps(payload, default=str).encode()
         request.send_response(status)

@@ -122,6 +122,14 @@ class UpProcess:
             return None
         return status if time.time() - status["at"] < fresh_s else None
 
+    def cli(self, *args: str, timeout_s: float = 300) -> subprocess.CompletedProcess:
+        """`hybridsync <args>` in a shell that sourced the app's `env`, as its README says, from the
+        project's folder and with the environment the app was started with."""
+        line = f"source {shlex.quote(str(self.state / 'env'))} && exec {sys.executable} -m hybridsync.cli "
+        line += " ".join(shlex.quote(a) for a in args)
+        return subprocess.run(["bash", "-c", line], cwd=self.cwd or config.project_root() or Path.cwd(),
+                              env=self.env, capture_output=True, text=True, timeout=timeout_s)  # fmt: skip
+
     def environment(self) -> dict[str, str]:
         """What it exported in `<state>/env` (table, bucket and queue names...)."""
         out = {}

@@ -21,8 +21,6 @@ from __future__ import annotations
 import functools
 import gzip
 import json
-import re
-import string
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -31,10 +29,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import capacity, exports, store
+from hybridsync import capacity, deadletters, exports, store
 from hybridsync.convert import item_values, marshal, to_integer, to_row, unmarshal
 from hybridsync.declare import Entity, Side, Template
-from hybridsync.jobs import DONE, Counts, Services, kind
+from hybridsync.jobs import DONE, SOURCE, Counts, Services, kind
 from hybridsync.records import DeadLetter, Rejected
 from hybridsync.scans import Scanner
 from hybridsync.schema import table_of
@@ -388,10 +386,7 @@ class Sorter:
         with self.services.engine.begin() as conn:
             done = apply_changes(conn, changes)
             letters += done.refused
-            from hybridsync import deadletters
-            from hybridsync.jobs import SOURCE
-
-            deadletters.store(conn, SOURCE, letters)
+            deadletters.store(conn, SOURCE, letters)  # with the rows: a redone chunk stores none twice
         counts.written += done.changed
         counts.older += len(changes) - len(done.refused) - done.changed
         counts.dead_lettered += len(letters)
@@ -435,30 +430,20 @@ def _matcher(entity: Entity) -> tuple[Any, int]:
     """Reads an item's table keys back into the values the entity's templates were built from
     (None when a key does not fit its template, or is not a template), and how many literal
     characters the templates fix."""
-    patterns, weight = {}, 0
-    for attribute in (a.name for a in entity.table.key_schema()):
-        builder = entity.keys[attribute]
-        if not isinstance(builder, Template):
-            return (lambda item: None), 0
-        regex, names = "", []
-        for literal, name, _spec, _ in string.Formatter().parse(builder.pattern):
-            regex += re.escape(literal)
-            weight += len(literal)
-            if name:
-                regex += "(.+?)" if name not in names else "(?:.+?)"
-                names.append(name)
-        patterns[attribute] = (re.compile(regex + r"\Z"), names)
+    builders = {a.name: entity.keys[a.name] for a in entity.table.key_schema()}
+    if not all(isinstance(b, Template) for b in builders.values()):
+        return (lambda item: None), 0
 
     def match(item: dict[str, Any]) -> dict[str, Any] | None:
         values: dict[str, Any] = {}
-        for attribute, (regex, names) in patterns.items():
-            found = regex.match(str(item.get(attribute, "")))
+        for attribute, builder in builders.items():
+            found = builder.read(str(item.get(attribute, "")))
             if found is None:
                 return None
-            values |= dict(zip(names, found.groups(), strict=False))
+            values |= found
         return values
 
-    return match, weight
+    return match, sum(b.literal_length for b in builders.values())
 
 
 def _item_record(keys: list[str], item: dict[str, Any]) -> dict[str, Any]:

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import subprocess
-import sys
 import threading
 import time
 import uuid
@@ -40,12 +39,6 @@ def up(cloud_assembly, tmp_path_factory):
     app.stop()
 
 
-def hybridsync(up: UpProcess, *args: str) -> subprocess.CompletedProcess:
-    shell = {k: v for k, v in os.environ.items() if not k.startswith(OURS)}
-    command = f"source {up.state / 'env'} && exec {sys.executable} -m hybridsync.cli {' '.join(args)}"
-    return subprocess.run(["bash", "-c", command], env=shell, capture_output=True, text=True, timeout=300)
-
-
 def last_json(done: subprocess.CompletedProcess) -> dict:
     assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -63,11 +56,11 @@ def test_the_loads_and_the_rebuild_run_inside_the_app_with_writes_going(up):
         conn.execute(sa.text("INSERT INTO orders (order_id, customer_id, created_at, status, total, version) "
                              "VALUES (:o, :c, '2026-11-01T10:00:00Z', 'SHIPPED', 12, 1)"),
                      [{"o": f"{tag}-o{n}", "c": f"{tag}-c1"} for n in range(10)])  # fmt: skip
-    views = last_json(hybridsync(up, "load", "views", "Customer", "--deployed", "--json", "--segments", "2"))
+    views = last_json(up.cli("load", "views", "Customer", "--deployed", "--json", "--segments", "2"))
     assert views["read"] >= 20 and views["dead_lettered"] == 0 and views["undone"] == 0
-    items = last_json(hybridsync(up, "load", "items", "Order", "--deployed", "--json"))
+    items = last_json(up.cli("load", "items", "Order", "--deployed", "--json"))
     assert items["written"] >= 10
-    rows = last_json(hybridsync(up, "load", "rows", "--deployed", "--json", "--segments", "2"))
+    rows = last_json(up.cli("load", "rows", "--deployed", "--json", "--segments", "2"))
     assert rows["undone"] == 0
     # a wrong aggregate, and order lines written while the rebuild runs
     wrong = MODEL.aggregate("Sales").entity.item(
@@ -89,7 +82,7 @@ def test_the_loads_and_the_rebuild_run_inside_the_app_with_writes_going(up):
     writer = threading.Thread(target=orders)
     writer.start()
     try:
-        rebuilt = last_json(hybridsync(up, "aggregates", "rebuild", "--deployed", "--json", "--settle", "1"))
+        rebuilt = last_json(up.cli("aggregates", "rebuild", "--deployed", "--json", "--settle", "1"))
     finally:
         time.sleep(1)
         stop.set()
@@ -105,7 +98,7 @@ def test_the_loads_and_the_rebuild_run_inside_the_app_with_writes_going(up):
     shown = ""
     while "DISABLED: not polling" not in shown and time.monotonic() < deadline:
         time.sleep(0.5)
-        shown = hybridsync(up, "status", "--state-dir", str(up.state)).stdout
+        shown = up.cli("status", "--state-dir", str(up.state)).stdout
     lam.update_event_source_mapping(UUID=mappings[0]["UUID"], Enabled=True)
     assert "DISABLED: not polling" in shown, shown
     aggregation = Aggregation(MODEL)
@@ -117,15 +110,15 @@ def test_the_loads_and_the_rebuild_run_inside_the_app_with_writes_going(up):
             break
         time.sleep(2)
     assert aggregation.stored(scanned, ours) == aggregation.recount(scanned, ours)
-    listed = [json.loads(line) for line in hybridsync(up, "jobs", "--json").stdout.splitlines()]
+    listed = [json.loads(line) for line in up.cli("jobs", "--json").stdout.splitlines()]
     assert {"views", "items", "rows", "rebuild"} <= {j["kind"] for j in listed}
-    report = hybridsync(up, "reconcile", "--deployed")
+    report = up.cli("reconcile", "--deployed")
     assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-2000:]
     # the other operations run there too: migrations, and both redrives (nothing pending: exit 0)
     redrive_letters = ("dead-letters", "redrive", "--deployed", "--source", "write_back")
     for args, says in ((("migrations", "current", "--deployed"), "schema at revision"),
                        (redrive_letters, "redriven: 0 landed"),
                        (("failed-batches", "redrive", "--deployed"), "redriven: 0 batch(es)")):  # fmt: skip
-        done = hybridsync(up, *args)
+        done = up.cli(*args)
         assert done.returncode == 0 and says in done.stdout, done.stdout[-2000:] + done.stderr[-2000:]
     engine.dispose()

@@ -5,8 +5,6 @@ show what happened."""
 from __future__ import annotations
 
 import os
-import subprocess
-import sys
 import time
 import uuid
 
@@ -30,13 +28,6 @@ def up(cloud_assembly, tmp_path_factory):
     app.start()
     yield app
     app.stop()
-
-
-def hybridsync(up: UpProcess, *args: str) -> subprocess.CompletedProcess:
-    """A command in a shell that sourced the app's `.local/env`, as its README says."""
-    shell = {k: v for k, v in os.environ.items() if not k.startswith(OURS)}
-    command = f"source {up.state / 'env'} && exec {sys.executable} -m hybridsync.cli {' '.join(args)}"
-    return subprocess.run(["bash", "-c", command], env=shell, capture_output=True, text=True, timeout=120)
 
 
 def test_poison_outbox_rows_are_dead_lettered_and_every_good_row_reaches_dynamodb(up):
@@ -67,7 +58,7 @@ def test_poison_outbox_rows_are_dead_lettered_and_every_good_row_reaches_dynamod
     while views() != set(good) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert views() == set(good)
-    listed = hybridsync(up, "dead-letters", "list", "--source", "sql_sync")
+    listed = up.cli("dead-letters", "list", "--source", "sql_sync")
     assert listed.returncode == 0, listed.stderr[-2000:]
     assert "over DynamoDB's 409600" in listed.stdout
     assert "Price has a magnitude over DynamoDB's" in listed.stdout
@@ -78,5 +69,5 @@ def test_poison_outbox_rows_are_dead_lettered_and_every_good_row_reaches_dynamod
         time.sleep(0.5)
     outbox = up.status()["outbox"]
     assert outbox["dead_lettered"] >= 2 and outbox["depth"] == 0 and outbox["errors"] == 0, outbox
-    status = hybridsync(up, "status", "--state-dir", str(up.state))
+    status = up.cli("status", "--state-dir", str(up.state))
     assert "dead-lettered" in status.stdout, status.stdout

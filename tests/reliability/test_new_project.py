@@ -344,25 +344,16 @@ def test_legacy_data_is_adopted_online_by_the_new_project(project, tmp_path):
         for n in range(2):
             client.put_item(TableName=table, Item={"pk": {"S": f"STRAY#{n}"}, "sk": {"S": "X"}})
 
-        def hybridsync(*args: str) -> subprocess.CompletedProcess:
-            command = (
-                f"source {app.state / 'env'} && exec {sys.executable} -m hybridsync.cli {' '.join(args)}"
-            )
-            return subprocess.run(
-                ["bash", "-c", command], cwd=project, env=shell, capture_output=True, text=True, timeout=300
-            )
-
         def figures(done: subprocess.CompletedProcess, code: int = 0) -> dict:
             assert done.returncode == code, done.stdout[-2000:] + done.stderr[-2000:]
             return json.loads(done.stdout.strip().splitlines()[-1])
 
-        assert figures(hybridsync("load", "views", "Customer", "--deployed", "--json"))["written"] >= 20
-        assert figures(hybridsync("load", "items", "Invoice", "--deployed", "--json"))["written"] == 10
-        rows = figures(hybridsync("load", "rows", "--deployed", "--json"), code=1)  # the strays
+        assert figures(app.cli("load", "views", "Customer", "--deployed", "--json"))["written"] >= 20
+        assert figures(app.cli("load", "items", "Invoice", "--deployed", "--json"))["written"] == 10
+        rows = figures(app.cli("load", "rows", "--deployed", "--json"), code=1)  # the strays
         assert rows["dead_lettered"] == 2 and rows["undone"] == 0 and rows["written"] >= 15
         assert (
-            figures(hybridsync("aggregates", "rebuild", "--deployed", "--json", "--settle", "1"))["undone"]
-            == 0
+            figures(app.cli("aggregates", "rebuild", "--deployed", "--json", "--settle", "1"))["undone"] == 0
         )
         # the aggregation resumes and catches up with the loads' own records: then a recount holds
         sys.path.insert(0, str(project))
@@ -383,7 +374,7 @@ def test_legacy_data_is_adopted_online_by_the_new_project(project, tmp_path):
             time.sleep(2)
         assert aggregation.stored(items) == aggregation.recount(items)
         assert any(k[1] == "lc0" for k in aggregation.recount(items))  # the legacy invoices count
-        report = hybridsync("reconcile", "--deployed")
+        report = app.cli("reconcile", "--deployed")
         assert report.returncode == 0, report.stdout[-3000:] + report.stderr[-2000:]
     finally:
         app.stop()

@@ -22,7 +22,10 @@ SETTINGS: dict[str, Setting] = {
                           "deletion protection; the API serves Swagger UI at `/docs`"),
     "existing_db_secret_arn": Setting(None, "use your PostgreSQL, named by a Secrets Manager secret "
                                             "(host, port, username, password, dbname), instead of Aurora"),
-    "tracing": Setting(False, "X-Ray active tracing on every function"),
+    "tracing": Setting(True, "X-Ray active tracing on every function (Powertools Tracer: DynamoDB and "
+                             "PostgreSQL calls as subsegments)"),
+    "pipeline_enabled": Setting(True, "false: the stream mappings and the outbox schedule are disabled, "
+                                      "their positions kept (deploy a fix while nothing consumes)"),
     "public_api": Setting(False, "the HTTP API without IAM authorization (anyone may call it)"),
     "timeseries_prefix": Setting("hybridsync", "the name prefix of the time series' daily tables"),
     # the stream mappings
@@ -37,7 +40,10 @@ SETTINGS: dict[str, Setting] = {
     "stream_retry_attempts": Setting(10, "retries of a failing batch, then its metadata goes to the "
                                          "failure queue"),
     "stream_max_record_age_h": Setting(24, "the oldest record a mapping delivers (a stream keeps 24 h)"),
-    "iterator_age_alarm_s": Setting(300, "alarm when a consumer is this far behind its stream"),
+    "iterator_age_alarm_s": Setting(300, "critical alarm when a consumer is this far behind its stream"),
+    "iterator_age_warning_s": Setting(60, "warning alarm when a consumer is this far behind its stream"),
+    "failed_batch_retention_days": Setting(30, "failed batches (their records) kept in the failure "
+                                              "bucket this long, then expired"),
     # the functions
     "outbox_drain_minutes": Setting(1, "how often the SQL -> DynamoDB drain runs (it can also be invoked)"),
     "outbox_age_alarm_s": Setting(300, "alarm when a PostgreSQL change waited this long"),
@@ -47,4 +53,29 @@ SETTINGS: dict[str, Setting] = {
                                             "starve PostgreSQL); 0: none reserved"),
     "sql_sync_reserved_concurrency": Setting(1, "one outbox drain at a time; 0: none reserved"),
     "rotate_hours": Setting(6, "how often the time-series tables are rotated (each period's is made ahead)"),
+    "migration_lock_timeout_s": Setting(10, "a migration waits this long for a table's lock, then fails "
+                                            "(and the deploy with it) instead of queueing the app's writes"),
+    # alarms (each alarm's action, ALARM and OK, is the alarm topic)
+    "alarm_topic_arn": Setting(None, "send alarms to this SNS topic of yours instead of the stack's own"),
+    "alarm_email": Setting(None, "subscribe this address to the alarm topic"),
+    "function_errors_alarm": Setting(0, "alarm when a function fails more than this often in 5 minutes"),
+    "failure_queue_age_alarm_s": Setting(3600, "alarm when a failed scheduled run waited this long "
+                                               "(the queue keeps 14 days)"),
+    "api_latency_p99_alarm_ms": Setting(3000, "alarm when the API's p99 latency passes this (5 minutes)"),
+    "api_5xx_alarm": Setting(0, "alarm when the API answers more 5xx than this in 5 minutes"),
+    "proxy_borrow_latency_alarm_ms": Setting(100, "alarm when RDS Proxy takes this long to lend a "
+                                                  "connection (average, 5 minutes)"),
+    "acu_utilization_alarm_pct": Setting(90, "alarm when Aurora runs at this share of its ACU cap"),
 }  # fmt: skip
+
+
+def read(scope: Any, name: str) -> Any:
+    """A setting as the CDK context gives it (`-c name=value`, `cdk.json`), else its default; a
+    boolean default makes the value a boolean ("false", "0", "no" are false)."""
+    value = scope.node.try_get_context(name)
+    default = SETTINGS[name].default
+    if value is None or value == "":
+        return default
+    if isinstance(default, bool):
+        return str(value).lower() in ("true", "1", "yes")
+    return int(value) if isinstance(default, int) else value

@@ -21,7 +21,39 @@ def engine() -> sa.Engine:
 
     # One connection: a container runs one invocation at a time, so a function's connections are
     # its concurrency (shards x parallelization for a stream consumer), which `hybridsync plan` sizes.
-    return db.create_engine(settings.database_url(), pool_size=1, max_overflow=0)
+    created = db.create_engine(settings.database_url(), pool_size=1, max_overflow=0)
+    if settings.tracing():
+        _trace_statements(created)
+    return created
+
+
+def _trace_statements(engine: sa.Engine) -> None:
+    """Each SQL statement a subsegment of the function's trace (X-Ray's SDK patches boto3, not
+    psycopg 3): the trace goes on past the function's edge into PostgreSQL."""
+    from aws_xray_sdk.core import xray_recorder
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "before_cursor_execute")
+    def begin(conn: Any, cursor: Any, statement: str, *_: Any) -> None:
+        subsegment = xray_recorder.begin_subsegment("postgresql", namespace="remote")
+        if subsegment is not None:
+            subsegment.put_metadata("statement", statement[:500], "sql")
+
+    @event.listens_for(engine, "after_cursor_execute")
+    def end(*_: Any) -> None:
+        xray_recorder.end_subsegment()
+
+    @event.listens_for(engine, "handle_error")
+    def failed(*_: Any) -> None:
+        xray_recorder.end_subsegment()
+
+
+def tracer() -> Any:
+    """Powertools Tracer (X-Ray active tracing unless `-c tracing=false`): a segment per invocation,
+    every AWS SDK call a subsegment."""
+    from aws_lambda_powertools import Tracer
+
+    return Tracer()
 
 
 @functools.cache

@@ -51,7 +51,7 @@ CDK_JSON = """\
   "context": {{
     "prefix": "{title}",
     "dev": false,
-    "tracing": false,
+    "tracing": true,
     "@aws-cdk/aws-lambda:recognizeLayerVersion": true,
     "@aws-cdk/core:checkSecretUsage": true,
     "@aws-cdk/aws-iam:minimizePolicies": true,

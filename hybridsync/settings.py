@@ -72,3 +72,8 @@ def database_url() -> str:
     except KeyError as missing:
         raise ConfigurationError(f"database secret lacks the field {missing}") from None
     return url.render_as_string(hide_password=False)
+
+
+def tracing() -> bool:
+    """Whether the function traces (the stacks set POWERTOOLS_TRACE_DISABLED by `-c tracing`)."""
+    return os.environ.get("POWERTOOLS_TRACE_DISABLED", "true").lower() not in ("true", "1")

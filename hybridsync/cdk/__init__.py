@@ -1,5 +1,6 @@
 """The CDK stacks of a model: data (its DynamoDB tables, streams and bucket), database
-(PostgreSQL), pipeline (the engine's functions, their mappings, grants and alarms) and the HTTP API.
+(PostgreSQL), pipeline (the engine's functions, their mappings and grants), the HTTP API, and
+monitoring (every alarm, with its topic, and the dashboard).
 Rendered from the model alone; synth makes no AWS calls.
 
     cdk.json:  {"app": "python -m hybridsync.cdk"}      # the model named in pyproject.toml
@@ -14,18 +15,19 @@ from __future__ import annotations
 from aws_cdk import App, Aspects
 from cdk_nag import AwsSolutionsChecks
 
-from hybridsync import config
+from hybridsync import config, context
 from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.checks import CheckovSkips
 from hybridsync.cdk.data import DataStack
 from hybridsync.cdk.database import DatabaseStack
+from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.context import SETTINGS
 from hybridsync.declare import Model
 
 
 def _flag(app: App, name: str) -> bool:
-    return str(app.node.try_get_context(name) or "false").lower() in ("true", "1", "yes")
+    return bool(context.read(app, name))
 
 
 def build(app: App, model: Model | None = None) -> dict[str, object]:
@@ -44,7 +46,9 @@ def build(app: App, model: Model | None = None) -> dict[str, object]:
     )
     pipeline = PipelineStack(app, f"{prefix}-pipeline", model=model, model_spec=config.model_spec(spec),
                              data=data, database=database, tracing=_flag(app, "tracing"))  # fmt: skip
-    api = ApiStack(app, f"{prefix}-api", function=pipeline.api.function, public=_flag(app, "public_api"))
+    api = ApiStack(app, f"{prefix}-api", function=pipeline.api.alias, public=_flag(app, "public_api"))
+    monitoring = MonitoringStack(app, f"{prefix}-monitoring", model=model, data=data, database=database,
+                                 pipeline=pipeline, api=api)  # fmt: skip
     Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     Aspects.of(app).add(CheckovSkips())
-    return {"data": data, "database": database, "pipeline": pipeline, "api": api}
+    return {"data": data, "database": database, "pipeline": pipeline, "api": api, "monitoring": monitoring}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import jsii
@@ -15,6 +16,18 @@ from aws_cdk import aws_logs as logs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+ACCESS_LOG = {
+    "requestId": "$context.requestId",
+    "ip": "$context.identity.sourceIp",
+    "requestTime": "$context.requestTime",
+    "httpMethod": "$context.httpMethod",
+    "routeKey": "$context.routeKey",
+    "status": "$context.status",
+    "responseLength": "$context.responseLength",
+    "responseLatency": "$context.responseLatency",
+    "integrationError": "$context.integrationErrorMessage",
+}
+
 
 @jsii.implements(apigwv2.IAccessLogSettings)
 class _AccessLogs:
@@ -27,7 +40,9 @@ class _AccessLogs:
 
     @property
     def format(self) -> apigateway.AccessLogFormat:
-        return apigateway.AccessLogFormat.clf()
+        """JSON lines, each with the request id the response's `apigw-requestid` header carries (and
+        the function's log names): one id across the gateway, the function and its trace."""
+        return apigateway.AccessLogFormat.custom(json.dumps(ACCESS_LOG))
 
 
 class ApiStack(Stack):

@@ -111,7 +111,9 @@ class HandlerFunction(Construct):
     """One engine function: `hybridsync.functions.<name>.handler` in the shared asset, on the shared layer.
 
     Every handler gets the same runtime, architecture, log retention, Powertools settings and
-    tracing switch; callers add only what differs (environment, VPC, timeout, memory).
+    tracing switch; callers add only what differs (environment, VPC, timeout, memory). Each deploy
+    that changes it publishes a version, and `alias` (`live`) points at it: the mappings, the API
+    and the schedules invoke the alias, so a version in service never changes under them.
     """
 
     def __init__(
@@ -150,6 +152,7 @@ class HandlerFunction(Construct):
                 "POWERTOOLS_SERVICE_NAME": f"hybridsync-{name}",
                 "POWERTOOLS_METRICS_NAMESPACE": "hybridsync",
                 "POWERTOOLS_LOG_LEVEL": "INFO",
+                "POWERTOOLS_TRACE_DISABLED": "false" if tracing else "true",
                 **(environment or {}),
             },
             timeout=timeout or Duration.seconds(60),
@@ -162,3 +165,4 @@ class HandlerFunction(Construct):
             dead_letter_queue=dead_letter_queue,
             reserved_concurrent_executions=reserved_concurrency or None,
         )
+        self.alias = lambda_.Alias(self, "Live", alias_name="live", version=self.function.current_version)

@@ -13,6 +13,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
+from aws_cdk import aws_sns as sns
 from constructs import IConstruct
 
 # (check, the L1 resources it is skipped on, why it does not apply)
@@ -41,8 +42,12 @@ SKIPS: list[tuple[str, Callable[[Any], bool], str]] = [
      "and RDS Proxy may read it (IAM). A customer-managed key is a context switch away if policy "
      "requires one."),
     ("CKV_AWS_18", lambda r: isinstance(r, s3.CfnBucket),
-     "Review bodies and archives are written and read only by the app's functions, whose calls "
-     "CloudTrail data events can record; server access logs would need a bucket of their own."),
+     "Review bodies, archives and failed batches are written and read only by the app's functions "
+     "and stream mappings, whose calls CloudTrail data events can record; server access logs would "
+     "need a bucket of their own."),
+    ("CKV_AWS_26", lambda r: isinstance(r, sns.CfnTopic),
+     "The alarm topic: CloudWatch cannot publish to a topic encrypted with the AWS-managed SNS key, "
+     "and an alarm message carries names and thresholds, never data."),
 ]  # fmt: skip
 
 

@@ -33,7 +33,7 @@ def _attribute(key: KeyAttribute | None) -> dynamodb.Attribute | None:
 TABLE_METADATA = "hybridsync:table"
 
 
-def _title(name: str) -> str:
+def title(name: str) -> str:
     """A table's name in construct ids and outputs: `main` -> `Main`, `order-lines` -> `OrderLines`."""
     return "".join(part.title() for part in name.replace("_", "-").split("-"))
 
@@ -49,11 +49,11 @@ class DataStack(Stack):
             self.tables[table.name] = self._render(table, dev)
             # the local app names its tables by the model's names (`<prefix>-<name>`), read from here
             self.tables[table.name].node.default_child.add_metadata(TABLE_METADATA, table.name)  # type: ignore[union-attr]
-            title = _title(table.name)
-            CfnOutput(self, f"{title}TableName", value=self.tables[table.name].table_name)
+            named = title(table.name)
+            CfnOutput(self, f"{named}TableName", value=self.tables[table.name].table_name)
             if table.stream:
                 CfnOutput(
-                    self, f"{title}TableStreamArn", value=self.tables[table.name].table_stream_arn or ""
+                    self, f"{named}TableStreamArn", value=self.tables[table.name].table_stream_arn or ""
                 )
         self.buckets: dict[str, s3.Bucket] = {}
         if model.bodies or model.time_series:
@@ -96,7 +96,7 @@ class DataStack(Stack):
     def _render(self, table: Table, dev: bool) -> dynamodb.TableV2:
         return dynamodb.TableV2(
             self,
-            f"{_title(table.name)}Table",
+            f"{title(table.name)}Table",
             partition_key=_attribute(table.partition),
             sort_key=_attribute(table.sort),
             billing=dynamodb.Billing.on_demand(),

@@ -32,6 +32,7 @@ class DatabaseStack(Stack):
         super().__init__(scope, id, **kwargs)
         self.vpc: ec2.IVpc | None = None
         self.proxy: rds.DatabaseProxy | None = None
+        self.cluster: rds.DatabaseCluster | None = None
         self.client_security_group: ec2.ISecurityGroup | None = None
         if existing_secret_arn:
             # The secret holds host, port, username, password and dbname (the RDS secret shape).
@@ -93,7 +94,7 @@ class DatabaseStack(Stack):
             monitoring_interval=Duration.seconds(60),  # enhanced monitoring: OS metrics each minute
         )
         assert cluster.secret is not None
-        self.secret = cluster.secret
+        self.secret, self.cluster = cluster.secret, cluster
         self.proxy = cluster.add_proxy(
             "Proxy", secrets=[cluster.secret], vpc=self.vpc, require_tls=True, iam_auth=False
         )

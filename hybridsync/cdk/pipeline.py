@@ -1,16 +1,19 @@
 """Pipeline stack: the shared dependency layer and code asset, the engine's functions as the model
 needs them (write-back, aggregation, the outbox drain, the API, the sweep of large bodies, the
-time-series rotation), their stream mappings, grants and alarms, and the schema migration on deploy.
-Every grant, filter and variable derives from the model: there is no second list of anything."""
+time-series rotation), each published as a version behind its `live` alias, their stream mappings
+(failed batches, records included, to the stack's failure bucket), grants, and the schema migration
+on deploy, which every function that needs the schema waits for. Every grant, filter and variable
+derives from the model: there is no second list of anything. Its alarms: the monitoring stack."""
 
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from aws_cdk import ArnFormat, CfnOutput, CustomResource, Duration, Stack
-from aws_cdk import aws_cloudwatch as cloudwatch
+import jsii
+from aws_cdk import ArnFormat, CfnOutput, CustomResource, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -18,18 +21,19 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import config, deadletters, migrations, timeseries
+from hybridsync import config, context, migrations, timeseries
 from hybridsync.cdk.assets import PROJECT_MIGRATIONS, HandlerFunction, dependency_layer, function_code
 from hybridsync.cdk.data import DataStack
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.context import SETTINGS
 from hybridsync.declare import Model, Side, Table
-from hybridsync.sync import aggregate, writeback
+from hybridsync.sync import aggregate, failed, writeback
 
 
 def _digest(*folders: Path | None) -> str:
@@ -39,6 +43,70 @@ def _digest(*folders: Path | None) -> str:
         for path in sorted(folder.rglob("*.py")) if folder and folder.is_dir() else []:
             digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()[:16]
+
+
+@dataclass
+class Consumer:
+    """A stream consumer: its function, and its mappings (the source table, the mapping's id)."""
+
+    name: str
+    handler: HandlerFunction
+    mappings: list[tuple[str, str]] = field(default_factory=list)
+
+
+@jsii.implements(lambda_.IEventSourceDlq)
+class FailureBucket:
+    """A stream mapping's on-failure destination in S3: Lambda stores the whole invocation record,
+    the batch's records included, under `aws/lambda/<mapping>/<shard>/...` (Lambda developer guide,
+    "Retain discarded records": S3 destinations), with the function's role: it may put objects
+    under that prefix and list the bucket, nothing else."""
+
+    def __init__(self, bucket: s3.IBucket):
+        self.bucket = bucket
+
+    def bind(
+        self, _target: lambda_.IEventSourceMapping, handler: lambda_.IFunction
+    ) -> lambda_.DlqDestinationConfig:
+        grant_prefix(handler, self.bucket, ["s3:PutObject"], failed.PREFIX, listing="any")
+        return lambda_.DlqDestinationConfig(destination=self.bucket.bucket_arn)
+
+
+def grant_prefix(
+    function: lambda_.IFunction,
+    bucket: s3.IBucket,
+    actions: list[str],
+    prefix: str,
+    *,
+    listing: bool | str = False,
+) -> None:
+    """Object actions on one prefix of a bucket, nothing wider; `listing`: ListBucket on that prefix
+    (or, "any", on the bucket: what Lambda's S3 destination asks for)."""
+    prefix = f"{prefix.rstrip('/')}/*"
+    function.add_to_role_policy(
+        iam.PolicyStatement(actions=actions, resources=[bucket.arn_for_objects(prefix)])
+    )
+    if listing:
+        conditions = None if listing == "any" else {"StringLike": {"s3:prefix": [prefix]}}
+        function.add_to_role_policy(
+            iam.PolicyStatement(
+                actions=["s3:ListBucket"], resources=[bucket.bucket_arn], conditions=conditions
+            )
+        )
+    assert function.role is not None
+    escaped = prefix[:-2].replace("/", "\\/")
+    NagSuppressions.add_resource_suppressions(
+        function.role,
+        [
+            {
+                "id": "AwsSolutions-IAM5",
+                "reason": "Objects named at run time (review bodies by review and version, archives by "
+                "table, failed batches by mapping and shard) under one prefix of one bucket; the grant "
+                "is that prefix.",
+                "applies_to": [{"regex": f"/^Resource::.*\\/{escaped}\\/\\*$/g"}],
+            }
+        ],
+        apply_to_children=True,
+    )
 
 
 ITEM_ACTIONS = [
@@ -65,6 +133,10 @@ class PipelineStack(Stack):
     ) -> None:
         super().__init__(scope, id, **kwargs)
         self.model, self.data, self.database, self.tracing = model, data, database, tracing
+        self.handlers: dict[str, HandlerFunction] = {}  # construct id -> every function of the engine
+        self.consumers: dict[str, Consumer] = {}  # the stream consumers
+        self.scheduled: set[str] = set()  # the functions schedules invoke (asynchronously)
+        self.schema: CustomResource | None = None  # the migration every SQL function waits for
         self.layer = dependency_layer(self, "Dependencies")
         package = config.package_dir(model_spec)
         versions = migrations.project_versions(model_spec)
@@ -79,17 +151,19 @@ class PipelineStack(Stack):
         )
         self.variables |= {"HYBRIDSYNC_MIGRATIONS": PROJECT_MIGRATIONS} if apart else {}
         self.variables |= {f"BUCKET_{name.upper()}": b.bucket_name for name, b in data.buckets.items()}
-        self.failure_queues: list[sqs.Queue] = []  # the stream consumers' (failed-batches redrive)
         self.scheduled_failures = self.failure_queue("ScheduledFailures")  # what schedules fail past retries
-        self.alarm(
-            "ScheduledFailuresAlarm",
-            self.scheduled_failures.metric_approximate_number_of_messages_visible(),
-            0,
-            "a scheduled function (outbox drain, sweep, rotation) failed past its retries",
-        )
+        self.failed_batches = self.failure_bucket()
 
-        migrate = self.function("Migrate", name="migrate", timeout=Duration.minutes(5), sql=True)
-        self.at_deploy("Schema", migrate, {"MigrationsDigest": _digest(migrations.ENGINE_VERSIONS, versions)})
+        migrate = self.function(
+            "Migrate",
+            name="migrate",
+            timeout=Duration.minutes(5),
+            sql=True,
+            environment={"MIGRATION_LOCK_TIMEOUT_S": str(self.setting("migration_lock_timeout_s"))},
+        )
+        self.schema = self.at_deploy(
+            "Schema", migrate, {"MigrationsDigest": _digest(migrations.ENGINE_VERSIONS, versions)}
+        )
         written_back = {e.table.name for e in model.written_back()}
         if written_back:
             filters = writeback.event_filters(model)
@@ -141,9 +215,9 @@ class PipelineStack(Stack):
         streams (a rebuild's window, a failed batch's records), pauses the aggregation's mappings,
         reads exports under `exports/` and takes failed batches off the failure queues."""
         aggregate = getattr(self, "aggregate", None)
-        environment = {"FAILURE_QUEUES": ",".join(q.queue_url for q in self.failure_queues)}
-        if aggregate is not None:
-            environment["AGGREGATE_FUNCTION"] = aggregate.function.function_name
+        environment = {"FAILED_BATCHES_BUCKET": self.failed_batches.bucket_name}
+        if aggregate is not None:  # its mappings are the alias's
+            environment["AGGREGATE_FUNCTION"] = aggregate.alias.function_arn
         ops = self.function(
             "Operations",
             name="operations",
@@ -173,8 +247,14 @@ class PipelineStack(Stack):
         for name in sorted(self.data.tables):
             if self.model.table(name).stream is not None:  # a table without one has no StreamArn
                 self.data.tables[name].grant_stream_read(ops.function)
-        for queue in self.failure_queues:
-            queue.grant_consume_messages(ops.function)
+        # failed batches: read, and deleted once redriven
+        grant_prefix(
+            ops.function,
+            self.failed_batches,
+            ["s3:GetObject", "s3:DeleteObject"],
+            failed.PREFIX,
+            listing=True,
+        )
         if "bodies" in self.data.buckets:  # exports land under exports/ of the stack's bucket
             self._grant_bodies(ops, ["s3:GetObject"], prefix="exports", listing=True)
         if aggregate is not None:
@@ -279,7 +359,7 @@ class PipelineStack(Stack):
             self,
             "SweepSchedule",
             schedule=events.Schedule.rate(Duration.hours(self.setting("sweep_hours"))),
-            targets=[targets.LambdaFunction(sweep.function, retry_attempts=2)],
+            targets=[targets.LambdaFunction(sweep.alias, retry_attempts=2)],
         )
 
     def outbox_drain(self) -> None:
@@ -304,45 +384,11 @@ class PipelineStack(Stack):
             self,
             "SqlSyncSchedule",
             schedule=events.Schedule.rate(Duration.minutes(self.setting("outbox_drain_minutes"))),
-            targets=[targets.LambdaFunction(self.sql_sync.function, retry_attempts=0)],
+            targets=[targets.LambdaFunction(self.sql_sync.alias, retry_attempts=0)],
+            enabled=context.read(self, "pipeline_enabled"),  # paused with the mappings
         )
-        # Emitted by every drain, a failed one included; no point at all means no drain ran to its
-        # end (PostgreSQL unreachable, the function failing): that breaches too.
-        outbox_age = cloudwatch.Metric(namespace="hybridsync", metric_name="OutboxAge", statistic="Maximum",
-                                       dimensions_map={"service": "hybridsync-sql_sync"},
-                                       period=Duration.minutes(5))  # fmt: skip
-        self.alarm("OutboxAge", outbox_age, self.setting("outbox_age_alarm_s"),
-                   "sql_sync: a PostgreSQL change waited too long in the outbox, or no drain ran",
-                   missing=cloudwatch.TreatMissingData.BREACHING)  # fmt: skip
-        self.alarm("SqlSyncDeadLetters", self.dead_letter_metric("sql_sync"), 0,
-                   "sql_sync: an outbox row no write can apply was dead-lettered")  # fmt: skip
-        self.alarm("SqlSyncErrors", self.sql_sync.function.metric_errors(period=Duration.minutes(5)), 0,
-                   "sql_sync: a drain failed")  # fmt: skip
 
-    def dead_letter_metric(self, name: str) -> cloudwatch.Metric:
-        """The dead letters a function stored (its `DeadLetters` metric), per 5 minutes."""
-        return cloudwatch.Metric(namespace="hybridsync", metric_name=deadletters.DEAD_LETTER_METRIC,
-                                 dimensions_map={"service": f"hybridsync-{name}"}, statistic="Sum",
-                                 period=Duration.minutes(5))  # fmt: skip
-
-    def alarm(
-        self,
-        id: str,
-        metric: cloudwatch.IMetric,
-        threshold: float,
-        description: str,
-        *,
-        periods: int = 1,
-        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
-    ) -> cloudwatch.Alarm:
-        """An alarm when the metric goes above the threshold for `periods` periods."""
-        return cloudwatch.Alarm(
-            self, id, metric=metric, threshold=threshold, evaluation_periods=periods,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=missing, alarm_description=description,
-        )  # fmt: skip
-
-    def at_deploy(self, id: str, handler: HandlerFunction, properties: dict[str, str]) -> None:
+    def at_deploy(self, id: str, handler: HandlerFunction, properties: dict[str, str]) -> CustomResource:
         """Run a function on every deploy that changes `properties` (a custom resource)."""
         provider = cr.Provider(
             self,
@@ -350,7 +396,7 @@ class PipelineStack(Stack):
             on_event_handler=handler.function,
             log_group=logs.LogGroup(self, f"{id}ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
         )
-        CustomResource(self, id, service_token=provider.service_token, properties=properties)
+        resource = CustomResource(self, id, service_token=provider.service_token, properties=properties)
         NagSuppressions.add_resource_suppressions(
             provider,
             [
@@ -371,6 +417,7 @@ class PipelineStack(Stack):
             ],
             apply_to_children=True,
         )
+        return resource
 
     def time_series(self) -> None:
         """Pattern 22: the rotation function, on a schedule and at deploy (so today's table exists
@@ -427,7 +474,7 @@ class PipelineStack(Stack):
             self,
             "RotateSchedule",
             schedule=events.Schedule.rate(Duration.hours(self.setting("rotate_hours"))),
-            targets=[targets.LambdaFunction(rotate.function, retry_attempts=2)],
+            targets=[targets.LambdaFunction(rotate.alias, retry_attempts=2)],
         )
         self.at_deploy("TimeSeriesTables", rotate, {"Prefix": prefix})
 
@@ -446,9 +493,37 @@ class PipelineStack(Stack):
         )
         return queue
 
+    def failure_bucket(self) -> s3.Bucket:
+        """Where the stream mappings store the batches they give up on, records included: private,
+        encrypted, TLS only; expired after `failed_batch_retention_days` (a redrive deletes each
+        batch it applied)."""
+        dev = context.read(self, "dev")
+        bucket = s3.Bucket(
+            self,
+            "FailedBatches",
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            enforce_ssl=True,
+            versioned=True,  # a batch deleted by mistake can be restored until it expires
+            lifecycle_rules=[
+                s3.LifecycleRule(
+                    prefix=failed.PREFIX,
+                    expiration=Duration.days(self.setting("failed_batch_retention_days")),
+                    noncurrent_version_expiration=Duration.days(self.setting("failed_batch_retention_days")),
+                )
+            ],
+            removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.RETAIN,
+        )
+        NagSuppressions.add_resource_suppressions(
+            bucket,
+            [{"id": "AwsSolutions-S1", "reason": "Written by Lambda's stream mappings and read by the "
+              "operations function only, whose calls CloudTrail data events can log."}],
+        )  # fmt: skip
+        CfnOutput(self, "FailedBatchesBucketName", value=bucket.bucket_name)  # `hybridsync failed-batches`
+        return bucket
+
     def setting(self, name: str) -> int:
-        value = self.node.try_get_context(name)
-        return int(value) if value is not None else int(SETTINGS[name].default)
+        return int(context.read(self, name))
 
     def stream_consumer(
         self,
@@ -461,35 +536,22 @@ class PipelineStack(Stack):
         tumbling_window: bool = False,
         **options: object,
     ) -> HandlerFunction:
-        """A function fed by the streams of `sources` (table -> the mapping's filters): in order per
-        shard (TRIM_HORIZON, one batch per shard at a time), bisect on error, bounded retries and
-        age, partial-failure reports, failed batches to a queue, and alarms on lag, dead letters and
-        failed batches."""
+        """A function's alias fed by the streams of `sources` (table -> the mapping's filters): in
+        order per shard (TRIM_HORIZON, one batch per shard at a time), bisect on error, bounded
+        retries and age, partial-failure reports, failed batches with their records to the failure
+        bucket, the mapping's own metrics; disabled, positions kept, with `-c pipeline_enabled=false`."""
         handler = self.function(id, name=name, sql=sql, timeout=Duration.minutes(2), **options)
-        failures = self.failure_queue(f"{id}Failures")
-        self.failure_queues.append(failures)
-        CfnOutput(self, f"{id}FailuresQueueUrl", value=failures.queue_url)  # `hybridsync failed-batches`
+        consumer = self.consumers[id] = Consumer(name, handler)
         for table, filters in sources.items():
-            handler.function.add_event_source(
-                self._mapping(self.data.tables[table], filters, failures, batching, tumbling_window)
-            )
-        lag = handler.function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))
-        alarms = {
-            "IteratorAge": (lag, self.setting("iterator_age_alarm_s") * 1000, 5),
-            "DeadLetters": (self.dead_letter_metric(name), 0, 1),
-            "FailedBatches": (failures.metric_approximate_number_of_messages_visible(), 0, 1),
-        }
-        for alarm, (metric, threshold, periods) in alarms.items():
-            description = f"{name}: {alarm} above {threshold}"
-            self.alarm(f"{id}{alarm}", metric, threshold, description, periods=periods)
-        CfnOutput(self, f"{id}FailureQueueUrl", value=failures.queue_url)
+            source = self._mapping(self.data.tables[table], filters, batching, tumbling_window)
+            handler.alias.add_event_source(source)
+            consumer.mappings.append((table, source.event_source_mapping_id))
         return handler
 
     def _mapping(
         self,
         table: dynamodb.TableV2,
         filters: list[dict],
-        failures: sqs.IQueue,
         batching: str,
         tumbling_window: bool,
     ) -> sources.DynamoEventSource:
@@ -503,8 +565,10 @@ class PipelineStack(Stack):
             max_record_age=Duration.hours(self.setting("stream_max_record_age_h")),
             report_batch_item_failures=True,
             parallelization_factor=1,  # keeps one shard's records in order
-            on_failure=sources.SqsDlq(failures),
+            on_failure=FailureBucket(self.failed_batches),
             filters=[lambda_.FilterCriteria.filter(pattern) for pattern in filters],
+            metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
+            enabled=context.read(self, "pipeline_enabled"),
             tumbling_window=Duration.seconds(self.setting(f"{batching}_tumbling_window_s"))
             if tumbling_window
             else None,
@@ -513,33 +577,9 @@ class PipelineStack(Stack):
     def _grant_bodies(
         self, handler: HandlerFunction, actions: list[str], *, prefix: str, listing: bool = False
     ) -> None:
-        """Object actions on one prefix of the bodies bucket (a `Bodies`'s objects, archives),
-        nothing wider."""
-        bodies, prefix = self.data.buckets["bodies"], f"{prefix.rstrip('/')}/*"
-        handler.function.add_to_role_policy(
-            iam.PolicyStatement(actions=actions, resources=[bodies.arn_for_objects(prefix)])
-        )
-        if listing:
-            handler.function.add_to_role_policy(
-                iam.PolicyStatement(
-                    actions=["s3:ListBucket"],
-                    resources=[bodies.bucket_arn],
-                    conditions={"StringLike": {"s3:prefix": [prefix]}},
-                )
-            )
-        NagSuppressions.add_resource_suppressions(
-            handler.function.role,
-            [
-                {
-                    "id": "AwsSolutions-IAM5",
-                    "reason": "Objects named at run time (review bodies by review "
-                    "and version, archives by table) under one prefix of one bucket; the grant is that "
-                    "prefix.",
-                    "applies_to": [{"regex": f"/^Resource::.*\\/{prefix[:-2]}\\/\\*$/g"}],
-                }
-            ],
-            apply_to_children=True,
-        )
+        """Object actions on one prefix of the bodies bucket (a `Bodies`'s objects, archives,
+        exports), nothing wider."""
+        grant_prefix(handler.function, self.data.buckets["bodies"], actions, prefix, listing=listing)
 
     def function(
         self,
@@ -568,6 +608,11 @@ class PipelineStack(Stack):
         if sql:
             for key, value in self.database.connect(handler.function).items():
                 handler.function.add_environment(key, value)
+            if self.schema is not None:  # the schema is migrated before the function that needs it changes
+                handler.function.node.add_dependency(self.schema)
+        self.handlers[id] = handler
+        if options.get("dead_letter_queue") is not None:
+            self.scheduled.add(id)
         NagSuppressions.add_resource_suppressions(
             handler.function,
             [

@@ -7,12 +7,13 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters
+from hybridsync import deadletters, runtime
 from hybridsync.records import DeadLetter
 from hybridsync.runtime import dynamodb, engine, model, tables
 from hybridsync.sync import aggregate
 
 logger = Logger()
+tracer = runtime.tracer()
 metrics = Metrics()
 # what the tumbling window's state carries
 WINDOW_COUNTS = ("applied", "duplicates", "dead_letters", "conflicts_retried")
@@ -31,6 +32,7 @@ def store_dead_letters(letters: list[DeadLetter]) -> None:
 
 
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     # Under a tumbling window Lambda requires `state` in every response, or it counts the invocation

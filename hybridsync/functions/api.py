@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import __version__, config, openapi
+from hybridsync import __version__, config, openapi, runtime
 from hybridsync.capacity import Meter
 from hybridsync.errors import Conflict, Invalid, NotFound
 from hybridsync.records import Rejected
@@ -27,6 +27,9 @@ ROUTE_MODULES = config.hooks("routes")  # importing a module registers its route
 def document() -> dict[str, Any]:
     """The OpenAPI document of the project's routes (`hybridsync openapi` prints it)."""
     return openapi.document(f"{config.package_of()} HTTP API", __version__)
+
+
+tracer = runtime.tracer()
 
 
 @get("/openapi.json", responses={200: "this API's OpenAPI 3.1 document"})
@@ -118,6 +121,7 @@ def unknown_route(_: Exception) -> Response:
 
 
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     METER.attach(dynamodb())

@@ -1,21 +1,35 @@
 """CloudFormation custom resource: bring the PostgreSQL schema to the heads of both Alembic branches
-(the engine's and the project's, shipped beside the model) on deploy."""
+(the engine's and the project's, shipped beside the model) on deploy, before any function that needs
+the schema changes (they depend on this resource). A revision waits `MIGRATION_LOCK_TIMEOUT_S` for a
+table's lock, then fails the deploy rather than queue the app's writes behind it. A database ahead of
+this code (a rollback to older code, after a newer deploy migrated) is left as it is and reported:
+never downgraded by surprise, never a failed rollback."""
 
+import os
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import migrations, settings
+from hybridsync import migrations, runtime, settings
 
 logger = Logger()
+tracer = runtime.tracer()
 
 
+@tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     url = settings.database_url()
+    data: dict[str, str] = {}
     # Deleting the stack never drops data: only Create and Update migrate.
     if event["RequestType"] in ("Create", "Update"):
-        migrations.upgrade(url)  # the model and its revisions: HYBRIDSYNC_MODEL, HYBRIDSYNC_MIGRATIONS
+        ahead = migrations.unknown_revisions(url)
+        if ahead:
+            logger.warning("the database is ahead of this code: left as it is", extra={"revisions": ahead})
+            data["AheadOfCode"] = ", ".join(ahead)
+        else:
+            lock_timeout = int(os.environ.get("MIGRATION_LOCK_TIMEOUT_S", "10"))
+            migrations.upgrade(url, lock_timeout_s=lock_timeout)  # the model and its revisions
     revision = migrations.current_revision(url)
     logger.info("schema at revision", extra={"revision": revision, "request": event["RequestType"]})
-    return {"PhysicalResourceId": "hybridsync-schema", "Data": {"Revision": revision or ""}}
+    return {"PhysicalResourceId": "hybridsync-schema", "Data": {"Revision": revision or "", **data}}

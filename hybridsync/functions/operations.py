@@ -5,14 +5,16 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import aws
+from hybridsync import aws, runtime
 from hybridsync.jobs import Services
 from hybridsync.runtime import dynamodb, engine, model, tables
 from hybridsync.sync import operations
 
 logger = Logger()
+tracer = runtime.tracer()
 
 
+@tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     services = Services(dynamodb(), engine(), model(), tables(), aws.client)

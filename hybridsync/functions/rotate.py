@@ -10,14 +10,16 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import settings, timeseries
+from hybridsync import runtime, settings, timeseries
 from hybridsync.runtime import dynamodb, model, s3
 
 logger = Logger()
+tracer = runtime.tracer()
 metrics = Metrics()
 
 
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     prefix = settings.series_prefix()

@@ -10,16 +10,18 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters
+from hybridsync import deadletters, runtime
 from hybridsync.runtime import dynamodb, engine, model, tables
 from hybridsync.sync import outbox
 
 logger = Logger()
+tracer = runtime.tracer()
 metrics = Metrics()
 SAFETY_MS = 15_000  # stop claiming new batches this close to the timeout
 
 
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     total = outbox.Drained()

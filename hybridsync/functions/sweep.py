@@ -8,14 +8,16 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import large, settings
+from hybridsync import large, runtime, settings
 from hybridsync.runtime import dynamodb, model, s3, tables
 
 logger = Logger()
+tracer = runtime.tracer()
 metrics = Metrics()
 
 
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     grace = int(os.environ.get("SWEEP_GRACE_S", "900"))

@@ -6,15 +6,17 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters
+from hybridsync import deadletters, runtime
 from hybridsync.runtime import engine, model
 from hybridsync.sync import writeback
 
 logger = Logger()
+tracer = runtime.tracer()
 metrics = Metrics()
 
 
 @metrics.log_metrics
+@tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     outcome = writeback.write_back(event["Records"], engine(), model())

@@ -18,6 +18,7 @@ from typing import Any
 
 import sqlalchemy as sa
 from alembic import command
+from alembic import util as alembic_util
 from alembic.config import Config
 from alembic.operations import ops
 from alembic.runtime.migration import MigrationContext
@@ -77,18 +78,23 @@ class MigrationFailed(ConfigurationError):
     """A revision PostgreSQL refused: which one, on which table and column, and why, in one line."""
 
 
-def upgrade(url: str, revision: str = "heads", spec: str | None = None) -> None:
+def upgrade(
+    url: str, revision: str = "heads", spec: str | None = None, *, lock_timeout_s: int | None = None
+) -> None:
     """Both branches to their heads (or to `revision`), for the model `spec` names (the project's).
     Alembic's "head" means the one head; with the engine's branch beside the project's there are
     always two, so "head" is taken as both, as anyone used to Alembic means it. A revision that
-    fails raises MigrationFailed naming it (the database stays at the revision before it)."""
+    fails raises MigrationFailed naming it (the database stays at the revision before it).
+    `lock_timeout_s`: a revision waits this long for a lock, then fails (PostgreSQL's lock_timeout)."""
     running = _Running()
     log = logging.getLogger("alembic.runtime.migration")
     log.addHandler(running)
     level = log.level
     log.setLevel(min(level or logging.INFO, logging.INFO))
+    alembic = alembic_config(url, spec)
+    alembic.attributes["lock_timeout_s"] = lock_timeout_s
     try:
-        command.upgrade(alembic_config(url, spec), "heads" if revision == "head" else revision)
+        command.upgrade(alembic, "heads" if revision == "head" else revision)
     except sa.exc.DBAPIError as error:
         raise MigrationFailed(_failure(running.revision, error)) from None
     finally:
@@ -120,6 +126,19 @@ def _failure(revision: str | None, error: sa.exc.DBAPIError) -> str:
 
 def downgrade(url: str, revision: str, spec: str | None = None) -> None:
     command.downgrade(alembic_config(url, spec), revision)
+
+
+def unknown_revisions(url: str, spec: str | None = None) -> list[str]:
+    """The database's revisions these revision files do not know: a database ahead of this code (a
+    rollback deploying older code after a newer one migrated)."""
+    script = ScriptDirectory.from_config(alembic_config(url, spec))
+    unknown = []
+    for revision in filter(None, (current_revision(url) or "").split(", ")):
+        try:
+            script.get_revision(revision)
+        except alembic_util.CommandError:
+            unknown.append(revision)
+    return unknown
 
 
 def current_revision(url: str) -> str | None:

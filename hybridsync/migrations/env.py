@@ -33,5 +33,9 @@ with connectable.connect() as connection:
         include_object=include_object, process_revision_directives=add_triggers,
     )  # fmt: skip
     with context.begin_transaction():
+        if lock_timeout_s := config.attributes.get("lock_timeout_s"):
+            # wait this long for a table's lock, then fail, rather than queue the app's writes behind
+            # it; LOCAL: for this transaction only (a session SET would pin an RDS Proxy connection)
+            context.execute(f"SET LOCAL lock_timeout = '{int(lock_timeout_s)}s'")
         context.run_migrations()
 connectable.dispose()

@@ -12,7 +12,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 from hybridsync.cdk import build
 from tests.conftest import load_template
 
-STACKS = ("data", "database", "pipeline", "api")
+STACKS = ("data", "database", "pipeline", "api", "monitoring")
 ALLOWED_ON_ANY_RESOURCE = {  # actions AWS cannot scope to a resource
     "xray:PutTraceSegments", "xray:PutTelemetryRecords",
     "ec2:CreateNetworkInterface", "ec2:DescribeNetworkInterfaces", "ec2:DeleteNetworkInterface",
@@ -149,7 +149,7 @@ def test_what_checkov_asked_for_is_in_place(cloud_assembly):
     assert reserved == {"Api": 20, "SqlSync": 1}  # the two that can load PostgreSQL on demand
     with_dlq = {k.split("Function")[0] for k, p in functions.items() if "DeadLetterConfig" in p}
     assert with_dlq == {"Sweep", "Rotate", "SqlSync"}  # the asynchronously invoked (scheduled) ones
-    queues = pipeline.find_resources("AWS::SQS::Queue").values()
-    assert len(queues) == 3 and all(q["Properties"]["KmsMasterKeyId"] == "alias/aws/sqs" for q in queues)
+    queues = pipeline.find_resources("AWS::SQS::Queue").values()  # the stream consumers store in S3
+    assert len(queues) == 1 and all(q["Properties"]["KmsMasterKeyId"] == "alias/aws/sqs" for q in queues)
     database = Template.from_json(load_template(cloud_assembly, "database"))
     database.has_resource_properties("AWS::RDS::DBInstance", {"MonitoringInterval": 60})

@@ -144,3 +144,49 @@ def test_a_table_the_user_manages_is_left_alone_and_its_triggers_are_checked(emp
         assert [(t, dict(k)) for t, k in queued] == [("legacy_accounts", {"account_id": "a-1"})]
     finally:
         engine.dispose()
+
+
+def test_the_deploy_time_migration_leaves_a_database_ahead_of_its_code_as_it_is(empty_database, monkeypatch):
+    """A rollback deploys older code after a newer deploy migrated: the custom resource reports the
+    database ahead of it and succeeds, never downgrading it (a failed rollback would leave the stack
+    stuck)."""
+    from hybridsync.functions import migrate
+    from hybridsync.local.lambda_context import Context
+
+    migrations.upgrade(empty_database)
+    engine = db.create_engine(empty_database)
+    with engine.begin() as conn:  # what a newer release's revision would leave
+        conn.execute(
+            sa.text(
+                "UPDATE alembic_version SET version_num = '0099_from_the_future' WHERE version_num = '0001'"
+            )
+        )
+    monkeypatch.setenv("DATABASE_URL", empty_database)
+    answer = migrate.handler({"RequestType": "Update"}, Context())
+    assert answer["Data"]["AheadOfCode"] == "0099_from_the_future"
+    with engine.connect() as conn:
+        assert (
+            "0099_from_the_future"
+            in conn.execute(sa.text("SELECT version_num FROM alembic_version")).scalars().all()
+        )
+    engine.dispose()
+    assert tables(empty_database) == set(SCHEMA.tables)  # nothing dropped
+
+
+def test_a_migration_waits_for_a_lock_no_longer_than_its_timeout(empty_database):
+    """The app holds a lock the migration needs: the migration fails after its lock_timeout rather than
+    queue every write of the app behind it."""
+    import time
+
+    migrations.upgrade(empty_database, "hybridsync@hybridsync_0001")
+    engine = db.create_engine(empty_database)
+    with engine.connect() as holder:
+        holder.execute(sa.text("LOCK TABLE alembic_version IN ACCESS EXCLUSIVE MODE"))
+        started = time.monotonic()
+        with pytest.raises(migrations.MigrationFailed, match="lock timeout"):
+            migrations.upgrade(empty_database, lock_timeout_s=1)
+        assert time.monotonic() - started < 15
+        holder.rollback()
+    engine.dispose()
+    migrations.upgrade(empty_database, lock_timeout_s=1)  # once the lock is gone it goes through
+    assert migrations.current_revision(empty_database) == "0001"

@@ -1,0 +1,485 @@
+"""Monitoring stack: every alarm of the deployment, each with the alarm topic as its action (ALARM and
+OK), and the dashboard. Derived from the other stacks (their functions, mappings, queues, tables and
+indexes, proxy, cluster, API), never listed by hand: a function without an errors alarm cannot be
+synthesized. Thresholds are context settings (`hybridsync.context`); the runbook line of each alarm
+kind is in docs/operating.md#alarms, and `hybridsync up` evaluates the same alarms locally."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import aws_cloudwatch as cloudwatch
+from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from hybridsync import context, deadletters
+from hybridsync.cdk.assets import HandlerFunction
+from hybridsync.cdk.data import title
+from hybridsync.declare import Model
+
+FIVE_MINUTES = Duration.minutes(5)
+GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
+LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
+# what the engine calls (a math alarm takes at most 10 metrics)
+ENGINE_OPERATIONS = [
+    getattr(dynamodb.Operation, o)
+    for o in (
+        "GET_ITEM",
+        "PUT_ITEM",
+        "UPDATE_ITEM",
+        "DELETE_ITEM",
+        "QUERY",
+        "SCAN",
+        "BATCH_GET_ITEM",
+        "BATCH_WRITE_ITEM",
+        "TRANSACT_WRITE_ITEMS",
+    )
+]
+NAMESPACE = "hybridsync"  # the functions' own metrics (Powertools: POWERTOOLS_METRICS_NAMESPACE)
+
+
+def service_metric(function: str, name: str, statistic: str = "Sum") -> cloudwatch.Metric:
+    """A metric one of the engine's functions emits (Powertools EMF, dimension `service`)."""
+    return cloudwatch.Metric(
+        namespace=NAMESPACE,
+        metric_name=name,
+        statistic=statistic,
+        dimensions_map={"service": f"hybridsync-{function}"},
+        period=FIVE_MINUTES,
+    )
+
+
+def mapping_metric(mapping_id: str, name: str) -> cloudwatch.Metric:
+    """An event source mapping's own metric (MetricsConfig EventCount: Lambda's "Event source mapping
+    metrics"), per mapping."""
+    return cloudwatch.Metric(
+        namespace="AWS/Lambda",
+        metric_name=name,
+        statistic="Sum",
+        dimensions_map={"EventSourceMappingUUID": mapping_id},
+        period=FIVE_MINUTES,
+    )
+
+
+class MonitoringStack(Stack):
+    """`alarms`: construct id -> alarm, every one with the topic as its ALARM and OK action."""
+
+    def __init__(
+        self,
+        scope: Construct,
+        id: str,
+        *,
+        model: Model,
+        data: Any,
+        database: Any,
+        pipeline: Any,
+        api: Any,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(scope, id, **kwargs)
+        self.alarms: dict[str, cloudwatch.Alarm] = {}
+        self.topic = self._topic()
+        self._functions(pipeline)
+        self._consumers(pipeline)
+        self._scheduled(pipeline)
+        self._api(api)
+        self._database(database)
+        self._tables(model, data)
+        self.dashboard = self._dashboard(model, data, database, pipeline, api)
+
+    def setting(self, name: str) -> Any:
+        return context.read(self, name)
+
+    # --- where alarms go ----------------------------------------------------------------------
+
+    def _topic(self) -> sns.ITopic:
+        """The team's topic (`-c alarm_topic_arn=`), or one of the stack's; `-c alarm_email=`
+        subscribes an address (it confirms by mail first, as SNS requires)."""
+        given = self.setting("alarm_topic_arn")
+        if given:
+            topic: sns.ITopic = sns.Topic.from_topic_arn(self, "AlarmTopic", given)
+        else:
+            topic = sns.Topic(self, "AlarmTopic", display_name="hybridsync alarms", enforce_ssl=True)
+            NagSuppressions.add_resource_suppressions(
+                topic,
+                [
+                    {
+                        "id": "AwsSolutions-SNS2",
+                        "reason": "CloudWatch cannot publish to a topic encrypted with the "
+                        "AWS-managed SNS key; an alarm message carries names and thresholds, no data.",
+                    }
+                ],
+            )
+        if email := self.setting("alarm_email"):
+            topic.add_subscription(subscriptions.EmailSubscription(email))
+        CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
+        return topic
+
+    def alarm(
+        self,
+        id: str,
+        metric: cloudwatch.IMetric,
+        threshold: float,
+        runbook: str,
+        *,
+        periods: int = 1,
+        comparison: cloudwatch.ComparisonOperator = GT,
+        missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+    ) -> cloudwatch.Alarm:
+        """An alarm whose description is its runbook line, with the topic as ALARM and OK action."""
+        alarm = cloudwatch.Alarm(
+            self,
+            id,
+            metric=metric,
+            threshold=threshold,
+            evaluation_periods=periods,
+            comparison_operator=comparison,
+            treat_missing_data=missing,
+            alarm_description=runbook,
+        )
+        alarm.add_alarm_action(actions.SnsAction(self.topic))
+        alarm.add_ok_action(actions.SnsAction(self.topic))
+        self.alarms[id] = alarm
+        return alarm
+
+    # --- the alarm set ------------------------------------------------------------------------
+
+    def _functions(self, pipeline: Any) -> None:
+        errors = self.setting("function_errors_alarm")
+        for id, handler in pipeline.handlers.items():
+            function = handler.function
+            self.alarm(
+                f"{id}Errors",
+                function.metric_errors(period=FIVE_MINUTES, statistic="Sum"),
+                errors,
+                f"{id} failed (raised or timed out): read its log group; a stream consumer retries "
+                "and bisects, then stores the batch (failed-batches)",
+            )
+            self.alarm(
+                f"{id}Throttles",
+                function.metric_throttles(period=FIVE_MINUTES, statistic="Sum"),
+                0,
+                f"{id} was throttled: its reserved concurrency, or the account's, is used up "
+                "(`hybridsync plan`); a stream consumer retries, the API answers 500",
+            )
+
+    def _consumers(self, pipeline: Any) -> None:
+        for id, consumer in pipeline.consumers.items():
+            function, name = consumer.handler.function, consumer.name
+            lag = function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))
+            for level, key in (("Warning", "iterator_age_warning_s"), ("Critical", "iterator_age_alarm_s")):
+                self.alarm(
+                    f"{id}IteratorAge{level}",
+                    lag,
+                    self.setting(key) * 1000,
+                    f"{name} is behind its stream ({level.lower()}): look at its errors and "
+                    "throttles; records older than 24 h are lost to the stream",
+                    periods=5,
+                )
+            self.alarm(
+                f"{id}DeadLetters",
+                service_metric(name, deadletters.DEAD_LETTER_METRIC),
+                0,
+                f"{name} dead-lettered a record it can never apply: `hybridsync dead-letters`, "
+                "fix, then `dead-letters --redrive`",
+            )
+            self.alarm(
+                f"{id}DestinationDeliveryFailures",
+                function.metric("DestinationDeliveryFailures", statistic="Sum", period=FIVE_MINUTES),
+                0,
+                f"{name}: a failed batch could not be stored in the failure bucket (permissions, "
+                "size): its records stay only in the stream, 24 h; redrive now",
+            )
+            for table, mapping_id in consumer.mappings:
+                self.alarm(
+                    f"{id}{title(table)}FailedBatches",
+                    mapping_metric(mapping_id, "OnFailureDestinationDeliveredEventCount"),
+                    0,
+                    f"{name} gave up on a batch of {table}'s stream after its retries: "
+                    "`hybridsync failed-batches`, fix, then `failed-batches --redrive`",
+                )
+
+    def _scheduled(self, pipeline: Any) -> None:
+        queue = pipeline.scheduled_failures
+        self.alarm(
+            "ScheduledFailures",
+            queue.metric_approximate_number_of_messages_visible(period=FIVE_MINUTES, statistic="Maximum"),
+            0,
+            "a scheduled run (outbox drain, sweep, rotation) failed past its retries: read the message, "
+            "fix, invoke the function again, delete the message",
+        )
+        self.alarm(
+            "ScheduledFailuresAge",
+            queue.metric_approximate_age_of_oldest_message(period=FIVE_MINUTES, statistic="Maximum"),
+            self.setting("failure_queue_age_alarm_s"),
+            "a failed scheduled run waits unhandled in its queue (kept 14 days)",
+        )
+        for id, handler in pipeline.handlers.items():
+            if id in pipeline.scheduled:
+                self.alarm(
+                    f"{id}DeadLetterErrors",
+                    handler.function.metric("DeadLetterErrors", statistic="Sum", period=FIVE_MINUTES),
+                    0,
+                    f"{id}: a failed run could not reach its dead-letter queue: it is lost; "
+                    "run the function by hand",
+                )
+        if "SqlSync" in pipeline.handlers:
+            # Emitted by every drain, a failed one included; no point at all means no drain ran to its
+            # end (PostgreSQL unreachable, the function failing): that breaches too.
+            self.alarm(
+                "OutboxAge",
+                service_metric("sql_sync", "OutboxAge", "Maximum"),
+                self.setting("outbox_age_alarm_s"),
+                "sql_sync: a PostgreSQL change waited too long in the outbox, or no drain ran: "
+                "SqlSync's errors, the database, `hybridsync status`",
+                missing=cloudwatch.TreatMissingData.BREACHING,
+            )
+            self.alarm(
+                "SqlSyncDeadLetters",
+                service_metric("sql_sync", deadletters.DEAD_LETTER_METRIC),
+                0,
+                "sql_sync dead-lettered an outbox row no write can apply: `hybridsync dead-letters "
+                "--source sql_sync`, fix the row, redrive",
+            )
+
+    def _api(self, api: Any) -> None:
+        http = api.api
+        self.alarm(
+            "Api5xx",
+            http.metric_server_error(period=FIVE_MINUTES, statistic="Sum"),
+            self.setting("api_5xx_alarm"),
+            "the API answered 5xx: the Api function's errors and throttles, the database",
+        )
+        self.alarm(
+            "ApiLatencyP99",
+            http.metric_latency(period=FIVE_MINUTES, statistic="p99"),
+            self.setting("api_latency_p99_alarm_ms"),
+            "the API's slowest 1% are slow: cold starts, the database (proxy borrow latency), "
+            "a hot partition",
+        )
+
+    def _database(self, database: Any) -> None:
+        if database.proxy is not None:
+            name = database.proxy.db_proxy_name
+
+            def proxy(metric: str, statistic: str, **dimensions: str) -> cloudwatch.Metric:
+                return cloudwatch.Metric(
+                    namespace="AWS/RDS",
+                    metric_name=metric,
+                    statistic=statistic,
+                    dimensions_map={"ProxyName": name, **dimensions},
+                    period=FIVE_MINUTES,
+                )
+
+            self.alarm(
+                "ProxyBorrowLatency",
+                proxy("DatabaseConnectionsBorrowLatency", "Average"),
+                self.setting("proxy_borrow_latency_alarm_ms") * 1000,  # the metric is in microseconds
+                "RDS Proxy waits for a database connection: the cluster is at its connection "
+                "limit or capacity (ACU)",
+            )
+            self.alarm(
+                "ProxyFailedAuth",
+                proxy("ClientConnectionsSetupFailedAuth", "Sum"),
+                0,
+                "functions failed to log in through RDS Proxy: the secret changed under them",
+            )
+            self.alarm(
+                "ProxyAvailability",
+                proxy("AvailabilityPercentage", "Minimum", TargetGroup="default"),
+                100,
+                "RDS Proxy could not reach the database",
+                comparison=LT,
+            )
+        if database.cluster is not None:
+            acu = cloudwatch.Metric(
+                namespace="AWS/RDS",
+                metric_name="ACUUtilization",
+                statistic="Maximum",
+                dimensions_map={"DBClusterIdentifier": database.cluster.cluster_identifier},
+                period=FIVE_MINUTES,
+            )
+            self.alarm(
+                "AuroraCapacity",
+                acu,
+                self.setting("acu_utilization_alarm_pct"),
+                "Aurora runs near its ACU cap: raise the maximum capacity or slow the writers",
+                periods=3,
+            )
+
+    def _tables(self, model: Model, data: Any) -> None:
+        """Throttles per table and per GSI (a throttled GSI throttles the table's writes)."""
+        for table in model.tables:
+            name = data.tables[table.name].table_name
+            places: list[tuple[str, dict[str, str]]] = [("", {})]
+            places += [(title(i.name), {"GlobalSecondaryIndexName": i.name}) for i in table.indexes]
+            for place, index in places:
+                for kind in ("Read", "Write"):
+                    metric = cloudwatch.Metric(
+                        namespace="AWS/DynamoDB",
+                        metric_name=f"{kind}ThrottleEvents",
+                        statistic="Sum",
+                        period=FIVE_MINUTES,
+                        dimensions_map={"TableName": name, **index},
+                    )
+                    where = (
+                        f"{table.name}'s index {index['GlobalSecondaryIndexName']}" if index else table.name
+                    )
+                    self.alarm(
+                        f"{title(table.name)}{place}{kind}Throttles",
+                        metric,
+                        0,
+                        f"DynamoDB throttled {kind.lower()}s of {where}: a hot key, or the on-demand "
+                        "ceiling (`hybridsync plan`)",
+                    )
+            errors = data.tables[table.name].metric_system_errors_for_operations(
+                operations=ENGINE_OPERATIONS, period=FIVE_MINUTES
+            )
+            self.alarm(
+                f"{title(table.name)}SystemErrors",
+                errors,
+                0,
+                f"DynamoDB answered 500 on {table.name}: the SDK retried; if it persists, AWS Health",
+            )
+
+    # --- the dashboard ------------------------------------------------------------------------
+
+    def _dashboard(
+        self, model: Model, data: Any, database: Any, pipeline: Any, api: Any
+    ) -> cloudwatch.Dashboard:
+        handlers: dict[str, HandlerFunction] = pipeline.handlers
+        consumers = pipeline.consumers.values()
+
+        def graph(
+            title: str, metrics: Sequence[cloudwatch.IMetric], width: int = 8
+        ) -> cloudwatch.GraphWidget:
+            return cloudwatch.GraphWidget(title=title, left=list(metrics), width=width, height=6)
+
+        def per_function(name: str, statistic: str) -> list[cloudwatch.IMetric]:
+            return [
+                h.function.metric(name, statistic=statistic, period=FIVE_MINUTES, label=id)
+                for id, h in handlers.items()
+            ]
+
+        mappings = [(c, t, m) for c in consumers for t, m in c.mappings]
+        tables = [(t, data.tables[t.name].table_name) for t in model.tables]
+        capacity = [
+            cloudwatch.Metric(
+                namespace="AWS/DynamoDB",
+                metric_name=f"Consumed{kind}CapacityUnits",
+                statistic="Sum",
+                period=FIVE_MINUTES,
+                label=f"{t.name}{'/' + i if i else ''} {kind.lower()}",
+                dimensions_map={"TableName": n, **({"GlobalSecondaryIndexName": i} if i else {})},
+            )
+            for t, n in tables
+            for i in ("", *(x.name for x in t.indexes))
+            for kind in ("Read", "Write")
+        ]
+        rows: list[list[cloudwatch.IWidget]] = [
+            [
+                cloudwatch.AlarmStatusWidget(
+                    title="Alarms", alarms=list(self.alarms.values()), width=24, height=4
+                )
+            ],
+            [
+                graph(
+                    "Lag per consumer (IteratorAge, ms)",
+                    [
+                        c.handler.function.metric(
+                            "IteratorAge", statistic="Maximum", label=c.name, period=Duration.minutes(1)
+                        )
+                        for c in consumers
+                    ],
+                ),
+                graph("Throughput (invocations)", per_function("Invocations", "Sum")),
+                graph(
+                    "Errors and throttles", per_function("Errors", "Sum") + per_function("Throttles", "Sum")
+                ),
+            ],
+            [
+                graph(
+                    "Failed batches per mapping",
+                    [
+                        mapping_metric(m, "OnFailureDestinationDeliveredEventCount").with_(
+                            label=f"{c.name} {t}"
+                        )
+                        for c, t, m in mappings
+                    ],
+                ),
+                graph(
+                    "Records per mapping (polled, filtered out, invoked)",
+                    [
+                        mapping_metric(m, k).with_(label=f"{c.name} {t} {k.removesuffix('EventCount')}")
+                        for c, t, m in mappings
+                        for k in ("PolledEventCount", "FilteredOutEventCount", "InvokedEventCount")
+                    ],
+                ),
+                graph(
+                    "Dead letters",
+                    [
+                        service_metric(f, deadletters.DEAD_LETTER_METRIC).with_(label=f)
+                        for f in [c.name for c in consumers] + (["sql_sync"] if "SqlSync" in handlers else [])
+                    ],
+                ),
+            ],
+            [
+                graph(
+                    "Outbox depth and age (s)",
+                    [
+                        service_metric("sql_sync", "OutboxDepth", "Maximum"),
+                        service_metric("sql_sync", "OutboxAge", "Maximum"),
+                    ],
+                ),
+                graph("Consumed capacity per table and GSI", capacity, width=16),
+            ],
+        ]
+        database_metrics: list[cloudwatch.IMetric] = []
+        if database.proxy is not None:
+            database_metrics += [
+                cloudwatch.Metric(
+                    namespace="AWS/RDS",
+                    metric_name=m,
+                    statistic="Maximum",
+                    period=FIVE_MINUTES,
+                    dimensions_map={"ProxyName": database.proxy.db_proxy_name},
+                )
+                for m in ("ClientConnections", "DatabaseConnections")
+            ]
+        if database.cluster is not None:
+            database_metrics.append(
+                cloudwatch.Metric(
+                    namespace="AWS/RDS",
+                    metric_name="ServerlessDatabaseCapacity",
+                    statistic="Maximum",
+                    period=FIVE_MINUTES,
+                    dimensions_map={"DBClusterIdentifier": database.cluster.cluster_identifier},
+                )
+            )
+        http = api.api
+        rows.append(
+            [
+                graph("Database connections and ACU", database_metrics),
+                graph(
+                    "API requests and 5xx",
+                    [http.metric_count(period=FIVE_MINUTES), http.metric_server_error(period=FIVE_MINUTES)],
+                ),
+                graph(
+                    "API latency (p50, p99, ms)",
+                    [http.metric_latency(period=FIVE_MINUTES, statistic=s) for s in ("p50", "p99")],
+                ),
+            ]
+        )
+        dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=rows)
+        url = (
+            f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}"
+            f"#dashboards:name={dashboard.dashboard_name}"
+        )
+        CfnOutput(self, "DashboardUrl", value=url)
+        return dashboard

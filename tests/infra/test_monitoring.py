@@ -1,0 +1,137 @@
+"""The monitoring the synthesized app ships (real `cdk synth`): every alarm reaches the topic, every
+function has its errors and throttles alarmed, every mapping its failed batches, every table and GSI
+its throttles; the dashboard shows each part; every function is a version behind its alias."""
+
+import json
+from collections import defaultdict
+
+import pytest
+
+from shop.model import MODEL
+from tests.conftest import load_template
+
+
+@pytest.fixture(scope="module")
+def monitoring(cloud_assembly):
+    return load_template(cloud_assembly, "monitoring")
+
+
+@pytest.fixture(scope="module")
+def pipeline(cloud_assembly):
+    return load_template(cloud_assembly, "pipeline")
+
+
+def of_type(template, kind):
+    return {k: r["Properties"] for k, r in template["Resources"].items() if r["Type"] == kind}
+
+
+def watched(alarm):
+    """What an alarm watches: its metric and the resource its dimensions name (an import's export)."""
+    dimensions = {d["Name"]: json.dumps(d["Value"]) for d in alarm.get("Dimensions", [])}
+    return alarm.get("MetricName") or "math", dimensions
+
+
+def test_every_alarm_has_an_action_and_every_function_its_alarms(monitoring, pipeline):
+    alarms = of_type(monitoring, "AWS::CloudWatch::Alarm")
+    (topic,) = of_type(monitoring, "AWS::SNS::Topic")
+    lacking = [
+        k
+        for k, a in alarms.items()
+        if a.get("AlarmActions") != [{"Ref": topic}] or a.get("OKActions") != [{"Ref": topic}]
+    ]
+    assert lacking == []
+    per_resource = defaultdict(set)  # the alarms per resource, as the operator reads them
+    for alarm in alarms.values():
+        metric, dimensions = watched(alarm)
+        for value in dimensions.values():
+            per_resource[value].add(metric)
+    functions = [
+        k for k in of_type(pipeline, "AWS::Lambda::Function") if not k.startswith(("Schema", "TimeSeries"))
+    ]
+    assert len(functions) == 8
+    for function in functions:
+        found = [metrics for resource, metrics in per_resource.items() if function in resource]
+        assert found and {"Errors", "Throttles"} <= set().union(*found), function
+    for consumer in ("WriteBack", "Aggregate"):
+        found = set().union(*[m for r, m in per_resource.items() if f"{consumer}Function" in r])
+        assert {"IteratorAge", "DestinationDeliveryFailures"} <= found
+    mappings = of_type(pipeline, "AWS::Lambda::EventSourceMapping")
+    for mapping in mappings:
+        assert "OnFailureDestinationDeliveredEventCount" in set().union(
+            *[m for r, m in per_resource.items() if mapping in r]
+        ), mapping
+    iterator = [a for a in alarms.values() if a.get("MetricName") == "IteratorAge"]
+    assert sorted({a["Threshold"] for a in iterator}) == [60_000, 300_000]  # a warning and a critical level
+
+
+def test_throttles_are_alarmed_per_table_and_per_index(monitoring):
+    alarms = of_type(monitoring, "AWS::CloudWatch::Alarm").values()
+    indexes = {
+        (d["Value"])
+        for a in alarms
+        if a.get("MetricName") == "WriteThrottleEvents"
+        for d in a["Dimensions"]
+        if d["Name"] == "GlobalSecondaryIndexName"
+    }
+    assert indexes == {i.name for t in MODEL.tables for i in t.indexes}
+    names = {a.get("MetricName") for a in alarms}
+    assert {
+        "5xx",
+        "Latency",
+        "DatabaseConnectionsBorrowLatency",
+        "ClientConnectionsSetupFailedAuth",
+        "AvailabilityPercentage",
+        "ACUUtilization",
+        "OutboxAge",
+        "ApproximateAgeOfOldestMessage",
+    } <= names
+
+
+def test_the_dashboard_shows_lag_failures_capacity_and_the_database(monitoring):
+    (dashboard,) = of_type(monitoring, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["DashboardBody"])
+    for shown in (
+        "IteratorAge",
+        "OnFailureDestinationDeliveredEventCount",
+        "DeadLetters",
+        "OutboxDepth",
+        "OutboxAge",
+        "ConsumedWriteCapacityUnits",
+        "GlobalSecondaryIndexName",
+        "DatabaseConnections",
+        "ServerlessDatabaseCapacity",
+        "5xx",
+        "Alarms",
+    ):
+        assert shown in body, shown
+    assert "DashboardUrl" in monitoring["Outputs"]
+
+
+def test_mappings_api_and_schedules_invoke_the_alias_and_sql_functions_wait_for_the_schema(
+    pipeline, cloud_assembly
+):
+    aliases = of_type(pipeline, "AWS::Lambda::Alias")
+    assert {a["Name"] for a in aliases.values()} == {"live"}
+    assert all(
+        "Fn::GetAtt" in json.dumps(a["FunctionVersion"]) for a in aliases.values()
+    )  # a published version
+    for mapping in of_type(pipeline, "AWS::Lambda::EventSourceMapping").values():
+        # `<function>:live`, CDK's spelling of the alias a mapping invokes
+        assert any(a in json.dumps(mapping["FunctionName"]) for a in aliases) and ":live" in json.dumps(
+            mapping
+        )
+    for rule in of_type(pipeline, "AWS::Events::Rule").values():
+        assert all(t["Arn"]["Ref"] in aliases for t in rule["Targets"])
+    api = load_template(cloud_assembly, "api")
+    (integration,) = of_type(api, "AWS::ApiGatewayV2::Integration").values()
+    assert "ApiLive" in json.dumps(integration["IntegrationUri"])
+    (stage,) = of_type(api, "AWS::ApiGatewayV2::Stage").values()
+    assert json.loads(stage["AccessLogSettings"]["Format"])["requestId"] == "$context.requestId"
+    schema = next(
+        k for k in of_type(pipeline, "AWS::CloudFormation::CustomResource") if k.startswith("Schema")
+    )
+    sql = [k for k, f in of_type(pipeline, "AWS::Lambda::Function").items() if "VpcConfig" in f]
+    waiting = [k for k in sql if schema in pipeline["Resources"][k].get("DependsOn", [])]
+    assert sorted(waiting) == sorted(k for k in sql if not k.startswith("Migrate"))
+    functions = of_type(pipeline, "AWS::Lambda::Function").values()
+    assert all(f.get("TracingConfig") == {"Mode": "Active"} for f in functions if "Layers" in f)

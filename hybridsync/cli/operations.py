@@ -8,6 +8,7 @@ import argparse
 import json
 import os
 import sys
+from pathlib import Path
 from typing import Any
 
 from hybridsync import config, db
@@ -284,12 +285,19 @@ def _dead_letters(args: argparse.Namespace) -> int:
 def add_failed_batches(cli: Commands) -> None:
     batches = cli.add(
         "failed-batches",
-        "list or redrive the stream batches a consumer gave up on (its on-failure queue)",
+        "list or redrive the stream batches a consumer gave up on (stored with their records in the "
+        "stack's failure bucket)",
         "hybridsync failed-batches redrive   (after `source .local/env`)",
         _failed_batches,
     )
     batches.add_argument("action", choices=["list", "redrive"])
-    batches.add_argument("--queue", action="append", help="queue URL (repeatable; default $FAILURE_QUEUES)")
+    batches.add_argument(
+        "--store",
+        action="append",
+        metavar="BUCKET|QUEUE_URL",
+        help="where the batches are (repeatable; default $FAILED_BATCHES_BUCKET, the stack's "
+        "FailedBatchesBucketName output); an SQS queue's URL for a destination of your own",
+    )
     batches.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
     common.deployed_option(batches)
 
@@ -301,31 +309,29 @@ def _failed_batches(args: argparse.Namespace) -> int:
     if args.deployed is not None and args.action == "redrive":
         answer = common.deployed(args, {"operation": "redrive", "what": "failed-batches"})
         print(f"redriven: {answer['batches']} batch(es), {answer['records']} record(s), {answer['applied']} "
-              f"changed something; {len(answer['left'])} left in the queue")  # fmt: skip
+              f"changed something; {len(answer['left'])} left where they are")  # fmt: skip
         for left in answer["left"]:
             print(f"  {left}")
         return 1 if answer["left"] else 0
-    queues = args.queue or [q for q in os.environ.get("FAILURE_QUEUES", "").split(",") if q]
-    if not queues:
+    places = args.store or [b for b in [os.environ.get("FAILED_BATCHES_BUCKET")] if b]
+    if not places:
         raise SystemExit(
-            "no failure queue: pass --queue URL (the stack's ...FailuresQueueUrl outputs) or "
-            "set FAILURE_QUEUES (e.g. `source .local/env`)"
+            "no failure bucket: pass --store BUCKET (the pipeline stack's FailedBatchesBucketName output) or "
+            "set FAILED_BATCHES_BUCKET (e.g. `source .local/env`)"
         )
-    sqs = aws.client("sqs")
+    stores = [failed.store_at(place, aws.client) for place in places]
     if args.action == "list":
-        batches = [b for url in queues for b in failed.pending(sqs, url, hold_s=1)]
+        batches = [b for store in stores for b in store.pending()]
         for b in batches:
-            print(
-                f"{b.at[:19]:19} {b.consumer or '?':10} {b.condition:24} {b.size:5} record(s) "
-                f"{b.shard} {b.first}..{b.last}"
-            )
+            kept = "records kept" if b.records is not None else "in the stream only"
+            print(f"{b.at[:19]:19} {b.consumer or '?':10} {b.condition:24} {b.size:5} record(s) "
+                  f"{b.shard} {b.first}..{b.last} ({kept})")  # fmt: skip
         print(f"{len(batches)} failed batch(es), {sum(b.size for b in batches)} record(s)")
         return 0
     engine = db.create_engine(common.database_url(args))
     done = failed.redrive(
-        sqs,
+        stores,
         aws.client("dynamodbstreams"),
-        queues,
         client=aws.client("dynamodb"),
         tables=common.tables(),
         engine=engine,
@@ -333,8 +339,52 @@ def _failed_batches(args: argparse.Namespace) -> int:
     )
     print(
         f"redriven: {done.batches} batch(es), {done.records} record(s), {done.applied} changed something "
-        f"(the rest were applied already); {len(done.left)} left in the queue"
+        f"(the rest were applied already); {len(done.left)} left where they are"
     )
     for batch, why in done.left:
         print(f"  {batch.consumer or '?'} {batch.shard} {batch.first}..{batch.last}: {why}")
     return 1 if done.left else 0
+
+
+def add_dashboard(cli: Commands) -> None:
+    dashboard = cli.add(
+        "dashboard",
+        "print the deployed dashboard's URL (lag, throughput, errors, failed batches, dead letters, the "
+        "outbox, capacity per table and GSI, the database) and the alarm topic",
+        "hybridsync dashboard --stack HybridSync-monitoring",
+        _dashboard,
+    )
+    dashboard.add_argument("--stack", help="the monitoring stack (default: <prefix>-monitoring, the prefix "
+                           "of cdk.json's context)")  # fmt: skip
+
+
+def _dashboard(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    from hybridsync import aws
+    from hybridsync.context import SETTINGS
+
+    stack = args.stack
+    if not stack:
+        root = config.project_root() or Path.cwd()
+        context = (
+            json.loads((root / "cdk.json").read_text()).get("context", {})
+            if (root / "cdk.json").is_file()
+            else {}
+        )
+        stack = f"{context.get('prefix') or SETTINGS['prefix'].default}-monitoring"
+    try:
+        described = aws.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
+    except (BotoCoreError, ClientError) as error:
+        raise SystemExit(
+            f"hybridsync dashboard: {stack}: {error} (deployed? the right account and region?)"
+        ) from None
+    outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+    url = next((v for k, v in outputs.items() if k.startswith("DashboardUrl")), None)
+    if url is None:
+        raise SystemExit(f"hybridsync dashboard: {stack} has no DashboardUrl output (a monitoring stack's)")
+    print(url)
+    topic = next((v for k, v in outputs.items() if k.startswith("AlarmTopicArn")), None)
+    if topic:
+        print(f"alarms go to {topic}")
+    return 0

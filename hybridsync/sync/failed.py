@@ -1,15 +1,20 @@
 """Failed batches: what an event source mapping gave up on, read back and redriven.
 
 When a batch still fails after the mapping's retries (or outlives its maximum record age), Lambda
-skips it and sends its metadata (an invocation record whose `DDBStreamBatchInfo` names the stream,
-shard, first and last sequence number; the platform writes it, locally `hybridsync.local.mappings`)
-to the consumer's on-failure queue; the records stay in the stream for 24 h. `pending`
-lists those messages, `redrive` reads each batch's records back from the stream (as the mapping
-delivered them: the consumer's filters applied), hands them to the consumer's library function
-and deletes the message only once they are applied. Both consumers apply a redriven batch exactly
-once in effect: the write-back by its version guards, the aggregation by its journaled ranges.
-A batch whose records the stream no longer holds is reported and left in the queue:
-`hybridsync reconcile --repair` is then the way back for the write-back.
+skips it and sends its invocation record (`DDBStreamBatchInfo` names the stream, shard, first and
+last sequence number; the platform writes it, locally `hybridsync.local.mappings`) to the mapping's
+on-failure destination. The stack's is an S3 bucket: Lambda stores the whole invocation record
+there, the batch's records included (`payload`), under `aws/lambda/<mapping>/<shard>/...` (Lambda
+developer guide, "Retain discarded records"), kept until the bucket's lifecycle expires it, long
+after the stream (24 h) forgot them. An SQS destination gets the metadata alone: its batches are read
+back from the stream, while it still holds them.
+
+`BucketStore` / `QueueStore` list what is stored; `redrive` hands each batch's records to the
+consumer's library function (as the mapping delivered them: its filters applied) and removes the
+batch only once they are applied. Both consumers apply a redriven batch exactly once in effect: the
+write-back by its version guards, the aggregation by its journaled ranges. A queued batch whose
+records the stream no longer holds is reported and left: `hybridsync reconcile --repair` is then the
+way back for the write-back.
 """
 
 from __future__ import annotations
@@ -17,7 +22,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import sqlalchemy as sa
 
@@ -29,6 +34,7 @@ from hybridsync.sync import aggregate, writeback
 # A queue or function named after its consumer's construct (`WriteBackFailures`, `Aggregate...`).
 CONSUMERS = {"WriteBack": writeback.SOURCE, "Aggregate": aggregate.SOURCE}
 HOLD_S = 120  # a received message stays invisible this long: one redrive at a time per batch
+PREFIX = "aws/lambda/"  # where Lambda puts a stream mapping's failed batches in an S3 destination
 
 
 class Gone(Exception):
@@ -37,8 +43,8 @@ class Gone(Exception):
 
 @dataclass(frozen=True)
 class FailedBatch:
-    queue_url: str
-    message_id: str
+    place: str  # the queue's URL, or s3://bucket
+    message_id: str  # the message's id, or the object's key
     receipt: str = field(repr=False)
     consumer: str | None  # write_back, aggregate, or None when the names tell nothing
     condition: str  # RetryAttemptsExhausted, EventAgeExceeded, ...
@@ -49,17 +55,18 @@ class FailedBatch:
     first: str  # sequence numbers as the stream spells them (21 digits, zero-padded)
     last: str
     size: int
+    records: list[dict[str, Any]] | None = field(default=None, repr=False)  # stored with it (S3)
 
     @classmethod
-    def parse(cls, queue_url: str, message: dict[str, Any]) -> FailedBatch:
-        body = json.loads(message["Body"])
+    def parse(cls, place: str, ident: str, receipt: str, body: dict[str, Any]) -> FailedBatch:
+        """From an invocation record (recorded: on_failure_sqs_function_error, ..._s3_...)."""
         info, context = body["DDBStreamBatchInfo"], body.get("requestContext", {})
-        names = f"{queue_url} {context.get('functionArn', '')}"
+        names = f"{place} {context.get('functionArn', '')}"
         consumer = next((source for name, source in CONSUMERS.items() if name in names), None)
         return cls(
-            queue_url,
-            message["MessageId"],
-            message["ReceiptHandle"],
+            place,
+            ident,
+            receipt,
             consumer,
             context.get("condition", "?"),
             int(context.get("approximateInvokeCount", 0)),
@@ -69,20 +76,74 @@ class FailedBatch:
             info["startSequenceNumber"],
             info["endSequenceNumber"],
             int(info["batchSize"]),
+            (body.get("payload") or {}).get("Records"),
         )
 
 
-def pending(sqs: Any, queue_url: str, *, hold_s: int = HOLD_S) -> list[FailedBatch]:
-    """Every failed batch in the queue; each is hidden from other readers for `hold_s` (SQS has no
-    way to look without receiving), then visible again unless it was redriven."""
-    batches: list[FailedBatch] = []
-    while True:
-        got = sqs.receive_message(
-            QueueUrl=queue_url, MaxNumberOfMessages=10, VisibilityTimeout=hold_s, WaitTimeSeconds=0
+class Store(Protocol):
+    """Where a mapping's failed batches are kept."""
+
+    def pending(self) -> list[FailedBatch]: ...
+    def remove(self, batch: FailedBatch) -> None: ...  # redriven: gone for good
+    def release(self, batch: FailedBatch) -> None: ...  # not redriven: visible again at once
+
+
+@dataclass
+class BucketStore:
+    """The stack's failure bucket: one object per failed batch, its records included."""
+
+    s3: Any
+    bucket: str
+
+    def pending(self) -> list[FailedBatch]:
+        batches = []
+        for page in self.s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=PREFIX):
+            for entry in page.get("Contents", []):
+                body = json.loads(self.s3.get_object(Bucket=self.bucket, Key=entry["Key"])["Body"].read())
+                batches.append(FailedBatch.parse(f"s3://{self.bucket}", entry["Key"], "", body))
+        return sorted(batches, key=lambda b: (b.at, b.message_id))
+
+    def remove(self, batch: FailedBatch) -> None:
+        self.s3.delete_object(Bucket=self.bucket, Key=batch.message_id)
+
+    def release(self, batch: FailedBatch) -> None:
+        pass  # an object is there for every reader until removed
+
+
+@dataclass
+class QueueStore:
+    """An SQS on-failure queue: the batches' metadata; each received one is hidden from other readers
+    for `hold_s` (SQS has no way to look without receiving), then visible again unless redriven."""
+
+    sqs: Any
+    url: str
+    hold_s: int = HOLD_S
+
+    def pending(self) -> list[FailedBatch]:
+        batches: list[FailedBatch] = []
+        while True:
+            got = self.sqs.receive_message(
+                QueueUrl=self.url, MaxNumberOfMessages=10, VisibilityTimeout=self.hold_s, WaitTimeSeconds=0
+            )
+            if not got.get("Messages"):
+                return batches
+            batches += [FailedBatch.parse(self.url, m["MessageId"], m["ReceiptHandle"], json.loads(m["Body"]))
+                        for m in got["Messages"]]  # fmt: skip
+
+    def remove(self, batch: FailedBatch) -> None:
+        self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=batch.receipt)
+
+    def release(self, batch: FailedBatch) -> None:
+        self.sqs.change_message_visibility(
+            QueueUrl=self.url, ReceiptHandle=batch.receipt, VisibilityTimeout=0
         )
-        if not got.get("Messages"):
-            return batches
-        batches += [FailedBatch.parse(queue_url, m) for m in got["Messages"]]
+
+
+def store_at(place: str, aws: Callable[[str], Any]) -> Store:
+    """`s3://bucket` or a bucket's name -> its BucketStore; a queue URL -> its QueueStore."""
+    if place.startswith(("http://", "https://")):
+        return QueueStore(aws("sqs"), place)
+    return BucketStore(aws("s3"), place.removeprefix("s3://"))
 
 
 def stream_records(streams: Any, batch: FailedBatch) -> list[dict[str, Any]]:
@@ -146,9 +207,8 @@ def apply(
 
 
 def redrive(
-    sqs: Any,
+    places: list[Store],
     streams: Any,
-    queue_urls: list[str],
     *,
     client: Any,
     tables: Mapping[str, str],
@@ -156,15 +216,16 @@ def redrive(
     model: Model,
     progress: Callable[[FailedBatch], None] | None = None,
 ) -> Redriven:
-    """Redrive every failed batch of the queues; a batch leaves its queue only once applied."""
+    """Redrive every failed batch of the stores; a batch leaves its store only once applied: with
+    the records stored beside it, or else read back from the stream."""
     done = Redriven()
-    for url in queue_urls:
-        for batch in pending(sqs, url):
+    for store in places:
+        for batch in store.pending():
             if batch.consumer is None:
                 done.left.append((batch, "no consumer is named in the queue or function name"))
                 continue
             try:
-                records = stream_records(streams, batch)
+                records = batch.records if batch.records is not None else stream_records(streams, batch)
                 done.applied += apply(
                     batch, records, client=client, tables=tables, engine=engine, model=model
                 )
@@ -173,9 +234,9 @@ def redrive(
                 continue
             except Exception as error:  # left in the queue, with the reason, to retry
                 done.left.append((batch, f"{type(error).__name__}: {error}"))
-                sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=batch.receipt, VisibilityTimeout=0)
+                store.release(batch)
                 continue
-            sqs.delete_message(QueueUrl=url, ReceiptHandle=batch.receipt)
+            store.remove(batch)
             done.batches += 1
             done.records += len(records)
             if progress:

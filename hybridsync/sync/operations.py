@@ -77,11 +77,10 @@ def _redrive(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     if event.get("what") == "failed-batches":
         from hybridsync.sync import failed
 
-        queues = [q for q in os.environ.get("FAILURE_QUEUES", "").split(",") if q]
+        bucket = os.environ["FAILED_BATCHES_BUCKET"]
         done = failed.redrive(
-            services.aws("sqs"),
+            [failed.BucketStore(services.aws("s3"), bucket)],
             services.aws("dynamodbstreams"),
-            queues,
             client=services.client,
             tables=services.tables,
             engine=services.engine,

@@ -408,17 +408,20 @@ def test_a_failed_batch_redriven_later_is_applied_once(stack, dynamodb, agg, tar
         sqs.send_message(QueueUrl=url, MessageBody=json.dumps(info))
 
     fail(given_up), fail(applied)
-    listed = failed.pending(sqs, url, hold_s=1)
+    listed = failed.QueueStore(sqs, url, hold_s=1).pending()
     assert sorted(b.size for b in listed) == [1, 2] and {b.consumer for b in listed} == {"aggregate"}
     time.sleep(1.2)  # visible again
-    done = failed.redrive(sqs, streams, [url], client=agg, tables={"main": out}, engine=engine, model=MODEL)
+    queue = [
+        failed.QueueStore(sqs, url)
+    ]  # a destination of SQS: the batches' metadata, read back from the stream
+    done = failed.redrive(queue, streams, client=agg, tables={"main": out}, engine=engine, model=MODEL)
     assert (done.batches, done.records, done.left) == (2, 3, [])
     assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
     fail(given_up)
-    again = failed.redrive(sqs, streams, [url], client=agg, tables={"main": out}, engine=engine, model=MODEL)
+    again = failed.redrive(queue, streams, client=agg, tables={"main": out}, engine=engine, model=MODEL)
     assert (again.batches, again.applied) == (1, 0)
     assert stored(agg, out, shop.tag, shop) == recount(dynamodb, table, shop.tag)
-    assert failed.pending(sqs, url) == []
+    assert queue[0].pending() == []
 
 
 def test_a_poison_record_inside_a_journaled_range_still_gets_its_dead_letter_on_redrive(

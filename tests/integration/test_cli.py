@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+import uuid
 
 import pytest
 
@@ -98,36 +99,39 @@ def test_dead_letters_list_and_redrive(env, engine, workload, stream, capsys):
 
 
 def test_failed_batches_list_and_redrive(env, engine, workload, stream, stack, monkeypatch, capsys):
-    """A write-back batch the mapping gave up on while PostgreSQL was away: listed, then redriven
-    from the stream into PostgreSQL; what the queue named nothing about stays, with the reason."""
+    """A write-back batch the mapping gave up on while PostgreSQL was away, stored with its records in
+    the failure bucket as Lambda stores it: listed, then redriven into PostgreSQL; a queue's batch
+    whose names tell no consumer stays, with the reason."""
     oid = workload.id("o")
     workload.order(oid)
     workload.order(oid, Status="SHIPPED")
     records = stream.read()
-    sqs = stack.client("sqs")
-    urls = [
-        sqs.create_queue(QueueName=f"{workload.prefix}-{name}")["QueueUrl"]
-        for name in ("WriteBackFailures", "Q")
-    ]
-    for url in urls:
-        info = failure_record(records, stream_arn=stream.stream_arn, shard=stream.shard, function_arn="f",
-                                 condition="RetryAttemptsExhausted", invokes=11)  # fmt: skip
-        sqs.send_message(QueueUrl=url, MessageBody=json.dumps(info))
-    with pytest.raises(SystemExit, match="no failure queue"):
+    info = failure_record(records, stream_arn=stream.stream_arn, shard=stream.shard, invokes=11,
+                          function_arn="arn:aws:lambda:us-east-1:1:function:x-WriteBackFunction-1:live",
+                          condition="RetryAttemptsExhausted")  # fmt: skip
+    s3, sqs = stack.client("s3"), stack.client("sqs")
+    bucket = f"{workload.prefix.lower()}-failedbatches"
+    s3.create_bucket(Bucket=bucket)
+    key = f"aws/lambda/{uuid.uuid4()}/{stream.shard}/2026/11/26/2026-11-26T10.00.00-{uuid.uuid4()}"
+    s3.put_object(Bucket=bucket, Key=key, Body=json.dumps(info | {"payload": {"Records": records}}))
+    queue = sqs.create_queue(QueueName=f"{workload.prefix}-Q")["QueueUrl"]
+    sqs.send_message(QueueUrl=queue, MessageBody=json.dumps(info | {"requestContext": {}}))
+    with pytest.raises(SystemExit, match="no failure bucket"):
         cli.main(["failed-batches", "list"])
-    monkeypatch.setenv("FAILURE_QUEUES", ",".join(urls))
+    monkeypatch.setenv("FAILED_BATCHES_BUCKET", bucket)
     assert cli.main(["failed-batches", "list"]) == 0
     out = capsys.readouterr().out
+    assert "write_back" in out and "RetryAttemptsExhausted" in out and "records kept" in out
+    assert "1 failed batch(es), 2 record(s)" in out
     assert (
-        "write_back" in out and "RetryAttemptsExhausted" in out and "2 failed batch(es), 4 record(s)" in out
-    )
-    time.sleep(1.1)  # listing hid them for a second
-    assert cli.main(["failed-batches", "redrive"]) == 1  # the unnamed queue's batch stays
+        cli.main(["failed-batches", "redrive", "--store", bucket, "--store", queue]) == 1
+    )  # the queue's stays
     out = capsys.readouterr().out
     assert "redriven: 1 batch(es), 2 record(s)" in out and "no consumer is named" in out
     with engine.connect() as conn:
         status = conn.exec_driver_sql("SELECT status FROM orders WHERE order_id = %s", (oid,)).scalar_one()
     assert status == "SHIPPED"
+    assert s3.list_objects_v2(Bucket=bucket).get("KeyCount") == 0  # redriven: removed
 
 
 def test_top_reads_any_ranked_aggregate_and_validates(env, capsys):

@@ -142,12 +142,15 @@ def test_records_past_the_retention_are_trimmed_for_readers_and_the_api(table):
         server.close()
 
 
-def test_a_write_back_behind_the_retention_loses_records_to_the_failure_queue_and_repair_restores(
+def test_a_failed_batch_outlives_the_stream_and_is_redriven_once_from_its_stored_records(
     cloud_assembly, stack, tmp_path
 ):
-    """Every delivery fails until the records are older than the stream's 3 s retention: they go to
-    the failure queue (RecordAgeExceeded), the redrive finds them gone, reconcile --repair lands them."""
-    url, stop = local.start_postgres(tmp_path / "pg")  # its own: repair compares whole tables
+    """Every delivery fails until the records are older than the stream's 3 s retention: the batch goes
+    to the failure bucket with its records, as Lambda stores an invocation record in an S3 destination
+    (`aws/lambda/<mapping UUID>/<shard>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<uuid>`, Lambda developer guide,
+    "Retain discarded batch records"; recorded: on_failure_s3_function_error). Once the stream has
+    trimmed them, the redrive applies them from the stored payload, exactly once."""
+    url, stop = local.start_postgres(tmp_path / "pg")  # its own: reconcile compares whole tables
     migrations.upgrade(url, "head")
     engine = db.create_engine(url)
     assembly = Assembly.load(cloud_assembly)
@@ -166,17 +169,30 @@ def test_a_write_back_behind_the_retention_loses_records_to_the_failure_queue_an
         while app.mapping_stats[write_back].sent_to_failure_queue == 0 and time.monotonic() < deadline:
             time.sleep(0.25)
         assert app.mapping_stats[write_back].sent_to_failure_queue >= 1
-        time.sleep(1.5)  # trimmed from the stream by now
-        queues = [url for name, url in app.queues.items() if "WriteBack" in name]
+        time.sleep(3.5)  # trimmed from the stream by now
+        s3 = aws.client("s3", stack.services_endpoint)
+        bucket = app.failure_environment()["FAILED_BATCHES_BUCKET"]
+        keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket, Prefix="aws/lambda/")["Contents"]]
+        mapping_id = app.lambda_api.uuid_of(write_back)  # type: ignore[union-attr]
+        day, at = r"\d{4}/\d\d/\d\d", r"\d{4}-\d\d-\d\dT\d\d\.\d\d\.\d\d"
+        pattern = rf"aws/lambda/{mapping_id}/[^/]+/{day}/{at}-[0-9a-f-]{{36}}"
+        assert any(re.fullmatch(pattern, key) for key in keys), keys
         streams = aws.client("dynamodbstreams", app.streams_server.endpoint)  # type: ignore[union-attr]
-        sqs = aws.client("sqs", stack.services_endpoint)
-        done = failed.redrive(sqs, streams, queues, client=app.client, tables=app.table_names, engine=engine,
+        store = failed.BucketStore(s3, bucket)
+        (batch,) = [b for b in store.pending() if b.consumer == "write_back"]
+        assert batch.records and order_id in str(batch.records[0]["dynamodb"]["Keys"])
+        with pytest.raises(failed.Gone):  # the stream alone could not redrive it any more
+            failed.stream_records(streams, batch)
+        assert order_id in str(
+            reconcile.reconcile(app.client, app.table_names, engine, MODEL)["Order"].missing
+        )
+        done = failed.redrive([store], streams, client=app.client, tables=app.table_names, engine=engine,
                               model=MODEL)  # fmt: skip
-        assert done.batches == 0 and done.left and all("no longer holds" in why for _, why in done.left)
-        drift = reconcile.reconcile(app.client, app.table_names, engine, MODEL)["Order"]
-        assert order_id in str(drift.missing)
-        reconcile.reconcile(app.client, app.table_names, engine, MODEL, repair=True)
+        assert done.left == [] and done.batches >= 1 and done.applied >= 1
         assert reconcile.reconcile(app.client, app.table_names, engine, MODEL)["Order"].total == 0
+        again = failed.redrive([store], streams, client=app.client, tables=app.table_names, engine=engine,
+                               model=MODEL)  # fmt: skip
+        assert again.batches == 0 and store.pending() == []  # removed once applied: redriven once
     finally:
         app.stop()
         engine.dispose()

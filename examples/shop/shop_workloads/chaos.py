@@ -529,14 +529,13 @@ def run(
     caught_up = workloads.wait_caught_up(
         lambda: (app.status() or {}).get("mappings"), engine, timeout_s=300, pause_s=2
     )
-    queues = [q for q in names.get("FAILURE_QUEUES", "").split(",") if q]
-    sqs, streams = (
-        aws.client("sqs", services, aws.LOCAL_REGION),
-        aws.client("dynamodbstreams", endpoint, aws.LOCAL_REGION),
-    )
+    stores = [
+        failed.BucketStore(aws.client("s3", services, aws.LOCAL_REGION), names["FAILED_BATCHES_BUCKET"])
+    ]
+    streams = aws.client("dynamodbstreams", endpoint, aws.LOCAL_REGION)
     tables = {t.name: names[f"TABLE_{t.name.upper()}"] for t in MODEL.tables}
-    redriven = failed.redrive(sqs, streams, queues, client=client, tables=tables, engine=engine, model=MODEL)
-    left = sum(len(failed.pending(sqs, q, hold_s=1)) for q in queues)
+    redriven = failed.redrive(stores, streams, client=client, tables=tables, engine=engine, model=MODEL)
+    left = sum(len(store.pending()) for store in stores)
     probes.arrived()
     lives.append((app.status(fresh_s=30) or {}).get("faults_injected", {}))
     injected = faults.injected(state, dict(sum((Counter(life) for life in lives), Counter())))

@@ -17,7 +17,8 @@ COMMANDS = (
     schema.add_migrations, adopt.add_load, adopt.add_aggregates, adopt.add_jobs,
     operations.add_reconcile, operations.add_reindex, reads.add_distinct_keys,
     costs.add_cost, operations.add_timeseries, operations.add_dead_letters,
-    operations.add_failed_batches, reads.add_top, reads.add_model, reads.add_openapi,
+    operations.add_failed_batches, operations.add_dashboard, reads.add_top, reads.add_model,
+    reads.add_openapi,
 )  # fmt: skip
 
 

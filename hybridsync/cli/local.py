@@ -108,6 +108,13 @@ def add_up(cli: Commands) -> None:
         help="trim stream records older than S seconds (AWS: 24 hours); readers behind it lose records",
     )
     up.add_argument(
+        "--alarm-period",
+        type=common.positive(int),
+        metavar="S",
+        help="evaluate every alarm over periods of S seconds instead of its own (5 minutes, 1 minute): "
+        "see one go to ALARM and back to OK in seconds",
+    )
+    up.add_argument(
         "--pg-max-connections",
         type=common.positive(int),
         metavar="N",
@@ -142,6 +149,7 @@ def _up(args: argparse.Namespace) -> int:
             shard_lifetime_s=args.shard_lifetime,
             shard_records=args.shard_records,
             retention_s=args.retention,
+            alarm_period_s=args.alarm_period,
         )
         stop = threading.Event()
         drainer = app.outbox_drainer(stop)
@@ -154,7 +162,7 @@ def _up(args: argparse.Namespace) -> int:
             stack.table_names = dict(app.table_names)
             stack.bucket_names = {c.removesuffix("Bucket").lower(): name for c, name in app.buckets.items()}
             env_file = state / "env"
-            env = stack.environment() | {"FAILURE_QUEUES": ",".join(app.queues.values())}
+            env = stack.environment() | app.failure_environment()
             if app.streams_server is not None:
                 env["DYNAMODB_STREAMS_ENDPOINT"] = app.streams_server.endpoint
             env |= app.operator_environment()
@@ -291,9 +299,13 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
     if app.lambda_api is not None:
         print(f"  Lambda API {app.lambda_api.endpoint}  (invoke, pause a mapping: what `--deployed` calls)")
     for name in app.queues:
-        print(f"  queue      {name} (failed batches)")
+        print(f"  queue      {name} (scheduled runs that failed past their retries)")
     for name in app.buckets.values():
-        print(f"  bucket     {name} (S3 on moto server, AWS_ENDPOINT)")
+        kept = " (failed batches, records included: `hybridsync failed-batches`)"
+        print(f"  bucket     {name}{kept if name == app.failed_batches_bucket else ''} (S3 on moto server)")
+    if app.alarms is not None:
+        print(f"  alarms     {len(app.alarms.alarms)} evaluated locally: `hybridsync status`; "
+              f"notifications in {app.state_dir / 'notifications'}/")  # fmt: skip
     if app.custom_resources:
         print(f"  deploy     ran {', '.join(app.custom_resources)} (custom resources, as a deploy does)")
     from hybridsync import timeseries
@@ -345,6 +357,15 @@ def _status(args: argparse.Namespace) -> int:
         print(f"{name:<26} {f['invocations']:>11} {f['errors']:>7} {f['cold_starts']:>5}  {error}")
     for name, count in status["failure_queues"].items():
         print(f"queue {name}: {count} message(s)")
+    if status.get("failed_batches"):
+        print(f"failed batches stored: {status['failed_batches']} (`hybridsync failed-batches list`)")
+    alarms = status.get("alarms") or {}
+    firing = {name: a for name, a in alarms.items() if a["state"] == "ALARM"}
+    unmeasured = sum(1 for a in alarms.values() if a["reason"].startswith("not evaluated locally"))
+    print(f"alarms: {len(firing)} in ALARM, {sum(a['state'] == 'OK' for a in alarms.values())} OK, "
+          f"{unmeasured} not measured locally (DynamoDB, RDS Proxy, Aurora metrics)")  # fmt: skip
+    for name, alarm in firing.items():
+        print(f"  ALARM {name}: {alarm['reason']}")
     if drained := status.get("outbox"):
         print(
             f"outbox: {drained['depth']} waiting (oldest {drained['oldest_age_s']:.1f}s); since start "

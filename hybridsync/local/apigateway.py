@@ -11,6 +11,7 @@ import base64
 import json
 import logging
 import re
+import time
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -114,14 +115,21 @@ def response_of(answer: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     return int(answer["statusCode"]), headers, data
 
 
-def serve(routes: list[Route], port: int, failed: type[Exception]) -> ThreadingHTTPServer:
+def serve(
+    routes: list[Route],
+    port: int,
+    failed: type[Exception],
+    access_log: Callable[[dict[str, Any]], None] = lambda entry: None,
+) -> ThreadingHTTPServer:
     """An HTTP server on 127.0.0.1 for these routes (serve_forever it); a function that fails
-    (`failed` raised) answers 500 as API Gateway does."""
+    (`failed` raised) answers 500 as API Gateway does. Each answer is an `access_log` entry, the
+    fields of the stage's JSON access log (request id, route, status, latency)."""
 
     class Handler(BaseHTTPRequestHandler):
         def _serve(self) -> None:
             """Every request gets an answer in API Gateway's shape ({"message": ...}), whatever it
             holds: no route (any method, `FOO` too) 404, a malformed one 400, a failure 500."""
+            self.started, self.request_id, self.route_key = time.monotonic(), str(uuid.uuid4()), "-"
             try:
                 target = self.path.encode("latin-1").decode()  # http.server reads the line as Latin-1
                 length = int(self.headers.get("content-length") or 0)
@@ -137,10 +145,12 @@ def serve(routes: list[Route], port: int, failed: type[Exception]) -> ThreadingH
             if found is None:
                 return self._answer(404, JSON, b'{"message":"Not Found"}')
             route, parameters = found
+            self.route_key = route.key
             try:
                 event = http_event(self.command, target, list(self.headers.items()), body,
                                    route_key=route.key, parameters=parameters,
                                    source_ip=self.client_address[0])  # fmt: skip
+                event["requestContext"]["requestId"] = self.request_id
                 self._answer(*response_of(route.invoke(event)))
             except failed:
                 self._answer(500, JSON, b'{"message":"Internal Server Error"}')
@@ -160,12 +170,26 @@ def serve(routes: list[Route], port: int, failed: type[Exception]) -> ThreadingH
             self._answer(code, JSON, body)
 
         def _answer(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+            request_id = getattr(self, "request_id", None) or str(uuid.uuid4())
             self.send_response(status)
+            self.send_header("apigw-requestid", request_id)
             for name, value in headers:
                 self.send_header(name, value)
             self.send_header("content-length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+            started = getattr(self, "started", time.monotonic())
+            access_log(
+                {
+                    "requestId": request_id,
+                    "ip": self.client_address[0],
+                    "httpMethod": self.command,
+                    "routeKey": getattr(self, "route_key", "-"),
+                    "status": status,
+                    "responseLength": len(data),
+                    "responseLatency": round((time.monotonic() - started) * 1000),
+                }
+            )
 
         do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
 

@@ -18,6 +18,7 @@ from typing import Any
 
 from hybridsync import aws, filters
 from hybridsync.local import apigateway, create_table, iam, mappings
+from hybridsync.local.alarms import Alarm, Alarms, Metrics
 from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
 from hybridsync.local.lambda_api import LambdaApi, Switch
@@ -42,6 +43,7 @@ STREAM_READ = (
     "DescribeStream",
     "ListStreams",
 )  # what a stream mapping needs
+ASYNC_RETRIES = 2  # Lambda's default for asynchronous invocations (MaximumRetryAttempts)
 RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 
 
@@ -94,6 +96,7 @@ class LocalApp:
         shard_lifetime_s: float | None = None,
         shard_records: int | None = None,
         retention_s: float | None = None,
+        alarm_period_s: int | None = None,
     ):
         self.assembly, self.state_dir, self.prefix, self.region = assembly, state_dir, prefix, region
         self.iam = iam  # each function's calls checked against its role (local/iam.py)
@@ -134,6 +137,12 @@ class LocalApp:
         self.http: ThreadingHTTPServer | None = None
         self.faults = Faults(faults) if faults and faults.active else None  # on stream deliveries
         self.outbox: Any = None  # the local outbox drainer's figures, once it is made
+        self.metrics = Metrics()  # what CloudWatch would hold (local/alarms.py)
+        self.alarms: Alarms | None = None
+        if alarm_period_s is not None and alarm_period_s < 1:
+            raise ValueError("the alarm period must be at least 1 s")
+        self.alarm_period_s = alarm_period_s
+        self.failed_batches_bucket: str | None = None  # the stream mappings' on-failure bucket
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._logs: list[Any] = []
@@ -169,6 +178,16 @@ class LocalApp:
                 Ref=function.construct,
                 Arn=f"arn:aws:lambda:{self.region}:{ACCOUNT}:function:{function.construct}",
             )
+        for alias in a.resources("AWS::Lambda::Alias"):  # Ref: the alias's ARN, `<function ARN>:live`
+            function = a.resolve(alias.stack, alias.properties["FunctionName"])
+            qualified = (
+                f"arn:aws:lambda:{self.region}:{ACCOUNT}:function:{function}:{alias.properties['Name']}"
+            )
+            a.set(alias, Ref=qualified, Arn=qualified)
+        for api in a.resources("AWS::ApiGatewayV2::Api"):
+            a.set(api, Ref=api.logical_id)
+        for topic in a.resources("AWS::SNS::Topic"):
+            a.set(topic, Ref=f"arn:aws:sns:{self.region}:{ACCOUNT}:{self.prefix}-{topic.construct}")
 
     def python_functions(self) -> list[Resource]:
         """The app's own functions: Python handlers shipped as assets (not CDK's framework ones)."""
@@ -222,6 +241,17 @@ class LocalApp:
             "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "false"),
         }
 
+    def failed_batches_stored(self) -> int:
+        """The failed batches the mappings stored in the failure bucket (not redriven yet)."""
+        if not self.failed_batches_bucket:
+            return 0
+        s3 = aws.client("s3", self.services_endpoint, self.region)
+        return s3.list_objects_v2(Bucket=self.failed_batches_bucket, Prefix="aws/lambda/").get("KeyCount", 0)
+
+    def failure_environment(self) -> dict[str, str]:
+        """Where `hybridsync failed-batches` finds the mappings' failed batches."""
+        return {"FAILED_BATCHES_BUCKET": self.failed_batches_bucket} if self.failed_batches_bucket else {}
+
     def operator_environment(self) -> dict[str, str]:
         """What the operators' commands need to reach the app as they reach a deployed stack: its
         Lambda API, and the functions the stack outputs name (operations, aggregate)."""
@@ -256,8 +286,16 @@ class LocalApp:
                 timeout_s=float(function.properties.get("Timeout", 3)),
                 memory_mb=int(function.properties.get("MemorySize", 128)),
                 log=log_file,
+                reserved=None
+                if (r := function.properties.get("ReservedConcurrentExecutions")) is None
+                else int(r),
+                metric=self._lambda_metric(function.construct),
             )
         return self.functions
+
+    def _lambda_metric(self, function: str) -> Any:
+        """What Lambda counts of a function, into the local metrics (dimension FunctionName)."""
+        return lambda name, value: self.metrics.put("AWS/Lambda", name, {"FunctionName": function}, value)
 
     def function(self, name: str) -> LocalFunction:
         """By construct id, any case, with or without underscores (`write_back` = `WriteBack`)."""
@@ -278,6 +316,7 @@ class LocalApp:
         if mappings:
             self._create_mappings()  # refused before anything runs, as a deploy would fail
         self.custom_resources = self._run_custom_resources()
+        self._start_alarms()
         for poller in self.pollers:  # every poller registered first: each shard's reader starts early enough
             self._spawn(poller.run, self._stop, name=f"poller-{poller.settings.name}")
         # the app's Streams API (its shards, or DynamoDB Local's with the platform's marks), for
@@ -348,19 +387,89 @@ class LocalApp:
 
     def _create_queues(self) -> None:
         sqs = aws.client("sqs", self.services_endpoint, self.region)
+        arns = {}
         for queue in self.assembly.resources("AWS::SQS::Queue"):
             name = self.assembly.resolve(queue.stack, {"Fn::GetAtt": [queue.logical_id, "QueueName"]})
             url = sqs.create_queue(QueueName=name)["QueueUrl"]
             self.assembly.set(queue, Ref=url)
             self.queues[name] = url
+            arns[self.assembly.resolve(queue.stack, {"Fn::GetAtt": [queue.logical_id, "Arn"]})] = url
         self._sqs = sqs
+        self.dead_letter_queues = {  # function -> the queue its failed asynchronous events go to
+            f.construct: arns[target]
+            for f in self.python_functions()
+            if (
+                target := self.assembly.resolve(f.stack, f.properties.get("DeadLetterConfig", {})).get(
+                    "TargetArn"
+                )
+            )
+        }
 
-    def _destination(self, arn: str | None) -> Any:
+    # --- alarms (local/alarms.py) ---------------------------------------------------------------
+
+    def _start_alarms(self) -> None:
+        """Every synthesized alarm, evaluated each second on what the app emits."""
+        found = []
+        for resource in self.assembly.resources("AWS::CloudWatch::Alarm"):
+            properties = self.assembly.resolve(resource.stack, resource.properties)
+            found.append(Alarm.from_properties(f"{self.prefix}-{resource.construct}", properties))
+        self.alarms = Alarms(found, self.metrics, self.state_dir / "notifications", region=self.region,
+                             account=ACCOUNT, period_s=self.alarm_period_s)  # fmt: skip
+        self.alarms.evaluate()  # every alarm has a state before the app serves
+        self._spawn(self._watch, name="alarms")
+
+    def _watch(self) -> None:
+        logs = self.state_dir / "logs"
+        dead_lettered = 0
+        while not self._stop.wait(1.0):
+            try:
+                for function in self.functions:
+                    self.metrics.tail(logs / f"{function}.log")
+                for name, url in self.queues.items():
+                    # CloudWatch's ApproximateNumberOfMessagesVisible is the API's ApproximateNumberOfMessages
+                    visible = "ApproximateNumberOfMessages"
+                    attributes = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[visible])
+                    depth = int(attributes["Attributes"][visible])
+                    self.metrics.put(
+                        "AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": name}, depth
+                    )
+                if self.outbox is not None:  # the drain beside the app does SqlSync's work: its metrics too
+                    service = {"service": "hybridsync-sql_sync"}
+                    self.metrics.put("hybridsync", "OutboxAge", service, self.outbox.oldest_age_s)
+                    self.metrics.put("hybridsync", "OutboxDepth", service, self.outbox.depth)
+                    if self.outbox.dead_lettered > dead_lettered:
+                        self.metrics.put(
+                            "hybridsync", "DeadLetters", service, self.outbox.dead_lettered - dead_lettered
+                        )
+                        dead_lettered = self.outbox.dead_lettered
+                assert self.alarms is not None
+                for alarm in self.alarms.evaluate():
+                    level = logging.WARNING if alarm.state == "ALARM" else logging.INFO
+                    log.log(level, "alarm %s: %s (%s)", alarm.name, alarm.state, alarm.reason)
+            except Exception:
+                log.exception("evaluating the alarms")
+
+    def _mapping_metric(self, function: str, mapping_id: str) -> Any:
+        """What Lambda counts of a mapping: per function (IteratorAge, DestinationDeliveryFailures)
+        or per mapping (its event counts, MetricsConfig EventCount)."""
+        per_function = {"IteratorAge", "DestinationDeliveryFailures"}
+
+        def put(name: str, value: float) -> None:
+            dimensions = (
+                {"FunctionName": function} if name in per_function else {"EventSourceMappingUUID": mapping_id}
+            )
+            self.metrics.put("AWS/Lambda", name, dimensions, value)
+
+        return put
+
+    def _destination(self, arn: str | None, mapping_id: str) -> Any:
         if not arn:
             return None
+        if ":s3:" in arn:
+            self.failed_batches_bucket = arn.split(":")[-1]
         try:
             return mappings.destination(
-                arn, lambda service: aws.client(service, self.services_endpoint, self.region)
+                arn, lambda service: aws.client(service, self.services_endpoint, self.region), mapping_id
             )
         except (ValueError, self._sqs.exceptions.QueueDoesNotExist) as error:
             raise TemplateError(f"failure destination {arn}: {error}") from None
@@ -380,6 +489,9 @@ class LocalApp:
                 log.warning("%s: only DynamoDB stream mappings run locally", mapping.path)
                 continue
             name = f"{function.construct}:{mapping.logical_id[-8:]}"
+            assert self.lambda_api is not None
+            mapping_id = self.lambda_api.uuid_of(name)
+            self.assembly.set(mapping, Ref=mapping_id)  # the alarms' EventSourceMappingUUID
             try:
                 settings = Settings.from_properties(name, mapping.properties)
             except filters.InvalidPattern as refused:
@@ -412,7 +524,8 @@ class LocalApp:
             if destination and not self.may(
                 function,
                 send[destination.split(":")[2]],
-                destination + ("/*" if ":s3:" in destination else ""),
+                # an S3 destination: the objects Lambda writes, `aws/lambda/<mapping>/...`
+                destination + (f"/aws/lambda/{mapping_id}/" if ":s3:" in destination else ""),
             ):
                 raise TemplateError(
                     f"{mapping.path}: InvalidParameterValueException: The function execution role "
@@ -429,12 +542,16 @@ class LocalApp:
                 "invoke": invoke,
                 "stream_arn": stream_arn,
                 "checkpoints": checkpoints,
-                "on_failure": self._destination(destination),
+                "on_failure": self._destination(destination, mapping_id),
                 "function_arn": self.assembly.resolve(
                     function.stack, {"Fn::GetAtt": [function.logical_id, "Arn"]}
                 ),
                 "stats": stats,
-                "switch": self.switches.setdefault(name, Switch()),
+                # Enabled: false (pipeline_enabled=false) creates it disabled, its position kept
+                "switch": self.switches.setdefault(
+                    name, Switch(enabled=mapping.properties.get("Enabled", True) is not False)
+                ),
+                "metric": self._mapping_metric(function.construct, mapping_id),
             }
             if self.sharded:
                 self._plan_sharded(mapping.path, plan, streams)
@@ -572,7 +689,23 @@ class LocalApp:
         return found
 
     def _start_http(self, port: int) -> None:
-        self.http = apigateway.serve(self.routes(), port, FunctionError)
+        apis = [a.logical_id for a in self.assembly.resources("AWS::ApiGatewayV2::Api")]
+        access = (self.state_dir / "logs" / "api-access.log").open("a", buffering=1)
+        self._logs.append(access)
+        lock = threading.Lock()
+
+        def access_log(entry: dict[str, Any]) -> None:
+            """The stage's JSON access log line, and what API Gateway counts of it."""
+            with lock:
+                access.write(json.dumps(entry) + "\n")
+            for api in apis[:1]:
+                status, dimensions = entry["status"], {"ApiId": api}
+                self.metrics.put("AWS/ApiGateway", "Count", dimensions, 1)
+                self.metrics.put("AWS/ApiGateway", "4xx", dimensions, int(400 <= status < 500))
+                self.metrics.put("AWS/ApiGateway", "5xx", dimensions, int(status >= 500))
+                self.metrics.put("AWS/ApiGateway", "Latency", dimensions, entry["responseLatency"])
+
+        self.http = apigateway.serve(self.routes(), port, FunctionError, access_log)
         self._spawn(self.http.serve_forever, name="http")
 
     # --- schedules ----------------------------------------------------------------------------
@@ -580,7 +713,7 @@ class LocalApp:
     def _start_schedules(self) -> None:
         for rule in self.assembly.resources("AWS::Events::Rule"):
             expression = rule.properties.get("ScheduleExpression", "")
-            matched = RATE.fullmatch(expression)
+            matched = RATE.fullmatch(expression)  # a disabled rule (pipeline_enabled=false) never runs
             if not matched or rule.properties.get("State", "ENABLED") != "ENABLED":
                 if expression:
                     log.warning("%s: schedule %r does not run locally", rule.path, expression)
@@ -605,11 +738,47 @@ class LocalApp:
                 "time": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
                 "resources": [arn],
             }
-            for function in functions:
-                try:
-                    function.invoke(event)
-                except FunctionError as error:
-                    log.warning("%s: scheduled invocation failed: %s", function.name, error)
+            for function in functions:  # EventBridge invokes asynchronously
+                self.invoke_async(function, event)
+
+    def invoke_async(self, function: LocalFunction, event: Any) -> None:
+        """An asynchronous invocation as Lambda runs it: retried twice when it fails, then its event
+        goes to the function's dead-letter queue; with reserved concurrency 0 it goes there at once,
+        untried (Lambda developer guide, "Capturing records of asynchronous invocations")."""
+        error, failures = None, 0
+        while failures <= ASYNC_RETRIES:
+            if function.reserved == 0:
+                error = function.throttled()
+                break
+            try:
+                function.invoke(event)
+                return
+            except FunctionError as failed:
+                error = failed
+                if failed.error_type != "TooManyRequestsException":
+                    failures += 1
+                elif self._stop.wait(1.0):  # throttled: Lambda keeps the event and tries again
+                    return
+        log.warning("%s: asynchronous invocation failed: %s", function.name, error)
+        queue = self.dead_letter_queues.get(function.name)
+        if queue is None or error is None:
+            return
+        try:
+            self._sqs.send_message(
+                QueueUrl=queue,
+                MessageBody=json.dumps(event),
+                MessageAttributes={
+                    "RequestID": {"DataType": "String", "StringValue": str(uuid.uuid4())},
+                    "ErrorCode": {
+                        "DataType": "String",
+                        "StringValue": "200" if function.reserved != 0 else "429",
+                    },
+                    "ErrorMessage": {"DataType": "String", "StringValue": str(error)[:1000]},
+                },
+            )
+        except Exception:  # Lambda counts it and the event is lost
+            log.exception("%s: dead-letter queue", function.name)
+            function.metric("DeadLetterErrors", 1)
 
     def outbox_drainer(self, stop: threading.Event) -> threading.Thread:
         """The SQL -> DynamoDB drain on NOTIFY, as `hybridsync up` runs it beside the app (on a
@@ -667,7 +836,9 @@ class LocalApp:
                 for name, s in self.mapping_stats.items()
             },
             "functions": {name: vars(f.stats) for name, f in self.functions.items()},
+            "alarms": self.alarms.status() if self.alarms else {},
             "failure_queues": queues,
+            "failed_batches": self.failed_batches_stored(),
             "outbox": vars(self.outbox) if self.outbox else None,
             "faults_injected": dict(self.faults.counts) if self.faults else {},
             "streams": {

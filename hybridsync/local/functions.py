@@ -1,7 +1,9 @@
 """Local Lambda functions: each invocation runs in a worker process (a "container") that loaded the
 handler from the function's synthesized asset folder, with the function's resolved environment; the
 function's timeout is enforced by killing the worker, as Lambda does, and the next invocation starts
-a fresh one (a cold start)."""
+a fresh one (a cold start). Reserved concurrency is honoured as Lambda does: an invocation beyond
+it is throttled (TooManyRequestsException), 0 throttles every one; a pool of local containers
+smaller than the reservation makes callers wait instead."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -93,6 +96,8 @@ class LocalFunction:
     memory_mb: int
     log: IO[Any] | int = subprocess.DEVNULL
     stats: Stats = field(default_factory=Stats)
+    reserved: int | None = None  # ReservedConcurrentExecutions (PutFunctionConcurrency changes it)
+    metric: Callable[[str, float], None] = lambda name, value: None  # what Lambda counts (local/alarms.py)
 
     max_containers: int = MAX_CONTAINERS  # concurrent invocations (a sharded stream's app raises it)
 
@@ -114,18 +119,35 @@ class LocalFunction:
             self.stats.cold_starts += 1
         return _Container(self)
 
+    def throttled(self) -> FunctionError:
+        self.metric("Throttles", 1)
+        with self._lock:
+            self.stats.errors_by_type["TooManyRequestsException"] = (
+                self.stats.errors_by_type.get("TooManyRequestsException", 0) + 1
+            )
+        return FunctionError("TooManyRequestsException", "Rate Exceeded.")
+
     def invoke(self, event: Any) -> Any:
-        """Invoke synchronously; raises FunctionError when the function fails or times out."""
+        """Invoke synchronously; raises FunctionError when the function fails, times out or is
+        throttled (error type TooManyRequestsException)."""
         with self._free:  # at most max_containers at once (read at each call: it may be raised)
-            self._free.wait_for(lambda: self._busy < self.max_containers)
-            self._busy += 1
+            refused = self.reserved is not None and self._busy >= self.reserved
+            if not refused:
+                self._free.wait_for(lambda: self._busy < self.max_containers)
+                self._busy += 1
+        if refused:
+            raise self.throttled()
+        started = time.monotonic()
         try:
             container = self._container()
             with self._lock:
                 self.stats.invocations += 1
+            self.metric("Invocations", 1)
             try:
                 result = container.invoke(event, self.timeout_s)
+                self.metric("Errors", 0)
             except FunctionError as error:
+                self.metric("Errors", 1)
                 with self._lock:
                     self.stats.errors += 1
                     self.stats.last_error = str(error)[:300]
@@ -137,6 +159,7 @@ class LocalFunction:
             self._idle.put(container)
             return result
         finally:
+            self.metric("Duration", (time.monotonic() - started) * 1000)
             with self._free:
                 self._busy -= 1
                 self._free.notify()

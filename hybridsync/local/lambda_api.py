@@ -1,7 +1,9 @@
 """The Lambda API of the local app, the part operators and the operations function call: invoke a
-function (`Invoke`, RequestResponse) and list, read, disable and enable its stream mappings
-(`ListEventSourceMappings`, `GetEventSourceMapping`, `UpdateEventSourceMapping` with `Enabled`),
-on Lambda's REST paths, so boto3's Lambda client works against it unchanged (`LAMBDA_ENDPOINT`).
+function (`Invoke`, RequestResponse or Event), reserve its concurrency (`PutFunctionConcurrency`,
+`DeleteFunctionConcurrency`: 0 stops it, every call throttled), and list, read, disable and enable
+its stream mappings (`ListEventSourceMappings`, `GetEventSourceMapping`, `UpdateEventSourceMapping`
+with `Enabled`), on Lambda's REST paths, so boto3's Lambda client works against it unchanged
+(`LAMBDA_ENDPOINT`).
 
 A disabled mapping stops polling and keeps its position; enabled again, it resumes from there,
 losing nothing (Lambda API reference, UpdateEventSourceMapping: "If you disable the event source
@@ -55,6 +57,13 @@ class Switch:
 
 MAPPINGS = re.compile(r"^/2015-03-31/event-source-mappings/?([^/]*)$")
 INVOKE = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations$")
+CONCURRENCY = re.compile(r"^/2017-10-31/functions/([^/]+)/concurrency$")
+
+
+def function_name(name_or_arn: str) -> str:
+    """`Name`, `Name:live` or an ARN, qualified or not -> `Name`."""
+    name = unquote(name_or_arn)
+    return name.split(":function:")[1].split(":")[0] if ":function:" in name else name.split(":")[0]
 
 
 class LambdaApi:
@@ -76,6 +85,9 @@ class LambdaApi:
 
             def do_POST(self) -> None:
                 api.answer(self, "POST")
+
+            def do_DELETE(self) -> None:
+                api.answer(self, "DELETE")
 
         self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
@@ -107,19 +119,41 @@ class LambdaApi:
         try:
             if (found := MAPPINGS.match(path.path)) and method in ("GET", "PUT"):
                 status, payload = self._mappings(method, found.group(1), parse_qs(path.query), body)
+            elif (found := CONCURRENCY.match(path.path)) and method in ("PUT", "DELETE"):
+                function = self.app.function(function_name(found.group(1)))
+                function.reserved = (
+                    json.loads(body)["ReservedConcurrentExecutions"] if method == "PUT" else None
+                )
+                status, payload = (
+                    (200, {"ReservedConcurrentExecutions": function.reserved})
+                    if method == "PUT"
+                    else (204, None)
+                )
             elif (found := INVOKE.match(path.path)) and method == "POST":
-                name = unquote(found.group(1)).rsplit(":", 1)[-1]
+                function = self.app.function(function_name(found.group(1)))
+                event = json.loads(body or b"{}")
                 try:
-                    result = self.app.function(name).invoke(json.loads(body or b"{}"))
-                    status, payload = 200, result
-                except FunctionError as error:  # Lambda: 200 with X-Amz-Function-Error
-                    status = 200
-                    payload = {"errorType": error.error_type, "errorMessage": error.message,
-                               "stackTrace": error.trace}  # fmt: skip
-                    headers["X-Amz-Function-Error"] = "Unhandled"
+                    if request.headers.get("X-Amz-Invocation-Type") == "Event":  # queued: 202 at once
+                        threading.Thread(
+                            target=self.app.invoke_async, args=(function, event), daemon=True
+                        ).start()
+                        status, payload = 202, None
+                    else:
+                        status, payload = 200, function.invoke(event)
+                except FunctionError as error:
+                    if error.error_type == "TooManyRequestsException":  # Lambda: 429, the reason why
+                        status = 429
+                        payload = {"Type": "User", "message": error.message,
+                                   "Reason": "ReservedFunctionConcurrentInvocationLimitExceeded"}  # fmt: skip
+                        headers["x-amzn-ErrorType"] = "TooManyRequestsException"
+                    else:  # Lambda: 200 with X-Amz-Function-Error
+                        status = 200
+                        payload = {"errorType": error.error_type, "errorMessage": error.message,
+                                   "stackTrace": error.trace}  # fmt: skip
+                        headers["X-Amz-Function-Error"] = "Unhandled"
         except (KeyError, TemplateError) as error:  # no such mapping; no such function
             status, payload = 404, {"Type": "User", "message": f"ResourceNotFoundException: {error}"}
-        data = json.dumps(payload, default=str).encode()
+        data = b"" if payload is None else json.dumps(payload, default=str).encode()
         request.send_response(status)
         request.send_header("Content-Type", "application/json")
         if status == 404:
@@ -135,7 +169,7 @@ class LambdaApi:
     ) -> tuple[int, Any]:
         names = list(self.app.switches)
         if not wanted:
-            function = (query.get("FunctionName") or [""])[0].rsplit(":", 1)[-1]
+            function = function_name((query.get("FunctionName") or [""])[0])
             listed = [n for n in names if not function or self.app.mapping_functions[n] == function]
             return 200, {"EventSourceMappings": [self.mapping(n) for n in listed]}
         name = next((n for n in names if self.uuid_of(n) == wanted), None)

@@ -41,6 +41,7 @@ from hybridsync.records import created, sequence
 log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 0.25  # Lambda polls each shard about four times a second
 STATE_LIMIT = 1024 * 1024  # a tumbling window's state per shard; past it Lambda ends the window early
+THROTTLE_BACKOFF_S = 1.0  # a throttled invocation is retried after this, without using an attempt
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,13 @@ class Settings:
 
 
 def destination(
-    arn: str, client: Callable[[str], Any]
+    arn: str, client: Callable[[str], Any], mapping_id: str
 ) -> Callable[[dict[str, Any], list[dict[str, Any]]], None]:
     """What sends a failure record to an `OnFailure` destination, by its ARN's service, as Lambda
     does: an SQS message, an SNS message, or an S3 object that also carries the batch's records
     (`payload`, recorded: on_failure_s3_function_error) under
-    `aws/lambda/<mapping>/<shard>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<uuid>`. `client(service)` gives
+    `aws/lambda/<mapping UUID>/<shard>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<uuid>` (Lambda developer
+    guide, "Retain discarded batch records", Kinesis and DynamoDB alike). `client(service)` gives
     the clients."""
     service, name = arn.split(":")[2], arn.split(":")[-1]
     if service == "sqs":
@@ -97,12 +99,12 @@ def destination(
     if service == "s3":
         s3 = client("s3")
 
-        def put(info: dict[str, Any], records: list[dict[str, Any]]) -> None:
+        def put(info: dict[str, Any], records: list[dict[str, Any]] | None) -> None:
             at = datetime.now(UTC)
-            function = info["requestContext"]["functionArn"].split(":")[-1]
             shard = info["DDBStreamBatchInfo"]["shardId"]
-            key = f"aws/lambda/{function}/{shard}/{at:%Y/%m/%d}/{at:%Y-%m-%dT%H.%M.%S}-{uuid.uuid4()}"
-            s3.put_object(Bucket=name, Key=key, Body=json.dumps(info | {"payload": {"Records": records}}))
+            key = f"aws/lambda/{mapping_id}/{shard}/{at:%Y/%m/%d}/{at:%Y-%m-%dT%H.%M.%S}-{uuid.uuid4()}"
+            body = info if records is None else info | {"payload": {"Records": records}}
+            s3.put_object(Bucket=name, Key=key, Body=json.dumps(body))
 
         return put
     raise ValueError(f"an OnFailure destination must be an SQS queue, SNS topic or S3 bucket, not {arn}")
@@ -211,8 +213,10 @@ class ShardPoller:
         stats: MappingStats | None = None,
         retention_s: float | None = None,
         switch: Any = None,
+        metric: Callable[[str, float], None] | None = None,
     ):
         self.settings, self.invoke = settings, invoke
+        self.metric = metric or (lambda name, value: None)  # what Lambda counts (local/alarms.py)
         # the mapping's Enabled (local/lambda_api.py): disabled, it neither reads nor delivers
         self.switch = switch
         if switch is not None:
@@ -250,6 +254,8 @@ class ShardPoller:
         except TrimmedDataAccess as trimmed:
             self._lost_to_trim(trimmed.lost)
             return 0
+        if records:
+            self.metric("PolledEventCount", len(records))
         for record in records:
             if filters.admits(self.settings.patterns, record):
                 if not self.buffer:
@@ -257,6 +263,7 @@ class ShardPoller:
                 self.buffer.append(record)
             else:
                 self.stats.filtered += 1
+                self.metric("FilteredOutEventCount", 1)
                 if self.buffer:
                     self.passed.append(record)
                 else:
@@ -275,8 +282,8 @@ class ShardPoller:
         admitted = [r for r in lost if filters.admits(self.settings.patterns, r)]
         self.stats.trimmed += len(lost)
         self.stats.last_error = f"TrimmedDataAccessException: {len(lost)} record(s) trimmed before read"
-        if admitted:
-            self._send_to_failure_queue(admitted, "RecordAgeExceeded", 1)
+        if admitted:  # Lambda never held them: their metadata alone, even to S3
+            self._send_to_failure_queue(admitted, "RecordAgeExceeded", 1, payload=False)
 
     # --- delivering ---------------------------------------------------------------------------
 
@@ -366,10 +373,17 @@ class ShardPoller:
             if not records:
                 continue
             raised = False
+            self.metric("IteratorAge", (time.time() - created(records[-1])) * 1000)  # ms, the batch's last
+            self.metric("InvokedEventCount", len(records))
             try:
                 response = self.invoke(self._event(records))
                 error = self._refusal(response)
             except FunctionError as failure:
+                if failure.error_type == "TooManyRequestsException":  # throttled: retried, no attempt used
+                    self.stats.last_error = str(failure)[:300]
+                    time.sleep(THROTTLE_BACKOFF_S)
+                    work.appendleft((records, attempts))
+                    continue
                 error, raised = str(failure), True
             if error:
                 self.stats.last_error = error[:300]
@@ -446,12 +460,17 @@ class ShardPoller:
         self._checkpoint(records[-1])
 
     def _send_to_failure_queue(self, records: list[dict[str, Any]], condition: str, invokes: int,
-                               function_error: str | None = None) -> None:  # fmt: skip
+                               function_error: str | None = None, payload: bool = True) -> None:  # fmt: skip
         info = failure_record(records, stream_arn=self.stream_arn, shard=self.shard,
                               function_arn=self.function_arn, condition=condition, invokes=invokes,
                               function_error=function_error)  # fmt: skip
         if self.on_failure is not None:
-            self.on_failure(info, records)
+            try:
+                self.on_failure(info, records if payload else None)
+                self.metric("OnFailureDestinationDeliveredEventCount", len(records))
+            except Exception as error:  # the records are skipped all the same
+                log.error("%s: the failure destination refused a batch: %s", self.settings.name, error)
+                self.metric("DestinationDeliveryFailures", 1)
         self.stats.sent_to_failure_queue += len(records)
         log.warning("%s: %d record(s) to the failure queue (%s)", self.settings.name, len(records), condition)
         self._checkpoint(records[-1])

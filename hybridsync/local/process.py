@@ -46,6 +46,7 @@ class UpProcess:
         prefix: str,
         faults: str | None = None,
         cwd: Path | None = None,
+        options: tuple[str, ...] = (),
     ):
         self.state, self.env, self.cwd = state, env, cwd  # cwd: the project's folder (its pyproject)
         self.command = [
@@ -63,6 +64,7 @@ class UpProcess:
         ]
         if faults:
             self.command += ["--faults", faults]
+        self.command += list(options)  # more of `up`'s options (`--alarm-period 2`, ...)
         self.process: subprocess.Popen | None = None
         self.lives = 0
 

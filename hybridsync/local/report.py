@@ -162,7 +162,7 @@ def figures(
         "throughput_records_s": round(len(lags) / elapsed, 1) if elapsed else 0.0,
         "timeline": sorted((round(at, 3), round(lag, 3)) for at, lag in delivered),
         "faults_injected": dict(app.faults.counts) if app.faults else {},
-        "failed_batches_queued": sum(app.status()["failure_queues"].values()),
+        "failed_batches_stored": app.failed_batches_stored(),
     }
 
 
@@ -219,5 +219,5 @@ def show(console: Console, f: dict[str, Any], extra: list[Section] = ()) -> None
         injected = ", ".join(f"{kind} {n}" for kind, n in sorted(f["faults_injected"].items()))
         console.print(
             f"faults injected into stream deliveries: {injected}; "
-            f"failed batches in the failure queues: {f['failed_batches_queued']}"
+            f"failed batches stored in the failure bucket: {f['failed_batches_stored']}"
         )

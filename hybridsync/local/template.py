@@ -1,7 +1,7 @@
 """The synthesized cloud assembly (`cdk.out`), read as the local app's only description of itself:
-tables, functions, event source mappings, queues, HTTP routes and schedules, with the intrinsic
-functions CDK emits (Ref, Fn::GetAtt, Fn::ImportValue, Fn::Join, Fn::Sub, Fn::Select) resolved to
-local values."""
+tables, functions, event source mappings, queues, HTTP routes, schedules and alarms, with the
+intrinsic functions CDK emits (Ref, Fn::GetAtt, Fn::ImportValue, Fn::Join, Fn::Sub, Fn::Select,
+Fn::Split) resolved to local values."""
 
 from __future__ import annotations
 
@@ -139,7 +139,10 @@ class Assembly:
             return None if any(p is None for p in parts) else separator.join(str(p) for p in parts)
         if name == "Fn::Select":
             index, items = self.resolve(stack, arg)
-            return items[int(index)]
+            return None if items is None else items[int(index)]
+        if name == "Fn::Split":
+            separator, text = self.resolve(stack, arg)
+            return None if text is None else str(text).split(separator)
         if name == "Fn::Sub":
             text, variables = (arg, {}) if isinstance(arg, str) else (arg[0], self.resolve(stack, arg[1]))
             return re.sub(
@@ -168,8 +171,15 @@ class Assembly:
         raise TemplateError(f"no stack exports {name!r}")
 
     def function_of(self, stack: str, reference: Any) -> Resource:
-        """The AWS::Lambda::Function a property names (by Ref, ARN or an import of either)."""
+        """The AWS::Lambda::Function a property names (by Ref, ARN or an import of either, qualified by
+        an alias or not: `Name:live`, `arn:...:function:Name:live`)."""
         resolved = self.resolve(stack, reference)
+        if isinstance(resolved, str):
+            parts = resolved.split(":")
+            if (resolved.startswith("arn:") and len(parts) == 8) or (
+                not resolved.startswith("arn:") and len(parts) == 2
+            ):
+                resolved = ":".join(parts[:-1])
         for function in self.resources("AWS::Lambda::Function"):
             local = self.values.get((function.stack, function.logical_id), {})
             if resolved is not None and resolved in (local.get("Ref"), local.get("Arn")):

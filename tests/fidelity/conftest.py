@@ -103,7 +103,7 @@ FUNCTION_ARN = "arn:aws:lambda:us-east-1:123456789012:function:recorded"
 def run_mapping(table: Table, function: Function, destination: Destination | None, tmp_path: Any,
                 **settings: Any) -> ShardPoller:  # fmt: skip
     """The local event source mapping over the table's stream until it has nothing more to do."""
-    send = mappings.destination(destination.arn, lambda _: destination.sqs) if destination else None
+    send = mappings.destination(destination.arn, lambda _: destination.sqs, "m") if destination else None
     poller = ShardPoller(Settings(name="recorded", **settings), function, table.streams, table.stream_arn,
                          table.shard, Checkpoints(tmp_path / f"{uuid.uuid4().hex}.json"), send,
                          FUNCTION_ARN)  # fmt: skip

@@ -172,7 +172,7 @@ def mapping_of(assembly, function):
     (found,) = [
         m
         for m in assembly.resources("AWS::Lambda::EventSourceMapping")
-        if m.properties["FunctionName"]["Ref"].startswith(function)
+        if f'"{function}Live' in json.dumps(m.properties["FunctionName"])
     ]
     return found
 

@@ -66,7 +66,7 @@ def test_the_record_reaches_an_sns_topic_as_its_message(stack, table, tmp_path):
     from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
 
     table.put(HELLO)
-    send = mappings.destination(topic, lambda service: stack.client(service))
+    send = mappings.destination(topic, lambda service: stack.client(service), "m")
     poller = ShardPoller(Settings("recorded", batch_size=1, max_retries=1), Function(raises), table.streams,
                          table.stream_arn, table.shard, Checkpoints(None), send, FUNCTION_ARN)  # fmt: skip
     poller.read()
@@ -83,8 +83,12 @@ def test_the_record_reaches_an_sns_topic_as_its_message(stack, table, tmp_path):
 def test_the_record_in_an_s3_bucket_also_carries_the_batch(stack, table, tmp_path):
     """Follows localstack__test_lambda_integration_dynamodbstreams__on_failure_s3_function_error:
     an S3 destination's object holds the same record plus `payload.Records`, the batch as delivered
-    (eventVersion 1.1, the binary attribute in base64)."""
+    (eventVersion 1.1, the binary attribute in base64); its key is named as the Lambda developer
+    guide, "Retain discarded batch records" (kinesis-on-failure-destination), says of an S3
+    destination: `aws/lambda/<ESM-UUID>/<shardID>/YYYY/MM/DD/YYYY-MM-DDTHH.MM.SS-<Random UUID>`."""
     import json
+    import re
+    import uuid
 
     from hybridsync.local import mappings
     from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
@@ -93,13 +97,18 @@ def test_the_record_in_an_s3_bucket_also_carries_the_batch(stack, table, tmp_pat
     bucket = f"failures-{table.name}"
     s3.create_bucket(Bucket=bucket)
     table.put(HELLO)
-    send = mappings.destination(f"arn:aws:s3:::{bucket}", lambda service: stack.client(service))
+    mapping = str(uuid.uuid4())
+    send = mappings.destination(f"arn:aws:s3:::{bucket}", lambda service: stack.client(service), mapping)
     poller = ShardPoller(Settings("recorded", batch_size=1, max_retries=1), Function(raises), table.streams,
                          table.stream_arn, table.shard, Checkpoints(None), send, FUNCTION_ARN)  # fmt: skip
     poller.read()
     poller.deliver_due(draining=True)
     (entry,) = s3.list_objects_v2(Bucket=bucket)["Contents"]
-    assert entry["Key"].startswith(f"aws/lambda/recorded/{table.shard}/")
+    day, at = r"(\d{4})/(\d\d)/(\d\d)", r"(\d{4})-(\d\d)-(\d\d)T\d\d\.\d\d\.\d\d"
+    key = re.fullmatch(
+        rf"aws/lambda/{mapping}/{re.escape(table.shard)}/{day}/{at}-[0-9a-f-]{{36}}", entry["Key"]
+    )
+    assert key and key.groups()[:3] == key.groups()[3:], entry["Key"]  # the folder's date is the name's
     body = json.loads(s3.get_object(Bucket=bucket, Key=entry["Key"])["Body"].read())
     assert body["requestContext"]["approximateInvokeCount"] == 2
     assert body["responseContext"]["functionError"] == "Unhandled"

@@ -27,7 +27,7 @@ from shop.model import EVENT_SERIES, MODEL, ORDER, ORDER_LINE, PRODUCT_AVAILABIL
 
 def esm(assembly, function):
     (found,) = [m for m in assembly.resources("AWS::Lambda::EventSourceMapping")
-                if m.properties["FunctionName"]["Ref"].startswith(function)]  # fmt: skip
+                if f"\"{function}Live" in json.dumps(m.properties["FunctionName"])]  # fmt: skip
     return found
 
 
@@ -85,7 +85,15 @@ def test_everything_is_derived_from_the_template(app, cloud_assembly):
     assert settings["Aggregate"].tumbling_window_s == 60 and settings["Aggregate"].bisect
     assert [(r.key, r.pattern.pattern) for r in app.routes()] == [("ANY /{proxy+}", "/(?P<proxy>.+)")]
     assert app.http.server_address[0] == "127.0.0.1"  # the local HTTP API is loopback only
-    assert len(app.queues) == 3  # two mappings' on-failure queues and the schedules' dead letters
+    assert len(app.queues) == 1  # the schedules' dead letters (the mappings store in the failure bucket)
+    assert app.dead_letter_queues.keys() == {"Sweep", "Rotate", "SqlSync"}
+    assert app.failure_environment()["FAILED_BATCHES_BUCKET"] in app.buckets.values()
+    assert len(app.alarms.alarms) == 57 and {a.state for a in app.alarms.alarms} <= {
+        "OK",
+        "INSUFFICIENT_DATA",
+    }
+    not_local = [a.name for a in app.alarms.alarms if not a.measured()]  # DynamoDB, RDS Proxy, Aurora
+    assert not_local and all(a.state == "INSUFFICIENT_DATA" for a in app.alarms.alarms if not a.measured())
 
 
 def test_an_order_flows_to_postgresql_the_aggregates_and_the_http_api(app, engine):

@@ -33,6 +33,31 @@ def _attribute(key: KeyAttribute | None) -> dynamodb.Attribute | None:
 TABLE_METADATA = "hybridsync:table"
 
 
+def private_bucket(
+    scope: Construct, id: str, lifecycle_rules: list[s3.LifecycleRule], *, dev: bool, written_by: str
+) -> s3.Bucket:
+    """A bucket of the stack's own: private, encrypted, TLS only, versioned, kept when the stack goes
+    (unless `dev`), its name a stack output `<id>Name`; `written_by`: who reads and writes it, the
+    reason it has no server access log (CloudTrail data events can log those calls)."""
+    bucket = s3.Bucket(
+        scope,
+        id,
+        encryption=s3.BucketEncryption.S3_MANAGED,
+        block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+        enforce_ssl=True,
+        versioned=True,
+        lifecycle_rules=lifecycle_rules,
+        removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.RETAIN,
+    )
+    CfnOutput(scope, f"{id}Name", value=bucket.bucket_name)
+    NagSuppressions.add_resource_suppressions(
+        bucket,
+        [{"id": "AwsSolutions-S1", "reason": f"{written_by}, whose calls CloudTrail data events can log; "
+          "no server access log bucket."}],
+    )  # fmt: skip
+    return bucket
+
+
 def title(name: str) -> str:
     """A table's name in construct ids and outputs: `main` -> `Main`, `order-lines` -> `OrderLines`."""
     return "".join(part.title() for part in name.replace("_", "-").split("-"))
@@ -60,38 +85,12 @@ class DataStack(Stack):
             self.buckets["bodies"] = self._bucket()
 
     def _bucket(self) -> s3.Bucket:
-        """The largest bodies (pattern 18) and time-series archives (pattern 22): private,
-        encrypted, TLS only, versioned so an overwrite or a sweep can be undone; old versions
-        expire after 30 days."""
-        bucket = s3.Bucket(
-            self,
-            "BodiesBucket",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    noncurrent_version_expiration=Duration.days(30),
-                    abort_incomplete_multipart_upload_after=Duration.days(1),
-                )
-            ],
-            removal_policy=RemovalPolicy.DESTROY if self._dev else RemovalPolicy.RETAIN,
-            auto_delete_objects=False,
-        )
-        CfnOutput(self, "BodiesBucketName", value=bucket.bucket_name)
-        NagSuppressions.add_resource_suppressions(
-            bucket,
-            [
-                {
-                    "id": "AwsSolutions-S1",
-                    "reason": "Bodies and archives are read and written only by the "
-                    "engine's functions, whose calls CloudTrail data events can log; no server access log "
-                    "bucket.",
-                }
-            ],
-        )
-        return bucket
+        """The largest bodies (pattern 18) and time-series archives (pattern 22), versioned so an
+        overwrite or a sweep can be undone; old versions expire after 30 days."""
+        rule = s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30),
+                                abort_incomplete_multipart_upload_after=Duration.days(1))  # fmt: skip
+        by = "Bodies and archives are read and written only by the engine's functions"
+        return private_bucket(self, "BodiesBucket", [rule], dev=self._dev, written_by=by)
 
     def _render(self, table: Table, dev: bool) -> dynamodb.TableV2:
         return dynamodb.TableV2(

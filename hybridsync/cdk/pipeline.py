@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import jsii
-from aws_cdk import ArnFormat, CfnOutput, CustomResource, Duration, RemovalPolicy, Stack
+from aws_cdk import ArnFormat, CfnOutput, CustomResource, Duration, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
@@ -29,7 +29,7 @@ from constructs import Construct
 
 from hybridsync import config, context, migrations, timeseries
 from hybridsync.cdk.assets import PROJECT_MIGRATIONS, HandlerFunction, dependency_layer, function_code
-from hybridsync.cdk.data import DataStack
+from hybridsync.cdk.data import DataStack, private_bucket
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.context import SETTINGS
 from hybridsync.declare import Model, Side, Table
@@ -494,33 +494,19 @@ class PipelineStack(Stack):
         return queue
 
     def failure_bucket(self) -> s3.Bucket:
-        """Where the stream mappings store the batches they give up on, records included: private,
-        encrypted, TLS only; expired after `failed_batch_retention_days` (a redrive deletes each
-        batch it applied)."""
-        dev = context.read(self, "dev")
-        bucket = s3.Bucket(
+        """Where the stream mappings store the batches they give up on, records included (output
+        `FailedBatchesBucketName`: `hybridsync failed-batches`); expired after `failed_batch_retention_days`,
+        and a redrive deletes each batch it applied (a version is kept until then: a batch deleted by
+        mistake can be restored)."""
+        days = Duration.days(self.setting("failed_batch_retention_days"))
+        rule = s3.LifecycleRule(prefix=failed.PREFIX, expiration=days, noncurrent_version_expiration=days)
+        return private_bucket(
             self,
-            "FailedBatches",
-            encryption=s3.BucketEncryption.S3_MANAGED,
-            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
-            enforce_ssl=True,
-            versioned=True,  # a batch deleted by mistake can be restored until it expires
-            lifecycle_rules=[
-                s3.LifecycleRule(
-                    prefix=failed.PREFIX,
-                    expiration=Duration.days(self.setting("failed_batch_retention_days")),
-                    noncurrent_version_expiration=Duration.days(self.setting("failed_batch_retention_days")),
-                )
-            ],
-            removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.RETAIN,
+            "FailedBatchesBucket",
+            [rule],
+            dev=context.read(self, "dev"),
+            written_by="Written by Lambda's stream mappings and read by the operations function",
         )
-        NagSuppressions.add_resource_suppressions(
-            bucket,
-            [{"id": "AwsSolutions-S1", "reason": "Written by Lambda's stream mappings and read by the "
-              "operations function only, whose calls CloudTrail data events can log."}],
-        )  # fmt: skip
-        CfnOutput(self, "FailedBatchesBucketName", value=bucket.bucket_name)  # `hybridsync failed-batches`
-        return bucket
 
     def setting(self, name: str) -> int:
         return int(context.read(self, name))

@@ -327,8 +327,13 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
 
 def add_status(cli: Commands) -> None:
     status = cli.add(
-        "status", "what the running app's mappings and functions are doing", "hybridsync status", _status
+        "status",
+        "what the running app's mappings, functions, outbox and alarms are doing",
+        "hybridsync status --json",
+        _status,
     )
+    status.add_argument("--json", action="store_true", help="the whole status as JSON (`alarms`: name -> "
+                        "state and reason)")  # fmt: skip
     _state_option(status)
 
 
@@ -337,6 +342,9 @@ def _status(args: argparse.Namespace) -> int:
     if not path.is_file():
         raise SystemExit(f"no {path}: is `hybridsync up` running (with --state-dir {args.state_dir})?")
     status = json.loads(path.read_text())
+    if args.json:
+        print(json.dumps(status, indent=1))
+        return 0
     age = time.time() - status["at"]
     print(f"as of {age:.0f}s ago" + ("  (stale: is `hybridsync up` still running?)" if age > 10 else ""))
     print(

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import itertools
+import os
 import uuid
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import pytest
 
 from hybridsync import local, runtime, store, versions
 from hybridsync.local import streams
+from hybridsync.local.process import UpProcess, tuned_assembly
 from shop.model import MODEL
 
 
@@ -102,3 +105,20 @@ def handler_env(stack, monkeypatch):
     _forget_clients()
     yield stack
     _forget_clients()
+
+
+def started_up(
+    cloud_assembly: Path, work: Path, prefix: str, *options: str, **mapping_properties: Any
+) -> UpProcess:
+    """`hybridsync up` in a process of its own, with services of its own (DynamoDB Local, PostgreSQL),
+    started from a shell that holds none of the app's variables, as a new user's does; the
+    assembly's mappings edited by `mapping_properties` (`MaximumBatchingWindowInSeconds=0`)."""
+    assembly = cloud_assembly
+    if mapping_properties:
+        assembly = tuned_assembly(cloud_assembly, work / "assembly", **mapping_properties)
+    (work / "state").mkdir()
+    ours = ("DYNAMODB_", "AWS_", "DATABASE_URL", "LAMBDA_")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(ours)}
+    app = UpProcess(assembly, work / "state", env, prefix=prefix, options=options)
+    app.start()
+    return app

@@ -5,7 +5,6 @@ coming (the aggregation paused and resumed through the local Lambda API), reconc
 from __future__ import annotations
 
 import json
-import os
 import subprocess
 import threading
 import time
@@ -17,24 +16,20 @@ import pytest
 import sqlalchemy as sa
 
 from hybridsync import db, store
-from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.scans import Scanner
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import MODEL
+from tests.integration.conftest import started_up
 
 pytestmark = pytest.mark.integration
-OURS = ("DYNAMODB_", "AWS_", "DATABASE_URL", "LAMBDA_")
 DAY = "2026-11-22T10:00:00.000Z"
 
 
 @pytest.fixture(scope="module")
 def up(cloud_assembly, tmp_path_factory):
-    work = tmp_path_factory.mktemp("adopt")
-    assembly = tuned_assembly(cloud_assembly, work / "assembly", MaximumBatchingWindowInSeconds=1)
-    (work / "state").mkdir()
-    app = UpProcess(assembly, work / "state", {k: v for k, v in os.environ.items() if not k.startswith(OURS)},
-                    prefix="adopt")  # fmt: skip
-    app.start()
+    app = started_up(
+        cloud_assembly, tmp_path_factory.mktemp("adopt"), "adopt", MaximumBatchingWindowInSeconds=1
+    )
     yield app
     app.stop()
 

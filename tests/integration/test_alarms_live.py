@@ -6,7 +6,6 @@ shortened alike) against what the running app really emits: each kind goes to AL
 from __future__ import annotations
 
 import json
-import os
 import time
 import urllib.error
 import urllib.request
@@ -18,22 +17,17 @@ import pytest
 import sqlalchemy as sa
 
 from hybridsync import db, store
-from hybridsync.local.process import UpProcess, tuned_assembly
 from shop.model import MODEL
+from tests.integration.conftest import started_up
 
 pytestmark = pytest.mark.integration
-OURS = ("DYNAMODB_", "AWS_", "DATABASE_URL", "LAMBDA_")
 PREFIX = "alarms"
 
 
 @pytest.fixture(scope="module")
 def up(cloud_assembly, tmp_path_factory):
-    work = tmp_path_factory.mktemp("alarms")
-    assembly = tuned_assembly(cloud_assembly, work / "assembly", MaximumBatchingWindowInSeconds=0)
-    (work / "state").mkdir()
-    app = UpProcess(assembly, work / "state", {k: v for k, v in os.environ.items() if not k.startswith(OURS)},
-                    prefix=PREFIX, options=("--alarm-period", "2"))  # fmt: skip
-    app.start()
+    app = started_up(cloud_assembly, tmp_path_factory.mktemp("alarms"), PREFIX, "--alarm-period", "2",
+                     MaximumBatchingWindowInSeconds=0)  # fmt: skip
     yield app
     app.stop()
 
@@ -161,6 +155,8 @@ def test_a_failure_queue_left_undrained_alarms_until_drained(up):
         assert state(up, "ScheduledFailures") == "ALARM"
         status = up.cli("status", "--state-dir", str(up.state))
         assert f"ALARM {PREFIX}-ScheduledFailures:" in status.stdout, status.stdout
+        as_json = json.loads(up.cli("status", "--state-dir", str(up.state), "--json").stdout)
+        assert as_json["alarms"][f"{PREFIX}-ScheduledFailures"]["state"] == "ALARM"
     finally:
         lam.delete_function_concurrency(FunctionName="Sweep")
     (url,) = [u for u in sqs.list_queues()["QueueUrls"] if u.endswith(f"{PREFIX}-ScheduledFailures")]

@@ -216,3 +216,19 @@ def test_every_tool_survives_items_it_cannot_interpret_and_names_them(env, stack
     assert cli.main(["reindex", "--dry-run"]) in (0, 1)
     assert cli.main(["cost", "--keys", "10"]) == 0
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_dashboard_prints_the_deployed_dashboards_url(env, stack, capsys):
+    """The monitoring stack's outputs, read back (moto's CloudFormation stands in for a deployed stack)."""
+    name = f"T{uuid.uuid4().hex[:6]}-monitoring"
+    url = "https://us-east-1.console.aws.amazon.com/cloudwatch/home?region=us-east-1#dashboards:name=d"
+    template = {
+        "Resources": {"AlarmTopic": {"Type": "AWS::SNS::Topic"}},
+        "Outputs": {"DashboardUrl": {"Value": url}, "AlarmTopicArn": {"Value": {"Ref": "AlarmTopic"}}},
+    }
+    stack.client("cloudformation").create_stack(StackName=name, TemplateBody=json.dumps(template))
+    assert cli.main(["dashboard", "--stack", name]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == url and out[1].startswith("alarms go to arn:aws:sns:")
+    with pytest.raises(SystemExit, match="no-such-monitoring"):
+        cli.main(["dashboard", "--stack", "no-such-monitoring"])

@@ -4,7 +4,6 @@ show what happened."""
 
 from __future__ import annotations
 
-import os
 import time
 import uuid
 
@@ -13,19 +12,13 @@ import pytest
 import sqlalchemy as sa
 
 from hybridsync import db
-from hybridsync.local.process import UpProcess
-
-OURS = ("DYNAMODB_", "AWS_", "DATABASE_URL")  # a new user's shell holds none of these
+from tests.integration.conftest import started_up
 
 
 @pytest.fixture(scope="module")
 def up(cloud_assembly, tmp_path_factory):
     """`hybridsync up` with services of its own (DynamoDB Local, PostgreSQL), in a process."""
-    state = tmp_path_factory.mktemp("up") / "state"
-    state.mkdir()
-    app = UpProcess(cloud_assembly, state, {k: v for k, v in os.environ.items() if not k.startswith(OURS)},
-                    prefix="live")  # fmt: skip
-    app.start()
+    app = started_up(cloud_assembly, tmp_path_factory.mktemp("up"), "live")
     yield app
     app.stop()
 

@@ -37,6 +37,8 @@ KEYS = {  # the figures each benchmark must print (it may print more)
              "accepted", "poison_replayed", "seed"},
     "local_pipeline": {"raw_orders_per_s", "pipeline_orders_per_s", "pipeline_vs_raw_ratio", "drift",
                        "lag_p99_s", "rss_mb_start", "rss_mb_end"},
+    "operate": {"alarm_period_s", "all_alarmed_and_cleared", "detect_s", "clear_s", "detect_over_period_max",
+                "records", "s3_records_per_s", "stream_records_per_s", "s3_vs_stream_fetch_ratio"},
     "read_path": {"hit_dynamodb_calls", "hit_sql_calls", "miss_dynamodb_calls", "hit_vs_sql_p50_ratio",
                   "outbox_vs_raw_ratio"},
     "write_back": {"records", "records_per_s", "vs_copy_ratio", "vs_naive_ratio"},
@@ -45,7 +47,7 @@ KEYS = {  # the figures each benchmark must print (it may print more)
                "place_order_vs_put_ratio", "history_ok", "review_put_wu", "review_put_wu_before",
                "static_conflicts_one_customer", "static_conflicts_two_customers"},
 }  # fmt: skip
-NEEDS_ASSEMBLY = {"chaos", "fuzz", "local_pipeline", "scale"}
+NEEDS_ASSEMBLY = {"chaos", "fuzz", "local_pipeline", "operate", "scale"}
 
 
 def test_every_benchmark_is_covered():

@@ -46,12 +46,13 @@ import sqlalchemy as sa  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from hybridsync import db, store  # noqa: E402
+from hybridsync import db, filters, store  # noqa: E402
 from hybridsync.local.mappings import failure_record  # noqa: E402
 from hybridsync.local.process import UpProcess, tuned_assembly  # noqa: E402
 from hybridsync.local.template import synth_if_stale  # noqa: E402
 from hybridsync.records import lambda_record  # noqa: E402
 from hybridsync.sync import failed  # noqa: E402
+from hybridsync.sync.aggregate import Aggregation  # noqa: E402
 from shop.model import MODEL  # noqa: E402
 
 PREFIX = "operate"
@@ -215,7 +216,9 @@ def batches(run: Run, count: int, size: int) -> dict[str, float]:
     s3.create_bucket(Bucket=bucket)
     queue = sqs.create_queue(QueueName=f"{PREFIX}-AggregateFailures-{tag}")["QueueUrl"]
     shard = ours[0][0]
-    records = [lambda_record(r, arn) for s, r in ours if s == shard][: count * size]
+    wanted = Aggregation(MODEL).event_filters()  # as the mapping delivers them: its filters applied
+    records = [lambda_record(r, arn) for s, r in ours if s == shard]
+    records = [r for r in records if filters.admits(wanted, r)][: count * size]  # our order lines
     for n in range(0, len(records), size):
         batch = records[n : n + size]
         info = failure_record(
@@ -234,7 +237,8 @@ def batches(run: Run, count: int, size: int) -> dict[str, float]:
     s3_s = time.perf_counter() - started
     started = time.perf_counter()
     from_stream = sum(
-        len(failed.stream_records(streams, b)) for b in failed.QueueStore(sqs, queue, hold_s=30).pending()
+        sum(1 for r in failed.stream_records(streams, b) if filters.admits(wanted, r))
+        for b in failed.QueueStore(sqs, queue, hold_s=30).pending()
     )
     stream_s = time.perf_counter() - started
     if from_s3 != from_stream:

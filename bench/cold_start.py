@@ -41,7 +41,7 @@ NEEDS = {
     "operations": ("powertools", "sql", "dynamodb"),
 }
 BARE = {
-    "powertools": "from aws_lambda_powertools import Logger, Metrics; Logger(); Metrics()",
+    "powertools": "from aws_lambda_powertools import Logger, Metrics, Tracer; Logger(); Metrics(); Tracer()",
     "http": "from aws_lambda_powertools.event_handler import APIGatewayHttpResolver as R; R()",
     "sql": "import boto3, sqlalchemy; sqlalchemy.create_engine('postgresql+psycopg://u:p@127.0.0.1:1/d')",
     "dynamodb": "import boto3; boto3.client('dynamodb', endpoint_url='http://127.0.0.1:1')",
@@ -59,6 +59,7 @@ ENV = {
     "DATABASE_URL": "postgresql://u:p@127.0.0.1:1/d", "TABLE_MAIN": "main", "TABLE_CHUNKS": "chunks",
     "POWERTOOLS_SERVICE_NAME": "cold-start", "POWERTOOLS_METRICS_NAMESPACE": "hybridsync",
     "HYBRIDSYNC_MODEL": "shop.model:MODEL", "HYBRIDSYNC_ROUTES": "shop.routes", "BUCKET_BODIES": "bodies",
+    "LAMBDA_TASK_ROOT": "/var/task",  # as in Lambda: tracing on (the X-Ray SDK imported, its patches made)
 }  # fmt: skip
 SHOP = ROOT / "examples" / "shop"
 FUNCTIONS = ROOT / "hybridsync" / "functions"
@@ -98,8 +99,11 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="5 runs per function (default 11)")
     parser.add_argument("--smoke", action="store_true", help="one run per function, no warm-up: seconds")
     parser.add_argument("--runs", type=int, help="runs per function")
+    parser.add_argument("--no-tracing", action="store_true", help="as deployed with -c tracing=false")
     args = parser.parse_args()
     runs = args.runs or (1 if args.smoke else 5 if args.quick else 11)
+    if args.no_tracing:
+        ENV["POWERTOOLS_TRACE_DISABLED"] = "true"
     functions = sorted(p.stem for p in FUNCTIONS.glob("*.py") if p.stem != "__init__")
     missing = set(functions) ^ set(NEEDS)
     if missing:

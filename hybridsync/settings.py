@@ -75,5 +75,7 @@ def database_url() -> str:
 
 
 def tracing() -> bool:
-    """Whether the function traces (the stacks set POWERTOOLS_TRACE_DISABLED by `-c tracing`)."""
-    return os.environ.get("POWERTOOLS_TRACE_DISABLED", "true").lower() not in ("true", "1")
+    """Whether the function traces, as Powertools Tracer decides: in Lambda (`LAMBDA_TASK_ROOT`),
+    unless POWERTOOLS_TRACE_DISABLED (the stacks set it by `-c tracing`)."""
+    disabled = os.environ.get("POWERTOOLS_TRACE_DISABLED", "false").lower() in ("true", "1")
+    return bool(os.environ.get("LAMBDA_TASK_ROOT")) and not disabled

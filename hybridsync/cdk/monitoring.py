@@ -19,8 +19,11 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hybridsync import context, deadletters
+from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.assets import HandlerFunction
-from hybridsync.cdk.data import title
+from hybridsync.cdk.data import DataStack, title
+from hybridsync.cdk.database import DatabaseStack
+from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.declare import Model
 
 FIVE_MINUTES = Duration.minutes(5)
@@ -76,10 +79,10 @@ class MonitoringStack(Stack):
         id: str,
         *,
         model: Model,
-        data: Any,
-        database: Any,
-        pipeline: Any,
-        api: Any,
+        data: DataStack,
+        database: DatabaseStack,
+        pipeline: PipelineStack,
+        api: ApiStack,
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
@@ -150,7 +153,7 @@ class MonitoringStack(Stack):
 
     # --- the alarm set ------------------------------------------------------------------------
 
-    def _functions(self, pipeline: Any) -> None:
+    def _functions(self, pipeline: PipelineStack) -> None:
         errors = self.setting("function_errors_alarm")
         for id, handler in pipeline.handlers.items():
             function = handler.function
@@ -169,7 +172,7 @@ class MonitoringStack(Stack):
                 "(`hybridsync plan`); a stream consumer retries, the API answers 500",
             )
 
-    def _consumers(self, pipeline: Any) -> None:
+    def _consumers(self, pipeline: PipelineStack) -> None:
         for id, consumer in pipeline.consumers.items():
             function, name = consumer.handler.function, consumer.name
             lag = function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))
@@ -205,7 +208,7 @@ class MonitoringStack(Stack):
                     "`hybridsync failed-batches`, fix, then `failed-batches --redrive`",
                 )
 
-    def _scheduled(self, pipeline: Any) -> None:
+    def _scheduled(self, pipeline: PipelineStack) -> None:
         queue = pipeline.scheduled_failures
         self.alarm(
             "ScheduledFailures",
@@ -248,7 +251,7 @@ class MonitoringStack(Stack):
                 "--source sql_sync`, fix the row, redrive",
             )
 
-    def _api(self, api: Any) -> None:
+    def _api(self, api: ApiStack) -> None:
         http = api.api
         self.alarm(
             "Api5xx",
@@ -264,7 +267,7 @@ class MonitoringStack(Stack):
             "a hot partition",
         )
 
-    def _database(self, database: Any) -> None:
+    def _database(self, database: DatabaseStack) -> None:
         if database.proxy is not None:
             name = database.proxy.db_proxy_name
 
@@ -313,7 +316,7 @@ class MonitoringStack(Stack):
                 periods=3,
             )
 
-    def _tables(self, model: Model, data: Any) -> None:
+    def _tables(self, model: Model, data: DataStack) -> None:
         """Throttles per table and per GSI (a throttled GSI throttles the table's writes)."""
         for table in model.tables:
             name = data.tables[table.name].table_name
@@ -351,7 +354,7 @@ class MonitoringStack(Stack):
     # --- the dashboard ------------------------------------------------------------------------
 
     def _dashboard(
-        self, model: Model, data: Any, database: Any, pipeline: Any, api: Any
+        self, model: Model, data: DataStack, database: DatabaseStack, pipeline: PipelineStack, api: ApiStack
     ) -> cloudwatch.Dashboard:
         handlers: dict[str, HandlerFunction] = pipeline.handlers
         consumers = pipeline.consumers.values()

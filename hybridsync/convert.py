@@ -27,18 +27,42 @@ _deserializer = TypeDeserializer()
 
 
 def marshal(item: dict[str, Any]) -> dict[str, Any]:
-    """Python values -> DynamoDB JSON (what the low-level client sends). A number DynamoDB cannot
-    store raises Rejected naming its attribute (boto3's own error names neither)."""
+    """Python values -> DynamoDB JSON (what the low-level client sends). A number spelled with more
+    than 38 digits only by its trailing zeros (`1E+38` as DynamoDB gives it back: 39 digits) is sent
+    as the number it is; one DynamoDB cannot store raises Rejected naming its attribute (boto3's own
+    error names neither)."""
     try:
         return {name: _serializer.serialize(value) for name, value in item.items()}
     except ArithmeticError:
+        out = {}
         for name, value in item.items():
             try:
-                _serializer.serialize(value)
+                out[name] = _serialize_exact(value)
             except ArithmeticError:
                 why = f"{name} holds a number DynamoDB cannot store ({NUMBER_RANGE}): {_shown(value)}"
                 raise Rejected(why) from None
-        raise
+        return out
+
+
+def _serialize_exact(value: Any) -> dict[str, Any]:
+    try:
+        return _serializer.serialize(value)
+    except ArithmeticError:
+        return _serializer.serialize(_without_trailing_zeros(value))
+
+
+def _without_trailing_zeros(value: Any) -> Any:
+    """The same numbers, their trailing zeros dropped (exactly: a context wide enough never rounds);
+    what is still over 38 digits the serializer refuses."""
+    if isinstance(value, Decimal) and value.is_finite():
+        return value.normalize(WIDE)
+    if isinstance(value, dict):
+        return {k: _without_trailing_zeros(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_without_trailing_zeros(v) for v in value]
+    if isinstance(value, set | frozenset):
+        return {_without_trailing_zeros(v) for v in value}
+    return value
 
 
 def attribute_value(attribute: dict[str, Any]) -> Any:

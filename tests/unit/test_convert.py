@@ -43,6 +43,17 @@ def test_marshal_and_unmarshal_round_trip_numbers(number):
     assert convert.unmarshal(convert.marshal({"n": number})) == {"n": number}
 
 
+def test_a_number_dynamodb_gives_back_with_its_zeros_goes_back_as_the_same_number():
+    """DynamoDB stores 1E+38 (one digit) and a reader may hold it as 39 digits of zeros: it is sent
+    again as 1E+38, while a number of 39 significant digits is still refused, naming its attribute."""
+    assert convert.marshal({"p": Decimal("100000000000000000000000000000000000000")}) == {"p": {"N": "1E+38"}}
+    assert convert.marshal({"m": {"a": [Decimal("1000000000000000000000000000000000000000")]}}) == {
+        "m": {"M": {"a": {"L": [{"N": "1E+39"}]}}}
+    }
+    with pytest.raises(Rejected, match="p holds a number DynamoDB cannot store"):
+        convert.marshal({"p": Decimal("1000000000000000000000000000000000000001")})
+
+
 STRING, INTEGER = Field("Name", FieldType.STRING, max_length=5), Field("Count", FieldType.INTEGER)
 
 

@@ -301,8 +301,8 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
     for name in app.queues:
         print(f"  queue      {name} (scheduled runs that failed past their retries)")
     for name in app.buckets.values():
-        kept = " (failed batches, records included: `hybridsync failed-batches`)"
-        print(f"  bucket     {name}{kept if name == app.failed_batches_bucket else ''} (S3 on moto server)")
+        kept = ": failed batches, records included (`hybridsync failed-batches`)"
+        print(f"  bucket     {name} (S3 on moto server){kept if name == app.failed_batches_bucket else ''}")
     if app.alarms is not None:
         print(f"  alarms     {len(app.alarms.alarms)} evaluated locally: `hybridsync status`; "
               f"notifications in {app.state_dir / 'notifications'}/")  # fmt: skip

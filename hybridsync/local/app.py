@@ -276,6 +276,7 @@ class LocalApp:
         logs = self.state_dir / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         for function in self.python_functions():
+            reserved = function.properties.get("ReservedConcurrentExecutions")
             log_file = (logs / f"{function.construct}.log").open("a")
             self._logs.append(log_file)
             self.functions[function.construct] = LocalFunction(
@@ -286,9 +287,7 @@ class LocalApp:
                 timeout_s=float(function.properties.get("Timeout", 3)),
                 memory_mb=int(function.properties.get("MemorySize", 128)),
                 log=log_file,
-                reserved=None
-                if (r := function.properties.get("ReservedConcurrentExecutions")) is None
-                else int(r),
+                reserved=reserved if reserved is None else int(reserved),
                 metric=self._lambda_metric(function.construct),
             )
         return self.functions
@@ -395,15 +394,11 @@ class LocalApp:
             self.queues[name] = url
             arns[self.assembly.resolve(queue.stack, {"Fn::GetAtt": [queue.logical_id, "Arn"]})] = url
         self._sqs = sqs
-        self.dead_letter_queues = {  # function -> the queue its failed asynchronous events go to
-            f.construct: arns[target]
-            for f in self.python_functions()
-            if (
-                target := self.assembly.resolve(f.stack, f.properties.get("DeadLetterConfig", {})).get(
-                    "TargetArn"
-                )
-            )
-        }
+        self.dead_letter_queues: dict[str, str] = {}  # function -> where its failed async events go
+        for function in self.python_functions():
+            config = self.assembly.resolve(function.stack, function.properties.get("DeadLetterConfig", {}))
+            if config.get("TargetArn"):
+                self.dead_letter_queues[function.construct] = arns[config["TargetArn"]]
 
     # --- alarms (local/alarms.py) ---------------------------------------------------------------
 
@@ -415,6 +410,8 @@ class LocalApp:
             found.append(Alarm.from_properties(f"{self.prefix}-{resource.construct}", properties))
         self.alarms = Alarms(found, self.metrics, self.state_dir / "notifications", region=self.region,
                              account=ACCOUNT, period_s=self.alarm_period_s)  # fmt: skip
+        for function in self.functions:  # what earlier runs logged is not this run's metrics
+            self.metrics.skip(self.state_dir / "logs" / f"{function}.log")
         self.alarms.evaluate()  # every alarm has a state before the app serves
         self._spawn(self._watch, name="alarms")
 

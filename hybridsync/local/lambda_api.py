@@ -121,14 +121,11 @@ class LambdaApi:
                 status, payload = self._mappings(method, found.group(1), parse_qs(path.query), body)
             elif (found := CONCURRENCY.match(path.path)) and method in ("PUT", "DELETE"):
                 function = self.app.function(function_name(found.group(1)))
-                function.reserved = (
-                    json.loads(body)["ReservedConcurrentExecutions"] if method == "PUT" else None
-                )
-                status, payload = (
-                    (200, {"ReservedConcurrentExecutions": function.reserved})
-                    if method == "PUT"
-                    else (204, None)
-                )
+                if method == "PUT":
+                    function.reserved = int(json.loads(body)["ReservedConcurrentExecutions"])
+                    status, payload = 200, {"ReservedConcurrentExecutions": function.reserved}
+                else:  # no reservation at all: the account's unreserved pool
+                    function.reserved, status, payload = None, 204, None
             elif (found := INVOKE.match(path.path)) and method == "POST":
                 function = self.app.function(function_name(found.group(1)))
                 event = json.loads(body or b"{}")

@@ -99,6 +99,11 @@ def html_report(f: dict[str, Any], extra: list[Section] = ()) -> str:  # type: i
         _table("PostgreSQL rows", ["table", "live rows"], [list(i) for i in f["postgresql_rows"].items()]),
         *(_table(*section) for section in extra),
         _table("dead letters", ["consumer", "reason"], [list(d) for d in f["dead_letters"]]),
+        _table(
+            "alarms, evaluated locally",
+            ["alarm", "state", "reason"],
+            [[name, a["state"], a["reason"]] for name, a in sorted(f.get("alarms", {}).items())],
+        ),
     ]
     style = (
         "body{font-family:system-ui,sans-serif;max-width:720px;margin:2em auto;color:#222}"
@@ -163,6 +168,7 @@ def figures(
         "timeline": sorted((round(at, 3), round(lag, 3)) for at, lag in delivered),
         "faults_injected": dict(app.faults.counts) if app.faults else {},
         "failed_batches_stored": app.failed_batches_stored(),
+        "alarms": app.alarms.status() if app.alarms else {},
     }
 
 
@@ -215,6 +221,14 @@ def show(console: Console, f: dict[str, Any], extra: list[Section] = ()) -> None
         f"records; {f['throughput_records_s']} records/s delivered"
         + ("" if f["caught_up"] else " [red](did not catch up in time)[/red]")
     )
+    if alarms := f.get("alarms"):
+        firing = sorted(name for name, a in alarms.items() if a["state"] == "ALARM")
+        counts = {state: sum(a["state"] == state for a in alarms.values()) for state in ("OK", "ALARM")}
+        console.print(
+            f"alarms: {counts['ALARM']} in ALARM, {counts['OK']} OK of {len(alarms)} (periods as deployed: "
+            f"a dead letter alarms once its 5-minute period is complete; `hybridsync status`)"
+            + (f": {', '.join(firing)}" if firing else "")
+        )
     if f["faults_injected"]:
         injected = ", ".join(f"{kind} {n}" for kind, n in sorted(f["faults_injected"].items()))
         console.print(

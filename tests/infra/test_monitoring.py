@@ -5,20 +5,8 @@ its throttles; the dashboard shows each part; every function is a version behind
 import json
 from collections import defaultdict
 
-import pytest
-
 from shop.model import MODEL
 from tests.conftest import load_template
-
-
-@pytest.fixture(scope="module")
-def monitoring(cloud_assembly):
-    return load_template(cloud_assembly, "monitoring")
-
-
-@pytest.fixture(scope="module")
-def pipeline(cloud_assembly):
-    return load_template(cloud_assembly, "pipeline")
 
 
 def of_type(template, kind):

@@ -13,21 +13,6 @@ from tests.conftest import load_template
 AGGREGATION = Aggregation(MODEL)
 
 
-@pytest.fixture(scope="module")
-def data(cloud_assembly):
-    return load_template(cloud_assembly, "data")
-
-
-@pytest.fixture(scope="module")
-def pipeline(cloud_assembly):
-    return load_template(cloud_assembly, "pipeline")
-
-
-@pytest.fixture(scope="module")
-def database(cloud_assembly):
-    return load_template(cloud_assembly, "database")
-
-
 def table_resource(template, logical_name):
     (props,) = [
         r["Properties"]

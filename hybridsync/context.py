@@ -27,7 +27,13 @@ SETTINGS: dict[str, Setting] = {
     "pipeline_enabled": Setting(True, "false: the stream mappings and the outbox schedule are disabled, "
                                       "their positions kept (deploy a fix while nothing consumes)"),
     "public_api": Setting(False, "the HTTP API without IAM authorization (anyone may call it)"),
-    "timeseries_prefix": Setting("hybridsync", "the name prefix of the time series' daily tables"),
+    "timeseries_prefix": Setting("the prefix, lower case", "the name prefix of the time series' daily "
+                                 "tables (stacks of different prefixes never rotate or drop each other's)"),
+    "log_retention_days": Setting(30, "how long the functions', the API's and the deploy's log groups "
+                                      "keep their logs (CloudWatch's durations: 1, 3, 5, 7, 14, 30, ...)"),
+    "backup_retention_days": Setting(7, "how long Aurora keeps its automated backups (1-35)"),
+    "aurora_min_acu": Setting(0.5, "Aurora Serverless v2's minimum capacity (ACU)"),
+    "aurora_max_acu": Setting(4.0, "Aurora Serverless v2's maximum capacity (ACU: `hybridsync plan`)"),
     # the stream mappings
     "stream_batch_size": Setting(1000, "write-back: records per invocation (DynamoDB streams allow 10,000)"),
     "stream_batching_window_s": Setting(5, "write-back: wait up to this long to fill a batch"),
@@ -78,4 +84,22 @@ def read(scope: Any, name: str) -> Any:
         return default
     if isinstance(default, bool):
         return str(value).lower() in ("true", "1", "yes")
+    if isinstance(default, float):
+        return float(value)
     return int(value) if isinstance(default, int) else value
+
+
+def log_retention(scope: Any) -> Any:
+    """`log_retention_days` as CloudWatch Logs' retention (only its own durations are allowed)."""
+    from aws_cdk import aws_logs as logs
+
+    days = int(read(scope, "log_retention_days"))
+    allowed = {1: "ONE_DAY", 3: "THREE_DAYS", 5: "FIVE_DAYS", 7: "ONE_WEEK", 14: "TWO_WEEKS", 30: "ONE_MONTH",
+               60: "TWO_MONTHS", 90: "THREE_MONTHS", 120: "FOUR_MONTHS", 150: "FIVE_MONTHS",
+               180: "SIX_MONTHS", 365: "ONE_YEAR", 400: "THIRTEEN_MONTHS", 545: "EIGHTEEN_MONTHS",
+               731: "TWO_YEARS", 1827: "FIVE_YEARS", 3653: "TEN_YEARS"}  # fmt: skip
+    if days not in allowed:
+        raise ValueError(
+            f"-c log_retention_days={days}: CloudWatch Logs keeps logs one of {sorted(allowed)} days"
+        )
+    return logs.RetentionDays[allowed[days]]

@@ -16,6 +16,8 @@ from aws_cdk import aws_logs as logs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from hybridsync import context
+
 ACCESS_LOG = {
     "requestId": "$context.requestId",
     "ip": "$context.identity.sourceIp",
@@ -69,7 +71,7 @@ class ApiStack(Stack):
             methods=[apigwv2.HttpMethod.ANY],
             integration=integrations.HttpLambdaIntegration("ApiFunction", function),
         )
-        group = logs.LogGroup(self, "AccessLogs", retention=logs.RetentionDays.ONE_MONTH,
+        group = logs.LogGroup(self, "AccessLogs", retention=context.log_retention(self),
                               removal_policy=RemovalPolicy.DESTROY)  # fmt: skip
         stage = apigwv2.HttpStage(
             self,

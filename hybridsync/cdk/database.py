@@ -13,6 +13,8 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from hybridsync import context
+
 DATABASE_NAME = "hybridsync"
 PROXY_PORT = 5432
 
@@ -78,8 +80,8 @@ class DatabaseStack(Stack):
                 version=rds.AuroraPostgresEngineVersion.VER_17_9
             ),
             writer=rds.ClusterInstance.serverless_v2("Writer"),
-            serverless_v2_min_capacity=0.5,
-            serverless_v2_max_capacity=4,
+            serverless_v2_min_capacity=context.read(self, "aurora_min_acu"),
+            serverless_v2_max_capacity=context.read(self, "aurora_max_acu"),
             vpc=self.vpc,
             vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
             credentials=rds.Credentials.from_generated_secret("hybridsync"),
@@ -89,7 +91,7 @@ class DatabaseStack(Stack):
             iam_authentication=True,
             deletion_protection=not dev,
             removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.SNAPSHOT,
-            backup=rds.BackupProps(retention=Duration.days(7)),
+            backup=rds.BackupProps(retention=Duration.days(context.read(self, "backup_retention_days"))),
             cloudwatch_logs_exports=["postgresql"],
             monitoring_interval=Duration.seconds(60),  # enhanced monitoring: OS metrics each minute
         )

@@ -31,7 +31,6 @@ from hybridsync import config, context, migrations, timeseries
 from hybridsync.cdk.assets import PROJECT_MIGRATIONS, HandlerFunction, dependency_layer, function_code
 from hybridsync.cdk.data import DataStack, private_bucket
 from hybridsync.cdk.database import DatabaseStack
-from hybridsync.context import SETTINGS
 from hybridsync.declare import Model, Side, Table
 from hybridsync.sync import aggregate, failed, writeback
 
@@ -394,7 +393,7 @@ class PipelineStack(Stack):
             self,
             f"{id}Provider",
             on_event_handler=handler.function,
-            log_group=logs.LogGroup(self, f"{id}ProviderLogs", retention=logs.RetentionDays.ONE_MONTH),
+            log_group=logs.LogGroup(self, f"{id}ProviderLogs", retention=context.log_retention(self)),
         )
         resource = CustomResource(self, id, service_token=provider.service_token, properties=properties)
         NagSuppressions.add_resource_suppressions(
@@ -422,7 +421,11 @@ class PipelineStack(Stack):
     def time_series(self) -> None:
         """Pattern 22: the rotation function, on a schedule and at deploy (so today's table exists
         before the first write); it may manage only tables named `<prefix>-<series>-*`."""
-        prefix = self.node.try_get_context("timeseries_prefix") or SETTINGS["timeseries_prefix"].default
+        # the stack's own: two stacks of different prefixes never rotate or drop each other's tables
+        prefix = (
+            self.node.try_get_context("timeseries_prefix")
+            or self.stack_name.rsplit("-pipeline", 1)[0].lower()
+        )
         rotate = self.function(
             "Rotate",
             name="rotate",
@@ -587,6 +590,7 @@ class PipelineStack(Stack):
             layer=self.layer,
             environment={**self.variables, **(environment or {})},
             tracing=self.tracing,
+            log_retention=context.log_retention(self),
             vpc=self.database.vpc if in_vpc else None,
             security_groups=[self.database.client_security_group] if in_vpc else None,  # type: ignore[list-item]
             **options,

@@ -169,3 +169,21 @@ def test_a_measure_counts_the_sources_it_names():
     with pytest.raises(ValueError, match="Refunds"):
         Aggregate("Bad", sources=(invoice,), group_by=("CustomerId",), time="At", periods=(Period.MONTH,),
                   partition="X", sort="Y", measures=(Count("Refunds", sources=("Refund",)),))  # fmt: skip
+
+
+def test_the_log_retention_setting_takes_cloudwatchs_durations_only():
+    from types import SimpleNamespace
+
+    from hybridsync import context
+
+    def scope(value):
+        return SimpleNamespace(node=SimpleNamespace(try_get_context=lambda name: value))
+
+    assert context.log_retention(scope(None)).name == "ONE_MONTH"
+    assert context.log_retention(scope("365")).name == "ONE_YEAR"
+    with pytest.raises(ValueError, match="log_retention_days=31: CloudWatch Logs keeps logs one of"):
+        context.log_retention(scope("31"))
+    assert (
+        context.read(scope("1.5"), "aurora_min_acu") == 1.5
+        and context.read(scope(None), "aurora_max_acu") == 4.0
+    )

@@ -190,7 +190,7 @@ class MonitoringStack(Stack):
                 service_metric(name, deadletters.DEAD_LETTER_METRIC),
                 0,
                 f"{name} dead-lettered a record it can never apply: `hybridsync dead-letters`, "
-                "fix, then `dead-letters --redrive`",
+                "fix, then `dead-letters redrive`",
             )
             self.alarm(
                 f"{id}DestinationDeliveryFailures",
@@ -205,7 +205,7 @@ class MonitoringStack(Stack):
                     mapping_metric(mapping_id, "OnFailureDestinationDeliveredEventCount"),
                     0,
                     f"{name} gave up on a batch of {table}'s stream after its retries: "
-                    "`hybridsync failed-batches`, fix, then `failed-batches --redrive`",
+                    "`hybridsync failed-batches`, fix, then `failed-batches redrive`",
                 )
 
     def _scheduled(self, pipeline: PipelineStack) -> None:

@@ -143,6 +143,7 @@ class LocalApp:
             raise ValueError("the alarm period must be at least 1 s")
         self.alarm_period_s = alarm_period_s
         self.failed_batches_bucket: str | None = None  # the stream mappings' on-failure bucket
+        self._stores: tuple[dict[str, int], int] | None = None  # the last _sample_stores()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
         self._logs: list[Any] = []
@@ -422,11 +423,7 @@ class LocalApp:
             try:
                 for function in self.functions:
                     self.metrics.tail(logs / f"{function}.log")
-                for name, url in self.queues.items():
-                    # CloudWatch's ApproximateNumberOfMessagesVisible is the API's ApproximateNumberOfMessages
-                    visible = "ApproximateNumberOfMessages"
-                    attributes = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[visible])
-                    depth = int(attributes["Attributes"][visible])
+                for name, depth in self._sample_stores()[0].items():
                     self.metrics.put(
                         "AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": name}, depth
                     )
@@ -804,12 +801,22 @@ class LocalApp:
 
     # --- status and stopping ------------------------------------------------------------------
 
+    def _sample_stores(self) -> tuple[dict[str, int], int]:
+        """Each queue's depth (CloudWatch's ApproximateNumberOfMessagesVisible is the API's
+        ApproximateNumberOfMessages) and the failed batches stored: read once a second by the alarms'
+        clock, and what `status()` shows."""
+        visible = "ApproximateNumberOfMessages"
+        depths = {
+            name: int(
+                self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[visible])["Attributes"][visible]
+            )
+            for name, url in self.queues.items()
+        }
+        self._stores = (depths, self.failed_batches_stored())
+        return self._stores
+
     def status(self) -> dict[str, Any]:
-        queues = {}
-        for name, url in self.queues.items():
-            visible = "ApproximateNumberOfMessages"
-            attributes = self._sqs.get_queue_attributes(QueueUrl=url, AttributeNames=[visible])
-            queues[name] = int(attributes["Attributes"][visible])
+        queues, stored = self._stores or self._sample_stores()
         return {
             "at": time.time(),
             "http": f"http://127.0.0.1:{self.http.server_address[1]}" if self.http else None,
@@ -835,7 +842,7 @@ class LocalApp:
             "functions": {name: vars(f.stats) for name, f in self.functions.items()},
             "alarms": self.alarms.status() if self.alarms else {},
             "failure_queues": queues,
-            "failed_batches": self.failed_batches_stored(),
+            "failed_batches": stored,
             "outbox": vars(self.outbox) if self.outbox else None,
             "faults_injected": dict(self.faults.counts) if self.faults else {},
             "streams": {

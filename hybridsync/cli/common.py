@@ -143,15 +143,21 @@ def operations_function(stack: str) -> str:
     """The operations function: $OPERATIONS_FUNCTION (`source .local/env`), or a stack's output."""
     if not stack:
         return given(None, "OPERATIONS_FUNCTION", "operations function", "--deployed STACK")
+    (name,) = stack_output(stack, "OperationsFunctionName")
+    if name is None:
+        raise SystemExit(
+            f"--deployed {stack}: the stack has no OperationsFunctionName output (a pipeline stack's)"
+        )
+    return name
+
+
+def stack_output(stack: str, *keys: str) -> list[str | None]:
+    """A deployed stack's outputs whose keys start with each of `keys` (CDK may suffix them), None
+    where it has none; one DescribeStacks call."""
     from hybridsync import aws
 
     outputs = aws.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
-    for output in outputs:
-        if output["OutputKey"].startswith("OperationsFunctionName"):
-            return output["OutputValue"]
-    raise SystemExit(
-        f"--deployed {stack}: the stack has no OperationsFunctionName output (a pipeline stack's)"
-    )
+    return [next((o["OutputValue"] for o in outputs if o["OutputKey"].startswith(k)), None) for k in keys]
 
 
 def deployed(args: argparse.Namespace, event: dict[str, Any]) -> dict[str, Any]:

@@ -361,7 +361,6 @@ def add_dashboard(cli: Commands) -> None:
 def _dashboard(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from hybridsync import aws
     from hybridsync.context import SETTINGS
 
     stack = args.stack
@@ -374,17 +373,14 @@ def _dashboard(args: argparse.Namespace) -> int:
         )
         stack = f"{context.get('prefix') or SETTINGS['prefix'].default}-monitoring"
     try:
-        described = aws.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0]
+        url, topic = common.stack_output(stack, "DashboardUrl", "AlarmTopicArn")
     except (BotoCoreError, ClientError) as error:
         raise SystemExit(
             f"hybridsync dashboard: {stack}: {error} (deployed? the right account and region?)"
         ) from None
-    outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
-    url = next((v for k, v in outputs.items() if k.startswith("DashboardUrl")), None)
     if url is None:
         raise SystemExit(f"hybridsync dashboard: {stack} has no DashboardUrl output (a monitoring stack's)")
     print(url)
-    topic = next((v for k, v in outputs.items() if k.startswith("AlarmTopicArn")), None)
     if topic:
         print(f"alarms go to {topic}")
     return 0

@@ -5,6 +5,7 @@ imports only the client libraries it really uses."""
 from __future__ import annotations
 
 import functools
+import os
 from typing import TYPE_CHECKING, Any
 
 from hybridsync import settings
@@ -22,9 +23,29 @@ def engine() -> sa.Engine:
     # One connection: a container runs one invocation at a time, so a function's connections are
     # its concurrency (shards x parallelization for a stream consumer), which `hybridsync plan` sizes.
     created = db.create_engine(settings.database_url(), pool_size=1, max_overflow=0)
+    if not os.environ.get("DATABASE_URL", "").strip():
+        _fresh_credentials(created, settings.database())
     if settings.tracing():
         _trace_statements(created)
     return created
+
+
+def _fresh_credentials(engine: sa.Engine, database: settings.Database) -> None:
+    """Each new connection with a password of now: a new IAM token, or the secret's password; when
+    that fails authentication (the secret was rotated since it was cached), the secret is read
+    again and the connection tried once more. A warm container survives a rotation."""
+    from sqlalchemy import event
+
+    @event.listens_for(engine, "do_connect")
+    def connect(dialect: Any, record: Any, cargs: Any, cparams: dict[str, Any]) -> Any:
+        cparams["password"] = database.password()
+        try:
+            return dialect.connect(*cargs, **cparams)
+        except Exception as error:
+            if database.iam or not settings.authentication_failed(error):
+                raise
+        cparams["password"] = database.password(fresh=True)
+        return dialect.connect(*cargs, **cparams)
 
 
 def _trace_statements(engine: sa.Engine) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 
 # botocore's DEBUG lines carry whole request and response bodies: a secret's value, every item
 # read. Whatever level a function's logging is turned to, they stay off (a test turns logging to
@@ -45,33 +46,83 @@ def series_prefix() -> str:
 
 
 def database_url() -> str:
-    """`DATABASE_URL` when given (local, tests); in AWS the Secrets Manager secret `DB_SECRET_ARN`,
-    reached through `DB_HOST` (the RDS Proxy) when the stack sets it."""
+    """`DATABASE_URL` when given (local tools, tests); else the URL of `database()`, with a password
+    fetched now (an IAM token lasts 15 minutes: connect with it at once)."""
     if url := os.environ.get("DATABASE_URL", "").strip():
         return url
-    import sqlalchemy as sa
+    where = database()
+    return where.url(where.password())
+
+
+@dataclass(frozen=True)
+class Database:
+    """Where and as whom a function connects, from the stacks' variables: through RDS Proxy with an
+    IAM token for `DB_USER` (`DB_IAM_AUTH=true`: no password anywhere), or with the password of the
+    secret `DB_SECRET_ARN` (an existing database without a proxy; the local app). Always TLS with
+    the server's certificate and name verified (`verify-full`) against `DB_SSLROOTCERT`, by
+    default certifi's roots, which hold the Amazon Root CAs RDS Proxy's certificates chain to."""
+
+    host: str
+    port: int
+    name: str
+    user: str
+    iam: bool
+    secret_arn: str | None
+    root_certificate: str
+
+    def password(self, fresh: bool = False) -> str:
+        """An IAM token, or the secret's password (`fresh`: read again, not from the cache)."""
+        if self.iam:
+            from hybridsync import aws
+
+            rds = aws.client("rds")
+            return rds.generate_db_auth_token(self.host, self.port, self.user, rds.meta.region_name)
+        return str(_secret(self.secret_arn or "", fresh)["password"])
+
+    def url(self, password: str) -> str:
+        import sqlalchemy as sa
+
+        return sa.URL.create(
+            "postgresql+psycopg", username=self.user, password=password, host=self.host, port=self.port,
+            database=self.name, query={"sslmode": "verify-full", "sslrootcert": self.root_certificate},
+        ).render_as_string(hide_password=False)  # fmt: skip
+
+
+def _secret(arn: str, fresh: bool = False) -> dict[str, object]:
     from aws_lambda_powertools.utilities import parameters
     from aws_lambda_powertools.utilities.parameters.exceptions import TransformParameterError
 
     try:
-        secret = parameters.get_secret(required("DB_SECRET_ARN"), transform="json", max_age=300)
+        secret = parameters.get_secret(arn, transform="json", max_age=300, force_fetch=fresh)
     except TransformParameterError:
         raise ConfigurationError("DB_SECRET_ARN does not hold a JSON secret") from None
     if not isinstance(secret, dict):
         raise ConfigurationError("DB_SECRET_ARN does not hold a JSON secret")
+    return secret
+
+
+def database() -> Database:
+    """The database of the stacks' variables (see Database)."""
+    iam = os.environ.get("DB_IAM_AUTH", "").lower() == "true"
+    secret: dict[str, object] = {} if iam else _secret(required("DB_SECRET_ARN"))
     try:
-        url = sa.URL.create(
-            "postgresql+psycopg",
-            username=secret["username"],
-            password=secret["password"],
-            host=os.environ.get("DB_HOST") or secret["host"],
-            port=int(secret.get("port", 5432)),
-            database=os.environ.get("DB_NAME") or secret.get("dbname") or "postgres",
-            query={"sslmode": "require"},
-        )
+        user = required("DB_USER") if iam else str(secret["username"])
+        host = os.environ.get("DB_HOST") or str(secret["host"])
     except KeyError as missing:
         raise ConfigurationError(f"database secret lacks the field {missing}") from None
-    return url.render_as_string(hide_password=False)
+    port = os.environ.get("DB_PORT") or secret.get("port") or 5432
+    name = os.environ.get("DB_NAME") or secret.get("dbname") or "postgres"
+    root = os.environ.get("DB_SSLROOTCERT", "").strip()
+    if not root:
+        import certifi
+
+        root = certifi.where()
+    return Database(host, int(str(port)), str(name), user, iam, os.environ.get("DB_SECRET_ARN"), root)
+
+
+def authentication_failed(error: BaseException) -> bool:
+    """Whether a connection failed on its credentials (a rotated password, an expired token)."""
+    return "authentication failed" in str(error) or getattr(error, "sqlstate", None) == "28P01"
 
 
 def tracing() -> bool:

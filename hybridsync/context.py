@@ -20,8 +20,29 @@ SETTINGS: dict[str, Setting] = {
     "prefix": Setting("HybridSync", "the stacks' names (`<prefix>-data`, `-database`, `-pipeline`, `-api`)"),
     "dev": Setting(False, "a throw-away stack: tables and the database are destroyed with it, no "
                           "deletion protection; the API serves Swagger UI at `/docs`"),
-    "existing_db_secret_arn": Setting(None, "use your PostgreSQL, named by a Secrets Manager secret "
-                                            "(host, port, username, password, dbname), instead of Aurora"),
+    "existing_db_secret_arn": Setting(None, "use your PostgreSQL, named by its admin's Secrets Manager "
+                                            "secret (host, port, username, password, dbname), instead of "
+                                            "Aurora; needs the three settings of its network below"),
+    "existing_db_vpc_id": Setting(None, "the VPC your database lives in (the SQL functions run there)"),
+    "existing_db_subnet_ids": Setting(None, "comma-separated private subnets of that VPC for the functions"),
+    "existing_db_security_group_id": Setting(None, "your database's security group (the functions, the "
+                                                   "proxy and the rotation are let in on its port)"),
+    "existing_db_port": Setting(5432, "your database's port"),
+    "existing_db_name": Setting("postgres", "your database's name, for logins through the proxy"),
+    "existing_db_endpoints": Setting(True, "interface endpoints (Secrets Manager, DynamoDB, S3, Lambda) in "
+                                           "those subnets; false when the VPC already reaches them"),
+    "existing_db_proxy": Setting(False, "put an RDS Proxy in front of your database (IAM logins; needs "
+                                        "`existing_db_instance_id` or `existing_db_cluster_id`)"),
+    "existing_db_instance_id": Setting(None, "the proxy's target: your RDS for PostgreSQL instance"),
+    "existing_db_cluster_id": Setting(None, "the proxy's target: your Aurora PostgreSQL cluster"),
+    "db_rotation_days": Setting(30, "every database password (the admin's, each role's) is rotated this "
+                                    "often by Secrets Manager"),
+    "kms_key_arn": Setting(None, "a customer-managed KMS key for the tables, queues, buckets, secrets, "
+                                 "the cluster and the alarm topic (its policy must let CloudWatch use it)"),
+    "max_read_request_units": Setting(None, "on-demand maximum reads per second: N for every table and "
+                                            "GSI, or `table=N,table/index=N,...`"),
+    "max_write_request_units": Setting(None, "on-demand maximum writes per second, as "
+                                             "`max_read_request_units`"),
     "tracing": Setting(True, "X-Ray active tracing on every function (Powertools Tracer: DynamoDB and "
                              "PostgreSQL calls as subsegments)"),
     "pipeline_enabled": Setting(True, "false: the stream mappings and the outbox schedule are disabled, "
@@ -87,6 +108,13 @@ def read(scope: Any, name: str) -> Any:
     if isinstance(default, float):
         return float(value)
     return int(value) if isinstance(default, int) else value
+
+
+def names(scope: Any) -> str:
+    """What the names the engine derives start with: the stack prefix in lower case (`hybridsync`
+    for the default one): the metrics' namespace and each function's service, the time series'
+    tables, the API's and the topic's names. Two prefixes in one account never share one."""
+    return str(scope.node.try_get_context("prefix") or SETTINGS["prefix"].default).lower()
 
 
 def log_retention(scope: Any) -> Any:

@@ -61,6 +61,7 @@ class ApiStack(Stack):
         self.api = apigwv2.HttpApi(
             self,
             "HttpApi",
+            api_name=f"{context.names(self)}-api",
             description="hybridsync API: cache-aside entities, order views, rankings, and the write path",
             create_default_stage=False,
             default_authorizer=None if public else authorizers.HttpIamAuthorizer(),

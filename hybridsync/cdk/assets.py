@@ -18,6 +18,7 @@ from aws_cdk import aws_sqs as sqs
 from constructs import Construct
 
 import hybridsync
+from hybridsync import context
 
 RUNTIME = lambda_.Runtime.PYTHON_3_12
 ARCHITECTURE = lambda_.Architecture.X86_64
@@ -130,11 +131,13 @@ class HandlerFunction(Construct):
         tracing: bool = False,
         log_retention: logs.RetentionDays = logs.RetentionDays.ONE_MONTH,
         vpc: ec2.IVpc | None = None,
+        subnets: ec2.SubnetSelection | None = None,
         security_groups: list[ec2.ISecurityGroup] | None = None,
         dead_letter_queue: sqs.IQueue | None = None,
         reserved_concurrency: int | None = None,
     ) -> None:
         super().__init__(scope, id)
+        names = context.names(self)  # the metrics' namespace and service: the stack's own
         if not (ENGINE / "functions" / f"{name}.py").is_file():
             raise FileNotFoundError(f"the engine has no function {name!r} (hybridsync/functions/{name}.py)")
         self.log_group = logs.LogGroup(
@@ -149,8 +152,8 @@ class HandlerFunction(Construct):
             code=code,
             layers=[layer],
             environment={
-                "POWERTOOLS_SERVICE_NAME": f"hybridsync-{name}",
-                "POWERTOOLS_METRICS_NAMESPACE": "hybridsync",
+                "POWERTOOLS_SERVICE_NAME": f"{names}-{name}",
+                "POWERTOOLS_METRICS_NAMESPACE": names,
                 "POWERTOOLS_LOG_LEVEL": "INFO",
                 "POWERTOOLS_TRACE_DISABLED": "false" if tracing else "true",
                 **(environment or {}),
@@ -160,7 +163,7 @@ class HandlerFunction(Construct):
             tracing=lambda_.Tracing.ACTIVE if tracing else lambda_.Tracing.DISABLED,
             log_group=self.log_group,
             vpc=vpc,
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED) if vpc else None,
+            vpc_subnets=subnets,
             security_groups=security_groups,
             dead_letter_queue=dead_letter_queue,
             reserved_concurrent_executions=reserved_concurrency or None,

@@ -19,9 +19,10 @@ from constructs import IConstruct
 # (check, the L1 resources it is skipped on, why it does not apply)
 SKIPS: list[tuple[str, Callable[[Any], bool], str]] = [
     ("CKV_AWS_173", lambda r: isinstance(r, lambda_.CfnFunction),
-     "The environment holds table, bucket and secret names and endpoints, never a secret: the "
-     "database password is read from Secrets Manager at run time (a test greps every log line of a "
-     "run for it). Lambda encrypts environment variables at rest with its service key."),
+     "The environment holds table, bucket and secret names and endpoints, never a secret: functions "
+     "log in to PostgreSQL with IAM tokens made at run time, or read their role's password from "
+     "Secrets Manager (a test greps every log line of a run for it). Lambda encrypts environment "
+     "variables at rest with its service key."),
     ("CKV_AWS_117", lambda r: isinstance(r, lambda_.CfnFunction) and r.vpc_config is None,
      "This function reaches only DynamoDB, S3 and CloudWatch through their public endpoints with "
      "IAM; only the functions that talk to PostgreSQL run in the VPC."),
@@ -37,17 +38,16 @@ SKIPS: list[tuple[str, Callable[[Any], bool], str]] = [
     ("CKV_AWS_158", lambda r: isinstance(r, logs.CfnLogGroup),
      "CloudWatch Logs encrypts log data at rest; the logs hold no secrets or item bodies (a test "
      "checks), so a customer-managed key would add cost and key-policy coupling for nothing."),
-    ("CKV_AWS_149", lambda r: isinstance(r, secretsmanager.CfnSecret),
-     "Encrypted with the account's Secrets Manager key; only the functions that reach PostgreSQL "
-     "and RDS Proxy may read it (IAM). A customer-managed key is a context switch away if policy "
-     "requires one."),
+    ("CKV_AWS_149", lambda r: isinstance(r, secretsmanager.CfnSecret) and r.kms_key_id is None,
+     "Encrypted with the account's Secrets Manager key; only RDS Proxy, the rotation and the one "
+     "function that sets the logins may read it (IAM). `-c kms_key_arn=` encrypts it with yours."),
     ("CKV_AWS_18", lambda r: isinstance(r, s3.CfnBucket),
      "Review bodies, archives and failed batches are written and read only by the app's functions "
      "and stream mappings, whose calls CloudTrail data events can record; server access logs would "
      "need a bucket of their own."),
-    ("CKV_AWS_26", lambda r: isinstance(r, sns.CfnTopic),
-     "The alarm topic: CloudWatch cannot publish to a topic encrypted with the AWS-managed SNS key, "
-     "and an alarm message carries names and thresholds, never data."),
+    ("CKV_AWS_26", lambda r: isinstance(r, sns.CfnTopic) and r.kms_master_key_id is None,
+     "The alarm topic: CloudWatch cannot publish to a topic encrypted with the AWS-managed SNS key "
+     "(`-c kms_key_arn=` encrypts it with yours), and an alarm message carries names and thresholds."),
 ]  # fmt: skip
 
 

@@ -7,10 +7,12 @@ from typing import Any
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
+from hybridsync import context
 from hybridsync.declare import KeyAttribute, Model, Projection, StreamView, Table
 
 _TYPES = {
@@ -33,16 +35,45 @@ def _attribute(key: KeyAttribute | None) -> dynamodb.Attribute | None:
 TABLE_METADATA = "hybridsync:table"
 
 
+def customer_key(scope: Construct) -> kms.IKey | None:
+    """The customer-managed key of `-c kms_key_arn=`, imported into the stack of `scope`; None: the
+    AWS-managed keys."""
+    arn = context.read(scope, "kms_key_arn")
+    stack = Stack.of(scope)
+    found = stack.node.try_find_child("CustomerKey")
+    return found or (kms.Key.from_key_arn(stack, "CustomerKey", arn) if arn else None)  # type: ignore[return-value]
+
+
+def request_units(scope: Construct, setting: str) -> dict[str, int]:
+    """An on-demand maximum setting (`max_read_request_units`): "N" for every table and GSI ("*"),
+    or `table=N,table/index=N`; a GSI without its own takes its table's."""
+    value = str(context.read(scope, setting) or "").strip()
+    if not value:
+        return {}
+    if value.isdigit():
+        return {"*": int(value)}
+    limits = {}
+    for part in value.split(","):
+        name, _, units = part.partition("=")
+        if not units.strip().isdigit():
+            raise ValueError(f"-c {setting}={value}: each part is `table=N` or `table/index=N`")
+        limits[name.strip()] = int(units)
+    return limits
+
+
 def private_bucket(
     scope: Construct, id: str, lifecycle_rules: list[s3.LifecycleRule], *, dev: bool, written_by: str
 ) -> s3.Bucket:
     """A bucket of the stack's own: private, encrypted, TLS only, versioned, kept when the stack goes
     (unless `dev`), its name a stack output `<id>Name`; `written_by`: who reads and writes it, the
     reason it has no server access log (CloudTrail data events can log those calls)."""
+    key = customer_key(scope)
     bucket = s3.Bucket(
         scope,
         id,
-        encryption=s3.BucketEncryption.S3_MANAGED,
+        encryption=s3.BucketEncryption.KMS if key else s3.BucketEncryption.S3_MANAGED,
+        encryption_key=key,
+        bucket_key_enabled=bool(key),
         block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
         enforce_ssl=True,
         versioned=True,
@@ -93,15 +124,29 @@ class DataStack(Stack):
         return private_bucket(self, "BodiesBucket", [rule], dev=self._dev, written_by=by)
 
     def _render(self, table: Table, dev: bool) -> dynamodb.TableV2:
+        key = customer_key(self)
+        reads, writes = (
+            request_units(self, "max_read_request_units"),
+            request_units(self, "max_write_request_units"),
+        )
+
+        def most(limits: dict[str, int], index: str | None = None) -> int | None:
+            named = [f"{table.name}/{index}"] if index else []
+            return next((limits[n] for n in (*named, table.name, "*") if n in limits), None)
+
         return dynamodb.TableV2(
             self,
             f"{title(table.name)}Table",
             partition_key=_attribute(table.partition),
             sort_key=_attribute(table.sort),
-            billing=dynamodb.Billing.on_demand(),
+            billing=dynamodb.Billing.on_demand(
+                max_read_request_units=most(reads), max_write_request_units=most(writes)
+            ),
             dynamo_stream=_STREAMS[table.stream] if table.stream else None,
             time_to_live_attribute=table.ttl_attribute,
-            encryption=dynamodb.TableEncryptionV2.aws_managed_key(),
+            encryption=dynamodb.TableEncryptionV2.customer_managed_key(key)
+            if key
+            else dynamodb.TableEncryptionV2.aws_managed_key(),
             point_in_time_recovery_specification=dynamodb.PointInTimeRecoverySpecification(
                 point_in_time_recovery_enabled=True
             ),
@@ -115,6 +160,8 @@ class DataStack(Stack):
                     sort_key=_attribute(index.sort),
                     projection_type=_PROJECTIONS[index.projection],
                     non_key_attributes=list(index.non_key_attributes) or None,
+                    max_read_request_units=most(reads, index.name),
+                    max_write_request_units=most(writes, index.name),
                 )
                 for index in table.indexes
             ]

@@ -1,5 +1,9 @@
 """Database stack: Aurora PostgreSQL Serverless v2 behind RDS Proxy in a NAT-less VPC, or an existing
-database named by its Secrets Manager secret."""
+database named by its Secrets Manager secret, in the VPC it lives in (optionally behind a proxy).
+
+Every function logs in as one of three roles (hybridsync.roles), each with a secret of its own,
+rotated on a schedule: through a proxy with an IAM token (no password in any function), or, to an
+existing database without a proxy, with its role's password. TLS is verified (`verify-full`)."""
 
 from __future__ import annotations
 
@@ -13,41 +17,37 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import context
+from hybridsync import context, roles
+from hybridsync.cdk.data import customer_key
 
 DATABASE_NAME = "hybridsync"
+ADMIN = "hybridsync"  # the cluster's master user: only the Users resource logs in as it
 PROXY_PORT = 5432
 
 
 class DatabaseStack(Stack):
-    """Provides `vpc` (None for an existing database), `secret`, and `connect(function)`."""
+    """Provides `vpc`, `subnets`, `client_security_group`, `proxy`, `cluster`, the admin's and the
+    roles' secrets, and `connect(function, role)`."""
 
-    def __init__(
-        self,
-        scope: Construct,
-        id: str,
-        *,
-        existing_secret_arn: str | None = None,
-        dev: bool = False,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, scope: Construct, id: str, *, dev: bool = False, **kwargs: Any) -> None:
         super().__init__(scope, id, **kwargs)
-        self.vpc: ec2.IVpc | None = None
         self.proxy: rds.DatabaseProxy | None = None
         self.cluster: rds.DatabaseCluster | None = None
-        self.client_security_group: ec2.ISecurityGroup | None = None
-        if existing_secret_arn:
-            # The secret holds host, port, username, password and dbname (the RDS secret shape).
-            # Its network is the caller's: functions run outside a VPC and reach the host directly.
-            self.secret: secretsmanager.ISecret = secretsmanager.Secret.from_secret_complete_arn(
-                self, "ExistingSecret", existing_secret_arn
-            )
+        self.key = customer_key(self)
+        self.admin_user: str | None = ADMIN  # None: the existing database's (in its secret)
+        self.role_secrets: dict[str, secretsmanager.ISecret] = {}
+        existing = context.read(self, "existing_db_secret_arn")
+        if existing:
+            self._existing(existing)
         else:
             self._create_cluster(dev)
-        CfnOutput(self, "DatabaseSecretArn", value=self.secret.secret_arn)
+        self.database_name: str = DATABASE_NAME if self.cluster else context.read(self, "existing_db_name")
+        CfnOutput(self, "DatabaseSecretArn", value=self.admin_secret.secret_arn)
+
+    # --- where the database lives -----------------------------------------------------------------
 
     def _create_cluster(self, dev: bool) -> None:
-        self.vpc = ec2.Vpc(
+        self.vpc: ec2.IVpc = ec2.Vpc(
             self,
             "Vpc",
             max_azs=2,
@@ -59,18 +59,19 @@ class DatabaseStack(Stack):
             ],
             flow_logs={"Rejected": ec2.FlowLogOptions(traffic_type=ec2.FlowLogTrafficType.REJECT)},
         )
+        self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
         self.vpc.add_gateway_endpoint("DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB)
         self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)  # review bodies
-        secrets_endpoint = self.vpc.add_interface_endpoint(
-            "SecretsManager", service=ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER
-        )
-        NagSuppressions.add_resource_suppressions(
-            secrets_endpoint,
-            [{"id": "CdkNagValidationFailure", "reason": "EC23 cannot resolve the VPC CIDR token; the "
-              "endpoint group admits HTTPS from the VPC's own CIDR only."}],
-            apply_to_children=True,
-        )  # fmt: skip
-        self.client_security_group = ec2.SecurityGroup(
+        for name, service in (("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
+                              ("Lambda", ec2.InterfaceVpcEndpointAwsService("lambda"))):  # fmt: skip
+            endpoint = self.vpc.add_interface_endpoint(name, service=service)
+            NagSuppressions.add_resource_suppressions(
+                endpoint,
+                [{"id": "CdkNagValidationFailure", "reason": "EC23 cannot resolve the VPC CIDR token; the "
+                  "endpoint group admits HTTPS from the VPC's own CIDR only."}],
+                apply_to_children=True,
+            )  # fmt: skip
+        self.client_security_group: ec2.ISecurityGroup = ec2.SecurityGroup(
             self, "DatabaseClients", vpc=self.vpc, description="functions that talk to PostgreSQL"
         )
         cluster = rds.DatabaseCluster(
@@ -83,11 +84,12 @@ class DatabaseStack(Stack):
             serverless_v2_min_capacity=context.read(self, "aurora_min_acu"),
             serverless_v2_max_capacity=context.read(self, "aurora_max_acu"),
             vpc=self.vpc,
-            vpc_subnets=ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED),
-            credentials=rds.Credentials.from_generated_secret("hybridsync"),
+            vpc_subnets=self.subnets,
+            credentials=rds.Credentials.from_generated_secret(ADMIN, encryption_key=self.key),
             default_database_name=DATABASE_NAME,
             port=5438,  # not the default port (AwsSolutions-RDS11)
             storage_encrypted=True,
+            storage_encryption_key=self.key,
             iam_authentication=True,
             deletion_protection=not dev,
             removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.SNAPSHOT,
@@ -96,20 +98,28 @@ class DatabaseStack(Stack):
             monitoring_interval=Duration.seconds(60),  # enhanced monitoring: OS metrics each minute
         )
         assert cluster.secret is not None
-        self.secret, self.cluster = cluster.secret, cluster
+        self.admin_secret: secretsmanager.ISecret = cluster.secret
+        self.cluster = cluster
+        for role in roles.ROLES:  # each with the cluster's host, port and engine (the attachment)
+            secret = rds.DatabaseSecret(self, f"{role.title()}Secret", username=roles.user(role),
+                                        dbname=DATABASE_NAME, encryption_key=self.key)  # fmt: skip
+            self.role_secrets[role] = secret.attach(cluster)
+        self._rotate(cluster.secret, cluster.connections, "admin")
+        for role, secret in self.role_secrets.items():
+            self._rotate(secret, cluster.connections, role)
+        # Every login through the proxy is IAM: the proxy alone holds the passwords.
         self.proxy = cluster.add_proxy(
-            "Proxy", secrets=[cluster.secret], vpc=self.vpc, require_tls=True, iam_auth=False
+            "Proxy",
+            secrets=[cluster.secret, *self.role_secrets.values()],
+            vpc=self.vpc,
+            vpc_subnets=self.subnets,
+            require_tls=True,
+            iam_auth=True,
         )
         # RDS Proxy always listens on the engine's standard port, whatever the cluster's.
         self.proxy.connections.allow_from(self.client_security_group, ec2.Port.tcp(PROXY_PORT))
         cluster.connections.allow_default_port_from(self.proxy)
         CfnOutput(self, "ProxyEndpoint", value=self.proxy.endpoint)
-        NagSuppressions.add_resource_suppressions(
-            cluster.node.find_child("Secret"),  # the secret itself; `cluster.secret` is its attachment
-            [{"id": "AwsSolutions-SMG4", "reason": "Rotation would invalidate the password RDS Proxy "
-              "caches mid-batch; rotate by redeploying with a new secret, with the pipeline paused."}],
-            apply_to_children=True,
-        )  # fmt: skip
         NagSuppressions.add_resource_suppressions(
             cluster,
             [{"id": "AwsSolutions-IAM4", "reason": "Enhanced monitoring's role uses the AWS-maintained "
@@ -121,11 +131,131 @@ class DatabaseStack(Stack):
             [{"id": "AwsSolutions-EC23", "reason": "No ingress rules; it is only a source group."}],
         )
 
-    def connect(self, function: lambda_.Function) -> dict[str, str]:
-        """Let a function read the credentials and reach the database; returns its environment."""
-        self.secret.grant_read(function)
-        env = {"DB_SECRET_ARN": self.secret.secret_arn}
+    def _existing(self, secret_arn: str) -> None:
+        """An existing database: in the VPC, subnets and security group it lives in (never a public
+        one by default: synth refuses without them), its admin's secret given."""
+        vpc_id = context.read(self, "existing_db_vpc_id")
+        subnet_ids = [s for s in str(context.read(self, "existing_db_subnet_ids") or "").split(",") if s]
+        group_id = context.read(self, "existing_db_security_group_id")
+        if not (vpc_id and subnet_ids and group_id):
+            raise ValueError(
+                "-c existing_db_secret_arn needs the database's network: -c existing_db_vpc_id=vpc-..., "
+                "-c existing_db_subnet_ids=subnet-a,subnet-b and -c existing_db_security_group_id=sg-... "
+                "(the functions run beside it; a database reachable from the internet is no default)"
+            )
+        self.admin_user = None
+        self.admin_secret = secretsmanager.Secret.from_secret_complete_arn(self, "ExistingSecret", secret_arn)
+        self.vpc = ec2.Vpc.from_vpc_attributes(
+            self, "Vpc", vpc_id=vpc_id, availability_zones=self.availability_zones[: len(subnet_ids)]
+        )
+        self.subnets = ec2.SubnetSelection(
+            subnets=[ec2.Subnet.from_subnet_id(self, f"Subnet{i}", s) for i, s in enumerate(subnet_ids)]
+        )
+        self.client_security_group = ec2.SecurityGroup(
+            self, "DatabaseClients", vpc=self.vpc, description="functions that talk to PostgreSQL"
+        )
+        NagSuppressions.add_resource_suppressions(
+            self.client_security_group,
+            [{"id": "AwsSolutions-EC23", "reason": "No ingress rules; it is only a source group."}],
+        )
+        database = ec2.SecurityGroup.from_security_group_id(self, "DatabaseGroup", group_id, mutable=True)
+        port = int(context.read(self, "existing_db_port"))
+        database_side = ec2.Connections(security_groups=[database], default_port=ec2.Port.tcp(port))
+        if context.read(self, "existing_db_endpoints"):
+            self._endpoints()
+        for role in roles.ROLES:  # host, port and name are copied in from the admin's by the Users resource
+            secret = secretsmanager.Secret(
+                self,
+                f"{role.title()}Secret",
+                encryption_key=self.key,
+                generate_secret_string=secretsmanager.SecretStringGenerator(
+                    secret_string_template=f'{{"username": "{roles.user(role)}", "engine": "postgres"}}',
+                    generate_string_key="password",
+                    exclude_characters=" %+~`#$&*()|[]{}:;<>?!'/@\"\\",  # as RDS's own secrets
+                ),
+            )
+            self.role_secrets[role] = secret
+            self._rotate(secret, database_side, role)
+        database_side.allow_default_port_from(self.client_security_group)  # the Users resource, direct
+        target_instance = context.read(self, "existing_db_instance_id")
+        target_cluster = context.read(self, "existing_db_cluster_id")
+        if not context.read(self, "existing_db_proxy"):
+            return
+        if bool(target_instance) == bool(target_cluster):
+            raise ValueError(
+                "-c existing_db_proxy=true needs the proxy's target: -c existing_db_instance_id=... (RDS "
+                "for PostgreSQL) or -c existing_db_cluster_id=... (Aurora PostgreSQL)"
+            )
+        if target_instance:
+            instance = rds.DatabaseInstance.from_database_instance_attributes(
+                self, "Target", instance_identifier=target_instance, instance_endpoint_address="unused",
+                port=port, security_groups=[database], engine=rds.DatabaseInstanceEngine.POSTGRES,
+            )  # fmt: skip
+            target = rds.ProxyTarget.from_instance(instance)
+        else:
+            cluster = rds.DatabaseCluster.from_database_cluster_attributes(
+                self, "Target", cluster_identifier=target_cluster, port=port, security_groups=[database],
+                engine=rds.DatabaseClusterEngine.AURORA_POSTGRESQL,
+            )  # fmt: skip
+            target = rds.ProxyTarget.from_cluster(cluster)
+        self.proxy = rds.DatabaseProxy(
+            self, "Proxy", proxy_target=target, secrets=list(self.role_secrets.values()), vpc=self.vpc,
+            vpc_subnets=self.subnets, require_tls=True, iam_auth=True,
+        )  # fmt: skip
+        self.proxy.connections.allow_from(self.client_security_group, ec2.Port.tcp(PROXY_PORT))
+        database_side.allow_default_port_from(self.proxy)
+        CfnOutput(self, "ProxyEndpoint", value=self.proxy.endpoint)
+
+    def _endpoints(self) -> None:
+        """Interface endpoints in the given subnets for what the functions call (the VPC's own
+        routes are the team's: `-c existing_db_endpoints=false` when it already reaches them)."""
+        for name, service in (("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
+                              ("DynamoDb", ec2.InterfaceVpcEndpointAwsService.DYNAMODB),
+                              ("S3", ec2.InterfaceVpcEndpointAwsService.S3),
+                              ("Lambda", ec2.InterfaceVpcEndpointAwsService("lambda"))):  # fmt: skip
+            endpoint = ec2.InterfaceVpcEndpoint(
+                self, f"{name}Endpoint", vpc=self.vpc, service=service, subnets=self.subnets, open=False
+            )
+            endpoint.connections.allow_default_port_from(self.client_security_group)
+
+    def _rotate(self, secret: Any, database: ec2.Connections, whose: str) -> None:
+        """Single-user rotation every `db_rotation_days`: AWS's hosted function, in the database's
+        network, sets the role's new password with the role's current one."""
+        group = ec2.SecurityGroup(
+            secret, "RotationGroup", vpc=self.vpc, description=f"rotation of the {whose} password"
+        )
+        database.allow_default_port_from(group)
+        secret.add_rotation_schedule(
+            "Rotation",
+            automatically_after=Duration.days(context.read(self, "db_rotation_days")),
+            hosted_rotation=secretsmanager.HostedRotation.postgre_sql_single_user(
+                vpc=self.vpc, vpc_subnets=self.subnets, security_groups=[group]
+            ),
+        )
+        NagSuppressions.add_resource_suppressions(
+            group,
+            [{"id": "AwsSolutions-EC23", "reason": "No ingress rules; it is only a source group."}],
+        )
+
+    # --- who connects ------------------------------------------------------------------------------
+
+    def connect(self, function: lambda_.Function, role: str) -> dict[str, str]:
+        """Let a function log in as `role` (hybridsync.roles, or "admin": the Users resource); its
+        environment. Through the proxy: IAM (`rds-db:connect` for that login only), no secret read.
+        Without one: the role's secret, the only one it may read."""
+        if role == "admin":  # the logins' maker: the admin, at deploy only
+            if self.proxy is not None and self.admin_user is not None:
+                self.proxy.grant_connect(function, self.admin_user)
+                return self._through_proxy(self.admin_user) | {"DB_ROLE": role}
+            self.admin_secret.grant_read(function)
+            return {"DB_SECRET_ARN": self.admin_secret.secret_arn, "DB_ROLE": role}
         if self.proxy is not None:
-            env["DB_HOST"] = self.proxy.endpoint  # connect through the proxy, not the cluster
-            env["DB_NAME"] = DATABASE_NAME
-        return env
+            self.proxy.grant_connect(function, roles.user(role))
+            return self._through_proxy(roles.user(role)) | {"DB_ROLE": role}
+        self.role_secrets[role].grant_read(function)
+        return {"DB_SECRET_ARN": self.role_secrets[role].secret_arn, "DB_ROLE": role}
+
+    def _through_proxy(self, user: str) -> dict[str, str]:
+        assert self.proxy is not None
+        return {"DB_IAM_AUTH": "true", "DB_USER": user, "DB_HOST": self.proxy.endpoint,
+                "DB_PORT": str(PROXY_PORT), "DB_NAME": self.database_name}  # fmt: skip

@@ -21,7 +21,7 @@ from constructs import Construct
 from hybridsync import context, deadletters
 from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.assets import HandlerFunction
-from hybridsync.cdk.data import DataStack, title
+from hybridsync.cdk.data import DataStack, customer_key, title
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.declare import Model
@@ -44,18 +44,6 @@ ENGINE_OPERATIONS = [
         "TRANSACT_WRITE_ITEMS",
     )
 ]
-NAMESPACE = "hybridsync"  # the functions' own metrics (Powertools: POWERTOOLS_METRICS_NAMESPACE)
-
-
-def service_metric(function: str, name: str, statistic: str = "Sum") -> cloudwatch.Metric:
-    """A metric one of the engine's functions emits (Powertools EMF, dimension `service`)."""
-    return cloudwatch.Metric(
-        namespace=NAMESPACE,
-        metric_name=name,
-        statistic=statistic,
-        dimensions_map={"service": f"hybridsync-{function}"},
-        period=FIVE_MINUTES,
-    )
 
 
 def mapping_metric(mapping_id: str, name: str) -> cloudwatch.Metric:
@@ -99,6 +87,17 @@ class MonitoringStack(Stack):
     def setting(self, name: str) -> Any:
         return context.read(self, name)
 
+    def service_metric(self, function: str, name: str, statistic: str = "Sum") -> cloudwatch.Metric:
+        """A metric one of the engine's functions emits (Powertools EMF: the namespace and the
+        `service` dimension its stack gave it, `<prefix>` and `<prefix>-<function>`)."""
+        return cloudwatch.Metric(
+            namespace=context.names(self),
+            metric_name=name,
+            statistic=statistic,
+            dimensions_map={"service": f"{context.names(self)}-{function}"},
+            period=FIVE_MINUTES,
+        )
+
     # --- where alarms go ----------------------------------------------------------------------
 
     def _topic(self) -> sns.ITopic:
@@ -108,17 +107,16 @@ class MonitoringStack(Stack):
         if given:
             topic: sns.ITopic = sns.Topic.from_topic_arn(self, "AlarmTopic", given)
         else:
-            topic = sns.Topic(self, "AlarmTopic", display_name="hybridsync alarms", enforce_ssl=True)
-            NagSuppressions.add_resource_suppressions(
-                topic,
-                [
-                    {
-                        "id": "AwsSolutions-SNS2",
-                        "reason": "CloudWatch cannot publish to a topic encrypted with the "
-                        "AWS-managed SNS key; an alarm message carries names and thresholds, no data.",
-                    }
-                ],
-            )
+            key = customer_key(self)  # its policy must let cloudwatch.amazonaws.com use it (README)
+            topic = sns.Topic(self, "AlarmTopic", display_name=f"{context.names(self)} alarms",
+                              enforce_ssl=True, master_key=key)  # fmt: skip
+            if key is None:
+                NagSuppressions.add_resource_suppressions(
+                    topic,
+                    [{"id": "AwsSolutions-SNS2", "reason": "CloudWatch cannot publish to a topic encrypted "
+                      "with the AWS-managed SNS key (`-c kms_key_arn=` encrypts it with yours); an alarm "
+                      "message carries names and thresholds, no data."}],
+                )  # fmt: skip
         if email := self.setting("alarm_email"):
             topic.add_subscription(subscriptions.EmailSubscription(email))
         CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
@@ -187,7 +185,7 @@ class MonitoringStack(Stack):
                 )
             self.alarm(
                 f"{id}DeadLetters",
-                service_metric(name, deadletters.DEAD_LETTER_METRIC),
+                self.service_metric(name, deadletters.DEAD_LETTER_METRIC),
                 0,
                 f"{name} dead-lettered a record it can never apply: `hybridsync dead-letters`, "
                 "fix, then `dead-letters redrive`",
@@ -237,7 +235,7 @@ class MonitoringStack(Stack):
             # end (PostgreSQL unreachable, the function failing): that breaches too.
             self.alarm(
                 "OutboxAge",
-                service_metric("sql_sync", "OutboxAge", "Maximum"),
+                self.service_metric("sql_sync", "OutboxAge", "Maximum"),
                 self.setting("outbox_age_alarm_s"),
                 "sql_sync: a PostgreSQL change waited too long in the outbox, or no drain ran: "
                 "SqlSync's errors, the database, `hybridsync status`",
@@ -245,7 +243,7 @@ class MonitoringStack(Stack):
             )
             self.alarm(
                 "SqlSyncDeadLetters",
-                service_metric("sql_sync", deadletters.DEAD_LETTER_METRIC),
+                self.service_metric("sql_sync", deadletters.DEAD_LETTER_METRIC),
                 0,
                 "sql_sync dead-lettered an outbox row no write can apply: `hybridsync dead-letters "
                 "--source sql_sync`, fix the row, redrive",
@@ -427,7 +425,7 @@ class MonitoringStack(Stack):
                 graph(
                     "Dead letters",
                     [
-                        service_metric(f, deadletters.DEAD_LETTER_METRIC).with_(label=f)
+                        self.service_metric(f, deadletters.DEAD_LETTER_METRIC).with_(label=f)
                         for f in [c.name for c in consumers] + (["sql_sync"] if "SqlSync" in handlers else [])
                     ],
                 ),
@@ -436,8 +434,8 @@ class MonitoringStack(Stack):
                 graph(
                     "Outbox depth and age (s)",
                     [
-                        service_metric("sql_sync", "OutboxDepth", "Maximum"),
-                        service_metric("sql_sync", "OutboxAge", "Maximum"),
+                        self.service_metric("sql_sync", "OutboxDepth", "Maximum"),
+                        self.service_metric("sql_sync", "OutboxAge", "Maximum"),
                     ],
                 ),
                 graph("Consumed capacity per table and GSI", capacity, width=16),

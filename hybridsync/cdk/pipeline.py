@@ -8,6 +8,7 @@ derives from the model: there is no second list of anything. Its alarms: the mon
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -29,7 +30,7 @@ from constructs import Construct
 
 from hybridsync import config, context, migrations, timeseries
 from hybridsync.cdk.assets import PROJECT_MIGRATIONS, HandlerFunction, dependency_layer, function_code
-from hybridsync.cdk.data import DataStack, private_bucket
+from hybridsync.cdk.data import DataStack, customer_key, private_bucket
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.declare import Model, Side, Table
 from hybridsync.sync import aggregate, failed, writeback
@@ -84,6 +85,9 @@ def grant_prefix(
     function.add_to_role_policy(
         iam.PolicyStatement(actions=actions, resources=[bucket.arn_for_objects(prefix)])
     )
+    sealed = {"s3:PutObject", "s3:GetObject"} & set(actions)
+    if bucket.encryption_key is not None and sealed:  # a customer-managed key seals and opens the objects
+        bucket.encryption_key.grant_encrypt_decrypt(function)
     if listing:
         conditions = None if listing == "any" else {"StringLike": {"s3:prefix": [prefix]}}
         function.add_to_role_policy(
@@ -153,13 +157,23 @@ class PipelineStack(Stack):
         self.scheduled_failures = self.failure_queue("ScheduledFailures")  # what schedules fail past retries
         self.failed_batches = self.failure_bucket()
 
+        secrets = {role: secret.secret_arn for role, secret in database.role_secrets.items()}
+        users = self.function("Users", name="users", timeout=Duration.minutes(2), role="admin",
+                              environment={"DB_ROLE_SECRETS": json.dumps(secrets)})  # fmt: skip
+        for secret in database.role_secrets.values():  # it sets each login's password to its secret's
+            secret.grant_read(users.function)
+            if database.cluster is None:  # ... and writes in where an existing database is
+                secret.grant_write(users.function)
+        # again on each deploy that changes a secret (a rotation is the database's own business)
+        logins = self.at_deploy("DatabaseUsers", users, secrets)
         migrate = self.function(
             "Migrate",
             name="migrate",
             timeout=Duration.minutes(5),
-            sql=True,
+            role="migrator",
             environment={"MIGRATION_LOCK_TIMEOUT_S": str(self.setting("migration_lock_timeout_s"))},
         )
+        migrate.function.node.add_dependency(logins)
         self.schema = self.at_deploy(
             "Schema", migrate, {"MigrationsDigest": _digest(migrations.ENGINE_VERSIONS, versions)}
         )
@@ -169,17 +183,17 @@ class PipelineStack(Stack):
             self.write_back = self.stream_consumer(
                 "WriteBack",
                 name="write_back",
-                sql=True,
+                role="writer",
                 memory_size=1024,
                 sources={name: filters for name in sorted(written_back)},
             )
         aggregated = sorted({a.table.name for a in model.aggregates})
         if aggregated:
-            # sql=True only for its dead letters; the aggregates themselves never touch PostgreSQL.
+            # the writer only for its dead letters; the aggregates themselves never touch PostgreSQL
             self.aggregate = self.stream_consumer(
                 "Aggregate",
                 name="aggregate",
-                sql=True,
+                role="writer",
                 batching="aggregate",
                 tumbling_window=True,
                 sources={name: aggregate.Aggregation(model, name).event_filters() for name in aggregated},
@@ -220,7 +234,7 @@ class PipelineStack(Stack):
         ops = self.function(
             "Operations",
             name="operations",
-            sql=True,
+            role="writer",
             timeout=Duration.minutes(15),
             memory_size=1024,
             environment=environment,
@@ -300,7 +314,7 @@ class PipelineStack(Stack):
         self.api = self.function(
             "Api",
             name="api",
-            sql=True,
+            role="reader",
             memory_size=1024,
             timeout=Duration.seconds(15),
             reserved_concurrency=self.setting("api_reserved_concurrency"),
@@ -367,7 +381,7 @@ class PipelineStack(Stack):
         self.sql_sync = self.function(
             "SqlSync",
             name="sql_sync",
-            sql=True,
+            role="writer",
             timeout=Duration.minutes(1),
             dead_letter_queue=self.scheduled_failures,
             reserved_concurrency=self.setting("sql_sync_reserved_concurrency"),
@@ -422,10 +436,7 @@ class PipelineStack(Stack):
         """Pattern 22: the rotation function, on a schedule and at deploy (so today's table exists
         before the first write); it may manage only tables named `<prefix>-<series>-*`."""
         # the stack's own: two stacks of different prefixes never rotate or drop each other's tables
-        prefix = (
-            self.node.try_get_context("timeseries_prefix")
-            or self.stack_name.rsplit("-pipeline", 1)[0].lower()
-        )
+        prefix = self.node.try_get_context("timeseries_prefix") or context.names(self)
         rotate = self.function(
             "Rotate",
             name="rotate",
@@ -483,10 +494,12 @@ class PipelineStack(Stack):
 
     def failure_queue(self, id: str) -> sqs.Queue:
         """A queue for what failed past its retries: KMS-encrypted, TLS only, kept 14 days."""
+        key = customer_key(self)
         queue = sqs.Queue(
             self,
             id,
-            encryption=sqs.QueueEncryption.KMS_MANAGED,
+            encryption=sqs.QueueEncryption.KMS if key else sqs.QueueEncryption.KMS_MANAGED,
+            encryption_master_key=key,
             enforce_ssl=True,
             retention_period=Duration.days(14),
         )
@@ -520,7 +533,7 @@ class PipelineStack(Stack):
         *,
         name: str,
         sources: dict[str, list[dict]],
-        sql: bool = False,
+        role: str | None = None,
         batching: str = "stream",
         tumbling_window: bool = False,
         **options: object,
@@ -529,7 +542,7 @@ class PipelineStack(Stack):
         order per shard (TRIM_HORIZON, one batch per shard at a time), bisect on error, bounded
         retries and age, partial-failure reports, failed batches with their records to the failure
         bucket, the mapping's own metrics; disabled, positions kept, with `-c pipeline_enabled=false`."""
-        handler = self.function(id, name=name, sql=sql, timeout=Duration.minutes(2), **options)
+        handler = self.function(id, name=name, role=role, timeout=Duration.minutes(2), **options)
         consumer = self.consumers[id] = Consumer(name, handler)
         for table, filters in sources.items():
             source = self._mapping(self.data.tables[table], filters, batching, tumbling_window)
@@ -575,13 +588,13 @@ class PipelineStack(Stack):
         id: str,
         *,
         name: str,
-        sql: bool = False,
+        role: str | None = None,
         environment: dict[str, str] | None = None,
         **options: Any,
     ) -> HandlerFunction:
-        """An engine function with the model, its tables and buckets in its environment; with `sql`,
-        also network access to PostgreSQL and read access to its secret."""
-        in_vpc = sql and self.database.vpc is not None
+        """An engine function with the model, its tables and buckets in its environment; with a
+        database `role` (hybridsync.roles), also the database's network and that login."""
+        in_vpc = role is not None
         handler = HandlerFunction(
             self,
             id,
@@ -592,11 +605,12 @@ class PipelineStack(Stack):
             tracing=self.tracing,
             log_retention=context.log_retention(self),
             vpc=self.database.vpc if in_vpc else None,
-            security_groups=[self.database.client_security_group] if in_vpc else None,  # type: ignore[list-item]
+            subnets=self.database.subnets if in_vpc else None,
+            security_groups=[self.database.client_security_group] if in_vpc else None,
             **options,
         )
-        if sql:
-            for key, value in self.database.connect(handler.function).items():
+        if role is not None:
+            for key, value in self.database.connect(handler.function, role).items():
                 handler.function.add_environment(key, value)
             if self.schema is not None:  # the schema is migrated before the function that needs it changes
                 handler.function.node.add_dependency(self.schema)

@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from aws_cdk import App
-from aws_cdk.assertions import Annotations, Match, Template
+from aws_cdk.assertions import Template
 
 from hybridsync.cdk import build
 from tests.conftest import load_template
@@ -113,24 +113,6 @@ def test_no_iam_statement_grants_wildcards_on_data(cloud_assembly):
             assert "*" not in actions and "dynamodb:*" not in actions, statement
             if "*" in as_list(statement.get("Resource")):
                 assert set(actions) <= ALLOWED_ON_ANY_RESOURCE, statement
-
-
-def test_existing_database_variant_has_no_cluster_and_uses_the_given_secret():
-    arn = "arn:aws:secretsmanager:eu-west-1:123456789012:secret:pg-AbCdEf"
-    # In-process synth of the variant; asset bundling is skipped (the session synth covers it).
-    app = App(context={"existing_db_secret_arn": arn, "aws:cdk:bundling-stacks": []})
-    stacks = build(app)
-    database = Template.from_stack(stacks["database"])
-    pipeline = Template.from_stack(stacks["pipeline"])
-    for absent in ("AWS::RDS::DBCluster", "AWS::RDS::DBProxy", "AWS::EC2::VPC"):
-        database.resource_count_is(absent, 0)
-    pipeline.has_resource_properties(
-        "AWS::Lambda::Function",
-        {"Environment": {"Variables": Match.object_like({"DB_SECRET_ARN": arn})},
-         "VpcConfig": Match.absent()},
-    )  # fmt: skip
-    for stack in stacks.values():
-        assert Annotations.from_stack(stack).find_error("*", Match.any_value()) == []
 
 
 def test_dev_flag_turns_off_deletion_protection():

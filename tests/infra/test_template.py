@@ -76,7 +76,7 @@ def test_database_is_aurora_serverless_behind_a_tls_proxy_in_a_natless_vpc(datab
         "AWS::EC2::VPCEndpoint",
         {"VpcEndpointType": "Gateway", "ServiceName": Match.object_like({"Fn::Join": Match.any_value()})},
     )
-    template.resource_count_is("AWS::SecretsManager::Secret", 1)
+    template.resource_count_is("AWS::SecretsManager::Secret", 4)  # the admin's and each role's
 
 
 def test_function_construct_defaults(pipeline):
@@ -90,7 +90,7 @@ def test_function_construct_defaults(pipeline):
          "Environment": {"Variables": Match.object_like({
              "TABLE_MAIN": Match.any_value(), "TABLE_CHUNKS": Match.any_value(),
              "HYBRIDSYNC_MODEL": "shop.model:MODEL", "HYBRIDSYNC_ROUTES": "shop.routes",
-             "DB_SECRET_ARN": Match.any_value(), "DB_HOST": Match.any_value()})}},
+             "DB_IAM_AUTH": "true", "DB_USER": "hybridsync_writer", "DB_HOST": Match.any_value()})}},
     )  # fmt: skip
     template.has_resource_properties("AWS::Logs::LogGroup", {"RetentionInDays": 30})
     template.has_resource_properties(
@@ -164,7 +164,7 @@ def test_write_back_consumes_the_stream_with_safe_retry_settings(pipeline):
     )
 
 
-def test_write_back_role_reads_the_stream_and_the_secret_and_nothing_more(pipeline):
+def test_write_back_role_reads_the_stream_logs_in_as_the_writer_and_nothing_more(pipeline):
     policies = [
         r["Properties"]["PolicyDocument"]["Statement"]
         for rid, r in pipeline["Resources"].items()
@@ -174,7 +174,7 @@ def test_write_back_role_reads_the_stream_and_the_secret_and_nothing_more(pipeli
                for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}  # fmt: skip
     assert actions == {
         "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
-        "secretsmanager:DescribeSecret", "secretsmanager:GetSecretValue",
+        "rds-db:connect",  # as hybridsync_writer through the proxy (tests/infra/test_database_access.py)
         "s3:PutObject", "s3:ListBucket",  # its mappings' failed batches (Lambda's S3 destination)
         "xray:PutTraceSegments", "xray:PutTelemetryRecords",  # tracing
     }  # fmt: skip

@@ -36,7 +36,7 @@ def exist(conn: sa.Connection) -> bool:
     return found.first() is not None
 
 
-def _literal(conn: sa.Connection, value: str) -> str:
+def literal(conn: sa.Connection, value: str) -> str:
     from psycopg import sql
 
     return sql.Literal(value).as_string(conn.connection.driver_connection)  # type: ignore[arg-type]
@@ -51,7 +51,7 @@ def create_users(conn: sa.Connection, passwords: dict[str, str]) -> list[str]:
         name = user(role)
         exists = conn.execute(sa.text("SELECT 1 FROM pg_roles WHERE rolname = :n"), {"n": name}).first()
         verb = "ALTER" if exists else "CREATE"
-        conn.exec_driver_sql(f"{verb} ROLE {name} LOGIN PASSWORD {_literal(conn, password)}")
+        conn.exec_driver_sql(f"{verb} ROLE {name} LOGIN PASSWORD {literal(conn, password)}")
     migrator = user("migrator")
     conn.exec_driver_sql(f'GRANT CONNECT, CREATE ON DATABASE "{database}" TO {migrator}')
     conn.exec_driver_sql(f"GRANT USAGE, CREATE ON SCHEMA public TO {migrator}")

@@ -69,6 +69,7 @@ class Database:
     iam: bool
     secret_arn: str | None
     root_certificate: str
+    tls: str = "verify-full"  # `DB_SSLMODE`: only the local app, against a database of yours, sets it
 
     def password(self, fresh: bool = False) -> str:
         """An IAM token, or the secret's password (`fresh`: read again, not from the cache)."""
@@ -84,7 +85,7 @@ class Database:
 
         return sa.URL.create(
             "postgresql+psycopg", username=self.user, password=password, host=self.host, port=self.port,
-            database=self.name, query={"sslmode": "verify-full", "sslrootcert": self.root_certificate},
+            database=self.name, query={"sslmode": self.tls, "sslrootcert": self.root_certificate},
         ).render_as_string(hide_password=False)  # fmt: skip
 
 
@@ -117,7 +118,8 @@ def database() -> Database:
         import certifi
 
         root = certifi.where()
-    return Database(host, int(str(port)), str(name), user, iam, os.environ.get("DB_SECRET_ARN"), root)
+    tls = os.environ.get("DB_SSLMODE", "").strip() or "verify-full"
+    return Database(host, int(str(port)), str(name), user, iam, os.environ.get("DB_SECRET_ARN"), root, tls)
 
 
 def authentication_failed(error: BaseException) -> bool:

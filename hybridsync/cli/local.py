@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import signal
 import sys
 import time
@@ -404,7 +403,7 @@ def _invoke(args: argparse.Namespace) -> int:
 
     assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
     dynamodb = common.given(None, "DYNAMODB_ENDPOINT", "DynamoDB", "(no flag)")
-    services = os.environ.get("AWS_ENDPOINT") or dynamodb
+    services = common.given(None, "AWS_ENDPOINT", "S3, SQS and Secrets Manager", "(no flag)")
     app = LocalApp(
         assembly,
         dynamodb_endpoint=dynamodb,
@@ -417,6 +416,7 @@ def _invoke(args: argparse.Namespace) -> int:
     app.build_functions()
     event = json.loads(Path(args.event).read_text()) if args.event else {}
     try:
+        app.ensure_logins()
         result = app.function(args.function).invoke(event)
     except FunctionError as error:
         print(json.dumps({"errorType": error.error_type, "errorMessage": error.message}, indent=1))

@@ -22,6 +22,7 @@ from hybridsync.local.alarms import Alarm, Alarms, Metrics
 from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
 from hybridsync.local.lambda_api import LambdaApi, Switch
+from hybridsync.local.logins import Logins
 from hybridsync.local.mappings import (
     POLL_INTERVAL_S,
     Checkpoints,
@@ -36,7 +37,6 @@ from hybridsync.local.ttl import Expiries, TtlSweeper
 
 log = logging.getLogger(__name__)
 TABLE_TYPES = ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table")
-DATABASE_VARIABLES = ("DB_SECRET_ARN", "DB_HOST", "DB_NAME")  # the embedded PostgreSQL stands in
 STREAM_READ = (
     "GetRecords",
     "GetShardIterator",
@@ -154,6 +154,11 @@ class LocalApp:
     def _name_things(self) -> None:
         """Local names and ARNs of everything, before anything is created (references resolve)."""
         a = self.assembly
+        for proxy in a.resources("AWS::RDS::DBProxy"):  # what its grants name (the proxy is not emulated)
+            arn = f"arn:aws:rds:{self.region}:{ACCOUNT}:db-proxy:prx-{proxy.construct.lower()}"
+            a.set(proxy, DBProxyArn=arn, Endpoint="127.0.0.1")
+        secrets = aws.client("secretsmanager", self.services_endpoint, self.region)
+        self.logins = Logins(a, secrets, self.database_url, self.prefix)
         for table in (t for kind in TABLE_TYPES for t in a.resources(kind)):
             name = table_name(self.prefix, table)
             self.tables[table.construct] = name
@@ -190,6 +195,11 @@ class LocalApp:
         for topic in a.resources("AWS::SNS::Topic"):
             a.set(topic, Ref=f"arn:aws:sns:{self.region}:{ACCOUNT}:{self.prefix}-{topic.construct}")
 
+    def ensure_logins(self) -> None:
+        """The database's logins with their secrets' passwords (the Users resource), for a function
+        run on its own (`hybridsync invoke`)."""
+        self._run_custom_resources(only={"DatabaseUsers"})
+
     def python_functions(self) -> list[Resource]:
         """The app's own functions: Python handlers shipped as assets (not CDK's framework ones)."""
         return [
@@ -200,11 +210,8 @@ class LocalApp:
 
     def function_environment(self, function: Resource) -> dict[str, str]:
         variables = self.assembly.resolve(function.stack, function.properties.get("Environment", {}))
-        env = {
-            k: str(v)
-            for k, v in variables.get("Variables", {}).items()
-            if v is not None and k not in DATABASE_VARIABLES
-        }
+        env = {k: str(v) for k, v in variables.get("Variables", {}).items() if v is not None}
+        env = self.logins.environment(env)  # its login's secret, on the local server
         deployed = env.get("TIMESERIES_PREFIX")
         if deployed:  # tables a function creates are named like the app's own
             env["TIMESERIES_PREFIX"] = self.prefix
@@ -237,7 +244,7 @@ class LocalApp:
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(function.properties.get("MemorySize", 128)),
             "DYNAMODB_ENDPOINT": self.dynamodb_endpoint,
             "AWS_ENDPOINT": self.services_endpoint,
-            "DATABASE_URL": self.database_url,
+            "AWS_ENDPOINT_URL_SECRETS_MANAGER": self.services_endpoint,
             **({"LAMBDA_ENDPOINT": self.lambda_api.endpoint} if self.lambda_api else {}),
             "POWERTOOLS_METRICS_DISABLED": os.environ.get("POWERTOOLS_METRICS_DISABLED", "false"),
         }
@@ -266,8 +273,10 @@ class LocalApp:
         return env
 
     def role(self, function: Resource) -> tuple[str, list[dict[str, Any]]]:
-        """The function's execution role: its name and its policies' statements, in local ARNs."""
-        return iam.role_statements(self.assembly, function)
+        """The function's execution role: its name and its policies' statements, in local ARNs (and
+        `rds-db:connect` as a login read as its secret: local/logins.py)."""
+        name, statements = iam.role_statements(self.assembly, function)
+        return name, self.logins.stand_in(statements)
 
     def may(self, function: Resource, action: str, resource: str) -> bool:
         """Whether the function's role allows `action` on `resource` (always, with IAM off)."""
@@ -331,12 +340,14 @@ class LocalApp:
         if schedules:
             self._start_schedules()
 
-    def _run_custom_resources(self) -> list[str]:
-        """What a deploy runs once (the schema migration, today's time-series tables): each custom
-        resource's Create event, through CDK's provider framework to the app's function it serves.
-        A failure stops the start, as it would fail a deploy."""
+    def _run_custom_resources(self, only: set[str] | None = None) -> list[str]:
+        """What a deploy runs once (the database's logins, the schema migration, today's time-series
+        tables): each custom resource's Create event (or those of `only`), through CDK's provider
+        framework to the app's function it serves. A failure stops the start, as it fails a deploy."""
         ran = []
         for resource in self.assembly.resources("AWS::CloudFormation::CustomResource"):
+            if only is not None and resource.construct not in only:
+                continue
             framework_id = resource.properties["ServiceToken"]["Fn::GetAtt"][0]
             framework = self.assembly.templates[resource.stack]["Resources"][framework_id]["Properties"]
             served = framework.get("Environment", {}).get("Variables", {}).get("USER_ON_EVENT_FUNCTION_ARN")

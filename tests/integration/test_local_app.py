@@ -72,14 +72,18 @@ def test_everything_is_derived_from_the_template(app, cloud_assembly):
         "Sweep",
         "Rotate",
         "Operations",
+        "Users",
     }
-    assert app.custom_resources == ["Schema", "TimeSeriesTables"]  # run at start, as a deploy does
+    # run at start, as a deploy does: the logins first, then the schema as the migrator
+    assert app.custom_resources == ["DatabaseUsers", "Schema", "TimeSeriesTables"]
     today = EVENT_SERIES.table_name(app.prefix, datetime.now(UTC))
     assert app.client.describe_table(TableName=today)["Table"]["TableStatus"] == "ACTIVE"
     write_back = app.functions["WriteBack"]
     assert (write_back.timeout_s, write_back.memory_mb) == (120, 1024)
     assert write_back.environment["TABLE_MAIN"] == app.tables["MainTable"]  # an import, resolved
-    assert "DB_SECRET_ARN" not in write_back.environment and write_back.environment["DATABASE_URL"]
+    env = write_back.environment  # its login's secret on the local Secrets Manager, the server verified
+    assert "DATABASE_URL" not in env and env["DB_ROLE"] == "writer" and env["DB_SSLMODE"] == "verify-full"
+    assert app.logins.by_user["hybridsync_writer"] == env["DB_SECRET_ARN"] and "DB_USER" not in env
     settings = {p.settings.name.split(":")[0]: p.settings for p in app.pollers}
     assert settings["WriteBack"].batch_size == 2  # the edited template, not a second list
     assert settings["Aggregate"].tumbling_window_s == 60 and settings["Aggregate"].bisect
@@ -88,7 +92,7 @@ def test_everything_is_derived_from_the_template(app, cloud_assembly):
     assert len(app.queues) == 1  # the schedules' dead letters (the mappings store in the failure bucket)
     assert app.dead_letter_queues.keys() == {"Sweep", "Rotate", "SqlSync"}
     assert app.failure_environment()["FAILED_BATCHES_BUCKET"] in app.buckets.values()
-    assert len(app.alarms.alarms) == 57 and {a.state for a in app.alarms.alarms} <= {
+    assert len(app.alarms.alarms) == 59 and {a.state for a in app.alarms.alarms} <= {
         "OK",
         "INSUFFICIENT_DATA",
     }
@@ -308,6 +312,7 @@ def test_invoke_runs_one_function_with_one_event(cloud_assembly, stack, tmp_path
     from tests import events
 
     monkeypatch.setenv("DYNAMODB_ENDPOINT", stack.dynamodb_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT", stack.services_endpoint)  # the logins' secrets
     monkeypatch.setenv("DATABASE_URL", stack.database_url)
     common = ["--no-synth", "--assembly", str(cloud_assembly), "--state-dir", str(tmp_path)]
     event = events.HERE / "review_insert.json"  # not the write-back's: it answers without writing
@@ -328,6 +333,7 @@ def test_invoke_aggregate_answers_tumbling_window_events_with_state(cloud_assemb
     from tests import events
 
     monkeypatch.setenv("DYNAMODB_ENDPOINT", stack.dynamodb_endpoint)
+    monkeypatch.setenv("AWS_ENDPOINT", stack.services_endpoint)
     monkeypatch.setenv("DATABASE_URL", stack.database_url)
     common = ["--no-synth", "--assembly", str(cloud_assembly), "--state-dir", str(tmp_path)]
     common += ["--prefix", "test"]  # the session's tables

@@ -39,6 +39,7 @@ NEEDS = {
     "sweep": ("powertools", "dynamodb", "s3"),
     "rotate": ("powertools", "dynamodb", "s3"),
     "operations": ("powertools", "sql", "dynamodb"),
+    "users": ("powertools", "sql"),
 }
 BARE = {
     "powertools": "from aws_lambda_powertools import Logger, Metrics, Tracer; Logger(); Metrics(); Tracer()",

@@ -35,6 +35,8 @@ SETTINGS: dict[str, Setting] = {
                                         "`existing_db_instance_id` or `existing_db_cluster_id`)"),
     "existing_db_instance_id": Setting(None, "the proxy's target: your RDS for PostgreSQL instance"),
     "existing_db_cluster_id": Setting(None, "the proxy's target: your Aurora PostgreSQL cluster"),
+    "db_root_certificates": Setting(None, "a PEM bundle in your package the functions trust for TLS "
+                                          "(`shop/rds-global-bundle.pem`) instead of certifi's roots"),
     "db_rotation_days": Setting(30, "every database password (the admin's, each role's) is rotated this "
                                     "often by Secrets Manager"),
     "kms_key_arn": Setting(None, "a customer-managed KMS key for the tables, queues, buckets, secrets, "

@@ -18,6 +18,7 @@ import functools
 import hashlib
 import hmac
 import json
+import os
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -42,12 +43,20 @@ def bound(binding: str) -> Iterator[None]:
 
 @functools.cache
 def _key() -> bytes:
+    """The key cursors are signed with: the stacks' `CURSOR_KEY_SECRET_ARN` (one secret every API
+    container shares; its functions log in with IAM tokens, which differ per connection), else the
+    database URL's credentials (local tools, tests), else one of this process's own."""
     from hybridsync.settings import ConfigurationError, database_url  # lazily: DynamoDB-only callers
 
-    try:
-        credential = database_url()
-    except ConfigurationError:
-        return secrets.token_bytes(32)
+    if arn := os.environ.get("CURSOR_KEY_SECRET_ARN", "").strip():
+        from aws_lambda_powertools.utilities import parameters
+
+        credential = str(parameters.get_secret(arn, max_age=3600))
+    else:
+        try:
+            credential = database_url()
+        except ConfigurationError:
+            return secrets.token_bytes(32)
     return hashlib.sha256(b"hybridsync page cursors\n" + credential.encode()).digest()
 
 

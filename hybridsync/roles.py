@@ -97,6 +97,8 @@ def grant(conn: sa.Connection, model: Model) -> list[str]:
         "SELECT sequencename FROM pg_sequences WHERE schemaname = 'public' AND sequenceowner = current_user"
     )
     sequences = conn.execute(sa.text(ours)).scalars()
+    if "alembic_version" in owned:  # which revision the schema is at (`migrations current --deployed`)
+        conn.exec_driver_sql(f"GRANT SELECT ON alembic_version TO {writer}")
     for sequence in sequences:  # the dead letters' and the outbox's ids
         conn.exec_driver_sql(f'GRANT USAGE, SELECT ON SEQUENCE "{sequence}" TO {writer}')
     # A change of a PostgreSQL-mastered table writes its outbox row as the trigger's owner: no role

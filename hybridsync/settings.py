@@ -78,15 +78,22 @@ class Database:
 
             rds = aws.client("rds")
             return rds.generate_db_auth_token(self.host, self.port, self.user, rds.meta.region_name)
-        return str(_secret(self.secret_arn or "", fresh)["password"])
+        try:
+            return str(_secret(self.secret_arn or "", fresh)["password"])
+        except KeyError:
+            raise ConfigurationError("database secret lacks the field 'password'") from None
 
     def url(self, password: str) -> str:
         import sqlalchemy as sa
 
+        tls = {"sslmode": self.tls, "sslrootcert": self.root_certificate}
+        if self.host.startswith("/"):  # a Unix socket's folder (a local server): a parameter, not a host
+            where = {"host": None, "port": None, "query": tls | {"host": self.host, "port": str(self.port)}}
+        else:
+            where = {"host": self.host, "port": self.port, "query": tls}
         return sa.URL.create(
-            "postgresql+psycopg", username=self.user, password=password, host=self.host, port=self.port,
-            database=self.name, query={"sslmode": self.tls, "sslrootcert": self.root_certificate},
-        ).render_as_string(hide_password=False)  # fmt: skip
+            "postgresql+psycopg", username=self.user, password=password, database=self.name, **where
+        ).render_as_string(hide_password=False)
 
 
 def _secret(arn: str, fresh: bool = False) -> dict[str, object]:

@@ -23,6 +23,7 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
 from aws_cdk import aws_sqs as sqs
 from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
@@ -148,6 +149,7 @@ class PipelineStack(Stack):
         # the model's package first, then any other package the project's routes live in
         packages = list(dict.fromkeys([package, *(config.package_dir(route) for route in routes)]))
         self.code = function_code(packages, apart)
+        self.trust = self._root_certificates(packages)
         self.variables = {f"TABLE_{name.upper()}": table.table_name for name, table in data.tables.items()}
         self.variables |= {"HYBRIDSYNC_MODEL": model_spec} | (
             {"HYBRIDSYNC_ROUTES": ",".join(routes)} if routes else {}
@@ -174,6 +176,7 @@ class PipelineStack(Stack):
             environment={"MIGRATION_LOCK_TIMEOUT_S": str(self.setting("migration_lock_timeout_s"))},
         )
         migrate.function.node.add_dependency(logins)
+        self.migrate = migrate
         self.schema = self.at_deploy(
             "Schema", migrate, {"MigrationsDigest": _digest(migrations.ENGINE_VERSIONS, versions)}
         )
@@ -221,6 +224,20 @@ class PipelineStack(Stack):
             self.outbox_drain()
         self.operations_function()
 
+    def _root_certificates(self, packages: list[Path]) -> str | None:
+        """`-c db_root_certificates=shop/rds-global-bundle.pem`: a PEM bundle shipped in one of the
+        project's packages, which the functions trust instead of certifi's roots (an existing RDS
+        database reached without a proxy presents a certificate of the RDS CA)."""
+        given = context.read(self, "db_root_certificates")
+        if not given:
+            return None
+        if not any((package.parent / given).is_file() for package in packages):
+            shipped = ", ".join(p.name for p in packages)
+            raise ValueError(
+                f"-c db_root_certificates={given}: no such file in the shipped packages ({shipped})"
+            )
+        return f"/var/task/{given}"  # where Lambda unpacks the code asset (LAMBDA_TASK_ROOT)
+
     def operations_function(self) -> None:
         """Where an operator's work runs in AWS (hybridsync.sync.operations): the loads, the aggregates'
         rebuild, reconcile, redrives and migrations, next to the database. It reads and writes every
@@ -228,7 +245,10 @@ class PipelineStack(Stack):
         streams (a rebuild's window, a failed batch's records), pauses the aggregation's mappings,
         reads exports under `exports/` and takes failed batches off the failure queues."""
         aggregate = getattr(self, "aggregate", None)
-        environment = {"FAILED_BATCHES_BUCKET": self.failed_batches.bucket_name}
+        environment = {
+            "FAILED_BATCHES_BUCKET": self.failed_batches.bucket_name,
+            "MIGRATE_FUNCTION": self.migrate.function.function_arn,
+        }  # upgrades run as the migrator
         if aggregate is not None:  # its mappings are the alias's
             environment["AGGREGATE_FUNCTION"] = aggregate.alias.function_arn
         ops = self.function(
@@ -260,6 +280,7 @@ class PipelineStack(Stack):
         for name in sorted(self.data.tables):
             if self.model.table(name).stream is not None:  # a table without one has no StreamArn
                 self.data.tables[name].grant_stream_read(ops.function)
+        self.migrate.function.grant_invoke(ops.function)
         # failed batches: read, and deleted once redriven
         grant_prefix(
             ops.function,
@@ -320,6 +341,19 @@ class PipelineStack(Stack):
             reserved_concurrency=self.setting("api_reserved_concurrency"),
             environment={"API_DOCS_UI": "true"} if dev else None,  # Swagger UI at /docs (-c dev=true)
         )
+        # what its page cursors are signed with, shared by its containers (rotating it only ends
+        # the cursors given out before)
+        generated = secretsmanager.SecretStringGenerator(password_length=64, exclude_punctuation=True)
+        cursor_key = secretsmanager.Secret(
+            self, "PageCursorKey", encryption_key=customer_key(self), generate_secret_string=generated
+        )
+        cursor_key.grant_read(self.api.function)
+        self.api.function.add_environment("CURSOR_KEY_SECRET_ARN", cursor_key.secret_arn)
+        NagSuppressions.add_resource_suppressions(
+            cursor_key,
+            [{"id": "AwsSolutions-SMG4", "reason": "A signing key, no credential: rotating it only ends the "
+              "page cursors given out before; rotate by redeploying with a new construct id."}],
+        )  # fmt: skip
         chunks = sorted({b.chunks.table.name for b in self.model.bodies})
         chunk_entities = {b.chunks.name for b in self.model.bodies}
         only_chunks = [t for t in chunks if all(e.name in chunk_entities for e in self.model.all_entities
@@ -610,6 +644,8 @@ class PipelineStack(Stack):
             **options,
         )
         if role is not None:
+            if self.trust:
+                handler.function.add_environment("DB_SSLROOTCERT", self.trust)
             for key, value in self.database.connect(handler.function, role).items():
                 handler.function.add_environment(key, value)
             if self.schema is not None:  # the schema is migrated before the function that needs it changes

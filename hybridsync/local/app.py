@@ -267,6 +267,7 @@ class LocalApp:
         for variable, construct in (
             ("OPERATIONS_FUNCTION", "Operations"),
             ("AGGREGATE_FUNCTION", "Aggregate"),
+            ("MIGRATE_FUNCTION", "Migrate"),
         ):
             if construct in self.functions:
                 env[variable] = construct

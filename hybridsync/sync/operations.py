@@ -66,11 +66,24 @@ def perform(services: Services, event: dict[str, Any], remaining_s: Callable[[],
     if operation == "migrations":
         from hybridsync import migrations, settings
 
-        url = settings.database_url()
         if event.get("action") == "upgrade":
-            migrations.upgrade(url)
-        return {"revision": migrations.current_revision(url)}
+            return _migrate(services)
+        return {"revision": migrations.current_revision(settings.database_url())}
     raise ValueError(f"unknown operation {operation!r}")
+
+
+def _migrate(services: Services) -> dict[str, Any]:
+    """An upgrade runs where the schema's owner logs in: this function is the writer, which may not
+    change the schema, so it asks the stack's migration function (`MIGRATE_FUNCTION`), as a deploy
+    does."""
+    function = os.environ.get("MIGRATE_FUNCTION")
+    if not function:
+        raise ValueError("no MIGRATE_FUNCTION: the stack's migration function runs upgrades")
+    answer = deployed(function, services.aws("lambda"))({"RequestType": "Update"})
+    return {
+        "revision": answer["Data"]["Revision"],
+        **({"ahead": a} if (a := answer["Data"].get("AheadOfCode")) else {}),
+    }
 
 
 def _redrive(services: Services, event: dict[str, Any]) -> dict[str, Any]:

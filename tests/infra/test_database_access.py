@@ -97,9 +97,14 @@ def test_no_function_reads_the_admin_secret_and_only_the_users_step_reads_the_ro
              if k.startswith("ClusterSecret")]  # fmt: skip
     said = json.dumps([statements(pipeline, name) for name in functions(pipeline)])
     assert admin and not any(a in said for a in admin)
-    readers = {name for name in functions(pipeline) if "secretsmanager:GetSecretValue" in
-               json.dumps(statements(pipeline, name))}  # fmt: skip
-    assert readers == {"Users"}  # it sets each login's password to its secret's
+    reading = "secretsmanager:GetSecretValue"
+    readers = {name: [r for s in statements(pipeline, name) if reading in s["Action"]
+                      for r in (s["Resource"] if isinstance(s["Resource"], list) else [s["Resource"]])]
+               for name in functions(pipeline)}  # fmt: skip
+    assert {name for name, read in readers.items() if read} == {"Users", "Api"}
+    assert len(readers["Users"]) == 3  # the roles': it sets each login's password to its secret's
+    (cursor_key,) = readers["Api"]  # the API: its page cursors' signing key, no password
+    assert "PageCursorKey" in json.dumps(cursor_key)
 
 
 def test_every_connection_verifies_the_server(monkeypatch):
@@ -217,8 +222,10 @@ def test_an_existing_database_is_reached_inside_its_own_vpc_behind_a_proxy():
     assert len(of_type(database, "AWS::SecretsManager::RotationSchedule")) == 3  # the admin's is yours
 
 
-def test_an_existing_database_without_its_network_is_refused():
+def test_an_existing_database_without_its_network_or_a_missing_trust_store_is_refused():
     with pytest.raises(ValueError, match="existing_db_vpc_id"):
         synthesize(existing_db_secret_arn=ADMIN_SECRET)
     with pytest.raises(ValueError, match="existing_db_instance_id"):
         synthesize(existing_db_secret_arn=ADMIN_SECRET, existing_db_proxy="true", **NETWORK)
+    with pytest.raises(ValueError, match="no such file in the shipped packages"):
+        synthesize(db_root_certificates="shop/rds-global-bundle.pem")

@@ -39,6 +39,8 @@ KEYS = {  # the figures each benchmark must print (it may print more)
                        "lag_p99_s", "rss_mb_start", "rss_mb_end"},
     "operate": {"alarm_period_s", "all_alarmed_and_cleared", "detect_s", "clear_s", "detect_over_period_max",
                 "records", "s3_records_per_s", "stream_records_per_s", "s3_vs_stream_fetch_ratio"},
+    "posture": {"tls_connect_ms", "socket_connect_ms", "connect_ratio", "roundtrip_ratio", "rows_ratio",
+                "iam_token_ms"},
     "read_path": {"hit_dynamodb_calls", "hit_sql_calls", "miss_dynamodb_calls", "hit_vs_sql_p50_ratio",
                   "outbox_vs_raw_ratio"},
     "write_back": {"records", "records_per_s", "vs_copy_ratio", "vs_naive_ratio"},

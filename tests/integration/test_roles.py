@@ -95,3 +95,31 @@ def test_users_and_grants_run_again_idempotently_with_a_new_password(database, e
         assert conn.execute(sa.text(f"SELECT count(*) FROM {EDITED}")).scalar() == 0
     with engines["migrator"].begin() as conn:
         assert roles.grant(conn, MODEL) == []
+
+
+def test_the_local_server_takes_verified_tls_only(stack):
+    """Every local client connects as the functions reach RDS Proxy: TLS, the certificate and the
+    name verified; a plain connection and one trusting other roots are refused."""
+    import certifi
+    import psycopg
+
+    url = sa.make_url(stack.database_url)
+    assert url.query["sslmode"] == "verify-full" and url.host == "127.0.0.1"
+    where = {
+        "host": url.host,
+        "port": url.port,
+        "user": url.username,
+        "password": url.password,
+        "dbname": url.database,
+    }
+    with psycopg.connect(**where, sslmode="verify-full", sslrootcert=url.query["sslrootcert"]) as conn:
+        assert conn.execute("SELECT 1").fetchone() == (1,)
+        assert conn.pgconn.ssl_in_use
+    with pytest.raises(psycopg.OperationalError, match="connection without TLS refused"):
+        psycopg.connect(**where, sslmode="disable")
+    with pytest.raises(psycopg.OperationalError, match="certificate verify failed"):
+        psycopg.connect(**where, sslmode="verify-full", sslrootcert=certifi.where())
+    with pytest.raises(psycopg.OperationalError, match="password authentication failed"):
+        psycopg.connect(
+            **(where | {"password": "not-it"}), sslmode="verify-full", sslrootcert=url.query["sslrootcert"]
+        )

@@ -440,12 +440,14 @@ class LocalApp:
                         "AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": name}, depth
                     )
                 if self.outbox is not None:  # the drain beside the app does SqlSync's work: its metrics too
-                    service = {"service": "hybridsync-sql_sync"}
-                    self.metrics.put("hybridsync", "OutboxAge", service, self.outbox.oldest_age_s)
-                    self.metrics.put("hybridsync", "OutboxDepth", service, self.outbox.depth)
+                    env = self.functions["SqlSync"].environment if "SqlSync" in self.functions else {}
+                    namespace = env.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync")  # the stack's own
+                    service = {"service": env.get("POWERTOOLS_SERVICE_NAME", "hybridsync-sql_sync")}
+                    self.metrics.put(namespace, "OutboxAge", service, self.outbox.oldest_age_s)
+                    self.metrics.put(namespace, "OutboxDepth", service, self.outbox.depth)
                     if self.outbox.dead_lettered > dead_lettered:
                         self.metrics.put(
-                            "hybridsync", "DeadLetters", service, self.outbox.dead_lettered - dead_lettered
+                            namespace, "DeadLetters", service, self.outbox.dead_lettered - dead_lettered
                         )
                         dead_lettered = self.outbox.dead_lettered
                 assert self.alarms is not None

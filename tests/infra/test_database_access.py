@@ -13,6 +13,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 
 from hybridsync import roles, settings
 from hybridsync.cdk import build
+from tests.conftest import load_template
 
 pytestmark = pytest.mark.infra
 ROOT = Path(__file__).resolve().parents[2]
@@ -73,8 +74,12 @@ def blue():
 
 
 @pytest.fixture(scope="module")
-def green():
-    return synthesize(prefix="Green")
+def default(cloud_assembly):
+    """The session's `cdk synth`: the default prefix, `HybridSync`."""
+    return {
+        name: load_template(cloud_assembly, name)
+        for name in ("data", "database", "pipeline", "api", "monitoring")
+    }
 
 
 def test_each_function_logs_in_as_its_role_with_iam_through_the_proxy(database, pipeline):
@@ -140,7 +145,7 @@ def test_every_password_is_rotated(database):
         assert properties["HostedRotationLambda"]["VpcSubnetIds"]  # it reaches the database privately
 
 
-def test_two_prefixes_share_no_name(blue, green):
+def test_two_prefixes_share_no_name(blue, default):
     """Every name the stacks give an account-wide resource, and the metrics' namespace and service
     the alarms read, differ between two environments."""
 
@@ -162,8 +167,8 @@ def test_two_prefixes_share_no_name(blue, green):
                         found |= {namespace, *(d["Value"] for d in properties["Dimensions"])}
         return found
 
-    assert names(blue) & names(green) == set()
-    assert "blue" in names(blue) and "green-api" in names(green)  # the namespace, the API's name
+    assert names(blue) & names(default) == set()
+    assert "blue" in names(blue) and "hybridsync-api" in names(default)  # the namespace, the API's name
     alarms = [a["Properties"] for a in of_type(blue["monitoring"], "AWS::CloudWatch::Alarm").values()]
     ours = [a for a in alarms if a.get("Namespace") == "blue"]
     assert ours and all(d["Value"].startswith("blue-") for a in ours for d in a["Dimensions"])

@@ -254,7 +254,12 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
     print(f"  DynamoDB   {stack.dynamodb_endpoint}  ({kept or origin('dynamodb')})")
     services = "moto server" if "services" in stack.embedded else "from the environment"
     print(f"  S3, SQS    {stack.services_endpoint}  ({services})")
-    print(f"  PostgreSQL {stack.database_url}  ({origin('postgresql')})")
+    import sqlalchemy as sa
+
+    url = sa.make_url(stack.database_url)
+    tls = f"TLS {url.query['sslmode']}" if "sslmode" in url.query else "no TLS"
+    shown = url.set(query={}).render_as_string(hide_password=True)  # the password: in .local/env
+    print(f"  PostgreSQL {shown}  ({origin('postgresql')}; {tls}; the functions log in as their roles)")
     print(
         "  IAM        "
         + (

@@ -101,6 +101,15 @@ class DataStack(Stack):
         super().__init__(scope, id, **kwargs)
         self._dev = dev
         self.tables: dict[str, dynamodb.TableV2] = {}
+        known = {
+            "*",
+            *(t.name for t in model.tables),
+            *(f"{t.name}/{i.name}" for t in model.tables for i in t.indexes),
+        }
+        for setting in ("max_read_request_units", "max_write_request_units"):
+            if unknown := sorted(set(request_units(self, setting)) - known):
+                raise ValueError(f"-c {setting}: the model has no table or index {', '.join(unknown)} "
+                                 f"(its: {', '.join(sorted(known - {'*'}))})")  # fmt: skip
         for table in model.tables:
             self.tables[table.name] = self._render(table, dev)
             # the local app names its tables by the model's names (`<prefix>-<name>`), read from here

@@ -232,10 +232,12 @@ def test_an_existing_database_is_reached_inside_its_own_vpc_behind_a_proxy():
     assert len(of_type(database, "AWS::SecretsManager::RotationSchedule")) == 3  # the admin's is yours
 
 
-def test_an_existing_database_without_its_network_or_a_missing_trust_store_is_refused():
+def test_an_existing_database_without_its_network_a_missing_trust_store_or_an_unknown_index_is_refused():
     with pytest.raises(ValueError, match="existing_db_vpc_id"):
         synthesize(existing_db_secret_arn=ADMIN_SECRET)
     with pytest.raises(ValueError, match="existing_db_instance_id"):
         synthesize(existing_db_secret_arn=ADMIN_SECRET, existing_db_proxy="true", **NETWORK)
     with pytest.raises(ValueError, match="no such file in the shipped packages"):
         synthesize(db_root_certificates="shop/rds-global-bundle.pem")
+    with pytest.raises(ValueError, match="the model has no table or index main/Typo"):
+        synthesize(max_read_request_units="main=10,main/Typo=5")

@@ -107,8 +107,9 @@ def test_layer_was_bundled_without_docker_for_the_lambda_platform(cloud_assembly
     assert layers, "the dependency layer asset is missing"
     (layer,) = layers
     assert list((layer / "psycopg_binary").glob("_psycopg.cpython-312-x86_64-linux-gnu.so"))
-    for package in ("aws_lambda_powertools", "sqlalchemy", "alembic", "psycopg"):
+    for package in ("aws_lambda_powertools", "sqlalchemy", "alembic", "psycopg", "certifi"):
         assert (layer / package).is_dir(), package
+    assert "Amazon Root CA 1" in (layer / "certifi" / "cacert.pem").read_text()  # verify-full's roots
 
 
 def test_one_bundle_ships_exactly_the_engines_packages_and_the_shops(cloud_assembly, pipeline):

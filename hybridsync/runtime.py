@@ -22,9 +22,12 @@ def engine() -> sa.Engine:
 
     # One connection: a container runs one invocation at a time, so a function's connections are
     # its concurrency (shards x parallelization for a stream consumer), which `hybridsync plan` sizes.
-    created = db.create_engine(settings.database_url(), pool_size=1, max_overflow=0)
-    if not os.environ.get("DATABASE_URL", "").strip():
-        _fresh_credentials(created, settings.database())
+    url = os.environ.get("DATABASE_URL", "").strip()
+    where = None if url else settings.database()
+    # without DATABASE_URL, each connection gets its password when it is made (_fresh_credentials)
+    created = db.create_engine(url or where.url(""), pool_size=1, max_overflow=0)  # type: ignore[union-attr]
+    if where is not None:
+        _fresh_credentials(created, where)
     if settings.tracing():
         _trace_statements(created)
     return created

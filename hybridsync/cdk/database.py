@@ -71,8 +71,8 @@ class DatabaseStack(Stack):
                   "endpoint group admits HTTPS from the VPC's own CIDR only."}],
                 apply_to_children=True,
             )  # fmt: skip
-        self.client_security_group: ec2.ISecurityGroup = ec2.SecurityGroup(
-            self, "DatabaseClients", vpc=self.vpc, description="functions that talk to PostgreSQL"
+        self.client_security_group: ec2.ISecurityGroup = self._source_group(
+            self, "DatabaseClients", "functions that talk to PostgreSQL"
         )
         cluster = rds.DatabaseCluster(
             self,
@@ -126,10 +126,6 @@ class DatabaseStack(Stack):
               "AmazonRDSEnhancedMonitoringRole policy, which RDS requires."}],
             apply_to_children=True,
         )  # fmt: skip
-        NagSuppressions.add_resource_suppressions(
-            self.client_security_group,
-            [{"id": "AwsSolutions-EC23", "reason": "No ingress rules; it is only a source group."}],
-        )
 
     def _existing(self, secret_arn: str) -> None:
         """An existing database: in the VPC, subnets and security group it lives in (never a public
@@ -151,12 +147,8 @@ class DatabaseStack(Stack):
         self.subnets = ec2.SubnetSelection(
             subnets=[ec2.Subnet.from_subnet_id(self, f"Subnet{i}", s) for i, s in enumerate(subnet_ids)]
         )
-        self.client_security_group = ec2.SecurityGroup(
-            self, "DatabaseClients", vpc=self.vpc, description="functions that talk to PostgreSQL"
-        )
-        NagSuppressions.add_resource_suppressions(
-            self.client_security_group,
-            [{"id": "AwsSolutions-EC23", "reason": "No ingress rules; it is only a source group."}],
+        self.client_security_group = self._source_group(
+            self, "DatabaseClients", "functions that talk to PostgreSQL"
         )
         database = ec2.SecurityGroup.from_security_group_id(self, "DatabaseGroup", group_id, mutable=True)
         port = int(context.read(self, "existing_db_port"))
@@ -218,12 +210,18 @@ class DatabaseStack(Stack):
             )
             endpoint.connections.allow_default_port_from(self.client_security_group)
 
+    def _source_group(self, scope: Construct, id: str, description: str) -> ec2.SecurityGroup:
+        """A security group others admit by name (the database, the proxy): it has no ingress."""
+        group = ec2.SecurityGroup(scope, id, vpc=self.vpc, description=description)
+        NagSuppressions.add_resource_suppressions(
+            group, [{"id": "AwsSolutions-EC23", "reason": "No ingress rules; it is only a source group."}]
+        )
+        return group
+
     def _rotate(self, secret: Any, database: ec2.Connections, whose: str) -> None:
         """Single-user rotation every `db_rotation_days`: AWS's hosted function, in the database's
         network, sets the role's new password with the role's current one."""
-        group = ec2.SecurityGroup(
-            secret, "RotationGroup", vpc=self.vpc, description=f"rotation of the {whose} password"
-        )
+        group = self._source_group(secret, "RotationGroup", f"rotation of the {whose} password")
         database.allow_default_port_from(group)
         secret.add_rotation_schedule(
             "Rotation",
@@ -231,10 +229,6 @@ class DatabaseStack(Stack):
             hosted_rotation=secretsmanager.HostedRotation.postgre_sql_single_user(
                 vpc=self.vpc, vpc_subnets=self.subnets, security_groups=[group]
             ),
-        )
-        NagSuppressions.add_resource_suppressions(
-            group,
-            [{"id": "AwsSolutions-EC23", "reason": "No ingress rules; it is only a source group."}],
         )
 
     # --- who connects ------------------------------------------------------------------------------

@@ -431,6 +431,9 @@ class LocalApp:
     def _watch(self) -> None:
         logs = self.state_dir / "logs"
         dead_lettered = 0
+        drain = self.functions["SqlSync"].environment if "SqlSync" in self.functions else {}
+        namespace = drain.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync")  # the stack's own
+        service = {"service": drain.get("POWERTOOLS_SERVICE_NAME", "hybridsync-sql_sync")}
         while not self._stop.wait(1.0):
             try:
                 for function in self.functions:
@@ -440,9 +443,6 @@ class LocalApp:
                         "AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": name}, depth
                     )
                 if self.outbox is not None:  # the drain beside the app does SqlSync's work: its metrics too
-                    env = self.functions["SqlSync"].environment if "SqlSync" in self.functions else {}
-                    namespace = env.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync")  # the stack's own
-                    service = {"service": env.get("POWERTOOLS_SERVICE_NAME", "hybridsync-sql_sync")}
                     self.metrics.put(namespace, "OutboxAge", service, self.outbox.oldest_age_s)
                     self.metrics.put(namespace, "OutboxDepth", service, self.outbox.depth)
                     if self.outbox.dead_lettered > dead_lettered:

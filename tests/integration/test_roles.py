@@ -3,6 +3,7 @@ and nothing more (hybridsync.roles), made as the Users and Schema custom resourc
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -123,3 +124,35 @@ def test_the_local_server_takes_verified_tls_only(stack):
         psycopg.connect(
             **(where | {"password": "not-it"}), sslmode="verify-full", sslrootcert=url.query["sslrootcert"]
         )
+
+
+def test_the_users_step_makes_the_logins_and_tells_an_existing_databases_secrets_where_it_is(
+    handler_env, stack, empty_database, monkeypatch
+):
+    """The Users resource's function, as each deploy runs it: logged in as the admin without an
+    admin secret (Aurora: IAM through the proxy), it makes the logins with their secrets' passwords;
+    given an existing database's admin secret, it also copies its address into the roles' secrets."""
+    from hybridsync.local.lambda_context import Context
+    from tests.handlers import load
+
+    secrets, tag = stack.client("secretsmanager"), uuid.uuid4().hex[:8]
+    values = {role: {"username": roles.user(role), "password": uuid.uuid4().hex} for role in roles.ROLES}
+    arns = {role: secrets.create_secret(Name=f"{tag}-{role}", SecretString=json.dumps(value))["ARN"]
+            for role, value in values.items()}  # fmt: skip
+    monkeypatch.setenv("DATABASE_URL", empty_database)
+    monkeypatch.setenv("DB_ROLE_SECRETS", json.dumps(arns))
+    monkeypatch.delenv("DB_SECRET_ARN", raising=False)
+    users = load("users")
+    answer = users.handler({"RequestType": "Create"}, Context(function_name="Users"))
+    assert answer["Data"]["Roles"] == "hybridsync_migrator,hybridsync_reader,hybridsync_writer"
+    with login(empty_database, "reader", values["reader"]["password"]).connect() as conn:
+        assert conn.execute(sa.text("SELECT current_user")).scalar() == "hybridsync_reader"
+    assert "host" not in json.loads(secrets.get_secret_value(SecretId=arns["reader"])["SecretString"])
+    where = {"host": "legacy.example", "port": 5433, "dbname": "legacy", "engine": "postgres"}
+    admin = {"username": "admin", "password": "unused"} | where
+    monkeypatch.setenv(
+        "DB_SECRET_ARN", secrets.create_secret(Name=f"{tag}-admin", SecretString=json.dumps(admin))["ARN"]
+    )
+    users.handler({"RequestType": "Update"}, Context(function_name="Users"))
+    for role, value in values.items():
+        assert json.loads(secrets.get_secret_value(SecretId=arns[role])["SecretString"]) == value | where

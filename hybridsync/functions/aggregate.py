@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters, runtime
+from hybridsync import deadletters, doctor, runtime
 from hybridsync.records import DeadLetter
 from hybridsync.runtime import dynamodb, engine, model, tables
 from hybridsync.sync import aggregate
@@ -31,6 +31,7 @@ def store_dead_letters(letters: list[DeadLetter]) -> None:
         deadletters.store(conn, aggregate.SOURCE, letters)
 
 
+@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context

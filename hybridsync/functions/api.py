@@ -12,7 +12,7 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import __version__, config, openapi, runtime
+from hybridsync import __version__, config, doctor, openapi, runtime
 from hybridsync.capacity import Meter
 from hybridsync.errors import Conflict, Invalid, NotFound
 from hybridsync.records import Rejected
@@ -120,6 +120,7 @@ def unknown_route(_: Exception) -> Response:
     return error(404, f"no route {path!r}")
 
 
+@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context

@@ -11,7 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import db, migrations, roles, runtime, settings
+from hybridsync import db, doctor, migrations, roles, runtime, settings
 
 logger = Logger()
 tracer = runtime.tracer()
@@ -31,6 +31,7 @@ def grant(url: str) -> list[str]:
         engine.dispose()
 
 
+@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:

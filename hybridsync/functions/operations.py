@@ -5,7 +5,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import aws, runtime
+from hybridsync import aws, doctor, runtime
 from hybridsync.jobs import Services
 from hybridsync.runtime import dynamodb, engine, model, tables
 from hybridsync.sync import operations
@@ -14,6 +14,7 @@ logger = Logger()
 tracer = runtime.tracer()
 
 
+@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import runtime, settings, timeseries
+from hybridsync import doctor, runtime, settings, timeseries
 from hybridsync.runtime import dynamodb, model, s3
 
 logger = Logger()
@@ -18,6 +18,7 @@ tracer = runtime.tracer()
 metrics = Metrics()
 
 
+@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context

@@ -10,7 +10,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters, runtime
+from hybridsync import deadletters, doctor, runtime
 from hybridsync.runtime import dynamodb, engine, model, tables
 from hybridsync.sync import outbox
 
@@ -20,6 +20,7 @@ metrics = Metrics()
 SAFETY_MS = 15_000  # stop claiming new batches this close to the timeout
 
 
+@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context

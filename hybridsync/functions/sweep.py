@@ -8,7 +8,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import large, runtime, settings
+from hybridsync import doctor, large, runtime, settings
 from hybridsync.runtime import dynamodb, model, s3, tables
 
 logger = Logger()
@@ -16,6 +16,7 @@ tracer = runtime.tracer()
 metrics = Metrics()
 
 
+@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context

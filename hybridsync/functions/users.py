@@ -10,13 +10,14 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import aws, db, roles, runtime, settings
+from hybridsync import aws, db, doctor, roles, runtime, settings
 
 logger = Logger()
 tracer = runtime.tracer()
 WHERE = ("host", "port", "dbname", "engine")
 
 
+@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:

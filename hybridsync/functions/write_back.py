@@ -6,7 +6,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters, runtime
+from hybridsync import deadletters, doctor, runtime
 from hybridsync.runtime import engine, model
 from hybridsync.sync import writeback
 
@@ -15,6 +15,7 @@ tracer = runtime.tracer()
 metrics = Metrics()
 
 
+@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
 @metrics.log_metrics
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context

@@ -1,0 +1,906 @@
+"""The deploy truth: what the synthesized templates must hold to work in AWS and no local run can show
+(resource and key policies, routes out of a VPC, customer keys, the CA a database presents, the order
+of a deploy), checked on every synth. Each rule states a fact of AWS's and cites the page it comes
+from; `python -m hybridsync.cdk` (what `cdk synth` runs) refuses templates that break one, naming the
+resource, and the infra tier breaks each rule on purpose to see it refuse. The local app reads the same
+facts (`network`) to refuse what AWS would refuse.
+
+Rules work on the templates of one synth together (`Templates`), so a function in the pipeline stack is
+judged with the endpoints of the database stack and the topic of the monitoring stack."""
+
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+# --- AWS's facts, each with its page ------------------------------------------------------------
+
+DOCS = "https://docs.aws.amazon.com"
+PAGES = {
+    # an alarm's SNS action, and the topic policy CloudWatch needs
+    "topic": f"{DOCS}/AmazonCloudWatch/latest/monitoring/alarms-and-actions.html",
+    "topic-key": "https://repost.aws/knowledge-center/cloudwatch-receive-sns-for-alarm-trigger",
+    "metrics": f"{DOCS}/AmazonCloudWatch/latest/monitoring/aws-services-cloudwatch-metrics.html",
+    "streams-privatelink": f"{DOCS}/amazondynamodb/latest/developerguide/privatelink-streams.html",
+    "dynamodb-privatelink": f"{DOCS}/amazondynamodb/latest/developerguide/"
+    "privatelink-interface-endpoints.html",
+    "s3-privatelink": f"{DOCS}/AmazonS3/latest/userguide/privatelink-interface-endpoints.html#private-dns",
+    "endpoint-sg": f"{DOCS}/vpc/latest/privatelink/create-interface-endpoint.html",
+    "lambda-vpc": f"{DOCS}/lambda/latest/dg/configuration-vpc-internet.html",
+    "rotation-network": f"{DOCS}/secretsmanager/latest/userguide/rotation-network-rotation-lambda.html",
+    "secret-key": f"{DOCS}/secretsmanager/latest/userguide/security-encryption.html"
+    "#security-encryption-authz",
+    "sqs-key": f"{DOCS}/AWSSimpleQueueService/latest/SQSDeveloperGuide/sqs-key-management.html",
+    "s3-key": f"{DOCS}/AmazonS3/latest/userguide/UsingKMSEncryption.html#require-sse-kms",
+    "stream-key": f"{DOCS}/amazondynamodb/latest/developerguide/encryption.usagenotes.html",
+    "rds-tls": f"{DOCS}/AmazonRDS/latest/UserGuide/UsingWithRDS.SSL.html",
+    "proxy-tls": f"{DOCS}/AmazonRDS/latest/UserGuide/rds-proxy.howitworks.html#rds-proxy-security.tls",
+    "rotation-order": f"{DOCS}/AWSCloudFormation/latest/UserGuide/"
+    "aws-resource-secretsmanager-rotationschedule.html",
+}
+
+# Published metrics an alarm may watch: namespace -> metric -> the dimension sets AWS publishes it with.
+_LAMBDA = [("FunctionName",), ("FunctionName", "Resource"), ("FunctionName", "ExecutedVersion")]
+_MAPPING = [("EventSourceMappingUUID",)]  # Lambda's "Event source mapping metrics" (MetricsConfig)
+_PROXY_1_2 = [("ProxyName",), ("EndpointName", "ProxyName")]
+_TABLE = [("TableName",), ("GlobalSecondaryIndexName", "TableName")]
+PUBLISHED: dict[str, dict[str, list[tuple[str, ...]]]] = {
+    # Lambda: "Types of metrics for Lambda functions" (lambda/latest/dg/monitoring-metrics-types.html)
+    "AWS/Lambda": {
+        **{
+            m: _LAMBDA
+            for m in (
+                "Invocations",
+                "Errors",
+                "Throttles",
+                "Duration",
+                "DeadLetterErrors",
+                "DestinationDeliveryFailures",
+                "IteratorAge",
+                "ConcurrentExecutions",
+            )
+        },
+        **{
+            m: _MAPPING
+            for m in (
+                "PolledEventCount",
+                "FilteredOutEventCount",
+                "InvokedEventCount",
+                "FailedInvokeEventCount",
+                "DroppedEventCount",
+                "DeletedEventCount",
+                "OnFailureDestinationDeliveredEventCount",
+            )
+        },
+    },
+    # SQS: "Available CloudWatch metrics for Amazon SQS"
+    "AWS/SQS": {
+        m: [("QueueName",)]
+        for m in (
+            "ApproximateNumberOfMessagesVisible",
+            "ApproximateAgeOfOldestMessage",
+            "NumberOfMessagesSent",
+        )
+    },
+    # API Gateway: "Monitor CloudWatch metrics for HTTP APIs"
+    "AWS/ApiGateway": {
+        m: [("ApiId",), ("ApiId", "Stage"), ("ApiId", "Route", "Stage")]
+        for m in ("4xx", "5xx", "Count", "Latency", "IntegrationLatency", "DataProcessed")
+    },
+    # RDS Proxy: "Monitoring RDS Proxy metrics with Amazon CloudWatch" (dimension sets 1-4, per metric);
+    # Aurora Serverless v2: "Important Amazon CloudWatch metrics for Aurora Serverless v2"
+    "AWS/RDS": {
+        "AvailabilityPercentage": [("ProxyName", "TargetGroup", "TargetRole")],
+        "ClientConnections": _PROXY_1_2,
+        "ClientConnectionsSetupFailedAuth": _PROXY_1_2,
+        "DatabaseConnectionsBorrowLatency": _PROXY_1_2,
+        "DatabaseConnections": [
+            ("ProxyName",),
+            ("ProxyName", "Target", "TargetGroup"),
+            ("ProxyName", "TargetGroup", "TargetRole"),
+        ],
+        "ACUUtilization": [("DBClusterIdentifier",)],
+        "ServerlessDatabaseCapacity": [("DBClusterIdentifier",)],
+    },
+    # DynamoDB: "DynamoDB Metrics and dimensions"
+    "AWS/DynamoDB": {
+        "ReadThrottleEvents": _TABLE,
+        "WriteThrottleEvents": _TABLE,
+        "ConsumedReadCapacityUnits": _TABLE,
+        "ConsumedWriteCapacityUnits": _TABLE,
+        "SystemErrors": [("Operation", "TableName")],
+    },
+}
+CANARY = "DoctorCanary"  # the alarm `hybridsync doctor` drives: its metric is never emitted, on purpose
+
+# Interface endpoints of services that have no private DNS: the client must be given the endpoint's
+# own name (DynamoDB's and Streams' PrivateLink pages: "not supported: private and hybrid DNS").
+NO_PRIVATE_DNS = {"dynamodb": "dynamodb-privatelink", "dynamodbstreams": "streams-privatelink"}
+GATEWAY_SERVICES = {"dynamodb", "s3"}  # Streams: "Only interface endpoints are supported"
+ENDPOINT_VARIABLE = {
+    "dynamodb": "AWS_ENDPOINT_URL_DYNAMODB",
+    "dynamodbstreams": "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
+    "s3": "AWS_ENDPOINT_URL_S3",
+}  # botocore's service-specific endpoints
+_ENDPOINT_SERVICES = {"dynamodb-streams": "dynamodbstreams"}  # endpoint service name -> botocore's
+# What a function's role lets Lambda do for it, outside its VPC (Lambda's "Giving Lambda functions
+# access to resources in an Amazon VPC": the service, not the function, writes logs, traces and
+# network interfaces; a mapping's poller reads the stream and writes the on-failure destination);
+# KMS is called by the service holding the key (Secrets Manager, SQS, S3, DynamoDB), never by the code.
+PLATFORM_PREFIXES = ("logs:", "xray:", "ec2:", "kms:", "rds-db:")
+STREAM_READ = {
+    "dynamodb:GetRecords",
+    "dynamodb:GetShardIterator",
+    "dynamodb:DescribeStream",
+    "dynamodb:ListStreams",
+}
+SERVICE_OF_PREFIX = {"states": "stepfunctions", "monitoring": "cloudwatch"}
+
+
+@dataclass(frozen=True)
+class Finding:
+    rule: str
+    resource: str  # <stack>/<logical id>
+    message: str
+    source: str  # the AWS page the fact comes from
+
+    def __str__(self) -> str:
+        return f"[{self.rule}] {self.resource}: {self.message} ({self.source})"
+
+
+class DeployTruthError(ValueError):
+    """A synthesized template breaks a fact of AWS's: it would fail in AWS."""
+
+    def __init__(self, findings: list[Finding]):
+        super().__init__(
+            f"{len(findings)} finding(s) against AWS's documented behaviour:\n"
+            + "\n".join(f"  {f}" for f in findings)
+        )
+        self.findings = findings
+
+
+# --- the templates of one synth -----------------------------------------------------------------
+
+Id = tuple[str, str]  # (stack, logical id)
+
+
+class Templates:
+    """Every stack's template of one synth; references across stacks (`Fn::ImportValue` of CDK's
+    exports) resolve to the resource they name."""
+
+    def __init__(self, templates: dict[str, dict[str, Any]]):
+        self.templates = templates
+        self.exports: dict[str, tuple[str, Any]] = {}
+        for stack, template in templates.items():
+            for output in template.get("Outputs", {}).values():
+                name = output.get("Export", {}).get("Name")
+                if isinstance(name, str):
+                    self.exports[name] = (stack, output["Value"])
+
+    @classmethod
+    def load(cls, directory: Path) -> Templates:
+        """A cloud assembly folder (`cdk.out`)."""
+        return cls(
+            {
+                p.name.removesuffix(".template.json"): json.loads(p.read_text())
+                for p in sorted(Path(directory).glob("*.template.json"))
+            }
+        )
+
+    def resources(self, *kinds: str) -> Iterator[tuple[Id, dict[str, Any]]]:
+        for stack, template in self.templates.items():
+            for logical, resource in template.get("Resources", {}).items():
+                if resource.get("Type") in kinds:
+                    yield (stack, logical), resource
+
+    def get(self, ident: Id) -> dict[str, Any] | None:
+        return self.templates.get(ident[0], {}).get("Resources", {}).get(ident[1])
+
+    def target(self, stack: str, value: Any) -> Id | None:
+        """The resource a Ref, a GetAtt or an import of either names (None: a literal, or no resource)."""
+        if isinstance(value, dict):
+            if "Ref" in value and not str(value["Ref"]).startswith("AWS::"):
+                return (stack, value["Ref"])
+            if "Fn::GetAtt" in value:
+                return (stack, value["Fn::GetAtt"][0])
+            if "Fn::ImportValue" in value and value["Fn::ImportValue"] in self.exports:
+                return self.target(*self.exports[value["Fn::ImportValue"]])
+        return None
+
+    def mentions(self, stack: str, value: Any) -> set[Id]:
+        """Every resource a value refers to, however deep (a Join of an ARN and a path included)."""
+        found: set[Id] = set()
+        if isinstance(value, dict):
+            if (hit := self.target(stack, value)) is not None:
+                found.add(hit)
+            else:
+                for item in value.values():
+                    found |= self.mentions(stack, item)
+        elif isinstance(value, list):
+            for item in value:
+                found |= self.mentions(stack, item)
+        return found
+
+    def text(self, stack: str, value: Any) -> str:
+        """A value as text, references kept as `<stack/logical>` and the region as `<region>`."""
+        if isinstance(value, str):
+            return value
+        if isinstance(value, dict):
+            if "Fn::Join" in value:
+                separator, parts = value["Fn::Join"]
+                return separator.join(self.text(stack, p) for p in parts)
+            if value.get("Ref") == "AWS::Region":
+                return "<region>"
+            if (hit := self.target(stack, value)) is not None:
+                return f"<{hit[0]}/{hit[1]}>"
+        return json.dumps(value)
+
+    def policy_statements(self, role: Id) -> list[tuple[str, dict[str, Any]]]:
+        """(stack, statement) of every identity-based policy of a role: inline and attached."""
+        found = []
+        resource = self.get(role) or {}
+        for policy in resource.get("Properties", {}).get("Policies", []):
+            found += [(role[0], s) for s in _listed(policy["PolicyDocument"].get("Statement"))]
+        for ident, policy in self.resources("AWS::IAM::Policy", "AWS::IAM::ManagedPolicy"):
+            roles = {self.target(ident[0], r) for r in policy["Properties"].get("Roles", [])}
+            if role in roles:
+                found += [(ident[0], s) for s in _listed(policy["Properties"]["PolicyDocument"]["Statement"])]
+        return found
+
+    def role_of(self, function: Id) -> Id | None:
+        resource = self.get(function) or {}
+        return self.target(function[0], resource.get("Properties", {}).get("Role"))
+
+    def function_of(self, stack: str, value: Any) -> Id | None:
+        """The function a value names: the function itself, or an alias of it (whole, or its name
+        cut out of the alias's ARN, as CDK writes a mapping's `FunctionName`)."""
+        ident = self.target(stack, value) or next(iter(self.mentions(stack, value)), None)
+        resource = self.get(ident) if ident else None
+        if resource and resource["Type"] == "AWS::Lambda::Alias":
+            return self.target(ident[0], resource["Properties"]["FunctionName"])  # type: ignore[index]
+        return ident
+
+
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [] if value is None else [value]
+
+
+def _allows(
+    statements: list[tuple[str, dict[str, Any]]],
+    action: str,
+    resource: Id | None = None,
+    templates: Templates | None = None,
+) -> bool:
+    """Whether an Allow statement grants `action` (wildcards honoured), on `resource` when given."""
+    for stack, statement in statements:
+        if statement.get("Effect") != "Allow":
+            continue
+        actions = [a.lower() for a in _listed(statement.get("Action"))]
+        if not any(re.fullmatch(a.replace("*", ".*"), action.lower()) for a in actions):
+            continue
+        resources = _listed(statement.get("Resource"))
+        if resource is None or "*" in resources:
+            return True
+        assert templates is not None
+        if resource in templates.mentions(stack, resources) or any(
+            isinstance(r, str) and resource[1] in r for r in resources
+        ):
+            return True
+    return False
+
+
+# --- routes out of a VPC -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Network:
+    """What a VPC-attached function needs to reach (botocore service -> why) and reaches (-> how)."""
+
+    function: str
+    needed: dict[str, str]
+    reachable: dict[str, str]
+
+    @property
+    def unreachable(self) -> dict[str, str]:
+        return {s: why for s, why in self.needed.items() if s not in self.reachable}
+
+
+def _service_of(action: str) -> str:
+    prefix = action.split(":", 1)[0].lower()
+    if action in STREAM_READ:
+        return "dynamodbstreams"
+    return SERVICE_OF_PREFIX.get(prefix, prefix)
+
+
+def needed_services(templates: Templates, function: Id) -> dict[str, str]:
+    """The services a function's code calls, by its role: every action it is granted, less what
+    Lambda does with that role outside the VPC (logs, traces, network interfaces, the customer key;
+    the stream its mapping reads and the destination it writes failed batches to; its dead-letter
+    queue)."""
+    role = templates.role_of(function)
+    if role is None:
+        return {}
+    platform: set[Id] = set()  # resources only Lambda touches with this role
+    mapped = False
+    for ident, mapping in templates.resources("AWS::Lambda::EventSourceMapping"):
+        if templates.function_of(ident[0], mapping["Properties"]["FunctionName"]) == function:
+            mapped = True
+            destination = mapping["Properties"].get("DestinationConfig", {}).get("OnFailure", {})
+            platform |= templates.mentions(ident[0], destination.get("Destination"))
+    properties = (templates.get(function) or {}).get("Properties", {})
+    platform |= templates.mentions(function[0], properties.get("DeadLetterConfig", {}).get("TargetArn"))
+    needed: dict[str, str] = {}
+    for stack, statement in templates.policy_statements(role):
+        if statement.get("Effect") != "Allow":
+            continue
+        touched = templates.mentions(stack, statement.get("Resource"))
+        for action in _listed(statement.get("Action")):
+            if action.lower().startswith(PLATFORM_PREFIXES) or (mapped and action in STREAM_READ):
+                continue
+            if touched and touched <= platform:
+                continue
+            needed.setdefault(_service_of(action), f"{action} in its role")
+    return needed
+
+
+def _endpoint_service(templates: Templates, stack: str, endpoint: dict[str, Any]) -> str:
+    name = templates.text(stack, endpoint["Properties"]["ServiceName"]).rsplit(".", 1)[-1]
+    return _ENDPOINT_SERVICES.get(name, name)
+
+
+def _admits(templates: Templates, group: Id, sources: set[Id], vpc: Any) -> bool:
+    """Whether a security group lets HTTPS in from one of `sources` or from its whole VPC."""
+    rules: list[tuple[str, dict[str, Any]]] = []
+    resource = templates.get(group) or {}
+    rules += [(group[0], r) for r in resource.get("Properties", {}).get("SecurityGroupIngress", [])]
+    for ident, ingress in templates.resources("AWS::EC2::SecurityGroupIngress"):
+        if templates.target(ident[0], ingress["Properties"].get("GroupId")) == group:
+            rules.append((ident[0], ingress["Properties"]))
+    for stack, rule in rules:
+        ports = range(int(rule.get("FromPort", -1)), int(rule.get("ToPort", -1)) + 1)
+        if rule.get("IpProtocol") not in ("tcp", "-1") or (
+            rule.get("IpProtocol") == "tcp" and 443 not in ports
+        ):
+            continue
+        if templates.target(stack, rule.get("SourceSecurityGroupId")) in sources:
+            return True
+        cidr = rule.get("CidrIp")
+        if cidr == "0.0.0.0/0" or (isinstance(cidr, dict) and templates.mentions(stack, cidr) & vpc):
+            return True
+    return False
+
+
+def _vpc_of(templates: Templates, stack: str, groups: list[Any]) -> tuple[set[Id], str | None]:
+    """The VPC of security groups: the resources naming it, or its literal id."""
+    for group in groups:
+        ident = templates.target(stack, group)
+        resource = templates.get(ident) if ident else None
+        if resource:
+            vpc = resource["Properties"].get("VpcId")
+            return templates.mentions(ident[0], vpc), vpc if isinstance(vpc, str) else None  # type: ignore[index]
+    return set(), None
+
+
+def reach(
+    templates: Templates, stack: str, groups: list[Any], subnets: list[Any], environment: dict[str, Any]
+) -> dict[str, str]:
+    """The services callers in `groups` and `subnets` reach: through a gateway endpoint on their
+    subnets' route tables, through an interface endpoint whose security group admits them (by private
+    DNS where the service has it, else by the endpoint's own name given to the client in
+    `environment`), or through the team's own routes where the stacks say they are the team's."""
+    sources = {g for g in (templates.target(stack, x) for x in groups) if g}
+    vpc, vpc_id = _vpc_of(templates, stack, groups)
+    for ident in sources:
+        given = (templates.get(ident) or {}).get("Metadata", {}).get("hybridsync:routes")
+        if given:
+            return {"*": given}
+    subnet_ids = {s for s in (templates.target(stack, x) for x in subnets) if s}
+    tables = {
+        templates.target(ident[0], a["Properties"]["RouteTableId"])
+        for ident, a in templates.resources("AWS::EC2::SubnetRouteTableAssociation")
+        if templates.target(ident[0], a["Properties"]["SubnetId"]) in subnet_ids
+    }
+    reached: dict[str, str] = {}
+    for ident, endpoint in templates.resources("AWS::EC2::VPCEndpoint"):
+        properties = endpoint["Properties"]
+        same = templates.mentions(ident[0], properties.get("VpcId")) & vpc or (
+            vpc_id is not None and properties.get("VpcId") == vpc_id
+        )
+        if not same:
+            continue
+        service, where = _endpoint_service(templates, ident[0], endpoint), f"{ident[0]}/{ident[1]}"
+        if properties.get("VpcEndpointType") == "Gateway":
+            routes = {templates.target(ident[0], r) for r in properties.get("RouteTableIds", [])}
+            if tables & routes:
+                reached[service] = f"gateway endpoint {where}"
+            continue
+        admitted = any(
+            _admits(templates, g, sources, vpc)
+            for g in (templates.target(ident[0], x) for x in properties.get("SecurityGroupIds", []))
+            if g
+        )
+        if not admitted:
+            continue
+        variable = ENDPOINT_VARIABLE.get(service)
+        if variable and (ident in templates.mentions(stack, environment.get(variable))):
+            reached[service] = f"interface endpoint {where} at ${variable}"
+        elif properties.get("PrivateDnsEnabled") and service not in NO_PRIVATE_DNS:
+            reached[service] = f"interface endpoint {where} (private DNS)"
+    return reached
+
+
+def network(templates: Templates, stack: str, logical_id: str) -> Network | None:
+    """What a function reaches from its VPC (None: it is not in one, and reaches every public endpoint)."""
+    function = (stack, logical_id)
+    properties = (templates.get(function) or {}).get("Properties", {})
+    config = properties.get("VpcConfig")
+    if not config:
+        return None
+    environment = properties.get("Environment", {}).get("Variables", {})
+    reached = reach(
+        templates, stack, config.get("SecurityGroupIds", []), config.get("SubnetIds", []), environment
+    )
+    needed = needed_services(templates, function)
+    if "*" in reached:
+        reached = {service: reached["*"] for service in needed}
+    return Network(f"{stack}/{logical_id}", needed, reached)
+
+
+# --- the rules ----------------------------------------------------------------------------------
+
+
+def _alarm_actions(templates: Templates) -> Iterator[tuple[Id, Id | None, Any]]:
+    for ident, alarm in templates.resources("AWS::CloudWatch::Alarm"):
+        properties = alarm["Properties"]
+        for action in _listed(properties.get("AlarmActions")) + _listed(properties.get("OKActions")):
+            yield ident, templates.target(ident[0], action), action
+
+
+def _principal_services(statement: dict[str, Any]) -> set[str]:
+    principal = statement.get("Principal", {})
+    return set(_listed(principal.get("Service"))) if isinstance(principal, dict) else set()
+
+
+def topic_rules(templates: Templates) -> list[Finding]:
+    """Every alarm action reaches its topic: a topic policy replaces SNS's default one, so it must let
+    CloudWatch publish; an encrypted topic's key lets CloudWatch use it, and is never AWS's own."""
+    findings, seen = [], set()
+    for _, topic, _ in _alarm_actions(templates):
+        if topic is None or topic in seen:
+            continue  # a topic of yours (`alarm_topic_arn`): `hybridsync doctor --deployed` checks it
+        seen.add(topic)
+        where = f"{topic[0]}/{topic[1]}"
+        for ident, policy in templates.resources("AWS::SNS::TopicPolicy"):
+            if topic not in templates.mentions(ident[0], policy["Properties"]["Topics"]):
+                continue
+            statements = [(ident[0], s) for s in _listed(policy["Properties"]["PolicyDocument"]["Statement"])]
+            publishers = [s for _, s in statements if "cloudwatch.amazonaws.com" in _principal_services(s)]
+            if not _allows([(ident[0], s) for s in publishers], "sns:Publish"):
+                findings.append(
+                    Finding(
+                        "alarm-topic-policy",
+                        where,
+                        "its topic policy lets no cloudwatch.amazonaws.com sns:Publish: no alarm can notify",
+                        PAGES["topic"],
+                    )
+                )
+            elif not all(s.get("Condition") for s in publishers):
+                findings.append(
+                    Finding(
+                        "alarm-topic-policy",
+                        where,
+                        "CloudWatch may publish without an "
+                        "aws:SourceAccount or aws:SourceArn condition (confused deputy)",
+                        PAGES["topic"],
+                    )
+                )
+        key = (templates.get(topic) or {}).get("Properties", {}).get("KmsMasterKeyId")
+        if key is None:
+            continue
+        key_id = templates.target(topic[0], key)
+        resource = templates.get(key_id) if key_id else None
+        if resource is None or resource["Type"] != "AWS::KMS::Key":
+            shown = templates.text(topic[0], key)
+            reason = (
+                "the AWS-managed SNS key, which CloudWatch cannot use"
+                if "alias/aws/" in shown
+                else f"key {shown}, whose policy is not in the templates (CloudWatch's use of it "
+                "cannot be shown)"
+            )
+            findings.append(Finding("alarm-topic-key", where, f"encrypted with {reason}", PAGES["topic-key"]))
+            continue
+        statements = [(key_id[0], s) for s in _listed(resource["Properties"]["KeyPolicy"]["Statement"])]  # type: ignore[index]
+        cloudwatch = [(st, s) for st, s in statements if "cloudwatch.amazonaws.com" in _principal_services(s)]
+        for needed in ("kms:Decrypt", "kms:GenerateDataKey"):
+            if not _allows(cloudwatch, needed):
+                findings.append(
+                    Finding(
+                        "alarm-topic-key",
+                        where,
+                        f"its key's policy does not let cloudwatch.amazonaws.com {needed}",
+                        PAGES["topic-key"],
+                    )
+                )
+    return findings
+
+
+@functools.cache
+def engine_metrics() -> frozenset[str]:
+    """The metric names the engine's functions emit (Powertools `add_metric` in the shipped modules:
+    a literal name, a module constant, or the keys of a dict whose items it emits)."""
+    names: set[str] = set()
+    root = Path(__file__).resolve().parents[1]
+    for path in root.rglob("*.py"):
+        if {"local", "cdk", "cli", "testing", "workloads"} & set(path.relative_to(root).parts):
+            continue
+        tree = ast.parse(path.read_text())
+        constants = {
+            t.id: n.value.value
+            for n in tree.body
+            if isinstance(n, ast.Assign)
+            and isinstance(n.value, ast.Constant)
+            and isinstance(n.value.value, str)
+            for t in n.targets
+            if isinstance(t, ast.Name)
+        }
+        for node in ast.walk(tree):
+            if not (
+                isinstance(node, ast.Call) and getattr(node.func, "attr", "") == "add_metric" and node.args
+            ):
+                continue
+            first = node.args[0]
+            if isinstance(first, ast.Constant) and isinstance(first.value, str):
+                names.add(first.value)
+            elif isinstance(first, ast.IfExp):
+                names |= {b.value for b in (first.body, first.orelse) if isinstance(b, ast.Constant)}
+            elif isinstance(first, ast.Name) and first.id in constants:
+                names.add(constants[first.id])
+            elif isinstance(first, ast.Name):  # `for name, n in emitted.items()`: the dict's keys
+                for other in ast.walk(tree):
+                    if isinstance(other, ast.Dict):
+                        names |= {
+                            k.value
+                            for k in other.keys
+                            if isinstance(k, ast.Constant)
+                            and isinstance(k.value, str)
+                            and k.value[:1].isupper()
+                        }
+    return frozenset(names)
+
+
+def _metric_stats(properties: dict[str, Any]) -> Iterator[dict[str, Any]]:
+    if "MetricName" in properties:
+        yield properties
+    for query in properties.get("Metrics", []):
+        if "MetricStat" in query:
+            yield query["MetricStat"]["Metric"]
+
+
+def _engine_services(templates: Templates) -> set[tuple[str, str]]:
+    """(namespace, service) of every function the templates hold (Powertools' variables)."""
+    found = set()
+    for _, function in templates.resources("AWS::Lambda::Function"):
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        if "POWERTOOLS_METRICS_NAMESPACE" in variables:
+            found.add((variables["POWERTOOLS_METRICS_NAMESPACE"], variables.get("POWERTOOLS_SERVICE_NAME")))
+    return found
+
+
+def metric_rules(templates: Templates) -> list[Finding]:
+    """Every alarm watches a metric stream that exists: a namespace, metric and dimension set AWS
+    publishes, or a metric one of the engine's functions emits with the dimensions it emits it with."""
+    findings = []
+    services = _engine_services(templates)
+    for ident, alarm in templates.resources("AWS::CloudWatch::Alarm"):
+        properties, where = alarm["Properties"], f"{ident[0]}/{ident[1]}"
+        for metric in _metric_stats(properties):
+            namespace, name = metric.get("Namespace", ""), metric.get("MetricName", "")
+            dimensions = {d["Name"]: d["Value"] for d in metric.get("Dimensions", [])}
+            names = tuple(sorted(dimensions))
+            if namespace.startswith("AWS/"):
+                sets = PUBLISHED.get(namespace, {}).get(name)
+                if sets is None:
+                    message = f"{namespace} {name} is not a metric this app's table knows AWS to publish"
+                elif names not in [tuple(sorted(s)) for s in sets]:
+                    shown = " | ".join(", ".join(s) for s in sets)
+                    message = (
+                        f"{namespace} {name} is published with [{shown}], never with [{', '.join(names)}]"
+                    )
+                else:
+                    continue
+                findings.append(Finding("alarm-metric", where, message, PAGES["metrics"]))
+                continue
+            service = dimensions.get("service")
+            if name == CANARY and ident[1].startswith(CANARY):
+                continue
+            emitted = name in engine_metrics() and names == ("service",) and (namespace, service) in services
+            if not emitted:
+                findings.append(
+                    Finding(
+                        "alarm-metric",
+                        where,
+                        f"{namespace} {name} {dimensions}: no function "
+                        "of the engine emits it so (namespace, `service` dimension)",
+                        PAGES["metrics"],
+                    )
+                )
+    return findings
+
+
+def network_rules(templates: Templates) -> list[Finding]:
+    """Every VPC-attached function and rotation reaches every service it calls; an interface endpoint
+    has private DNS only where its service supports it."""
+    findings = []
+    for ident, endpoint in templates.resources("AWS::EC2::VPCEndpoint"):
+        service = _endpoint_service(templates, ident[0], endpoint)
+        if endpoint["Properties"].get("VpcEndpointType") == "Interface" and endpoint["Properties"].get(
+            "PrivateDnsEnabled", True
+        ):
+            if service in NO_PRIVATE_DNS:
+                findings.append(
+                    Finding(
+                        "vpc-endpoint-dns",
+                        f"{ident[0]}/{ident[1]}",
+                        f"an interface endpoint "
+                        f"of {service} with private DNS: {service} does not support it (the deploy "
+                        "fails); give clients the endpoint's name instead",
+                        PAGES[NO_PRIVATE_DNS[service]],
+                    )
+                )
+            only_inbound = (
+                endpoint["Properties"]
+                .get("DnsOptions", {})
+                .get("PrivateDnsOnlyForInboundResolverEndpoint", "OnlyInboundResolver")
+            )
+            if service == "s3" and only_inbound != "AllResolvers":
+                findings.append(
+                    Finding(
+                        "vpc-endpoint-dns",
+                        f"{ident[0]}/{ident[1]}",
+                        "an S3 interface endpoint "
+                        "with private DNS only for inbound resolvers needs a gateway endpoint in "
+                        "its VPC; set PrivateDnsOnlyForInboundResolverEndpoint AllResolvers",
+                        PAGES["s3-privatelink"],
+                    )
+                )
+    for ident, _ in templates.resources("AWS::Lambda::Function"):
+        found = network(templates, *ident)
+        for service, why in (found.unreachable if found else {}).items():
+            findings.append(
+                Finding(
+                    "vpc-route",
+                    found.function,
+                    f"calls {service} ({why}) but has no route to it "  # type: ignore[union-attr]
+                    "from its VPC: no gateway endpoint, no interface endpoint admitting its "
+                    "security group (with private DNS, or its name given to the client), no NAT",
+                    PAGES["lambda-vpc"],
+                )
+            )
+    for ident, schedule in templates.resources("AWS::SecretsManager::RotationSchedule"):
+        hosted = schedule["Properties"].get("HostedRotationLambda") or {}
+        groups = hosted.get("VpcSecurityGroupIds")
+        if not groups:
+            continue
+        reached = reach(templates, ident[0], [groups], [], {})
+        if "secretsmanager" not in reached and "*" not in reached:
+            findings.append(
+                Finding(
+                    "vpc-route",
+                    f"{ident[0]}/{ident[1]}",
+                    "its rotation function runs in the VPC "
+                    "and cannot reach Secrets Manager: no endpoint admits its security group",
+                    PAGES["rotation-network"],
+                )
+            )
+    return findings
+
+
+def _key_of(templates: Templates, ident: Id, resource: dict[str, Any]) -> Any:
+    """The customer-managed key a resource is encrypted with (None: none, or AWS's own)."""
+    properties = resource.get("Properties", {})
+    kind = resource["Type"]
+    if kind == "AWS::SecretsManager::Secret":
+        key = properties.get("KmsKeyId")
+    elif kind == "AWS::SQS::Queue":
+        key = properties.get("KmsMasterKeyId")
+    elif kind == "AWS::S3::Bucket":
+        rules = properties.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
+        key = next((r["ServerSideEncryptionByDefault"].get("KMSMasterKeyID") for r in rules), None)
+    elif kind in ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table"):
+        replicas = properties.get("Replicas", [{}])
+        key = (replicas[0].get("SSESpecification") or properties.get("SSESpecification") or {}).get(
+            "KMSMasterKeyId"
+        )
+    else:
+        return None
+    return None if key is None or "alias/aws/" in json.dumps(key) else key
+
+
+# (resource type, an action on it) -> the KMS actions its caller needs, and the page that says so
+KMS_NEEDS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
+    ("AWS::SecretsManager::Secret", "secretsmanager:GetSecretValue"): (("kms:Decrypt",), "secret-key"),
+    ("AWS::SQS::Queue", "sqs:SendMessage"): (("kms:GenerateDataKey", "kms:Decrypt"), "sqs-key"),
+    ("AWS::SQS::Queue", "sqs:ReceiveMessage"): (("kms:Decrypt",), "sqs-key"),
+    ("AWS::S3::Bucket", "s3:PutObject"): (("kms:GenerateDataKey",), "s3-key"),
+    ("AWS::S3::Bucket", "s3:GetObject"): (("kms:Decrypt",), "s3-key"),
+    ("AWS::DynamoDB::GlobalTable", "dynamodb:GetRecords"): (("kms:Decrypt",), "stream-key"),
+}
+
+
+def _secrets_of(templates: Templates, stack: str, value: Any) -> set[Id]:
+    """The secrets a value names, through a target attachment (RDS's secret of a cluster)."""
+    found = set()
+    for ident in templates.mentions(stack, value):
+        resource = templates.get(ident) or {}
+        if resource.get("Type") == "AWS::SecretsManager::SecretTargetAttachment":
+            found |= templates.mentions(ident[0], resource["Properties"]["SecretId"])
+        else:
+            found.add(ident)
+    return found
+
+
+def kms_rules(templates: Templates) -> list[Finding]:
+    """Every principal that uses a customer-key resource may use the key as AWS requires: each role
+    for what it reads and writes (its dead-letter queue and its mapping's failure destination
+    included), a proxy for its secrets, a rotation for the secret it rotates."""
+    findings = []
+    users: list[tuple[str, Id, list[tuple[str, dict[str, Any]]], list[tuple[str, Id]]]] = []
+    for ident, function in templates.resources("AWS::Lambda::Function"):
+        role = templates.role_of(ident)
+        if role is None:
+            continue
+        statements = templates.policy_statements(role)
+        touched = [
+            (action, r)
+            for stack, s in statements
+            if s.get("Effect") == "Allow"
+            for action in _listed(s.get("Action"))
+            for r in _secrets_of(templates, stack, s.get("Resource"))
+        ]
+        queue = templates.target(
+            ident[0], function["Properties"].get("DeadLetterConfig", {}).get("TargetArn")
+        )
+        if queue:
+            touched.append(("sqs:SendMessage", queue))
+        for m_ident, mapping in templates.resources("AWS::Lambda::EventSourceMapping"):
+            if templates.function_of(m_ident[0], mapping["Properties"]["FunctionName"]) == ident:
+                destination = mapping["Properties"].get("DestinationConfig", {}).get("OnFailure", {})
+                touched += [
+                    ("s3:PutObject", d)
+                    for d in templates.mentions(m_ident[0], destination.get("Destination"))
+                ]
+        users.append((f"{ident[0]}/{ident[1]}", role, statements, touched))
+    for ident, proxy in templates.resources("AWS::RDS::DBProxy"):
+        role = templates.target(ident[0], proxy["Properties"]["RoleArn"])
+        secrets = [
+            ("secretsmanager:GetSecretValue", s)
+            for auth in proxy["Properties"]["Auth"]
+            for s in _secrets_of(templates, ident[0], auth.get("SecretArn"))
+        ]
+        if role:
+            users.append((f"{ident[0]}/{ident[1]}", role, templates.policy_statements(role), secrets))
+    for who, _, statements, touched in users:
+        for action, resource_id in sorted(set(touched)):
+            resource = templates.get(resource_id)
+            if resource is None:
+                continue
+            needs = KMS_NEEDS.get((resource["Type"], action))
+            key = _key_of(templates, resource_id, resource)
+            if needs is None or key is None:
+                continue
+            key_text = templates.text(resource_id[0], key)
+            for kms in needs[0]:
+                granted = any(
+                    s.get("Effect") == "Allow"
+                    and any(re.fullmatch(a.replace("*", ".*"), kms, re.I) for a in _listed(s.get("Action")))
+                    and (
+                        key_text in json.dumps(s.get("Resource"))
+                        or "*" in _listed(s.get("Resource"))
+                        or templates.mentions(st, s.get("Resource")) & templates.mentions(resource_id[0], key)
+                    )
+                    for st, s in statements
+                )
+                if not granted:
+                    findings.append(
+                        Finding(
+                            "kms-actions",
+                            who,
+                            f"{action} on {resource_id[0]}/{resource_id[1]} "
+                            f"(under {key_text}) needs {kms} on that key, which its role lacks",
+                            PAGES[needs[1]],
+                        )
+                    )
+    for ident, schedule in templates.resources("AWS::SecretsManager::RotationSchedule"):
+        hosted = schedule["Properties"].get("HostedRotationLambda")
+        secret = next(iter(_secrets_of(templates, ident[0], schedule["Properties"]["SecretId"])), None)
+        resource = templates.get(secret) if secret else None
+        if (
+            hosted is not None
+            and resource
+            and _key_of(templates, secret, resource)
+            and not hosted.get("KmsKeyArn")
+        ):  # type: ignore[arg-type]
+            findings.append(
+                Finding(
+                    "kms-actions",
+                    f"{ident[0]}/{ident[1]}",
+                    "rotates a secret under a customer "
+                    "key without naming it (HostedRotationLambda KmsKeyArn): the rotation cannot "
+                    "decrypt it",
+                    PAGES["secret-key"],
+                )
+            )
+    return findings
+
+
+def trust_rules(templates: Templates) -> list[Finding]:
+    """Each database connection trusts the CA its server presents: RDS Proxy's certificates chain to
+    Amazon Root CA (certifi's roots, the default); an instance's or cluster's to the RDS CA, which a
+    direct connection must be given (`-c db_root_certificates=`)."""
+    findings = []
+    for ident, function in templates.resources("AWS::Lambda::Function"):
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        if "DB_ROLE" not in variables:
+            continue
+        through_proxy = variables.get("DB_IAM_AUTH") == "true" and any(
+            (templates.get(t) or {}).get("Type") == "AWS::RDS::DBProxy"
+            for t in templates.mentions(ident[0], variables.get("DB_HOST"))
+        )
+        if not through_proxy and not variables.get("DB_SSLROOTCERT"):
+            findings.append(
+                Finding(
+                    "database-trust",
+                    f"{ident[0]}/{ident[1]}",
+                    "connects straight to the "
+                    "database with verify-full against certifi's roots, which hold no RDS CA: "
+                    "ship the RDS bundle (-c db_root_certificates=) or connect through the proxy",
+                    PAGES["rds-tls"],
+                )
+            )
+    return findings
+
+
+def order_rules(templates: Templates) -> list[Finding]:
+    """A login's password is rotated only once the login exists: the schedule of a secret whose login a
+    deploy step makes (the Users step's `DB_ROLE_SECRETS`) must not rotate at creation."""
+    findings = []
+    made_later: set[Id] = set()
+    for ident, function in templates.resources("AWS::Lambda::Function"):
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        if "DB_ROLE_SECRETS" in variables:
+            logins = variables["DB_ROLE_SECRETS"]
+            made_later |= _secrets_of(templates, ident[0], logins)
+    for ident, schedule in templates.resources("AWS::SecretsManager::RotationSchedule"):
+        secrets = _secrets_of(templates, ident[0], schedule["Properties"]["SecretId"])
+        if secrets & made_later and schedule["Properties"].get("RotateImmediatelyOnUpdate", True):
+            findings.append(
+                Finding(
+                    "rotation-order",
+                    f"{ident[0]}/{ident[1]}",
+                    "rotates at once when created, "
+                    "before the deploy step that makes its login: the first rotation fails and "
+                    "leaves an AWSPENDING version (set RotateImmediatelyOnUpdate false)",
+                    PAGES["rotation-order"],
+                )
+            )
+    return findings
+
+
+RULES = (topic_rules, metric_rules, network_rules, kms_rules, trust_rules, order_rules)
+
+
+def check(templates: Templates) -> list[Finding]:
+    """Every finding of every rule."""
+    return [finding for rule in RULES for finding in rule(templates)]
+
+
+def enforce(templates: Templates) -> None:
+    """Raise DeployTruthError with every finding, if any."""
+    if findings := check(templates):
+        raise DeployTruthError(findings)

@@ -3,12 +3,14 @@ its endpoints), one harmless call to each service it needs and a read of each se
 each classified. Every handler answers it before anything else (`answers`), so an operator learns
 what a deployed function can reach without waiting for the traffic that would fail.
 
-The event: {"hybridsync": "doctor", "services": ["dynamodbstreams", ...], "secrets": [...]}: botocore
-service names; each secret an ARN or the name of a variable of the function's own environment that
-holds one (or a JSON object of them, like `DB_ROLE_SECRETS`), so the secrets read are the very ones
-the function's configuration names. The answer says, per service, `reached` (any HTTP answer, an
-access denial included: the route works), `unreachable` (no connection within the connect timeout:
-the route is missing) or `error`; per secret, `readable` or why not. It never holds a secret's value.
+The event: {"hybridsync": "doctor", "services": ["dynamodbstreams", ...], "secrets": [...],
+"database": true}: botocore service names; each secret an ARN or the name of a variable of the
+function's own environment that holds one (or a JSON object of them, like `DB_ROLE_SECRETS`), so the
+secrets read are the very ones the function's configuration names; `database`: log in as the
+function does (its role, its TLS mode and trust store) and ask who it is. The answer says, per
+service, `reached` (any HTTP answer, an access denial included: the route works), `unreachable` (no
+connection within the connect timeout: the route is missing) or `error`; per secret, `readable` or
+why not; for the database, `connected` or why not. It never holds a secret's value.
 """
 
 from __future__ import annotations
@@ -153,15 +155,46 @@ def read_secret(arn: str, make: Callable[[str], Any] = client) -> dict[str, Any]
     return {"outcome": "readable", "detail": "GetSecretValue answered", "arn": arn}
 
 
+def log_in() -> dict[str, Any]:
+    """The function's own database login (`hybridsync.runtime.engine`): the route first, within the
+    connect timeout (a missing route would otherwise hang until the function's timeout), then a
+    login and `SELECT current_user`."""
+    import socket
+
+    from hybridsync import runtime, settings
+
+    started = time.monotonic()
+    try:
+        where = None if os.environ.get("DATABASE_URL") else settings.database()
+        if where is not None and not where.host.startswith("/"):  # a Unix socket's folder: local only
+            try:
+                socket.create_connection((where.host, where.port), timeout=CONNECT_TIMEOUT_S).close()
+            except OSError as error:
+                return {"outcome": "unreachable", "detail": f"{where.host}:{where.port}: {error}",
+                        "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
+        with runtime.engine().connect() as conn:
+            user = conn.exec_driver_sql("SELECT current_user").scalar()
+    except Exception as error:
+        detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        return {"outcome": "refused", "detail": f"{type(error).__name__}: {detail}",
+                "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
+    return {"outcome": "connected", "detail": f"logged in as {user}",
+            "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
+
+
 def probe(event: dict[str, Any], make: Callable[[str], Any] = client) -> dict[str, Any]:
     """Every service and secret of the event, at once (a function's timeout may be short)."""
     services = [str(s) for s in event.get("services") or []]
     secrets = secret_arns([str(s) for s in event.get("secrets") or []], dict(os.environ))
-    with ThreadPoolExecutor(max_workers=max(1, len(services) + len(secrets))) as pool:
+    with ThreadPoolExecutor(max_workers=max(1, len(services) + len(secrets) + 1)) as pool:
         reached = {s: pool.submit(reach, s, make) for s in services}
         read = {label: pool.submit(read_secret, arn, make) for label, arn in secrets.items()}
-        return {
+        login = pool.submit(log_in) if event.get("database") else None
+        answer = {
             "function": os.environ.get("AWS_LAMBDA_FUNCTION_NAME", ""),
             "services": {s: future.result() for s, future in reached.items()},
             "secrets": {label: future.result() for label, future in read.items()},
         }
+        if login is not None:
+            answer["database"] = login.result()
+        return answer

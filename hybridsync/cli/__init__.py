@@ -8,12 +8,12 @@ import argparse
 import io
 import sys
 
-from hybridsync.cli import adopt, costs, local, operations, reads, schema
+from hybridsync.cli import adopt, costs, doctor, local, operations, reads, schema
 from hybridsync.cli.common import Commands
 
 # `hybridsync --help` lists them in this order
 COMMANDS = (
-    local.add_init, local.add_up, local.add_status, costs.add_plan, local.add_invoke,
+    local.add_init, local.add_up, local.add_status, doctor.add_doctor, costs.add_plan, local.add_invoke,
     schema.add_migrations, adopt.add_load, adopt.add_aggregates, adopt.add_jobs,
     operations.add_reconcile, operations.add_reindex, reads.add_distinct_keys,
     costs.add_cost, operations.add_timeseries, operations.add_dead_letters,

@@ -29,18 +29,22 @@ SETTINGS: dict[str, Setting] = {
                                                    "proxy and the rotation are let in on its port)"),
     "existing_db_port": Setting(5432, "your database's port"),
     "existing_db_name": Setting("postgres", "your database's name, for logins through the proxy"),
-    "existing_db_endpoints": Setting(True, "interface endpoints (Secrets Manager, DynamoDB, S3, Lambda) in "
-                                           "those subnets; false when the VPC already reaches them"),
+    "existing_db_endpoints": Setting(True, "interface endpoints (Secrets Manager, DynamoDB, DynamoDB "
+                                           "Streams, S3, Lambda) in those subnets; false when the VPC "
+                                           "already reaches them (`hybridsync doctor --deployed` checks)"),
     "existing_db_proxy": Setting(False, "put an RDS Proxy in front of your database (IAM logins; needs "
                                         "`existing_db_instance_id` or `existing_db_cluster_id`)"),
     "existing_db_instance_id": Setting(None, "the proxy's target: your RDS for PostgreSQL instance"),
     "existing_db_cluster_id": Setting(None, "the proxy's target: your Aurora PostgreSQL cluster"),
-    "db_root_certificates": Setting(None, "a PEM bundle in your package the functions trust for TLS "
-                                          "(`shop/rds-global-bundle.pem`) instead of certifi's roots"),
+    "db_root_certificates": Setting(None, "the PEM bundle the functions that reach the database straight "
+                                          "trust (RDS's `global-bundle.pem`, a file of the project or of "
+                                          "its package); required with `existing_db_secret_arn`"),
     "db_rotation_days": Setting(30, "every database password (the admin's, each role's) is rotated this "
                                     "often by Secrets Manager"),
-    "kms_key_arn": Setting(None, "a customer-managed KMS key for the tables, queues, buckets, secrets, "
-                                 "the cluster and the alarm topic (its policy must let CloudWatch use it)"),
+    "kms_key_arn": Setting(None, "a customer-managed KMS key for the tables (time series included), "
+                                 "queues, buckets, secrets and the cluster; the alarm topic gets a key "
+                                 "of its own whose policy lets CloudWatch use it. Pins the stacks to "
+                                 "the key's account and region"),
     "max_read_request_units": Setting(None, "on-demand maximum reads per second: N for every table and "
                                             "GSI, or `table=N,table/index=N,...`"),
     "max_write_request_units": Setting(None, "on-demand maximum writes per second, as "

@@ -61,10 +61,20 @@ def tables(client: Any, prefix: str, series: TimeSeries) -> dict[str, str]:
     return found
 
 
-def rotate(client: Any, s3: Any, bucket: str, prefix: str, now: datetime, series: TimeSeries) -> Rotation:
-    """Create the current and the next `ahead` periods' tables, lower the capacity of past ones,
-    archive those older than `keep` to `s3://bucket/timeseries/<table>/AWSDynamoDB/<export id>/`
-    and drop them once their archive reads back whole."""
+def rotate(
+    client: Any,
+    s3: Any,
+    bucket: str,
+    prefix: str,
+    now: datetime,
+    series: TimeSeries,
+    kms_key: str | None = None,
+) -> Rotation:
+    """Create the current and the next `ahead` periods' tables (under the customer-managed `kms_key`
+    when given, as the stacks' own tables are), lower the capacity of past ones, archive those older
+    than `keep` to `s3://bucket/timeseries/<table>/AWSDynamoDB/<export id>/` and drop them once
+    their archive reads back whole."""
+    encryption = {"SSESpecification": {"Enabled": True, "SSEType": "KMS", "KMSMasterKeyId": kms_key}}
     done = Rotation()
     existing = tables(client, prefix, series)
     current = series.start_of(now)
@@ -72,7 +82,8 @@ def rotate(client: Any, s3: Any, bucket: str, prefix: str, now: datetime, series
         start = series.step(current, ahead)
         if series.label(start) not in existing:
             name = series.table_name(prefix, start)
-            client.create_table(**series.table.create_request(name, series.current_capacity))
+            request = series.table.create_request(name, series.current_capacity)
+            client.create_table(**request | (encryption if kms_key else {}))
             _recoverable(client, name)
             done.created.append(name)
     oldest_kept = series.label(series.step(current, -series.keep))

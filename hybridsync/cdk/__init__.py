@@ -7,12 +7,15 @@ Rendered from the model alone; synth makes no AWS calls.
 
 or, to add constructs of your own, an app of yours:
 
-    app = App(); stacks = hybridsync.cdk.build(app, MODEL); ...; app.synth()
+    app = App(); stacks = hybridsync.cdk.build(app, MODEL); ...; hybridsync.cdk.synth(app)
+
+`synth` checks the templates against what AWS documents (hybridsync.cdk.rules): a policy, key, route
+or certificate that would fail in AWS fails the synth, naming the resource and the AWS page.
 """
 
 from __future__ import annotations
 
-from aws_cdk import App, Aspects, Environment
+from aws_cdk import App, Aspects, Environment, cx_api
 from cdk_nag import AwsSolutionsChecks
 
 from hybridsync import config, context
@@ -22,6 +25,7 @@ from hybridsync.cdk.data import DataStack
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
+from hybridsync.cdk.rules import DeployTruthError, Templates, enforce
 from hybridsync.context import SETTINGS
 from hybridsync.declare import Model
 
@@ -71,3 +75,14 @@ def build(app: App, model: Model | None = None) -> dict[str, object]:
     Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     Aspects.of(app).add(CheckovSkips())
     return {"data": data, "database": database, "pipeline": pipeline, "api": api, "monitoring": monitoring}
+
+
+def synth(app: App) -> cx_api.CloudAssembly:
+    """`app.synth()`, then the deploy truth on every stack of it: DeployTruthError lists each
+    finding (rule, resource, what fails in AWS, the AWS page)."""
+    assembly = app.synth()
+    enforce(Templates({stack.stack_name: stack.template for stack in assembly.stacks}))
+    return assembly
+
+
+__all__ = ["DeployTruthError", "build", "synth"]

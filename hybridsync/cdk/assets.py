@@ -58,8 +58,8 @@ class _CopyPackages:
     """The engine's shipped packages and the project's packages (its model's, its routes'; and its
     revisions, when they live elsewhere), as plain files."""
 
-    def __init__(self, packages: list[Path], migrations: Path | None):
-        self.packages, self.migrations = packages, migrations
+    def __init__(self, packages: list[Path], migrations: Path | None, files: dict[str, Path]):
+        self.packages, self.migrations, self.files = packages, migrations, files
 
     def try_bundle(self, output_dir: str, *_options: Any, **_kw: Any) -> bool:
         out = Path(output_dir)
@@ -74,20 +74,26 @@ class _CopyPackages:
             shutil.copytree(project, out / project.name, dirs_exist_ok=True, ignore=ignore)
         if self.migrations is not None:
             shutil.copytree(self.migrations, out / PROJECT_MIGRATIONS, dirs_exist_ok=True, ignore=ignore)
+        for name, source in self.files.items():
+            shutil.copy2(source, out / name)
         return True
 
 
 PROJECT_MIGRATIONS = "_migrations"  # the project's revisions in the asset, when kept outside its package
+TRUST_STORE = "hybridsync-trust.pem"  # `-c db_root_certificates=`'s bundle, in the asset
 
 
-def function_code(packages: list[Path], migrations: Path | None) -> lambda_.Code:
-    """One asset for every function: the engine's packages and the project's (see SHIPPED); the
-    first package, the model's, is the asset's source folder."""
+def function_code(
+    packages: list[Path], migrations: Path | None, files: dict[str, Path] | None = None
+) -> lambda_.Code:
+    """One asset for every function: the engine's packages and the project's (see SHIPPED), and
+    `files` (name in the asset -> a file of the project's); the first package, the model's, is the
+    asset's source folder."""
     return lambda_.Code.from_asset(
         str(packages[0]),
         # Output hash: the bundle also holds the engine and any other package of the project.
         asset_hash_type=AssetHashType.OUTPUT,
-        bundling=BundlingOptions(image=_NO_DOCKER, local=_CopyPackages(packages, migrations)),
+        bundling=BundlingOptions(image=_NO_DOCKER, local=_CopyPackages(packages, migrations, files or {})),
     )
 
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import CfnOutput, Duration, Fn, RemovalPolicy, Stack
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_rds as rds
@@ -18,6 +18,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hybridsync import context, roles
+from hybridsync.cdk import rules
 from hybridsync.cdk.data import customer_key
 
 DATABASE_NAME = "hybridsync"
@@ -36,6 +37,10 @@ class DatabaseStack(Stack):
         self.key = customer_key(self)
         self.admin_user: str | None = ADMIN  # None: the existing database's (in its secret)
         self.role_secrets: dict[str, secretsmanager.ISecret] = {}
+        # botocore's AWS_ENDPOINT_URL_<SERVICE> -> an interface endpoint's name, for the clients of a
+        # service whose endpoint has no private DNS
+        self.endpoint_urls: dict[str, str] = {}
+        self._secrets_endpoint: ec2.InterfaceVpcEndpoint | None = None
         existing = context.read(self, "existing_db_secret_arn")
         if existing:
             self._existing(existing)
@@ -62,9 +67,15 @@ class DatabaseStack(Stack):
         self.subnets = ec2.SubnetSelection(subnet_type=ec2.SubnetType.PRIVATE_ISOLATED)
         self.vpc.add_gateway_endpoint("DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB)
         self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)  # review bodies
-        for name, service in (("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
-                              ("Lambda", ec2.InterfaceVpcEndpointAwsService("lambda"))):  # fmt: skip
-            endpoint = self.vpc.add_interface_endpoint(name, service=service)
+        interface = ec2.InterfaceVpcEndpointAwsService
+        for name, service in (("SecretsManager", interface.SECRETS_MANAGER), ("Lambda", interface("lambda")),
+                              ("DynamoDbStreams", interface.DYNAMODB_STREAMS)):  # fmt: skip
+            # Streams has no gateway endpoint and its interface endpoint no private DNS: the clients
+            # are given its name (the DynamoDB guide, "AWS PrivateLink for DynamoDB Streams")
+            private = name != "DynamoDbStreams"
+            endpoint = self.vpc.add_interface_endpoint(name, service=service, private_dns_enabled=private)
+            if not private:
+                self.endpoint_urls[rules.ENDPOINT_VARIABLE["dynamodbstreams"]] = _url(endpoint)
             NagSuppressions.add_resource_suppressions(
                 endpoint,
                 [{"id": "CdkNagValidationFailure", "reason": "EC23 cannot resolve the VPC CIDR token; the "
@@ -155,6 +166,8 @@ class DatabaseStack(Stack):
         database_side = ec2.Connections(security_groups=[database], default_port=ec2.Port.tcp(port))
         if context.read(self, "existing_db_endpoints"):
             self._endpoints()
+        else:
+            self._routes_given(self.client_security_group)
         for role in roles.ROLES:  # host, port and name are copied in from the admin's by the Users resource
             secret = secretsmanager.Secret(
                 self,
@@ -200,15 +213,27 @@ class DatabaseStack(Stack):
 
     def _endpoints(self) -> None:
         """Interface endpoints in the given subnets for what the functions call (the VPC's own
-        routes are the team's: `-c existing_db_endpoints=false` when it already reaches them)."""
-        for name, service in (("SecretsManager", ec2.InterfaceVpcEndpointAwsService.SECRETS_MANAGER),
-                              ("DynamoDb", ec2.InterfaceVpcEndpointAwsService.DYNAMODB),
-                              ("S3", ec2.InterfaceVpcEndpointAwsService.S3),
-                              ("Lambda", ec2.InterfaceVpcEndpointAwsService("lambda"))):  # fmt: skip
+        routes are the team's: `-c existing_db_endpoints=false` when it already reaches them).
+        DynamoDB's and Streams' have no private DNS (their PrivateLink pages): the clients get their
+        names (botocore's `AWS_ENDPOINT_URL_<SERVICE>`). S3's private DNS answers every resolver: with
+        no S3 gateway endpoint in the VPC, inbound-only DNS fails the deploy (S3's PrivateLink page)."""
+        interface = ec2.InterfaceVpcEndpointAwsService
+        for name, service, variable in (("SecretsManager", interface.SECRETS_MANAGER, None),
+                                        ("DynamoDb", interface.DYNAMODB, "dynamodb"),
+                                        ("DynamoDbStreams", interface.DYNAMODB_STREAMS, "dynamodbstreams"),
+                                        ("S3", interface.S3, None),
+                                        ("Lambda", interface("lambda"), None)):  # fmt: skip
+            every_resolver = ec2.VpcEndpointPrivateDnsOnlyForInboundResolverEndpoint.ALL_RESOLVERS
             endpoint = ec2.InterfaceVpcEndpoint(
-                self, f"{name}Endpoint", vpc=self.vpc, service=service, subnets=self.subnets, open=False
-            )
+                self, f"{name}Endpoint", vpc=self.vpc, service=service, subnets=self.subnets, open=False,
+                private_dns_enabled=variable is None,
+                private_dns_only_for_inbound_resolver_endpoint=every_resolver if name == "S3" else None,
+            )  # fmt: skip
             endpoint.connections.allow_default_port_from(self.client_security_group)
+            if variable:
+                self.endpoint_urls[rules.ENDPOINT_VARIABLE[variable]] = _url(endpoint)
+            if name == "SecretsManager":
+                self._secrets_endpoint = endpoint  # the rotations' groups are let in too (_rotate)
 
     def _source_group(self, scope: Construct, id: str, description: str) -> ec2.SecurityGroup:
         """A security group others admit by name (the database, the proxy): it has no ingress."""
@@ -218,14 +243,31 @@ class DatabaseStack(Stack):
         )
         return group
 
+    @staticmethod
+    def _routes_given(group: ec2.SecurityGroup) -> None:
+        """The team's VPC routes serve this group (`-c existing_db_endpoints=false`): the deploy truth
+        cannot see them, `hybridsync doctor --deployed` checks them (hybridsync.cdk.rules.reach)."""
+        group.node.default_child.add_metadata(  # type: ignore[union-attr]
+            "hybridsync:routes", "the VPC's own routes (-c existing_db_endpoints=false)"
+        )
+
     def _rotate(self, secret: Any, database: ec2.Connections, whose: str) -> None:
         """Single-user rotation every `db_rotation_days`: AWS's hosted function, in the database's
         network, sets the role's new password with the role's current one."""
         group = self._source_group(secret, "RotationGroup", f"rotation of the {whose} password")
         database.allow_default_port_from(group)
+        if self._secrets_endpoint is not None:  # the hosted rotation calls Secrets Manager from the VPC
+            self._secrets_endpoint.connections.allow_default_port_from(group)
+        elif self.cluster is None and not context.read(self, "existing_db_endpoints"):
+            self._routes_given(group)
         secret.add_rotation_schedule(
             "Rotation",
             automatically_after=Duration.days(context.read(self, "db_rotation_days")),
+            # A role's login is made by the Users step of the pipeline stack, after this stack: rotating
+            # at creation would fail and leave an AWSPENDING version ("By default, Secrets Manager
+            # rotates the secret immediately", AWS::SecretsManager::RotationSchedule). The admin's
+            # login exists with its cluster.
+            rotate_immediately_on_update=whose == "admin",
             hosted_rotation=secretsmanager.HostedRotation.postgre_sql_single_user(
                 vpc=self.vpc, vpc_subnets=self.subnets, security_groups=[group]
             ),
@@ -241,15 +283,28 @@ class DatabaseStack(Stack):
             if self.proxy is not None and self.admin_user is not None:
                 self.proxy.grant_connect(function, self.admin_user)
                 return self._through_proxy(self.admin_user) | {"DB_ROLE": role}
-            self.admin_secret.grant_read(function)
+            self.grant_secret_read(self.admin_secret, function)
             return {"DB_SECRET_ARN": self.admin_secret.secret_arn, "DB_ROLE": role}
         if self.proxy is not None:
             self.proxy.grant_connect(function, roles.user(role))
             return self._through_proxy(roles.user(role)) | {"DB_ROLE": role}
-        self.role_secrets[role].grant_read(function)
+        self.grant_secret_read(self.role_secrets[role], function)
         return {"DB_SECRET_ARN": self.role_secrets[role].secret_arn, "DB_ROLE": role}
+
+    def grant_secret_read(self, secret: secretsmanager.ISecret, function: lambda_.IFunction) -> None:
+        """Read a secret of this stack's: GetSecretValue, and kms:Decrypt on the customer key it is
+        under (Secrets Manager, "Permissions for the KMS key"; a target attachment does not carry
+        its secret's key, so CDK's own grant leaves it out)."""
+        secret.grant_read(function)
+        if self.key is not None:
+            self.key.grant_decrypt(function)
 
     def _through_proxy(self, user: str) -> dict[str, str]:
         assert self.proxy is not None
         return {"DB_IAM_AUTH": "true", "DB_USER": user, "DB_HOST": self.proxy.endpoint,
                 "DB_PORT": str(PROXY_PORT), "DB_NAME": self.database_name}  # fmt: skip
+
+
+def _url(endpoint: ec2.InterfaceVpcEndpoint) -> str:
+    """An interface endpoint's regional name as a URL (its first DNS entry, `<zone id>:<name>`)."""
+    return "https://" + Fn.select(1, Fn.split(":", Fn.select(0, endpoint.vpc_endpoint_dns_entries)))

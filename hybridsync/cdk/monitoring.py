@@ -9,16 +9,19 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, Stack
+from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
 from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hybridsync import context, deadletters
+from hybridsync.cdk import rules
 from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.assets import HandlerFunction
 from hybridsync.cdk.data import DataStack, customer_key, title
@@ -82,6 +85,7 @@ class MonitoringStack(Stack):
         self._api(api)
         self._database(database)
         self._tables(model, data)
+        self._canary()
         self.dashboard = self._dashboard(model, data, database, pipeline, api)
 
     def setting(self, name: str) -> Any:
@@ -104,12 +108,28 @@ class MonitoringStack(Stack):
         """The team's topic (`-c alarm_topic_arn=`), or one of the stack's; `-c alarm_email=`
         subscribes an address (it confirms by mail first, as SNS requires)."""
         given = self.setting("alarm_topic_arn")
-        if given:
+        if given:  # its policy is the team's: `hybridsync doctor --deployed` checks it
             topic: sns.ITopic = sns.Topic.from_topic_arn(self, "AlarmTopic", given)
         else:
-            key = customer_key(self)  # its policy must let cloudwatch.amazonaws.com use it (README)
+            key = self._topic_key()
             topic = sns.Topic(self, "AlarmTopic", display_name=f"{context.names(self)} alarms",
                               enforce_ssl=True, master_key=key)  # fmt: skip
+            # A topic policy replaces SNS's default one: with only enforce_ssl's Deny nothing may
+            # publish, CloudWatch included (CloudWatch guide, "Alarm actions": the topic's access
+            # policy must let cloudwatch.amazonaws.com publish); scoped to this account's alarms.
+            topic.add_to_resource_policy(
+                iam.PolicyStatement(
+                    sid="AlarmsOfThisAccountPublish",
+                    principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                    actions=["sns:Publish"],
+                    resources=[topic.topic_arn],
+                    conditions={
+                        "StringEquals": {"aws:SourceAccount": self.account},
+                        "ArnLike": {"aws:SourceArn": f"arn:{self.partition}:cloudwatch:{self.region}:"
+                                                     f"{self.account}:alarm:*"},
+                    },
+                )
+            )  # fmt: skip
             if key is None:
                 NagSuppressions.add_resource_suppressions(
                     topic,
@@ -121,6 +141,27 @@ class MonitoringStack(Stack):
             topic.add_subscription(subscriptions.EmailSubscription(email))
         CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
         return topic
+
+    def _topic_key(self) -> kms.Key | None:
+        """With `-c kms_key_arn=`, the topic is encrypted with a key of this stack's whose policy lets
+        CloudWatch use it (kms:Decrypt, kms:GenerateDataKey*: AWS knowledge center, "CloudWatch alarm
+        does not publish to an encrypted SNS topic"); your key's policy is not the stack's to change,
+        nor can a synth read it. None: the topic is not encrypted (CloudWatch cannot use AWS's own
+        SNS key)."""
+        if customer_key(self) is None:
+            return None
+        dev = context.read(self, "dev")
+        key = kms.Key(self, "AlarmTopicKey", enable_key_rotation=True,
+                      description="the alarm topic's key: CloudWatch may use it to publish alarms",
+                      removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.RETAIN)  # fmt: skip
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],  # in a key policy, "*" is this key
+            )
+        )
+        return key
 
     def alarm(
         self,
@@ -239,7 +280,10 @@ class MonitoringStack(Stack):
                 self.setting("outbox_age_alarm_s"),
                 "sql_sync: a PostgreSQL change waited too long in the outbox, or no drain ran: "
                 "SqlSync's errors, the database, `hybridsync status`",
-                missing=cloudwatch.TreatMissingData.BREACHING,
+                # paused on purpose (`-c pipeline_enabled=false`), no drain runs: that is no alarm
+                missing=cloudwatch.TreatMissingData.BREACHING
+                if context.read(self, "pipeline_enabled")
+                else cloudwatch.TreatMissingData.NOT_BREACHING,
             )
             self.alarm(
                 "SqlSyncDeadLetters",
@@ -293,7 +337,9 @@ class MonitoringStack(Stack):
             )
             self.alarm(
                 "ProxyAvailability",
-                proxy("AvailabilityPercentage", "Minimum", TargetGroup="default"),
+                # published only per target group and role (RDS Proxy's CloudWatch page, dimension
+                # set 4); the writer's role is READ_WRITE (RDS API, DBProxyTarget Role)
+                proxy("AvailabilityPercentage", "Minimum", TargetGroup="default", TargetRole="READ_WRITE"),
                 100,
                 "RDS Proxy could not reach the database",
                 comparison=LT,
@@ -339,15 +385,42 @@ class MonitoringStack(Stack):
                         f"DynamoDB throttled {kind.lower()}s of {where}: a hot key, or the on-demand "
                         "ceiling (`hybridsync plan`)",
                     )
-            errors = data.tables[table.name].metric_system_errors_for_operations(
-                operations=ENGINE_OPERATIONS, period=FIVE_MINUTES
-            )
+            errors = self._system_errors(data.tables[table.name])
             self.alarm(
                 f"{title(table.name)}SystemErrors",
                 errors,
                 0,
                 f"DynamoDB answered 500 on {table.name}: the SDK retried; if it persists, AWS Health",
             )
+
+    def _system_errors(self, table: dynamodb.TableV2) -> cloudwatch.MathExpression:
+        """DynamoDB's 500s over the operations the engine calls, summed with SUM(METRICS()): the
+        operator form `a + b + ...` has a value only where every series has a datapoint, and a
+        table's SystemErrors appear only for operations that failed (CloudWatch guide, "Using math
+        expressions with CloudWatch metrics": arithmetic on time series, and SUM of an array)."""
+        metrics: dict[str, cloudwatch.IMetric] = {
+            o.value.lower(): cloudwatch.Metric(
+                namespace="AWS/DynamoDB",
+                metric_name="SystemErrors",
+                statistic="Sum",
+                period=FIVE_MINUTES,
+                dimensions_map={"TableName": table.table_name, "Operation": o.value},
+            )
+            for o in ENGINE_OPERATIONS
+        }
+        return cloudwatch.MathExpression(
+            expression="SUM(METRICS())", using_metrics=metrics, label="DynamoDB 500s", period=FIVE_MINUTES
+        )
+
+    def _canary(self) -> None:
+        """The alarm `hybridsync doctor` drives to ALARM and back with SetAlarmState, to see the
+        topic take its notification: its metric is never emitted, so it rests in OK."""
+        self.alarm(
+            rules.CANARY,
+            self.service_metric("doctor", rules.CANARY),
+            0,
+            "a test notification of `hybridsync doctor` (SetAlarmState): nothing to do",
+        )
 
     # --- the dashboard ------------------------------------------------------------------------
 

@@ -30,7 +30,13 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hybridsync import config, context, migrations, timeseries
-from hybridsync.cdk.assets import PROJECT_MIGRATIONS, HandlerFunction, dependency_layer, function_code
+from hybridsync.cdk.assets import (
+    PROJECT_MIGRATIONS,
+    TRUST_STORE,
+    HandlerFunction,
+    dependency_layer,
+    function_code,
+)
 from hybridsync.cdk.data import DataStack, customer_key, private_bucket
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.declare import Model, Side, Table
@@ -148,8 +154,8 @@ class PipelineStack(Stack):
         routes = config.setting_list("routes")
         # the model's package first, then any other package the project's routes live in
         packages = list(dict.fromkeys([package, *(config.package_dir(route) for route in routes)]))
-        self.code = function_code(packages, apart)
-        self.trust = self._root_certificates(packages)
+        self.trust, bundle = self._root_certificates(packages)
+        self.code = function_code(packages, apart, {TRUST_STORE: bundle} if bundle else {})
         self.variables = {f"TABLE_{name.upper()}": table.table_name for name, table in data.tables.items()}
         self.variables |= {"HYBRIDSYNC_MODEL": model_spec} | (
             {"HYBRIDSYNC_ROUTES": ",".join(routes)} if routes else {}
@@ -163,7 +169,7 @@ class PipelineStack(Stack):
         users = self.function("Users", name="users", timeout=Duration.minutes(2), role="admin",
                               environment={"DB_ROLE_SECRETS": json.dumps(secrets)})  # fmt: skip
         for secret in database.role_secrets.values():  # it sets each login's password to its secret's
-            secret.grant_read(users.function)
+            database.grant_secret_read(secret, users.function)
             if database.cluster is None:  # ... and writes in where an existing database is
                 secret.grant_write(users.function)
         # again on each deploy that changes a secret (a rotation is the database's own business)
@@ -224,19 +230,30 @@ class PipelineStack(Stack):
             self.outbox_drain()
         self.operations_function()
 
-    def _root_certificates(self, packages: list[Path]) -> str | None:
-        """`-c db_root_certificates=shop/rds-global-bundle.pem`: a PEM bundle shipped in one of the
-        project's packages, which the functions trust instead of certifi's roots (an existing RDS
-        database reached without a proxy presents a certificate of the RDS CA)."""
+    def _root_certificates(self, packages: list[Path]) -> tuple[str | None, Path | None]:
+        """`-c db_root_certificates=global-bundle.pem`: the PEM bundle the functions that reach the
+        database straight trust instead of certifi's roots (an RDS instance or cluster presents a
+        certificate of the RDS CA: RDS guide, "Using SSL/TLS"); a file of the project (copied into
+        the code asset) or of one of its packages. Where it lives in Lambda, and the file to copy."""
         given = context.read(self, "db_root_certificates")
         if not given:
-            return None
-        if not any((package.parent / given).is_file() for package in packages):
+            if self.database.cluster is None:
+                raise ValueError(
+                    "-c existing_db_secret_arn: the Users step (and every function, without a proxy) "
+                    "connects straight to your database with verify-full, and certifi's roots hold no "
+                    "RDS CA: download the RDS bundle (RDS guide, 'Using SSL/TLS': global-bundle.pem, or "
+                    "your server's CA) next to cdk.json and add -c db_root_certificates=global-bundle.pem"
+                )
+            return None, None
+        if any((package.parent / given).is_file() for package in packages):
+            return f"/var/task/{given}", None  # where Lambda unpacks the code asset (LAMBDA_TASK_ROOT)
+        path = Path(given) if Path(given).is_absolute() else (config.project_root() or Path.cwd()) / given
+        if not path.is_file() or "-----BEGIN CERTIFICATE-----" not in path.read_text(errors="replace"):
             shipped = ", ".join(p.name for p in packages)
             raise ValueError(
-                f"-c db_root_certificates={given}: no such file in the shipped packages ({shipped})"
+                f"-c db_root_certificates={given}: no PEM bundle there, nor in the packages ({shipped})"
             )
-        return f"/var/task/{given}"  # where Lambda unpacks the code asset (LAMBDA_TASK_ROOT)
+        return f"/var/task/{TRUST_STORE}", path
 
     def operations_function(self) -> None:
         """Where an operator's work runs in AWS (hybridsync.sync.operations): the loads, the aggregates'
@@ -248,6 +265,8 @@ class PipelineStack(Stack):
         environment = {
             "FAILED_BATCHES_BUCKET": self.failed_batches.bucket_name,
             "MIGRATE_FUNCTION": self.migrate.function.function_arn,
+            # a rebuild leaves the aggregation's mappings as the stack declares them
+            "PIPELINE_ENABLED": str(bool(context.read(self, "pipeline_enabled"))).lower(),
         }  # upgrades run as the migrator
         if aggregate is not None:  # its mappings are the alias's
             environment["AGGREGATE_FUNCTION"] = aggregate.alias.function_arn
@@ -478,6 +497,13 @@ class PipelineStack(Stack):
             dead_letter_queue=self.scheduled_failures,
             environment={"TIMESERIES_PREFIX": prefix},
         )
+        key = customer_key(self)
+        if key is not None:  # its tables under the key, as the stacks' own (DynamoDB guide, "Encryption at
+            # rest: customer managed key": who creates such a table may describe the key and grant DynamoDB
+            # its use)
+            rotate.function.add_environment("TIMESERIES_KMS_KEY_ARN", key.key_arn)
+            key.grant(rotate.function, "kms:DescribeKey", "kms:CreateGrant", "kms:Decrypt", "kms:Encrypt",
+                      "kms:GenerateDataKey*", "kms:ReEncrypt*")  # fmt: skip
         names = [f"{prefix}-{series.table.name}-" for series in self.model.time_series]
         tables = [self.format_arn(service="dynamodb", resource="table", resource_name=f"{n}*") for n in names]
         rotate.function.add_to_role_policy(
@@ -643,16 +669,25 @@ class PipelineStack(Stack):
             security_groups=[self.database.client_security_group] if in_vpc else None,
             **options,
         )
+        if in_vpc:  # services whose endpoints have no private DNS, by the endpoint's own name
+            for key, value in self.database.endpoint_urls.items():
+                handler.function.add_environment(key, value)
         if role is not None:
-            if self.trust:
+            login = self.database.connect(handler.function, role)
+            # RDS Proxy presents a certificate of Amazon's roots (certifi's); a database reached
+            # straight, one of the RDS CA: the bundle given (RDS guide, "Using SSL/TLS")
+            if self.trust and "DB_IAM_AUTH" not in login:
                 handler.function.add_environment("DB_SSLROOTCERT", self.trust)
-            for key, value in self.database.connect(handler.function, role).items():
+            for key, value in login.items():
                 handler.function.add_environment(key, value)
             if self.schema is not None:  # the schema is migrated before the function that needs it changes
                 handler.function.node.add_dependency(self.schema)
         self.handlers[id] = handler
-        if options.get("dead_letter_queue") is not None:
+        if (queue := options.get("dead_letter_queue")) is not None:
             self.scheduled.add(id)
+            if queue.encryption_master_key is not None:  # the execution role sends its failed events
+                # SQS guide, "Key management": a producer needs kms:GenerateDataKey and kms:Decrypt
+                queue.encryption_master_key.grant(handler.function, "kms:GenerateDataKey", "kms:Decrypt")
         NagSuppressions.add_resource_suppressions(
             handler.function,
             [

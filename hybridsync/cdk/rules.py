@@ -210,7 +210,8 @@ class Templates:
             if "Fn::GetAtt" in value:
                 return (stack, value["Fn::GetAtt"][0])
             if "Fn::ImportValue" in value and value["Fn::ImportValue"] in self.exports:
-                return self.target(*self.exports[value["Fn::ImportValue"]])
+                stack, exported = self.exports[value["Fn::ImportValue"]]  # a Join of a list attribute, too
+                return self.target(stack, exported) or next(iter(self.mentions(stack, exported)), None)
         return None
 
     def mentions(self, stack: str, value: Any) -> set[Id]:

@@ -35,9 +35,12 @@ def grant(url: str) -> list[str]:
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
+    # Deleting the stack never drops data, nor needs the database: a rollback whose database is
+    # already gone, or unreachable, must still succeed.
+    if event["RequestType"] == "Delete":
+        return {"PhysicalResourceId": event.get("PhysicalResourceId", "hybridsync-schema")}
     url = settings.database_url()
     data: dict[str, str] = {}
-    # Deleting the stack never drops data: only Create and Update migrate.
     if event["RequestType"] in ("Create", "Update"):
         ahead = migrations.unknown_revisions(url)
         if ahead:

@@ -3,6 +3,7 @@ the current and coming periods, lowers the capacity of past ones, archives the o
 drops them. Runs on a schedule, and at deploy as a custom resource so the current period's table
 exists before the first write."""
 
+import os
 from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Any
@@ -30,7 +31,13 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     for series in model().time_series:
         done.add(
             timeseries.rotate(
-                dynamodb(), s3(), settings.bucket_name("bodies"), prefix, datetime.now(UTC), series
+                dynamodb(),
+                s3(),
+                settings.bucket_name("bodies"),
+                prefix,
+                datetime.now(UTC),
+                series,
+                kms_key=os.environ.get("TIMESERIES_KMS_KEY_ARN") or None,
             )
         )
     for label in ("created", "lowered", "dropped"):

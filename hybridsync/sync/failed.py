@@ -37,6 +37,14 @@ HOLD_S = 120  # a received message stays invisible this long: one redrive at a t
 PREFIX = "aws/lambda/"  # where Lambda puts a stream mapping's failed batches in an S3 destination
 
 
+def _payload(body: dict[str, Any]) -> dict[str, Any]:
+    """The invocation's event an S3 destination stores with the record: an object, or the same JSON
+    as a string (the Lambda guide shows the function's payload as the event it was given; a
+    string of it is read the same)."""
+    payload = body.get("payload") or {}
+    return json.loads(payload) if isinstance(payload, str) else payload
+
+
 class Gone(Exception):
     """The stream no longer holds the batch's records (kept 24 h)."""
 
@@ -76,7 +84,7 @@ class FailedBatch:
             info["startSequenceNumber"],
             info["endSequenceNumber"],
             int(info["batchSize"]),
-            (body.get("payload") or {}).get("Records"),
+            _payload(body).get("Records"),
         )
 
 

@@ -82,7 +82,9 @@ def rebuild_unit(
 @contextlib.contextmanager
 def paused(services: Services, pause: bool = True) -> Iterator[None]:
     """The aggregation function's stream mappings disabled (Lambda keeps each one's position, and
-    resumes from it when enabled), enabled again on the way out, whatever happened."""
+    resumes from it when enabled), enabled again on the way out, whatever happened: unless the stack
+    pauses the pipeline on purpose (`-c pipeline_enabled=false`: `PIPELINE_ENABLED=false` in the
+    operations function), when they are left disabled as the stack declares them."""
     if not pause:
         yield
         return
@@ -107,8 +109,10 @@ def paused(services: Services, pause: bool = True) -> Iterator[None]:
             time.sleep(0.5)
         yield
     finally:
-        for uuid in uuids:  # a mapping that was disabled before is enabled too: the pipeline runs
-            lam.update_event_source_mapping(UUID=uuid, Enabled=True)
+        # a mapping a killed rebuild left disabled is enabled too: the pipeline runs, unless paused
+        running = os.environ.get("PIPELINE_ENABLED", "true").lower() != "false"
+        for uuid in uuids:
+            lam.update_event_source_mapping(UUID=uuid, Enabled=running)
 
 
 def _key_text(key: dict[str, Any]) -> str:

@@ -34,10 +34,12 @@ def _local(name: str):  # a module of the local app beside this file, by its pat
     return module
 
 
-if os.environ.get("HYBRIDSYNC_IAM") or os.environ.get("HYBRIDSYNC_DYNAMODB_FAULTS"):
+if any(os.environ.get(f"HYBRIDSYNC_{hook}") for hook in ("NETWORK", "IAM", "DYNAMODB_FAULTS")):
     import boto3
 
     boto3.setup_default_session()  # every client the function builds comes from this session
+    if os.environ.get("HYBRIDSYNC_NETWORK"):  # see network.py: its VPC's routes, checked first
+        _local("network").install(boto3.DEFAULT_SESSION.events, os.environ["HYBRIDSYNC_NETWORK"])
     if os.environ.get("HYBRIDSYNC_IAM"):  # see iam.py: calls checked against the execution role
         _local("iam").install(boto3.DEFAULT_SESSION.events, os.environ["HYBRIDSYNC_IAM"])
     if os.environ.get("HYBRIDSYNC_DYNAMODB_FAULTS"):  # see dynamodb_faults.py; each logged

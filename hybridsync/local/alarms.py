@@ -14,7 +14,14 @@ all are missing; ignore: the state stays); periods before the alarm existed neve
 `period_s` shortens every alarm's period alike (`hybridsync up --alarm-period`), to see a 5-minute
 alarm go and come back in seconds. Each change of state with an action for the new state is what
 the topic's subscribers receive (CloudWatch's alarm message, in SNS's envelope): one JSON file in
-`notifications/`.
+`notifications/`, when CloudWatch may publish to the topic (`refusal`): the topic's policy must let
+the service principal cloudwatch.amazonaws.com `sns:Publish` (with no policy, SNS's default one lets
+its own account), and an encrypted topic's key policy must let it use the key. A refused publish
+writes nothing and reads in the alarm's history as AWS writes it ("Failed to execute action ...").
+
+Each alarm keeps its history as DescribeAlarmHistory returns it (ConfigurationUpdate, StateUpdate and
+Action items, newest first; the last HISTORY_KEPT), and `set_state` is SetAlarmState: the state now,
+its actions run as for any change, and the next evaluation brings the alarm back.
 """
 
 from __future__ import annotations
@@ -30,7 +37,15 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from hybridsync.local import iam
+
 STATES = ("OK", "ALARM", "INSUFFICIENT_DATA")
+HISTORY_KEPT = 100  # items per alarm (CloudWatch keeps 30 days of them)
+SUMMARY_MAX = 255  # AlarmHistoryItem's HistorySummary: at most 255 characters (the API reference)
+CLOUDWATCH = "cloudwatch.amazonaws.com"  # the principal CloudWatch alarms publish as
+# "CloudWatch Alarms does not have authorization to access the SNS topic encryption key." is the
+# history AWS shows for a key CloudWatch may not use (AWS knowledge center, cloudwatch-configure-alarm-sns)
+KEY_REFUSED = "CloudWatch Alarms does not have authorization to access the SNS topic encryption key."
 # what the local app measures, by namespace (None: every metric of it)
 LOCAL_SOURCES: dict[str, set[str] | None] = {
     "hybridsync": None,
@@ -140,6 +155,77 @@ BREACHES = {
 }
 
 
+@dataclass(frozen=True)
+class Topic:
+    """An alarm action's SNS topic as the templates make it: the statements of its topic policy
+    (None: no AWS::SNS::TopicPolicy, so SNS's default policy), its key (KmsMasterKeyId; None:
+    unencrypted) and that key's policy when the templates hold the key (an AWS::KMS::Key)."""
+
+    arn: str
+    policy: list[dict[str, Any]] | None = None
+    key: str | None = None
+    key_policy: list[dict[str, Any]] | None = None
+
+
+def default_policy(topic_arn: str, account: str) -> list[dict[str, Any]]:
+    """SNS's default topic policy, which a topic has until a topic policy replaces it: every
+    principal acting for the owner account (`AWS:SourceOwner`), CloudWatch's alarms of that account
+    included (airbnb/binaryalert#169 shows it; DataBiosphere/azul#5651: without it, no alarm posted)."""
+    actions = ["GetTopicAttributes", "SetTopicAttributes", "AddPermission", "RemovePermission",
+               "DeleteTopic", "Subscribe", "ListSubscriptionsByTopic", "Publish", "Receive"]  # fmt: skip
+    return [{"Sid": "__default_statement_ID", "Effect": "Allow", "Principal": {"AWS": "*"},
+             "Action": [f"SNS:{a}" for a in actions], "Resource": topic_arn,
+             "Condition": {"StringEquals": {"AWS:SourceOwner": account}}}]  # fmt: skip
+
+
+def aws_managed(key: str) -> bool:
+    """`alias/aws/sns` and the like, by alias or alias ARN: keys whose policy nobody can edit."""
+    return key.startswith("alias/aws/") or ":alias/aws/" in key
+
+
+def refusal(topic: Topic | None, topic_arn: str, alarm_arn: str, account: str) -> tuple[str, str] | None:
+    """Why CloudWatch may not publish the alarm's notification to the topic: (the error AWS's
+    alarm history shows, the local app's note on why), or None when it may. AWS knowledge center,
+    "cloudwatch-receive-sns-for-alarm-trigger": the topic policy must allow the service principal
+    cloudwatch.amazonaws.com sns:Publish (a topic policy replaces the default one; conditions on
+    aws:SourceAccount / aws:SourceArn name the alarm's account and ARN); "cloudwatch-configure-alarm-sns":
+    an encrypted topic needs a customer-managed key whose policy lets CloudWatch kms:Decrypt and
+    kms:GenerateDataKey*; with the AWS-managed key alias/aws/sns it never can."""
+    context = {"aws:SourceAccount": account, "aws:SourceOwner": account, "aws:SourceArn": alarm_arn,
+               "aws:SecureTransport": "true", "aws:PrincipalServiceName": CLOUDWATCH}  # fmt: skip
+    denied = f"Resource: {alarm_arn} is not authorized to perform: SNS:Publish on resource: {topic_arn}"
+    if topic is None:
+        return f"{denied} because no resource-based policy allows the SNS:Publish action", (
+            "the topic is not one of the templates': no policy of it allows CloudWatch here"
+        )
+    policy = topic.policy if topic.policy is not None else default_policy(topic.arn, account)
+    allowed, why = iam.resource_allows(policy, CLOUDWATCH, "sns:Publish", topic.arn, context)
+    if not allowed:
+        suffix = ("with an explicit deny in a resource-based policy" if why == "explicit deny"
+                  else "because no resource-based policy allows the SNS:Publish action")  # fmt: skip
+        return f"{denied} {suffix}", "the topic policy does not allow cloudwatch.amazonaws.com sns:Publish"
+    if not topic.key:
+        return None
+    if aws_managed(topic.key):
+        return KEY_REFUSED, f"{topic.key} is AWS-managed: its policy cannot let CloudWatch use it"
+    if topic.key_policy is None:
+        return KEY_REFUSED, (
+            f"the policy of the key {topic.key} is not in the templates, so CloudWatch's use of it "
+            "cannot be shown; refused, as AWS refuses unless that policy lets cloudwatch.amazonaws.com "
+            "kms:Decrypt and kms:GenerateDataKey*"
+        )
+    key_context = context | {"kms:EncryptionContext:aws:sns:topicArn": topic.arn}
+    for action in ("kms:GenerateDataKey", "kms:Decrypt"):
+        if not iam.resource_allows(topic.key_policy, CLOUDWATCH, action, topic.key, key_context)[0]:
+            return KEY_REFUSED, f"the policy of the key {topic.key} does not let CloudWatch {action}"
+    return None
+
+
+def _iso(at: float) -> str:
+    moment = datetime.fromtimestamp(at, UTC)
+    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
 @dataclass
 class Alarm:
     name: str
@@ -158,6 +244,13 @@ class Alarm:
     state: str = "INSUFFICIENT_DATA"
     reason: str = "Unchecked: Initial alarm creation"
     since: float = field(default_factory=time.time)
+    history: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY_KEPT))
+
+    def record(self, at: float, kind: str, summary: str, data: dict[str, Any]) -> None:
+        """One AlarmHistoryItem (the API reference's fields; HistoryData a JSON string)."""
+        self.history.append({"AlarmName": self.name, "AlarmType": "MetricAlarm", "Timestamp": _iso(at),
+                             "HistoryItemType": kind, "HistorySummary": summary[:SUMMARY_MAX],
+                             "HistoryData": json.dumps(data)})  # fmt: skip
 
     @classmethod
     def from_properties(cls, name: str, p: dict[str, Any]) -> Alarm:
@@ -184,10 +277,11 @@ class Alarm:
             },
         )
 
-    def measured(self) -> bool:
+    def measured(self, own: frozenset[str] = frozenset()) -> bool:
+        """Whether the local app measures its metric (`own`: the namespaces the functions' EMF uses)."""
         if not self.metric:
             return False
-        names = LOCAL_SOURCES.get(self.namespace, set())
+        names = None if self.namespace in own else LOCAL_SOURCES.get(self.namespace, set())
         return names is None or self.metric in names
 
 
@@ -203,11 +297,30 @@ class Alarms:
         region: str,
         account: str,
         period_s: int | None = None,
+        topics: dict[str, Topic] | None = None,
+        namespaces: frozenset[str] = frozenset(),
     ):
         self.alarms, self.metrics, self.notifications = alarms, metrics, notifications
         self.region, self.account, self.period_s = region, account, period_s
+        # topic ARN -> its policies; None: every publish allowed (unit tests of the evaluation alone)
+        self.topics = topics
+        self.namespaces = namespaces  # the stack's own metrics namespaces (a prefix's), measured whole
         self.notified = 0
         self.started = time.time()  # no period before it is evaluated
+        self._lock = threading.RLock()  # evaluate() on the clock, set_state() from the Lambda API
+        for alarm in alarms:
+            alarm.record(self.started, "ConfigurationUpdate", f'Alarm "{alarm.name}" created',
+                         {"type": "Create", "version": "1.0"})  # fmt: skip
+
+    def arn(self, alarm: Alarm) -> str:
+        return f"arn:aws:cloudwatch:{self.region}:{self.account}:alarm:{alarm.name}"
+
+    def find(self, name: str) -> Alarm:
+        """By its name (KeyError: no such alarm, as ResourceNotFound)."""
+        for alarm in self.alarms:
+            if alarm.name == name:
+                return alarm
+        raise KeyError(f"no alarm {name!r}")
 
     def period(self, alarm: Alarm) -> int:
         return self.period_s or alarm.period_s
@@ -216,21 +329,48 @@ class Alarms:
         """Every alarm's state now; the alarms whose state changed."""
         now = now if now is not None else time.time()
         changed = []
-        for alarm in self.alarms:
-            state, reason = self._state(alarm, now)
-            if state is None:
-                continue
-            if state == alarm.state:
-                alarm.reason = reason  # the latest evaluation's, for `hybridsync status`
-                continue
-            old, alarm.state, alarm.reason, alarm.since = alarm.state, state, reason, now
-            changed.append(alarm)
-            if alarm.actions.get(state):
-                self._notify(alarm, old, now)
+        with self._lock:
+            for alarm in self.alarms:
+                state, reason = self._state(alarm, now)
+                if state is None:
+                    continue
+                if state == alarm.state:
+                    alarm.reason = reason  # the latest evaluation's, for `hybridsync status`
+                    continue
+                self._change(alarm, state, reason, now)
+                changed.append(alarm)
         return changed
 
+    def set_state(self, name: str, state: str, reason: str, now: float | None = None) -> Alarm:
+        """SetAlarmState: the alarm in `state` now, its actions run if that is a change ("When the
+        updated state differs from the previous value, the action configured for the appropriate
+        state is invoked"); the next evaluation sets it to what its metric says (CloudWatch API
+        reference, SetAlarmState)."""
+        if state not in STATES:
+            raise ValueError(f"StateValue must be one of {', '.join(STATES)}, not {state!r}")
+        with self._lock:
+            alarm = self.find(name)
+            if state != alarm.state:
+                self._change(alarm, state, reason, now if now is not None else time.time())
+            return alarm
+
+    def history(self, name: str, kind: str | None = None) -> list[dict[str, Any]]:
+        """DescribeAlarmHistory of one alarm: newest first, of one HistoryItemType if given."""
+        with self._lock:
+            items = list(self.find(name).history)
+        return [i for i in reversed(items) if kind is None or i["HistoryItemType"] == kind]
+
+    def _change(self, alarm: Alarm, state: str, reason: str, now: float) -> None:
+        old = alarm.state
+        alarm.record(now, "StateUpdate", f"Alarm updated from {old} to {state}", {
+            "version": "1.0", "oldState": {"stateValue": old, "stateReason": alarm.reason},
+            "newState": {"stateValue": state, "stateReason": reason}})  # fmt: skip
+        alarm.state, alarm.reason, alarm.since = state, reason, now
+        if alarm.actions.get(state):
+            self._notify(alarm, old, now)
+
     def _state(self, alarm: Alarm, now: float) -> tuple[str | None, str]:
-        if not alarm.measured():
+        if not alarm.measured(self.namespaces):
             what = f"{alarm.namespace}/{alarm.metric}" if alarm.metric else "a metric-math expression"
             return "INSUFFICIENT_DATA", f"not evaluated locally: {what} has no local source"
         period = self.period(alarm)
@@ -278,7 +418,7 @@ class Alarms:
             "StateChangeTime": at.strftime("%Y-%m-%dT%H:%M:%S.") + f"{at.microsecond // 1000:03d}+0000",
             "Region": self.region,
             "OldStateValue": old,
-            "AlarmArn": f"arn:aws:cloudwatch:{self.region}:{self.account}:alarm:{alarm.name}",
+            "AlarmArn": self.arn(alarm),
             "Trigger": {
                 "MetricName": alarm.metric,
                 "Namespace": alarm.namespace,
@@ -293,6 +433,20 @@ class Alarms:
         }
         self.notifications.mkdir(parents=True, exist_ok=True)
         for topic in alarm.actions[alarm.state]:
+            refused = None
+            if self.topics is not None:
+                refused = refusal(self.topics.get(topic), topic, self.arn(alarm), self.account)
+            data = {
+                "actionState": "Failed" if refused else "Succeeded",
+                "notificationResource": topic,
+                "stateUpdateTimestamp": int(now * 1000),
+                "error": refused[0] if refused else None,
+            }
+            if refused:  # nothing reaches the subscribers; the history says why, as AWS's does
+                summary = f'Failed to execute action {topic}. Received error: "{refused[0]}"'
+                alarm.record(now, "Action", summary, data | {"localNote": refused[1]})
+                continue
+            alarm.record(now, "Action", f"Successfully executed action {topic}", data)
             envelope = {
                 "Type": "Notification",
                 "TopicArn": topic,
@@ -304,5 +458,10 @@ class Alarms:
             (self.notifications / name).write_text(json.dumps(envelope, indent=1))
             self.notified += 1
 
-    def status(self) -> dict[str, dict[str, str]]:
-        return {a.name: {"state": a.state, "reason": a.reason} for a in self.alarms}
+    def status(self, history: int = 10) -> dict[str, dict[str, Any]]:
+        """Each alarm's state, reason and its last `history` history items (newest first)."""
+        with self._lock:
+            return {
+                a.name: {"state": a.state, "reason": a.reason, "history": list(reversed(a.history))[:history]}
+                for a in self.alarms
+            }

@@ -4,21 +4,25 @@ app's parts a second time: all of it is read from the templates."""
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import logging
 import os
 import re
+import sys
 import threading
 import time
 import uuid
 from datetime import UTC, datetime
 from http.server import ThreadingHTTPServer
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 from hybridsync import aws, filters
-from hybridsync.local import apigateway, create_table, iam, mappings
-from hybridsync.local.alarms import Alarm, Alarms, Metrics
+from hybridsync.local import apigateway, create_table, iam, mappings, network
+from hybridsync.local.alarms import Alarm, Alarms, Metrics, Topic
 from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
 from hybridsync.local.lambda_api import LambdaApi, Switch
@@ -45,6 +49,22 @@ STREAM_READ = (
 )  # what a stream mapping needs
 ASYNC_RETRIES = 2  # Lambda's default for asynchronous invocations (MaximumRetryAttempts)
 RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
+DEPLOYED_ENDPOINTS = "AWS_ENDPOINT_URL_"  # botocore's per-service endpoints: deployed VPC endpoint names
+
+
+@functools.cache
+def deploy_rules() -> ModuleType:
+    """hybridsync.cdk.rules, the facts the synth checks (what a VPC function reaches). Loaded by its
+    path when the CDK package is not imported yet: `hybridsync.cdk` imports aws_cdk, whose start (a
+    node process) would add seconds to every `hybridsync up`; rules.py itself needs only the stdlib."""
+    if "hybridsync.cdk.rules" in sys.modules:
+        return sys.modules["hybridsync.cdk.rules"]
+    path = Path(__file__).resolve().parents[1] / "cdk" / "rules.py"
+    spec = importlib.util.spec_from_file_location("hybridsync_local_deploy_rules", path)
+    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
+    sys.modules[spec.name] = module  # type: ignore[union-attr]  # dataclasses look their module up
+    spec.loader.exec_module(module)  # type: ignore[union-attr]
+    return module
 
 
 def table_name(prefix: str, table: Resource) -> str:
@@ -143,6 +163,8 @@ class LocalApp:
             raise ValueError("the alarm period must be at least 1 s")
         self.alarm_period_s = alarm_period_s
         self.failed_batches_bucket: str | None = None  # the stream mappings' on-failure bucket
+        self._rule_templates: Any = None  # the deploy rules' view of the templates (network())
+        self._customer_keys: dict[str, str] | None = None  # resource -> its customer key (keys_for())
         self._stores: tuple[dict[str, int], int] | None = None  # the last _sample_stores()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
@@ -194,6 +216,11 @@ class LocalApp:
             a.set(api, Ref=api.logical_id)
         for topic in a.resources("AWS::SNS::Topic"):
             a.set(topic, Ref=f"arn:aws:sns:{self.region}:{ACCOUNT}:{self.prefix}-{topic.construct}")
+        for key in a.resources("AWS::KMS::Key"):  # a key the templates make (its policy is theirs too)
+            key_id = str(uuid.uuid5(uuid.NAMESPACE_URL, f"{self.prefix}/{key.stack}/{key.logical_id}"))
+            a.set(key, Ref=key_id, Arn=f"arn:aws:kms:{self.region}:{ACCOUNT}:key/{key_id}", KeyId=key_id)
+        for alias in a.resources("AWS::KMS::Alias"):
+            a.set(alias, Ref=alias.properties["AliasName"])
 
     def ensure_logins(self) -> None:
         """The database's logins with their secrets' passwords (the Users resource), for a function
@@ -209,8 +236,12 @@ class LocalApp:
         ]
 
     def function_environment(self, function: Resource) -> dict[str, str]:
-        variables = self.assembly.resolve(function.stack, function.properties.get("Environment", {}))
-        env = {k: str(v) for k, v in variables.get("Variables", {}).items() if v is not None}
+        # a deployed interface endpoint's name (AWS_ENDPOINT_URL_DYNAMODB_STREAMS, from its DnsEntries)
+        # means nothing here: the local endpoints below stand for it
+        template = function.properties.get("Environment", {}).get("Variables", {})
+        kept = {k: v for k, v in template.items() if not k.startswith(DEPLOYED_ENDPOINTS)}
+        variables = self.assembly.resolve(function.stack, kept)
+        env = {k: str(v) for k, v in variables.items() if v is not None}
         env = self.logins.environment(env)  # its login's secret, on the local server
         deployed = env.get("TIMESERIES_PREFIX")
         if deployed:  # tables a function creates are named like the app's own
@@ -231,8 +262,11 @@ class LocalApp:
                 "region": self.region,
                 "account": ACCOUNT,
                 "statements": statements,
+                "keys": self.keys_for(function),
             }
             env["HYBRIDSYNC_IAM"] = json.dumps(policy)
+        if (route := self.network(function)) is not None:  # local/network.py: its VPC's routes
+            env["HYBRIDSYNC_NETWORK"] = json.dumps(route)
         return env | {
             "PATH": os.environ.get("PATH", ""),
             "HOME": os.environ.get("HOME", "/tmp"),
@@ -278,6 +312,62 @@ class LocalApp:
         `rds-db:connect` as a login read as its secret: local/logins.py)."""
         name, statements = iam.role_statements(self.assembly, function)
         return name, self.logins.stand_in(statements)
+
+    def network(self, function: Resource) -> dict[str, Any] | None:
+        """What a VPC-attached function reaches, as the deploy rules read the templates (None: not in
+        a VPC, so every public endpoint), for local/network.py."""
+        rules = deploy_rules()
+        if self._rule_templates is None:
+            self._rule_templates = rules.Templates(self.assembly.templates)
+        found = rules.network(self._rule_templates, function.stack, function.logical_id)
+        if found is None:
+            return None
+        return {"function": found.function, "region": self.region,
+                "reachable": dict(found.reachable), "needed": dict(found.needed)}  # fmt: skip
+
+    def customer_keys(self) -> dict[str, str]:
+        """Every resource under a customer-managed key in the templates -> that key: secrets (by local
+        ARN and name), queues and buckets (by ARN). An AWS-managed key (`alias/aws/...`) is left out:
+        its policy lets its service's users use it, so the caller needs nothing of its own. DynamoDB
+        tables are left out too: their key is used through DynamoDB's grant (local/iam.py KMS_ACTIONS)."""
+        a, found = self.assembly, {}
+
+        def customer(stack: str, value: Any) -> str | None:
+            key = a.resolve(stack, value) if value is not None else None
+            return (
+                str(key)
+                if key and not str(key).startswith("alias/aws/") and ":alias/aws/" not in str(key)
+                else None
+            )
+
+        for secret in a.resources("AWS::SecretsManager::Secret"):
+            arn = a.resolve(secret.stack, {"Ref": secret.logical_id})
+            if arn and (key := customer(secret.stack, secret.properties.get("KmsKeyId"))):
+                found[arn] = found[f"{self.prefix}-{secret.construct}"] = key
+        for queue in a.resources("AWS::SQS::Queue"):
+            if key := customer(queue.stack, queue.properties.get("KmsMasterKeyId")):
+                found[a.resolve(queue.stack, {"Fn::GetAtt": [queue.logical_id, "Arn"]})] = key
+        for bucket in a.resources("AWS::S3::Bucket"):
+            rules = bucket.properties.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
+            for rule in rules:
+                default = rule.get("ServerSideEncryptionByDefault", {})
+                if default.get("SSEAlgorithm") in ("aws:kms", "aws:kms:dsse") and (
+                    key := customer(bucket.stack, default.get("KMSMasterKeyID"))
+                ):
+                    found[f"arn:aws:s3:::{self.buckets[bucket.construct]}"] = key
+        return found
+
+    def keys_for(self, function: Resource) -> dict[str, str]:
+        """The customer keys a function's calls are checked for. A login's secret the function reads
+        only because the local app stands it in for RDS Proxy's IAM login (local/logins.py) is left
+        out: in AWS the function never reads it, so it needs no kms:Decrypt on its key."""
+        keys = dict(self._customer_keys if self._customer_keys is not None else self.customer_keys())
+        self._customer_keys = keys
+        raw = iam.role_statements(self.assembly, function)[1]
+        for arn in self.logins.by_user.values():
+            if arn in keys and not iam.allowed(raw, "secretsmanager:GetSecretValue", arn, {}):
+                keys = {k: v for k, v in keys.items() if k != arn}
+        return keys
 
     def may(self, function: Resource, action: str, resource: str) -> bool:
         """Whether the function's role allows `action` on `resource` (always, with IAM off)."""
@@ -421,12 +511,51 @@ class LocalApp:
         for resource in self.assembly.resources("AWS::CloudWatch::Alarm"):
             properties = self.assembly.resolve(resource.stack, resource.properties)
             found.append(Alarm.from_properties(f"{self.prefix}-{resource.construct}", properties))
+        own = frozenset(str(f.environment.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync"))
+                        for f in self.functions.values())  # fmt: skip
         self.alarms = Alarms(found, self.metrics, self.state_dir / "notifications", region=self.region,
-                             account=ACCOUNT, period_s=self.alarm_period_s)  # fmt: skip
+                             account=ACCOUNT, period_s=self.alarm_period_s, topics=self.topics(),
+                             namespaces=own)  # fmt: skip
         for function in self.functions:  # what earlier runs logged is not this run's metrics
             self.metrics.skip(self.state_dir / "logs" / f"{function}.log")
         self.alarms.evaluate()  # every alarm has a state before the app serves
         self._spawn(self._watch, name="alarms")
+
+    def topics(self) -> dict[str, Topic]:
+        """Each topic of the templates with what decides whether CloudWatch may publish to it: its
+        AWS::SNS::TopicPolicy (none: SNS's default policy), its key, and that key's policy when the
+        templates make the key (an imported key's policy is not theirs to show)."""
+        a = self.assembly
+
+        def statements(stack: str, document: Any) -> list[dict[str, Any]]:
+            listed = (a.resolve(stack, document) or {}).get("Statement", [])
+            return listed if isinstance(listed, list) else [listed]
+
+        policies: dict[str, list[dict[str, Any]]] = {}
+        for policy in a.resources("AWS::SNS::TopicPolicy"):
+            for arn in a.resolve(policy.stack, policy.properties.get("Topics", [])):
+                policies.setdefault(arn, []).extend(
+                    statements(policy.stack, policy.properties["PolicyDocument"])
+                )
+        keys: dict[str, list[dict[str, Any]]] = {}
+        for key in a.resources("AWS::KMS::Key"):
+            for name in (a.resolve(key.stack, {"Ref": key.logical_id}),
+                         a.resolve(key.stack, {"Fn::GetAtt": [key.logical_id, "Arn"]})):  # fmt: skip
+                keys[name] = statements(key.stack, key.properties.get("KeyPolicy", {}))
+        for alias in a.resources("AWS::KMS::Alias"):
+            if (target := a.resolve(alias.stack, alias.properties.get("TargetKeyId"))) in keys:
+                keys[alias.properties["AliasName"]] = keys[target]
+        found = {}
+        for topic in a.resources("AWS::SNS::Topic"):
+            arn = a.resolve(topic.stack, {"Ref": topic.logical_id})
+            key = str(a.resolve(topic.stack, topic.properties.get("KmsMasterKeyId")) or "") or None
+            found[arn] = Topic(arn, policies.get(arn), key, keys.get(key) if key else None)
+            if key and key not in keys:
+                why = "a key the templates do not make: CloudWatch's publish to it is refused locally"
+                log.warning(
+                    "%s is under %s, %s, as its policy cannot be shown to allow it", topic.path, key, why
+                )
+        return found
 
     def _watch(self) -> None:
         logs = self.state_dir / "logs"
@@ -799,8 +928,11 @@ class LocalApp:
         if self.faults:
             self.faults.on_client(client)
         sql_sync = next((f for f in self.python_functions() if f.construct == "SqlSync"), None)
-        if sql_sync is not None and self.iam:
-            iam.install(client.meta.events, self.function_environment(sql_sync)["HYBRIDSYNC_IAM"])
+        environment = self.function_environment(sql_sync) if sql_sync is not None else {}
+        if "HYBRIDSYNC_NETWORK" in environment:  # SqlSync's routes first: no route, no authorization
+            network.install(client.meta.events, environment["HYBRIDSYNC_NETWORK"])
+        if "HYBRIDSYNC_IAM" in environment:
+            iam.install(client.meta.events, environment["HYBRIDSYNC_IAM"])
         from hybridsync import config
 
         args = (self.database_url, client, config.model(), self.table_names, stop)

@@ -9,6 +9,13 @@ A disabled mapping stops polling and keeps its position; enabled again, it resum
 losing nothing (Lambda API reference, UpdateEventSourceMapping: "If you disable the event source
 mapping, AWS Lambda stops polling. If you enable again, it will resume polling from the time it had
 stopped polling"). Its `State` goes `Disabling` -> `Disabled` once no batch is in flight.
+
+Two routes of the local app's own (not AWS's: boto3's CloudWatch client speaks a protocol this
+server does not), for `hybridsync doctor` and its canary alarm: `POST /hybridsync/alarms/<name>/state`
+with `{"StateValue": "ALARM", "StateReason": "..."}` is SetAlarmState (the state now, its actions run,
+the next evaluation brings it back; 200 `{}`), and `GET /hybridsync/alarms/<name>/history` is
+DescribeAlarmHistory of that alarm (`{"AlarmHistoryItems": [...]}`, newest first; `?HistoryItemType=`
+keeps one kind). An unknown alarm is a 404 ResourceNotFound, a bad state a 400 InvalidFormat.
 """
 
 from __future__ import annotations
@@ -58,6 +65,8 @@ class Switch:
 MAPPINGS = re.compile(r"^/2015-03-31/event-source-mappings/?([^/]*)$")
 INVOKE = re.compile(r"^/2015-03-31/functions/([^/]+)/invocations$")
 CONCURRENCY = re.compile(r"^/2017-10-31/functions/([^/]+)/concurrency$")
+ALARM_STATE = re.compile(r"^/hybridsync/alarms/([^/]+)/state$")
+ALARM_HISTORY = re.compile(r"^/hybridsync/alarms/([^/]+)/history$")
 
 
 def function_name(name_or_arn: str) -> str:
@@ -148,7 +157,20 @@ class LambdaApi:
                         payload = {"errorType": error.error_type, "errorMessage": error.message,
                                    "stackTrace": error.trace}  # fmt: skip
                         headers["X-Amz-Function-Error"] = "Unhandled"
-        except (KeyError, TemplateError) as error:  # no such mapping; no such function
+            elif (found := ALARM_STATE.match(path.path)) and method == "POST":
+                try:
+                    asked = json.loads(body or b"{}")
+                    self._alarms().set_state(unquote(found.group(1)), str(asked.get("StateValue")),
+                                             str(asked.get("StateReason", "")))  # fmt: skip
+                    status, payload = 200, {}
+                except ValueError as error:  # CloudWatch: InvalidFormat for a state it does not know
+                    status, payload = 400, {"Type": "User", "message": f"InvalidFormat: {error}"}
+                    headers["x-amzn-ErrorType"] = "InvalidFormat"
+            elif (found := ALARM_HISTORY.match(path.path)) and method == "GET":
+                kind = (parse_qs(path.query).get("HistoryItemType") or [None])[0]
+                items = self._alarms().history(unquote(found.group(1)), kind)
+                status, payload = 200, {"AlarmHistoryItems": items}
+        except (KeyError, TemplateError) as error:  # no such mapping; no such function; no such alarm
             status, payload = 404, {"Type": "User", "message": f"ResourceNotFoundException: {error}"}
         data = b"" if payload is None else json.dumps(payload, default=str).encode()
         request.send_response(status)
@@ -160,6 +182,11 @@ class LambdaApi:
         request.send_header("Content-Length", str(len(data)))
         request.end_headers()
         request.wfile.write(data)
+
+    def _alarms(self) -> Any:
+        if self.app.alarms is None:  # before the app evaluates them (start() makes them)
+            raise KeyError("the app's alarms are not evaluated yet")
+        return self.app.alarms
 
     def _mappings(
         self, method: str, wanted: str, query: dict[str, list[str]], body: bytes

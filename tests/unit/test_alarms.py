@@ -5,7 +5,7 @@ import json
 
 import pytest
 
-from hybridsync.local.alarms import Alarm, Alarms, Metrics, statistic
+from hybridsync.local.alarms import KEY_REFUSED, Alarm, Alarms, Metrics, Topic, statistic
 
 pytestmark = pytest.mark.unit
 T0 = 1_800_000_000.0  # a period boundary for periods of 10 s
@@ -126,3 +126,123 @@ def test_unmeasured_alarms_say_so_and_emf_lines_are_read(tmp_path):
     with log.open("a") as more:
         more.write('"}\n')
     metrics.tail(log)  # the rest of the half line: not EMF after all, dropped
+
+
+# --- publishing through the topic's policies, and the alarm's history ----------------------------
+
+ACCOUNT = "123456789012"
+TOPIC = f"arn:aws:sns:us-east-1:{ACCOUNT}:hybridsync-AlarmTopic"
+KEY = f"arn:aws:kms:us-east-1:{ACCOUNT}:key/1111"
+TLS_ONLY = [{"Sid": "AllowPublishThroughSSLOnly", "Effect": "Deny", "Principal": "*", "Action": "sns:Publish",
+             "Resource": TOPIC, "Condition": {"Bool": {"aws:SecureTransport": "false"}}}]  # fmt: skip
+CLOUDWATCH_MAY = [*TLS_ONLY, {"Effect": "Allow", "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                              "Action": "sns:Publish", "Resource": TOPIC,
+                              "Condition": {"StringEquals": {"aws:SourceAccount": ACCOUNT}}}]  # fmt: skip
+KEY_FOR_CLOUDWATCH = [
+    {"Effect": "Allow", "Principal": {"AWS": f"arn:aws:iam::{ACCOUNT}:root"}, "Action": "kms:*",
+     "Resource": "*"},
+    {"Effect": "Allow", "Principal": {"Service": "cloudwatch.amazonaws.com"},
+     "Action": ["kms:Decrypt", "kms:GenerateDataKey*"], "Resource": "*"},
+]  # fmt: skip
+
+
+def fired(topic: Topic, tmp_path) -> tuple[Alarm, list]:
+    """An alarm breached once with `topic` as its action: the alarm, and the notifications written."""
+    dead = alarm(AlarmActions=[TOPIC], OKActions=[TOPIC])
+    metrics = Metrics()
+    alarms = Alarms([dead], metrics, tmp_path, region="us-east-1", account=ACCOUNT, topics={TOPIC: topic})
+    alarms.started = T0
+    metrics.put("hybridsync", "DeadLetters", {"service": "hybridsync-write_back"}, 1, at=T0 + 3)
+    alarms.evaluate(T0 + 11)
+    assert dead.state == "ALARM"
+    return dead, [json.loads(p.read_text()) for p in sorted(tmp_path.glob("*-a-ALARM.json"))]
+
+
+def actions(dead: Alarm) -> list[dict]:
+    return [i for i in dead.history if i["HistoryItemType"] == "Action"]
+
+
+def test_a_topic_policy_with_only_the_tls_deny_refuses_cloudwatch_as_aws_records_it(tmp_path):
+    """CDK's enforce_ssl policy replaces SNS's default one and allows nothing: no notification, and
+    the history AWS shows (knowledge center "cloudwatch-receive-sns-for-alarm-trigger";
+    aws-solutions/automated-security-response-on-aws#43)."""
+    dead, written = fired(Topic(TOPIC, TLS_ONLY), tmp_path)
+    assert written == []
+    (failed,) = actions(dead)
+    arn = f"arn:aws:cloudwatch:us-east-1:{ACCOUNT}:alarm:a"
+    error = (f"Resource: {arn} is not authorized to perform: SNS:Publish on resource: {TOPIC} because no "
+             "resource-based policy allows the SNS:Publish action")  # fmt: skip
+    assert f'Failed to execute action {TOPIC}. Received error: "{error}"'.startswith(failed["HistorySummary"])
+    assert len(failed["HistorySummary"]) <= 255  # the API's limit: the whole error is in HistoryData
+    assert json.loads(failed["HistoryData"])["error"] == error
+    assert json.loads(failed["HistoryData"])["actionState"] == "Failed"
+
+
+def test_cloudwatch_publishes_where_the_topic_policy_or_the_default_policy_lets_it(tmp_path):
+    for policy in (CLOUDWATCH_MAY, None):  # None: no topic policy, SNS's default one (its own account)
+        folder = tmp_path / str(policy is None)
+        dead, written = fired(Topic(TOPIC, policy), folder)
+        assert len(written) == 1 and written[0]["TopicArn"] == TOPIC
+        assert [i["HistorySummary"] for i in actions(dead)] == [f"Successfully executed action {TOPIC}"]
+    other_account = [
+        {**CLOUDWATCH_MAY[1], "Condition": {"StringEquals": {"aws:SourceAccount": "999999999999"}}}
+    ]
+    assert fired(Topic(TOPIC, other_account), tmp_path / "other")[1] == []
+
+
+def test_an_encrypted_topic_needs_a_key_whose_policy_lets_cloudwatch_use_it(tmp_path):
+    """AWS knowledge center "cloudwatch-configure-alarm-sns": never the AWS-managed key; a customer key
+    whose policy lets cloudwatch.amazonaws.com kms:Decrypt and kms:GenerateDataKey*."""
+    refused = f'Received error: "{KEY_REFUSED}"'
+    assert (
+        KEY_REFUSED == "CloudWatch Alarms does not have authorization to access the SNS topic encryption key."
+    )
+    cases = {
+        "managed": Topic(TOPIC, CLOUDWATCH_MAY, "alias/aws/sns"),
+        "imported": Topic(TOPIC, CLOUDWATCH_MAY, KEY, None),  # its policy is not in the templates
+        "root only": Topic(TOPIC, CLOUDWATCH_MAY, KEY, KEY_FOR_CLOUDWATCH[:1]),
+    }
+    for name, topic in cases.items():
+        dead, written = fired(topic, tmp_path / name)
+        assert written == [] and actions(dead)[0]["HistorySummary"].endswith(refused), name
+    dead, written = fired(Topic(TOPIC, CLOUDWATCH_MAY, KEY, KEY_FOR_CLOUDWATCH), tmp_path / "customer")
+    assert len(written) == 1
+
+
+def test_set_state_runs_the_actions_and_the_next_evaluation_brings_the_alarm_back(tmp_path):
+    """SetAlarmState, as `hybridsync doctor` drives its canary: ALARM now (its action runs), OK at the
+    next evaluation (its OK action runs); the history, newest first, shows both."""
+    canary = alarm(MetricName="DoctorCanary", Dimensions=[], AlarmActions=[TOPIC], OKActions=[TOPIC])
+    alarms = Alarms([canary], Metrics(), tmp_path, region="us-east-1", account=ACCOUNT,
+                    topics={TOPIC: Topic(TOPIC, CLOUDWATCH_MAY)})  # fmt: skip
+    alarms.started = T0
+    alarms.evaluate(T0 + 11)
+    assert canary.state == "OK"
+    alarms.set_state(canary.name, "ALARM", "doctor: canary", now=T0 + 12)
+    assert canary.state == "ALARM" and canary.reason == "doctor: canary"
+    alarms.evaluate(T0 + 13)
+    assert canary.state == "OK"
+    summaries = [i["HistorySummary"] for i in alarms.history(canary.name)]
+    published = f"Successfully executed action {TOPIC}"
+    assert summaries[:4] == [
+        published,
+        "Alarm updated from ALARM to OK",
+        published,
+        "Alarm updated from OK to ALARM",
+    ]
+    assert summaries[-1] == 'Alarm "a" created'
+    latest = alarms.history(canary.name, "StateUpdate")[0]
+    assert latest["HistorySummary"] == "Alarm updated from ALARM to OK"
+    told = [
+        json.loads(json.loads(p.read_text())["Message"])["NewStateValue"]
+        for p in sorted(tmp_path.glob("*.json"))
+    ]
+    assert told[-2:] == ["ALARM", "OK"]
+    with pytest.raises(ValueError):
+        alarms.set_state(canary.name, "BROKEN", "")
+    with pytest.raises(KeyError):
+        alarms.set_state("no-such-alarm", "ALARM", "")
+    assert (
+        alarms.status()[canary.name]["history"][0]["HistorySummary"]
+        == f"Successfully executed action {TOPIC}"
+    )

@@ -25,7 +25,6 @@ from hybridsync.cli.common import Commands
 
 Id = tuple[str, str]  # (stack, logical id)
 STACKS = ("data", "database", "pipeline", "api", "monitoring")
-CANARY = "DoctorCanary"  # the monitoring stack's alarm doctor drives (construct id)
 SECRET_TYPES = ("AWS::SecretsManager::Secret", "AWS::SecretsManager::SecretTargetAttachment")
 SUCCEEDED, FAILED = "Successfully executed action", "Failed to execute action"
 INVOKE_TIMEOUT_S = 120  # a cold VPC function plus its probe (each call bounded by its connect timeout)
@@ -126,6 +125,9 @@ class App:
         return found
 
     def canary(self) -> Id | None:
+        """The monitoring stack's alarm doctor drives (by its construct id, rules.CANARY)."""
+        from hybridsync.cdk.rules import CANARY
+
         return next((i for i in self.alarms() if self.construct(i) == CANARY), None)
 
 
@@ -145,6 +147,7 @@ class Target(Protocol):
     def secrets(self, function: Id, variables: list[str]) -> list[str]: ...
     def proxy(self, proxy: Id) -> list[Check]: ...
     def mapping_states(self, function: Id, mappings: list[Id]) -> dict[Id, str | None]: ...
+    def enable_hint(self, mapping: Id) -> str: ...
     def subscribers(self, topic: Id) -> Check: ...
     def alarm_name(self, alarm: Id) -> str: ...
     def set_alarm_state(self, alarm: Id, state: str, reason: str) -> None: ...
@@ -247,6 +250,9 @@ class Deployed:
                 states[mapping] = None
         return states
 
+    def enable_hint(self, mapping: Id) -> str:
+        return f"aws lambda update-event-source-mapping --uuid {self.physical.get(mapping)} --enabled"
+
     def subscribers(self, topic: Id) -> Check:
         arn = self.physical.get(topic, "")
         pages = self.client("sns").get_paginator("list_subscriptions_by_topic").paginate(TopicArn=arn)
@@ -330,6 +336,9 @@ class Local:
         listed = self.client.list_event_source_mappings(FunctionName=self.app.construct(function))
         states = [m["State"] for m in listed["EventSourceMappings"]]
         return {m: states[n] if n < len(states) else None for n, m in enumerate(mappings)}
+
+    def enable_hint(self, mapping: Id) -> str:
+        return "UpdateEventSourceMapping Enabled=true on the local Lambda API ($LAMBDA_ENDPOINT)"
 
     def subscribers(self, topic: Id) -> Check:
         return Check(
@@ -429,8 +438,10 @@ def judge_probe(app: App, function: Id, network: Any, answer: dict[str, Any]) ->
             fix = "its role needs secretsmanager:GetSecretValue on the secret (and the secret's policy too)"
         elif result["outcome"] == "missing":
             fix = "deploy this version: the function's configuration lacks the variable"
-        else:
+        elif result["outcome"] == "unreachable":
             fix = "no route to Secrets Manager from its VPC: an interface endpoint admitting it"
+        else:
+            fix = "the read failed in the function: its log says where"
         checks.append(Check("secret", name, False, f"cannot read {label}: {detail}", fix))
     if database := answer.get("database"):
         if database["outcome"] == "connected":
@@ -518,8 +529,8 @@ def mappings(app: App, target: Target) -> Iterator[Check]:
                     subject,
                     False,
                     f"{state}, but the template says Enabled: nothing of its stream is processed",
-                    "a rebuild in progress re-enables it when done; "
-                    "else enable it (aws lambda update-event-source-mapping --enabled)",
+                    "a rebuild in progress re-enables it when done; else enable it: "
+                    + target.enable_hint(mapping),
                 )
             else:
                 yield Check(
@@ -567,7 +578,7 @@ def canary(app: App, target: Target, wait_s: float, poll_s: float = 2.0) -> Iter
             "canary",
             "-",
             False,
-            f"the monitoring stack has no {CANARY} alarm",
+            "the monitoring stack has no DoctorCanary alarm",
             "deploy this version of the stacks",
         )
         return

@@ -12,7 +12,7 @@ from aws_cdk import App
 from aws_cdk.assertions import Annotations, Match, Template
 
 from hybridsync import roles, settings
-from hybridsync.cdk import build
+from hybridsync.cdk import build, rules
 from tests.conftest import load_template
 
 pytestmark = pytest.mark.infra
@@ -37,13 +37,16 @@ EXPECTED_ROLES = {"Migrate": "migrator", "WriteBack": "writer", "Aggregate": "wr
 
 
 def synthesize(**context: str) -> dict[str, dict]:
-    """The variant's templates; cdk-nag (an aspect of the build) must find nothing in any."""
+    """The variant's templates; cdk-nag (an aspect of the build) and the deploy truth
+    (hybridsync.cdk.rules) must find nothing in any."""
     flags = json.loads((ROOT / "cdk.json").read_text())["context"]
     app = App(context={**flags, **context, "aws:cdk:bundling-stacks": []})
     stacks = build(app)
     templates = {name: Template.from_stack(stack).to_json() for name, stack in stacks.items()}  # type: ignore[arg-type]
     for stack in stacks.values():
         assert Annotations.from_stack(stack).find_error("*", Match.any_value()) == []  # type: ignore[arg-type]
+    findings = rules.check(rules.Templates({s.stack_name: templates[n] for n, s in stacks.items()}))  # type: ignore[attr-defined]
+    assert findings == [], "\n".join(map(str, findings))
     return templates
 
 
@@ -175,12 +178,12 @@ def test_two_prefixes_share_no_name(blue, default):
 
 
 def test_the_customer_key_encrypts_every_store(blue):
+    """The alarm topic has a key of its own, which CloudWatch may use (test_rules)."""
     tables = of_type(blue["data"], "AWS::DynamoDB::GlobalTable").values()
     assert tables and all(t["Properties"]["SSESpecification"]["SSEType"] == "KMS" for t in tables)
     assert all(r["SSESpecification"]["KMSMasterKeyId"] == KEY
                for t in tables for r in t["Properties"]["Replicas"])  # fmt: skip
     for stack, kind, path in (("pipeline", "AWS::SQS::Queue", ("KmsMasterKeyId",)),
-                              ("monitoring", "AWS::SNS::Topic", ("KmsMasterKeyId",)),
                               ("database", "AWS::RDS::DBCluster", ("KmsKeyId",)),
                               ("database", "AWS::SecretsManager::Secret", ("KmsKeyId",))):  # fmt: skip
         resources = [r["Properties"] for r in of_type(blue[stack], kind).values()]
@@ -203,9 +206,12 @@ def test_on_demand_ceilings_per_table_and_index(blue):
     assert indexes["OpenOrders"]["WriteOnDemandThroughputSettings"] == {"MaxWriteRequestUnits": 2000}
 
 
-def test_an_existing_database_is_reached_inside_its_own_vpc_behind_a_proxy():
+def test_an_existing_database_is_reached_inside_its_own_vpc_behind_a_proxy(tmp_path):
+    bundle = tmp_path / "global-bundle.pem"
+    bundle.write_text("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n")
     stacks = synthesize(existing_db_secret_arn=ADMIN_SECRET, existing_db_proxy="true",
-                        existing_db_instance_id="legacy-pg", **NETWORK)  # fmt: skip
+                        existing_db_instance_id="legacy-pg", db_root_certificates=str(bundle),
+                        **NETWORK)  # fmt: skip
     database, pipeline = stacks["database"], stacks["pipeline"]
     for absent in ("AWS::RDS::DBCluster", "AWS::EC2::VPC"):
         assert not of_type(database, absent)
@@ -237,7 +243,7 @@ def test_an_existing_database_without_its_network_a_missing_trust_store_or_an_un
         synthesize(existing_db_secret_arn=ADMIN_SECRET)
     with pytest.raises(ValueError, match="existing_db_instance_id"):
         synthesize(existing_db_secret_arn=ADMIN_SECRET, existing_db_proxy="true", **NETWORK)
-    with pytest.raises(ValueError, match="no such file in the shipped packages"):
+    with pytest.raises(ValueError, match="no PEM bundle there"):
         synthesize(db_root_certificates="shop/rds-global-bundle.pem")
     with pytest.raises(ValueError, match="the model has no table or index main/Typo"):
         synthesize(max_read_request_units="main=10,main/Typo=5")

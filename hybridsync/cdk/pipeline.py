@@ -245,7 +245,7 @@ class PipelineStack(Stack):
                     "your server's CA) next to cdk.json and add -c db_root_certificates=global-bundle.pem"
                 )
             return None, None
-        if any((package.parent / given).is_file() for package in packages):
+        if not Path(given).is_absolute() and any((package.parent / given).is_file() for package in packages):
             return f"/var/task/{given}", None  # where Lambda unpacks the code asset (LAMBDA_TASK_ROOT)
         path = Path(given) if Path(given).is_absolute() else (config.project_root() or Path.cwd()) / given
         if not path.is_file() or "-----BEGIN CERTIFICATE-----" not in path.read_text(errors="replace"):

@@ -222,6 +222,7 @@ def _listed(value: Any) -> list[str]:
 
 
 def _matches(patterns: Iterable[str], value: str, *, case: bool = True) -> bool:
+    patterns = [p for p in patterns if isinstance(p, str)]  # an ARN nothing local stands for: no match
     if not case:
         value, patterns = value.lower(), [p.lower() for p in patterns]
     return any(fnmatch.fnmatchcase(value, pattern) for pattern in patterns)

@@ -585,6 +585,8 @@ def canary(app: App, target: Target, wait_s: float, poll_s: float = 2.0) -> Iter
     name = target.alarm_name(alarm)
     since = datetime.now(UTC) - timedelta(seconds=2)  # a little early: clocks differ
     try:
+        # OK first: an alarm left in ALARM would not act again (actions run on a change of state)
+        target.set_alarm_state(alarm, "OK", "hybridsync doctor: the canary, from OK")
         target.set_alarm_state(alarm, "ALARM", "hybridsync doctor: the canary, to see a notification go out")
     except Exception as error:
         yield Check(

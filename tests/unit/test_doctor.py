@@ -359,9 +359,10 @@ def stubbed_cloudformation(stacks: dict[str, dict[str, Any]], physical: dict[str
 def stubbed_cloudwatch(alarm: str, summary: str) -> Any:
     client = boto3.client("cloudwatch")
     stubber = Stubber(client)
-    stubber.add_response(
-        "set_alarm_state", {}, {"AlarmName": alarm, "StateValue": "ALARM", "StateReason": ANY}
-    )
+    for state in ("OK", "ALARM"):  # from OK, so that the change runs the alarm's action
+        stubber.add_response(
+            "set_alarm_state", {}, {"AlarmName": alarm, "StateValue": state, "StateReason": ANY}
+        )
     item = {
         "AlarmName": alarm,
         "Timestamp": datetime.now(UTC),
@@ -482,7 +483,7 @@ def test_a_canary_with_no_action_in_time_fails_and_goes_back_to_ok():
     target = LocalTarget()
     (check,) = cli.canary(cli.App(Templates(templates())), target, wait_s=0.2, poll_s=0.05)  # type: ignore[arg-type]
     assert not check.ok and "no action in its history within 0.2 s" in check.message
-    assert target.states == ["ALARM", "OK"]
+    assert target.states == ["OK", "ALARM", "OK"]
 
 
 def test_the_report_is_one_line_per_check_or_json_and_exits_1_on_a_failure():

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from hybridsync.cli.common import Commands
 
 Id = tuple[str, str]  # (stack, logical id)
+Topic = Id | str  # one of the stacks' topics, or a team's own by its ARN
 STACKS = ("data", "database", "pipeline", "api", "monitoring")
 SECRET_TYPES = ("AWS::SecretsManager::Secret", "AWS::SecretsManager::SecretTargetAttachment")
 SUCCEEDED, FAILED = "Successfully executed action", "Failed to execute action"
@@ -106,9 +107,10 @@ class App:
     def proxies(self) -> list[Id]:
         return [ident for ident, _ in self.templates.resources("AWS::RDS::DBProxy")]
 
-    def alarms(self) -> dict[Id, list[Id | None]]:
-        """Each alarm -> the topics its actions name (None: an action that is not one of the stacks')."""
-        found: dict[Id, list[Id | None]] = {}
+    def alarms(self) -> dict[Id, list[Topic | None]]:
+        """Each alarm -> the topics its actions name: one of the stacks', or a team's own by its ARN
+        (`-c alarm_topic_arn=`); None for an action that is not a topic."""
+        found: dict[Id, list[Topic | None]] = {}
         for ident, alarm in self.templates.resources("AWS::CloudWatch::Alarm"):
             properties = alarm["Properties"]
             actions = [
@@ -116,13 +118,19 @@ class App:
                 for key in ("AlarmActions", "OKActions", "InsufficientDataActions")
                 for a in properties.get(key, [])
             ]
-            topics = []
+            topics: list[Topic | None] = []
             for action in actions:
                 topic = self.templates.target(ident[0], action)
-                kind = self.resource(topic).get("Type") if topic else None
-                topics.append(topic if kind == "AWS::SNS::Topic" else None)
+                text = self.templates.text(ident[0], action)
+                if topic and self.resource(topic).get("Type") == "AWS::SNS::Topic":
+                    topics.append(topic)
+                else:
+                    topics.append(text if topic is None and ":sns:" in text else None)
             found[ident] = list(dict.fromkeys(topics))
         return found
+
+    def topic_name(self, topic: Topic) -> str:
+        return topic if isinstance(topic, str) else self.name(topic)
 
     def canary(self) -> Id | None:
         """The monitoring stack's alarm doctor drives (by its construct id, rules.CANARY)."""
@@ -148,7 +156,7 @@ class Target(Protocol):
     def proxy(self, proxy: Id) -> list[Check]: ...
     def mapping_states(self, function: Id, mappings: list[Id]) -> dict[Id, str | None]: ...
     def enable_hint(self, mapping: Id) -> str: ...
-    def subscribers(self, topic: Id) -> Check: ...
+    def subscribers(self, topic: Topic) -> Check: ...
     def alarm_name(self, alarm: Id) -> str: ...
     def set_alarm_state(self, alarm: Id, state: str, reason: str) -> None: ...
     def alarm_history(self, alarm: Id, since: datetime) -> list[dict[str, Any]]: ...
@@ -253,8 +261,8 @@ class Deployed:
     def enable_hint(self, mapping: Id) -> str:
         return f"aws lambda update-event-source-mapping --uuid {self.physical.get(mapping)} --enabled"
 
-    def subscribers(self, topic: Id) -> Check:
-        arn = self.physical.get(topic, "")
+    def subscribers(self, topic: Topic) -> Check:
+        arn = topic if isinstance(topic, str) else self.physical.get(topic, "")
         pages = self.client("sns").get_paginator("list_subscriptions_by_topic").paginate(TopicArn=arn)
         subscriptions = [s for page in pages for s in page.get("Subscriptions", [])]
         confirmed = [
@@ -340,10 +348,10 @@ class Local:
     def enable_hint(self, mapping: Id) -> str:
         return "UpdateEventSourceMapping Enabled=true on the local Lambda API ($LAMBDA_ENDPOINT)"
 
-    def subscribers(self, topic: Id) -> Check:
+    def subscribers(self, topic: Topic) -> Check:
         return Check(
             "alarm",
-            self.app.name(topic),
+            self.app.topic_name(topic),
             True,
             f"heard by the notifications folder {self.notifications}/ (the local app writes every "
             "notification there: its confirmed subscription)",
@@ -543,7 +551,7 @@ def mappings(app: App, target: Target) -> Iterator[Check]:
 
 
 def topics(app: App, target: Target) -> Iterator[Check]:
-    heard: dict[Id, int] = {}
+    heard: dict[Topic, int] = {}
     for alarm, named in app.alarms().items():
         if not named:
             yield Check(

@@ -520,3 +520,24 @@ def test_the_command_is_listed_with_its_help_and_example():
         and "example: hybridsync doctor --deployed" in help_text
     )
     assert "## hybridsync doctor" in cli_markdown()
+
+
+def test_a_teams_own_topic_is_checked_by_its_arn():
+    """`-c alarm_topic_arn=`: the alarms name a topic of the team's, outside the stacks."""
+    stacks = templates()
+    pager = "arn:aws:sns:us-east-1:123456789012:pager"
+    for alarm in stacks[f"{PREFIX}-monitoring"]["Resources"].values():
+        if alarm["Type"] == "AWS::CloudWatch::Alarm" and alarm["Properties"]:
+            alarm["Properties"] = {"AlarmActions": [pager], "OKActions": [pager]}
+    asked = []
+
+    class Target:
+        def subscribers(self, topic: Any) -> cli.Check:
+            asked.append(topic)
+            return cli.Check("alarm", str(topic), True, "heard by 1 confirmed subscription(s) (https)")
+
+    checks = list(cli.topics(cli.App(Templates(stacks)), Target()))  # type: ignore[arg-type]
+    assert asked == [pager]
+    assert [c.line() for c in checks if c.ok] == [
+        f"ok   alarm    {pager} heard by 1 confirmed subscription(s) (https); 2 alarm(s) act on it"
+    ]

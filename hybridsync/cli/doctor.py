@@ -68,6 +68,11 @@ class App:
         parts = path.split("/")
         return f"{ident[0]}/{parts[1]}" if len(parts) > 2 else f"{ident[0]}/{ident[1]}"
 
+    def path(self, ident: Id) -> str:
+        """The construct path without its `/Resource` (`HybridSync-database/Cluster/Proxy`)."""
+        path = str(self.resource(ident).get("Metadata", {}).get("aws:cdk:path", ""))
+        return path.removesuffix("/Resource") or f"{ident[0]}/{ident[1]}"
+
     def construct(self, ident: Id) -> str:
         return self.name(ident).split("/", 1)[1]
 
@@ -332,7 +337,7 @@ class Local:
         return [
             Check(
                 "proxy",
-                self.app.name(proxy),
+                self.app.path(proxy),
                 True,
                 "not emulated locally: the functions log in to the local server directly "
                 "(`hybridsync doctor --deployed` checks the proxy's targets)",
@@ -445,7 +450,10 @@ def judge_probe(app: App, function: Id, network: Any, answer: dict[str, Any]) ->
         elif result["outcome"] == "refused":
             fix = "its role needs secretsmanager:GetSecretValue on the secret (and the secret's policy too)"
         elif result["outcome"] == "missing":
-            fix = "deploy this version: the function's configuration lacks the variable"
+            fix = (
+                "its environment lacks the variable the template sets (deployed: deploy this version; "
+                "locally: the local app gave it no value)"
+            )
         elif result["outcome"] == "unreachable":
             fix = "no route to Secrets Manager from its VPC: an interface endpoint admitting it"
         else:

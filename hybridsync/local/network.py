@@ -54,14 +54,15 @@ def unreachable_error() -> type:
 
 def install(events: Any, spec: str) -> None:
     """Refuse every call of the clients a session makes to a service not in `spec`'s `reachable`
-    (JSON: function, region, reachable: service -> how, needed: service -> why)."""
+    (JSON: function, region, reachable: service -> how, or "*" -> how for a route to every
+    service, needed: service -> why)."""
     network = json.loads(spec)
     reachable = set(network.get("reachable", {}))
     error = unreachable_error()
 
     def check(model: Any, **_: Any) -> None:
         service = model.service_model.service_name
-        if service not in reachable:
+        if service not in reachable and "*" not in reachable:  # "*": routes to everything (a NAT)
             raise error(endpoint_url=endpoint_url(model, network.get("region", "us-east-1")),
                         reason=reason(network, service))  # fmt: skip
 

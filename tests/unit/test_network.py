@@ -76,3 +76,13 @@ def test_the_route_is_checked_before_iam():
     dynamodb = client(session_with((network, SPEC), (iam, role)), "dynamodb")
     with pytest.raises(botocore.exceptions.ClientError, match="AccessDenied"):
         dynamodb.describe_table(TableName="t")  # reachable: IAM decides
+
+
+@pytest.mark.filterwarnings("ignore:A test tried to use socket")
+def test_a_route_to_everything_reaches_every_service():
+    """A NAT (or the team's own routes, `hybridsync:routes`): nothing is refused."""
+    spec = SPEC | {"reachable": {"*": "the VPC's NAT gateway"}}
+    streams = client(session_with((network, spec)), "dynamodbstreams", attempts=1)
+    with pytest.raises(Exception) as sent:
+        streams.list_streams()
+    assert not isinstance(sent.value, botocore.exceptions.ConnectTimeoutError)

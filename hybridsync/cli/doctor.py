@@ -248,7 +248,8 @@ class Deployed:
                         False,
                         f"{what} {health.get('State')}: {why}",
                         "AUTH_FAILURE: the proxy's secrets and its role's access to them; "
-                        "CONNECTION_FAILED: the database's security group must admit the proxy's",
+                        "CONNECTION_FAILED, UNREACHABLE: the database's security group must admit the "
+                        "proxy's; PENDING_PROXY_CAPACITY: wait and run doctor again",
                     )
                 )
         return checks

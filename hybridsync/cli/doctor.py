@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
 import sys
 import time
@@ -47,6 +46,13 @@ class Check:
     def line(self) -> str:
         text = f"{'ok  ' if self.ok else 'FAIL'} {self.kind:8} {self.subject} {self.message}"
         return text + (f"; {self.fix}" if self.fix and not self.ok else "")
+
+
+def rules() -> Any:
+    """hybridsync.cdk.rules without starting aws_cdk's node process (the local app's loader)."""
+    from hybridsync.local.app import deploy_rules
+
+    return deploy_rules()
 
 
 # --- what the templates say ----------------------------------------------------------------------
@@ -139,9 +145,8 @@ class App:
 
     def canary(self) -> Id | None:
         """The monitoring stack's alarm doctor drives (by its construct id, rules.CANARY)."""
-        from hybridsync.cdk.rules import CANARY
-
-        return next((i for i in self.alarms() if self.construct(i) == CANARY), None)
+        canary = rules().CANARY
+        return next((i for i in self.alarms() if self.construct(i) == canary), None)
 
 
 # --- where the app runs --------------------------------------------------------------------------
@@ -756,8 +761,8 @@ def _doctor(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from hybridsync import aws
-    from hybridsync.cdk import rules
 
+    deploy = rules()
     target: Any
     if args.deployed is not None:
         prefix = args.deployed or project_prefix()
@@ -767,17 +772,16 @@ def _doctor(args: argparse.Namespace) -> int:
             raise SystemExit(
                 f"hybridsync doctor --deployed {prefix}: {error} (deployed? the right account and region?)"
             ) from None
-        app = App(rules.Templates(target.templates))
+        app = App(deploy.Templates(target.templates))
     else:
         from hybridsync.local.template import synth_if_stale
 
         env = local_environment(Path(args.state_dir))
         if not env.get("LAMBDA_ENDPOINT"):
             raise SystemExit(f"hybridsync doctor: {args.state_dir}/env names no LAMBDA_ENDPOINT")
-        app = App(rules.Templates.load(synth_if_stale(Path(args.assembly), synth=False)))
+        app = App(deploy.Templates.load(synth_if_stale(Path(args.assembly), synth=False)))
         target = Local(app, env["LAMBDA_ENDPOINT"], args.prefix, Path(args.state_dir) / "notifications")
-        os.environ.setdefault("AWS_REGION", env.get("AWS_REGION", aws.LOCAL_REGION))
     checks = run_checks(
-        app, target, rules.network, canary_wait_s=args.canary_wait, with_canary=not args.no_canary
+        app, target, deploy.network, canary_wait_s=args.canary_wait, with_canary=not args.no_canary
     )
     return report(checks, args.json, target.where)

@@ -25,10 +25,10 @@ from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
 from hybridsync import doctor
-from hybridsync.cdk.rules import Templates
 from hybridsync.cli import doctor as cli
 
 ROOT = Path(__file__).resolve().parents[2]
+Templates = cli.rules().Templates  # hybridsync.cdk.rules, without aws_cdk's node process
 REGION = "us-east-1"
 
 

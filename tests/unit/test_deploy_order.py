@@ -50,3 +50,21 @@ def test_a_rebuild_leaves_the_mappings_as_the_stack_declares_them(declared, afte
     with rebuild.paused(SimpleNamespace(aws=lambda _service: lam)):  # type: ignore[arg-type]
         assert lam.enabled == {"m1": False}
     assert lam.enabled == {"m1": after}
+
+
+def test_the_engines_clients_take_the_endpoint_names_the_stack_gives(monkeypatch):
+    """A VPC function reaches DynamoDB and Streams by an interface endpoint's own name (neither has
+    private DNS): the stacks set botocore's service-specific variables, which the engine's clients
+    honour as boto3 does (no local endpoint set)."""
+    from hybridsync import aws
+    from hybridsync.cdk import rules
+
+    for variable in ("DYNAMODB_ENDPOINT", "DYNAMODB_STREAMS_ENDPOINT", "AWS_ENDPOINT"):
+        monkeypatch.delenv(variable, raising=False)
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "eu-west-1")
+    for variable in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):  # as Lambda gives them (no IMDS)
+        monkeypatch.setenv(variable, "test")
+    for service, name in {"dynamodb": "dynamodb", "dynamodbstreams": "streams.dynamodb"}.items():
+        url = f"https://vpce-0a1b-2c3d.{name}.eu-west-1.vpce.amazonaws.com"
+        monkeypatch.setenv(rules.ENDPOINT_VARIABLE[service], url)
+        assert aws.client(service).meta.endpoint_url == url

@@ -60,13 +60,13 @@ def answers(handler: Callable[..., Any]) -> Callable[..., Any]:
     return answering
 
 
-def client(service: str) -> Any:
+def client(service: str, endpoint: str | None = None) -> Any:
     """The client the function's own code would get (`hybridsync.aws.client`: the endpoints the
     stack gives, `AWS_ENDPOINT_URL_*` included), with short timeouts and one attempt: a retried
     connect timeout only multiplies the wait, and a probe measures the route, not the service."""
     from hybridsync import aws
 
-    made = aws.client(service, connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S)
+    made = aws.client(service, endpoint, connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S)
     # aws.client gives every client standard retries (8 attempts): drop them for this one
     name = made.meta.service_model.service_id.hyphenize()
     made.meta.events.unregister(f"needs-retry.{name}", unique_id=f"retry-config-{name}")

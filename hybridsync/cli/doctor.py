@@ -761,6 +761,7 @@ def _doctor(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
     from hybridsync import aws
+    from hybridsync import doctor as probe
 
     deploy = rules()
     target: Any
@@ -779,6 +780,13 @@ def _doctor(args: argparse.Namespace) -> int:
         env = local_environment(Path(args.state_dir))
         if not env.get("LAMBDA_ENDPOINT"):
             raise SystemExit(f"hybridsync doctor: {args.state_dir}/env names no LAMBDA_ENDPOINT")
+        try:  # one call first: a stopped app is one line, not a failure per check
+            probe.client("lambda", env["LAMBDA_ENDPOINT"]).list_event_source_mappings()
+        except BotoCoreError as error:
+            raise SystemExit(
+                f"hybridsync doctor: the local app's Lambda API ({env['LAMBDA_ENDPOINT']}) does not answer "
+                f"({error}): is `hybridsync up` running (with --state-dir {args.state_dir})?"
+            ) from None
         app = App(deploy.Templates.load(synth_if_stale(Path(args.assembly), synth=False)))
         target = Local(app, env["LAMBDA_ENDPOINT"], args.prefix, Path(args.state_dir) / "notifications")
     checks = run_checks(

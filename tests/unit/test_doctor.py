@@ -26,6 +26,7 @@ from moto import mock_aws
 
 from hybridsync import doctor
 from hybridsync.cli import doctor as cli
+from hybridsync.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
 Templates = cli.rules().Templates  # hybridsync.cdk.rules, without aws_cdk's node process
@@ -541,3 +542,14 @@ def test_a_teams_own_topic_is_checked_by_its_arn():
     assert [c.line() for c in checks if c.ok] == [
         f"ok   alarm    {pager} heard by 1 confirmed subscription(s) (https); 2 alarm(s) act on it"
     ]
+
+
+@pytest.mark.filterwarnings("ignore:A test tried to use socket")  # the one call, refused as a stopped app's
+def test_doctor_without_a_running_local_app_says_so_in_one_line(tmp_path):
+    with pytest.raises(SystemExit, match=r"is `hybridsync up` running"):
+        cli.local_environment(tmp_path)
+    (tmp_path / "env").write_text("export LAMBDA_ENDPOINT='http://127.0.0.1:9'\n")
+    assert cli.local_environment(tmp_path) == {"LAMBDA_ENDPOINT": "http://127.0.0.1:9"}
+    assembly = ROOT / "tests" / "minimal_model"  # any folder: the app's Lambda API is asked first
+    with pytest.raises(SystemExit, match=r"does not answer .*is `hybridsync up` running"):
+        main(["doctor", "--state-dir", str(tmp_path), "--assembly", str(assembly)])

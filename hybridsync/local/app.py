@@ -498,10 +498,12 @@ class LocalApp:
             arns[self.assembly.resolve(queue.stack, {"Fn::GetAtt": [queue.logical_id, "Arn"]})] = url
         self._sqs = sqs
         self.dead_letter_queues: dict[str, str] = {}  # function -> where its failed async events go
+        self._dead_letter_arns: dict[str, str] = {}  # function -> that queue's ARN
         for function in self.python_functions():
             config = self.assembly.resolve(function.stack, function.properties.get("DeadLetterConfig", {}))
             if config.get("TargetArn"):
                 self.dead_letter_queues[function.construct] = arns[config["TargetArn"]]
+                self._dead_letter_arns[function.construct] = config["TargetArn"]
 
     # --- alarms (local/alarms.py) ---------------------------------------------------------------
 
@@ -900,6 +902,10 @@ class LocalApp:
         queue = self.dead_letter_queues.get(function.name)
         if queue is None or error is None:
             return
+        if refused := self.dead_letter_refusal(function.name):  # Lambda counts it and the event is lost
+            log.error("%s: dead-letter queue: %s", function.name, refused)
+            function.metric("DeadLetterErrors", 1)
+            return
         try:
             self._sqs.send_message(
                 QueueUrl=queue,
@@ -916,6 +922,26 @@ class LocalApp:
         except Exception:  # Lambda counts it and the event is lost
             log.exception("%s: dead-letter queue", function.name)
             function.metric("DeadLetterErrors", 1)
+
+    def dead_letter_refusal(self, name: str) -> str | None:
+        """Why Lambda cannot send a function's failed event to its dead-letter queue, or None. Lambda
+        sends it with the function's execution role ("the function's execution role needs
+        sqs:SendMessage", Lambda developer guide, invocation-async-retain-records.html#invocation-dlq),
+        and to a queue under a customer key that producer needs kms:GenerateDataKey and kms:Decrypt
+        too (SQS key management, sqs-key-management.html#send-to-encrypted-queue)."""
+        arn = self._dead_letter_arns.get(name)
+        function = next((f for f in self.python_functions() if f.construct == name), None)
+        if not self.iam or arn is None or function is None:
+            return None
+        statements = self.role(function)[1]
+        key = self.keys_for(function).get(arn)
+        needed = [("sqs:SendMessage", arn)] + (
+            [("kms:GenerateDataKey", key), ("kms:Decrypt", key)] if key else []
+        )
+        for action, resource in needed:
+            if not iam.allowed(statements, action, resource, {}):
+                return f"the execution role may not {action} on {resource}"
+        return None
 
     def outbox_drainer(self, stop: threading.Event) -> threading.Thread:
         """The SQL -> DynamoDB drain on NOTIFY, as `hybridsync up` runs it beside the app (on a

@@ -159,3 +159,35 @@ def test_the_fixed_templates_publish_reach_and_decrypt(assembly, stack, tmp_path
         assert rebuild(app)[0]["done"]
     finally:
         app.stop()
+
+
+def test_a_dead_letter_queue_under_a_customer_key_needs_the_kms_actions_of_the_functions_role(
+    assembly, stack, tmp_path
+):
+    """Lambda sends a failed asynchronous event to the dead-letter queue with the function's role: to
+    a queue under a customer key without kms:GenerateDataKey and kms:Decrypt the event is lost and
+    DeadLetterErrors counts it (issue 41's lost dead letters); with them, it arrives."""
+    queue = one(assembly, "AWS::SQS::Queue", "ScheduledFailures")
+    queue.properties["KmsMasterKeyId"] = KEY
+    app = started(assembly, stack, tmp_path)
+    try:
+        sql_sync = app.functions["SqlSync"]
+        sql_sync.reserved = 0  # every asynchronous event goes to the dead-letter queue, untried
+        sqs, url = stack.client("sqs"), app.dead_letter_queues["SqlSync"]
+
+        def depth() -> int:
+            answer = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["ApproximateNumberOfMessages"])
+            return int(answer["Attributes"]["ApproximateNumberOfMessages"])
+
+        app.invoke_async(sql_sync, {"lost": True})
+        errors = app.metrics.values(
+            "AWS/Lambda", "DeadLetterErrors", {"FunctionName": "SqlSync"}, 0, time.time() + 1
+        )
+        assert (depth(), errors) == (0, [1.0])
+        role_policy(assembly, one(assembly, "AWS::Lambda::Function", "SqlSync"))["Statement"].append(
+            {"Effect": "Allow", "Action": ["kms:GenerateDataKey", "kms:Decrypt"], "Resource": KEY}
+        )
+        app.invoke_async(sql_sync, {"kept": True})
+        assert depth() == 1
+    finally:
+        app.stop()

@@ -458,10 +458,17 @@ class Alarms:
             (self.notifications / name).write_text(json.dumps(envelope, indent=1))
             self.notified += 1
 
-    def status(self, history: int = 10) -> dict[str, dict[str, Any]]:
-        """Each alarm's state, reason and its last `history` history items (newest first)."""
+    def status(self, history: int = 5) -> dict[str, dict[str, Any]]:
+        """Each alarm's state, reason and its last `history` history items, newest first (their
+        Timestamp, HistoryItemType and HistorySummary: the status file is written every second;
+        the Lambda API's history route has the whole items)."""
+        shown = ("Timestamp", "HistoryItemType", "HistorySummary")
         with self._lock:
             return {
-                a.name: {"state": a.state, "reason": a.reason, "history": list(reversed(a.history))[:history]}
+                a.name: {
+                    "state": a.state,
+                    "reason": a.reason,
+                    "history": [{k: i[k] for k in shown} for i in list(reversed(a.history))[:history]],
+                }
                 for a in self.alarms
             }

@@ -451,8 +451,13 @@ def judge_probe(app: App, function: Id, network: Any, answer: dict[str, Any]) ->
             checks.append(Check("secret", name, True, f"reads {label}"))
             continue
         detail = result["detail"]
-        if "kms" in detail.lower():
+        if "kms" in detail.lower() or detail.startswith("DecryptionFailure"):
             fix = "its role needs kms:Decrypt on the secret's key (and the key policy must allow it)"
+        elif detail.startswith("ResourceNotFound"):
+            fix = "the secret does not exist: deploy the stacks again"
+        elif "deleted" in detail or "deletion" in detail:
+            restore = f"aws secretsmanager restore-secret --secret-id {result.get('arn')}"
+            fix = f"the secret is scheduled for deletion: {restore}"
         elif result["outcome"] == "refused":
             fix = "its role needs secretsmanager:GetSecretValue on the secret (and the secret's policy too)"
         elif result["outcome"] == "missing":

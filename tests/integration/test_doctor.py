@@ -88,3 +88,4 @@ def test_a_secret_a_function_cannot_read_fails_naming_the_function_and_the_secre
     assert code == 1 and ("secret", "Api") in broken, json.dumps(failed(report), indent=1)
     (check,) = [c for c in failed(report) if c["kind"] == "secret" and c["subject"].endswith("/Api")]
     assert "DB_SECRET_ARN" in check["message"] and "marked deleted" in check["message"]
+    assert check["fix"].startswith("the secret is scheduled for deletion: aws secretsmanager restore-secret")

@@ -191,3 +191,43 @@ def test_a_dead_letter_queue_under_a_customer_key_needs_the_kms_actions_of_the_f
         assert depth() == 1
     finally:
         app.stop()
+
+
+def test_a_topic_under_a_key_of_the_templates_is_judged_by_that_keys_policy(assembly, stack, tmp_path):
+    """What the local CloudWatch reads of the templates: the topic's key by `Fn::GetAtt` to an
+    AWS::KMS::Key (or its alias), and that key's policy; the customer keys of secrets, queues and
+    buckets, each by the ARN the local IAM sees."""
+    from hybridsync.local.alarms import KEY_REFUSED, refusal
+
+    monitoring = next(name for name in assembly.templates if name.endswith("-monitoring"))
+    resources = assembly.templates[monitoring]["Resources"]
+    root = {"AWS": "arn:aws:iam::123456789012:root"}
+    statements = [{"Effect": "Allow", "Principal": root, "Action": "kms:*", "Resource": "*"}]
+    resources["TopicKey"] = {"Type": "AWS::KMS::Key", "Properties": {"KeyPolicy": {"Statement": statements}}}
+    alias = {"AliasName": "alias/alarms", "TargetKeyId": {"Ref": "TopicKey"}}
+    resources["TopicKeyAlias"] = {"Type": "AWS::KMS::Alias", "Properties": alias}
+    (topic,) = assembly.resources("AWS::SNS::Topic")
+    topic.properties["KmsMasterKeyId"] = {"Fn::GetAtt": ["TopicKey", "Arn"]}
+    bodies = one(assembly, "AWS::S3::Bucket", "BodiesBucket")
+    bodies.properties["BucketEncryption"] = {"ServerSideEncryptionConfiguration": [
+        {"ServerSideEncryptionByDefault": {"SSEAlgorithm": "aws:kms", "KMSMasterKeyID": KEY}}]}  # fmt: skip
+    one(assembly, "AWS::SQS::Queue", "ScheduledFailures").properties["KmsMasterKeyId"] = KEY
+    under_the_key(assembly)
+    app = LocalApp(assembly, **stack.endpoints(), state_dir=tmp_path, prefix=f"truth{uuid.uuid4().hex[:4]}")
+    try:
+        (judged,) = app.topics().values()
+        assert judged.key and judged.key.startswith("arn:aws:kms:us-east-1:123456789012:key/")
+        assert judged.key_policy == statements  # the account's root only: no statement names CloudWatch
+        alarm = f"arn:aws:cloudwatch:us-east-1:123456789012:alarm:{app.prefix}-DoctorCanary"
+        assert refusal(judged, judged.arn, alarm, "123456789012")[0] == KEY_REFUSED  # type: ignore[index]
+        statements.append({"Effect": "Allow", "Principal": {"Service": "cloudwatch.amazonaws.com"},
+                           "Action": ["kms:Decrypt", "kms:GenerateDataKey*"], "Resource": "*"})  # fmt: skip
+        assert refusal(app.topics()[judged.arn], judged.arn, alarm, "123456789012") is None
+        topic.properties["KmsMasterKeyId"] = "alias/alarms"
+        assert app.topics()[judged.arn].key_policy == statements
+        keys = app.customer_keys()
+        assert keys[f"arn:aws:s3:::{app.buckets['BodiesBucket']}"] == KEY
+        assert keys[f"arn:aws:sqs:us-east-1:123456789012:{app.prefix}-ScheduledFailures"] == KEY
+        assert keys[app.logins.by_user["hybridsync_writer"]] == KEY
+    finally:
+        app.stop()

@@ -174,6 +174,7 @@ class PipelineStack(Stack):
                 secret.grant_write(users.function)
         # again on each deploy that changes a secret (a rotation is the database's own business)
         logins = self.at_deploy("DatabaseUsers", users, secrets)
+        database.rotate_roles(self, after=logins)  # never a rotation of a login not made yet
         migrate = self.function(
             "Migrate",
             name="migrate",

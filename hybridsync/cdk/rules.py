@@ -117,6 +117,7 @@ PUBLISHED: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "SystemErrors": [("Operation", "TableName")],
     },
 }
+SECRET_TYPES = ("AWS::SecretsManager::Secret", "AWS::SecretsManager::SecretTargetAttachment")
 CANARY = "DoctorCanary"  # the alarm `hybridsync doctor` drives: its metric is never emitted, on purpose
 
 # Interface endpoints of services that have no private DNS: the client must be given the endpoint's
@@ -868,28 +869,30 @@ def trust_rules(templates: Templates) -> list[Finding]:
 
 
 def order_rules(templates: Templates) -> list[Finding]:
-    """A login's password is rotated only once the login exists: the schedule of a secret whose login a
-    deploy step makes (the Users step's `DB_ROLE_SECRETS`) must not rotate at creation."""
+    """A login's password is rotated only once the login exists: a schedule rotates at once when it
+    is created, so the schedule of a secret whose login a deploy step makes (a custom resource whose
+    properties name the secret: the Users step) must be in that step's stack and depend on it."""
     findings = []
-    made_later: set[Id] = set()
-    for ident, function in templates.resources("AWS::Lambda::Function"):
-        variables = function["Properties"].get("Environment", {}).get("Variables", {})
-        if "DB_ROLE_SECRETS" in variables:
-            logins = variables["DB_ROLE_SECRETS"]
-            made_later |= _secrets_of(templates, ident[0], logins)
+    steps: dict[Id, set[Id]] = {}  # a deploy step -> the secrets whose logins it makes
+    for ident, step in templates.resources("AWS::CloudFormation::CustomResource"):
+        named = _secrets_of(templates, ident[0], step.get("Properties", {}))
+        if named := {n for n in named if (templates.get(n) or {}).get("Type") in SECRET_TYPES}:
+            steps[ident] = named
     for ident, schedule in templates.resources("AWS::SecretsManager::RotationSchedule"):
         secrets = _secrets_of(templates, ident[0], schedule["Properties"]["SecretId"])
-        if secrets & made_later and schedule["Properties"].get("RotateImmediatelyOnUpdate", True):
-            findings.append(
-                Finding(
-                    "rotation-order",
-                    f"{ident[0]}/{ident[1]}",
-                    "rotates at once when created, "
-                    "before the deploy step that makes its login: the first rotation fails and "
-                    "leaves an AWSPENDING version (set RotateImmediatelyOnUpdate false)",
-                    PAGES["rotation-order"],
+        after = {(ident[0], d) for d in _listed(schedule.get("DependsOn"))}
+        for step, named in steps.items():
+            if secrets & named and step not in after:
+                findings.append(
+                    Finding(
+                        "rotation-order",
+                        f"{ident[0]}/{ident[1]}",
+                        f"may rotate before {step[0]}/{step[1]} makes its login (a schedule rotates at "
+                        "once when created): the first rotation fails and leaves an AWSPENDING version; "
+                        "schedule it in that stack, after that step",
+                        PAGES["rotation-order"],
+                    )
                 )
-            )
     return findings
 
 

@@ -32,7 +32,9 @@ class Logins:
                 secret.properties.get("GenerateSecretString", {}).get("SecretStringTemplate", "{}")
             )
             user = template.get("username")
-            if not user:
+            if not user:  # a secret of the app's own (the page cursors' key): a random string
+                arn = self._create(f"{prefix}-{secret.construct}", secrets.token_urlsafe(48))
+                assembly.set(secret, Ref=arn)
                 continue
             admin = not user.startswith("hybridsync_")
             value = {

@@ -137,11 +137,15 @@ def test_every_connection_verifies_the_server(monkeypatch):
     assert "Amazon Root CA 1" in Path(certifi.where()).read_text()
 
 
-def test_every_password_is_rotated(database):
+def test_every_password_is_rotated(database, pipeline):
+    """The admin's with its cluster; each role's in the pipeline stack, after the Users step makes
+    its login (a schedule rotates at once when created)."""
     secrets = of_type(database, "AWS::SecretsManager::Secret")
     schedules = of_type(database, "AWS::SecretsManager::RotationSchedule")
-    assert len(secrets) == len(schedules) == 4
-    for schedule in schedules.values():
+    roles_ = of_type(pipeline, "AWS::SecretsManager::RotationSchedule")
+    assert len(secrets) == len(schedules) + len(roles_) == 4 and len(roles_) == len(roles.ROLES)
+    assert all(r["DependsOn"] == ["DatabaseUsers"] for r in roles_.values())
+    for schedule in [*schedules.values(), *roles_.values()]:
         properties = schedule["Properties"]
         assert properties["RotationRules"]["ScheduleExpression"] == "rate(30 days)"
         assert properties["HostedRotationLambda"]["RotationType"] == "PostgreSQLSingleUser"
@@ -235,7 +239,8 @@ def test_an_existing_database_is_reached_inside_its_own_vpc_behind_a_proxy(tmp_p
             assert found[name]["DB_SECRET_ARN"] == ADMIN_SECRET and "DB_HOST" not in found[name]
         else:
             assert found[name]["DB_IAM_AUTH"] == "true" and found[name]["DB_NAME"] == "postgres"
-    assert len(of_type(database, "AWS::SecretsManager::RotationSchedule")) == 3  # the admin's is yours
+    assert not of_type(database, "AWS::SecretsManager::RotationSchedule")  # the admin's is yours
+    assert len(of_type(pipeline, "AWS::SecretsManager::RotationSchedule")) == 3  # the roles', after Users
 
 
 def test_an_existing_database_without_its_network_a_missing_trust_store_or_an_unknown_index_is_refused():

@@ -15,74 +15,20 @@ or certificate that would fail in AWS fails the synth, naming the resource and t
 
 from __future__ import annotations
 
-from aws_cdk import App, Aspects, Environment, cx_api
-from cdk_nag import AwsSolutionsChecks
-
-from hybridsync import config, context
-from hybridsync.cdk.api import ApiStack
-from hybridsync.cdk.checks import CheckovSkips
-from hybridsync.cdk.data import DataStack
-from hybridsync.cdk.database import DatabaseStack
-from hybridsync.cdk.monitoring import MonitoringStack
-from hybridsync.cdk.pipeline import PipelineStack
-from hybridsync.cdk.rules import DeployTruthError, Templates, enforce
-from hybridsync.context import SETTINGS
-from hybridsync.declare import Model
-
-
-def _flag(app: App, name: str) -> bool:
-    return bool(context.read(app, name))
-
-
-def _environment(app: App) -> Environment | None:
-    """A customer-managed key (`-c kms_key_arn=`) lives in one account and region: the stacks are
-    pinned to them (a table's KMS settings cannot be rendered for any region)."""
-    arn = app.node.try_get_context("kms_key_arn")
-    if not arn:
-        return None
-    parts = str(arn).split(":")
-    if len(parts) < 6 or parts[2] != "kms" or not parts[5].startswith("key/"):
-        raise ValueError(f"-c kms_key_arn={arn}: not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
-    return Environment(account=parts[4], region=parts[3])
-
-
-def build(app: App, model: Model | None = None) -> dict[str, object]:
-    """The whole deployment of `model` (by default the project's; `-c model=pkg.mod:MODEL`
-    overrides). Context: `prefix`, `dev`, `existing_db_secret_arn`, `tracing`, `public_api`."""
-    spec = app.node.try_get_context("model") or None
-    model = model or config.model(spec)
-    prefix = app.node.try_get_context("prefix") or SETTINGS["prefix"].default
-    dev = _flag(app, "dev")
-    env = _environment(app)
-    data = DataStack(app, f"{prefix}-data", model=model, dev=dev, env=env)
-    database = DatabaseStack(app, f"{prefix}-database", dev=dev, env=env)
-    pipeline = PipelineStack(
-        app,
-        f"{prefix}-pipeline",
-        model=model,
-        model_spec=config.model_spec(spec),
-        data=data,
-        database=database,
-        tracing=_flag(app, "tracing"),
-        env=env,
-    )
-
-    api = ApiStack(
-        app, f"{prefix}-api", function=pipeline.api.alias, public=_flag(app, "public_api"), env=env
-    )
-    monitoring = MonitoringStack(app, f"{prefix}-monitoring", model=model, data=data, database=database,
-                                 pipeline=pipeline, api=api, env=env)  # fmt: skip
-    Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
-    Aspects.of(app).add(CheckovSkips())
-    return {"data": data, "database": database, "pipeline": pipeline, "api": api, "monitoring": monitoring}
-
-
-def synth(app: App) -> cx_api.CloudAssembly:
-    """`app.synth()`, then the deploy truth on every stack of it: DeployTruthError lists each
-    finding (rule, resource, what fails in AWS, the AWS page)."""
-    assembly = app.synth()
-    enforce(Templates({stack.stack_name: stack.template for stack in assembly.stacks}))
-    return assembly
-
+from typing import Any
 
 __all__ = ["DeployTruthError", "build", "synth"]
+
+
+def __getattr__(name: str) -> Any:
+    """`build` and `synth` import aws_cdk, which starts a Node process: only when asked for, so the
+    local app and `hybridsync doctor` read the deploy truth (`hybridsync.cdk.rules`) without it."""
+    if name in ("build", "synth"):
+        from hybridsync.cdk import app
+
+        return getattr(app, name)
+    if name == "DeployTruthError":
+        from hybridsync.cdk.rules import DeployTruthError
+
+        return DeployTruthError
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -531,7 +531,7 @@ class LocalApp:
 
         def statements(stack: str, document: Any) -> list[dict[str, Any]]:
             listed = (a.resolve(stack, document) or {}).get("Statement", [])
-            return listed if isinstance(listed, list) else [listed]
+            return self.localized(listed if isinstance(listed, list) else [listed])
 
         policies: dict[str, list[dict[str, Any]]] = {}
         for policy in a.resources("AWS::SNS::TopicPolicy"):
@@ -558,6 +558,25 @@ class LocalApp:
                     "%s is under %s, %s, as its policy cannot be shown to allow it", topic.path, key, why
                 )
         return found
+
+    def localized(self, value: Any) -> Any:
+        """A pinned stack's literal account and region (`-c kms_key_arn=` pins them to the key's) as the
+        local app's: a policy saying `arn:aws:cloudwatch:eu-west-1:111122223333:alarm:*` means this
+        app's alarms here, as it means the deployed stack's alarms there."""
+        manifest = self.assembly.directory / "manifest.json"
+        pinned = set()
+        if manifest.is_file():
+            for artifact in json.loads(manifest.read_text()).get("artifacts", {}).values():
+                account, _, region = (
+                    str(artifact.get("environment", "")).removeprefix("aws://").partition("/")
+                )
+                if account.isdigit() and region and region != "unknown-region":
+                    pinned.add((account, region))
+        text = json.dumps(value)
+        for account, region in pinned:
+            text = text.replace(f":{region}:{account}:", f":{self.region}:{ACCOUNT}:")
+            text = text.replace(f'"{account}"', f'"{ACCOUNT}"')
+        return json.loads(text)
 
     def _watch(self) -> None:
         logs = self.state_dir / "logs"

@@ -231,3 +231,31 @@ def test_a_topic_under_a_key_of_the_templates_is_judged_by_that_keys_policy(asse
         assert keys[app.logins.by_user["hybridsync_writer"]] == KEY
     finally:
         app.stop()
+
+
+def test_a_pinned_stacks_literal_account_and_region_mean_the_local_apps(assembly, stack, tmp_path):
+    """`-c kms_key_arn=` pins the stacks to the key's account and region, so the topic policy names
+    them literally (`arn:aws:cloudwatch:eu-west-1:111122223333:alarm:*`): locally they mean the local
+    app's own, as deployed they mean the stack's, and CloudWatch may publish in both."""
+    from hybridsync.local.alarms import refusal
+
+    (policy,) = assembly.resources("AWS::SNS::TopicPolicy")
+    alarms = "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:*"
+    conditions = {"StringEquals": {"aws:SourceAccount": "111122223333"}, "ArnLike": {"aws:SourceArn": alarms}}
+    allow = {"Effect": "Allow", "Principal": {"Service": "cloudwatch.amazonaws.com"}, "Action": "sns:Publish",
+             "Resource": {"Ref": policy.properties["Topics"][0]["Ref"]}, "Condition": conditions}  # fmt: skip
+    policy.properties["PolicyDocument"]["Statement"] = [allow]
+    pinned = tmp_path / "cdk.out"
+    pinned.mkdir()
+    environment = {"environment": "aws://111122223333/eu-west-1", "type": "aws:cloudformation:stack"}
+    (pinned / "manifest.json").write_text(json.dumps({"artifacts": {policy.stack: environment}}))
+    app = LocalApp(Assembly(pinned, assembly.templates), **stack.endpoints(), state_dir=tmp_path,
+                   prefix=f"truth{uuid.uuid4().hex[:4]}")  # fmt: skip
+    try:
+        (topic,) = app.topics().values()
+        alarm = f"arn:aws:cloudwatch:us-east-1:123456789012:alarm:{app.prefix}-DoctorCanary"
+        assert refusal(topic, topic.arn, alarm, "123456789012") is None
+        elsewhere = f"arn:aws:cloudwatch:us-east-1:999999999999:alarm:{app.prefix}-DoctorCanary"
+        assert refusal(topic, topic.arn, elsewhere, "999999999999") is not None
+    finally:
+        app.stop()

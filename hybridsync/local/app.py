@@ -4,13 +4,10 @@ app's parts a second time: all of it is read from the templates."""
 
 from __future__ import annotations
 
-import functools
-import importlib.util
 import json
 import logging
 import os
 import re
-import sys
 import threading
 import time
 import uuid
@@ -52,19 +49,12 @@ RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 DEPLOYED_ENDPOINTS = "AWS_ENDPOINT_URL_"  # botocore's per-service endpoints: deployed VPC endpoint names
 
 
-@functools.cache
 def deploy_rules() -> ModuleType:
-    """hybridsync.cdk.rules, the facts the synth checks (what a VPC function reaches). Loaded by its
-    path when the CDK package is not imported yet: `hybridsync.cdk` imports aws_cdk, whose start (a
-    node process) would add seconds to every `hybridsync up`; rules.py itself needs only the stdlib."""
-    if "hybridsync.cdk.rules" in sys.modules:
-        return sys.modules["hybridsync.cdk.rules"]
-    path = Path(__file__).resolve().parents[1] / "cdk" / "rules.py"
-    spec = importlib.util.spec_from_file_location("hybridsync_local_deploy_rules", path)
-    module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
-    sys.modules[spec.name] = module  # type: ignore[union-attr]  # dataclasses look their module up
-    spec.loader.exec_module(module)  # type: ignore[union-attr]
-    return module
+    """hybridsync.cdk.rules, the facts the synth checks (what a VPC function reaches): importing it
+    starts no Node (hybridsync.cdk imports aws_cdk only to build and synth)."""
+    from hybridsync.cdk import rules
+
+    return rules
 
 
 def table_name(prefix: str, table: Resource) -> str:

@@ -244,7 +244,9 @@ class Alarm:
     state: str = "INSUFFICIENT_DATA"
     reason: str = "Unchecked: Initial alarm creation"
     since: float = field(default_factory=time.time)
-    history: deque[dict[str, Any]] = field(default_factory=lambda: deque(maxlen=HISTORY_KEPT))
+    history: deque[dict[str, Any]] = field(
+        default_factory=lambda: deque(maxlen=HISTORY_KEPT), repr=False, compare=False
+    )
 
     def record(self, at: float, kind: str, summary: str, data: dict[str, Any]) -> None:
         """One AlarmHistoryItem (the API reference's fields; HistoryData a JSON string)."""

@@ -449,8 +449,8 @@ def network(templates: Templates, stack: str, logical_id: str) -> Network | None
         templates, stack, config.get("SecurityGroupIds", []), config.get("SubnetIds", []), environment
     )
     needed = needed_services(templates, function)
-    if "*" in reached:
-        reached = {service: reached["*"] for service in needed}
+    if "*" in reached:  # the team's routes: every service, those it needs named
+        reached = {service: reached["*"] for service in needed} | {"*": reached["*"]}
     return Network(f"{stack}/{logical_id}", needed, reached)
 
 

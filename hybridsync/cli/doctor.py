@@ -20,6 +20,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any, Protocol
 
+from hybridsync.cdk import rules
 from hybridsync.cli.common import Commands
 
 Id = tuple[str, str]  # (stack, logical id)
@@ -46,13 +47,6 @@ class Check:
     def line(self) -> str:
         text = f"{'ok  ' if self.ok else 'FAIL'} {self.kind:8} {self.subject} {self.message}"
         return text + (f"; {self.fix}" if self.fix and not self.ok else "")
-
-
-def rules() -> Any:
-    """hybridsync.cdk.rules without starting aws_cdk's node process (the local app's loader)."""
-    from hybridsync.local.app import deploy_rules
-
-    return deploy_rules()
 
 
 # --- what the templates say ----------------------------------------------------------------------
@@ -145,7 +139,7 @@ class App:
 
     def canary(self) -> Id | None:
         """The monitoring stack's alarm doctor drives (by its construct id, rules.CANARY)."""
-        canary = rules().CANARY
+        canary = rules.CANARY
         return next((i for i in self.alarms() if self.construct(i) == canary), None)
 
 
@@ -768,7 +762,6 @@ def _doctor(args: argparse.Namespace) -> int:
     from hybridsync import aws
     from hybridsync import doctor as probe
 
-    deploy = rules()
     target: Any
     if args.deployed is not None:
         prefix = args.deployed or project_prefix()
@@ -778,7 +771,7 @@ def _doctor(args: argparse.Namespace) -> int:
             raise SystemExit(
                 f"hybridsync doctor --deployed {prefix}: {error} (deployed? the right account and region?)"
             ) from None
-        app = App(deploy.Templates(target.templates))
+        app = App(rules.Templates(target.templates))
     else:
         from hybridsync.local.template import synth_if_stale
 
@@ -792,9 +785,9 @@ def _doctor(args: argparse.Namespace) -> int:
                 f"hybridsync doctor: the local app's Lambda API ({env['LAMBDA_ENDPOINT']}) does not answer "
                 f"({error}): is `hybridsync up` running (with --state-dir {args.state_dir})?"
             ) from None
-        app = App(deploy.Templates.load(synth_if_stale(Path(args.assembly), synth=False)))
+        app = App(rules.Templates.load(synth_if_stale(Path(args.assembly), synth=False)))
         target = Local(app, env["LAMBDA_ENDPOINT"], args.prefix, Path(args.state_dir) / "notifications")
     checks = run_checks(
-        app, target, deploy.network, canary_wait_s=args.canary_wait, with_canary=not args.no_canary
+        app, target, rules.network, canary_wait_s=args.canary_wait, with_canary=not args.no_canary
     )
     return report(checks, args.json, target.where)

@@ -14,10 +14,10 @@ import uuid
 from datetime import UTC, datetime
 from http.server import ThreadingHTTPServer
 from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from hybridsync import aws, filters
+from hybridsync.cdk import rules
 from hybridsync.local import apigateway, create_table, iam, mappings, network
 from hybridsync.local.alarms import Alarm, Alarms, Metrics, Topic
 from hybridsync.local.faults import FaultPlan, Faults
@@ -47,14 +47,6 @@ STREAM_READ = (
 ASYNC_RETRIES = 2  # Lambda's default for asynchronous invocations (MaximumRetryAttempts)
 RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
 DEPLOYED_ENDPOINTS = "AWS_ENDPOINT_URL_"  # botocore's per-service endpoints: deployed VPC endpoint names
-
-
-def deploy_rules() -> ModuleType:
-    """hybridsync.cdk.rules, the facts the synth checks (what a VPC function reaches): importing it
-    starts no Node (hybridsync.cdk imports aws_cdk only to build and synth)."""
-    from hybridsync.cdk import rules
-
-    return rules
 
 
 def table_name(prefix: str, table: Resource) -> str:
@@ -306,7 +298,6 @@ class LocalApp:
     def network(self, function: Resource) -> dict[str, Any] | None:
         """What a VPC-attached function reaches, as the deploy rules read the templates (None: not in
         a VPC, so every public endpoint), for local/network.py."""
-        rules = deploy_rules()
         if self._rule_templates is None:
             self._rule_templates = rules.Templates(self.assembly.templates)
         found = rules.network(self._rule_templates, function.stack, function.logical_id)

@@ -25,11 +25,12 @@ from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
 from hybridsync import doctor
+from hybridsync.cdk import rules
 from hybridsync.cli import doctor as cli
 from hybridsync.cli import main
 
 ROOT = Path(__file__).resolve().parents[2]
-Templates = cli.rules().Templates  # hybridsync.cdk.rules, without aws_cdk's node process
+Templates = rules.Templates
 REGION = "us-east-1"
 
 

@@ -33,7 +33,7 @@ def client(service: str, endpoint: str | None = None, region: str | None = None,
     credentials are used so nothing depends on the caller's AWS profile."""
     endpoint = endpoint or endpoint_of(service)
     settings = Config(
-        retries={"mode": "standard", "max_attempts": 8},
+        retries=config.pop("retries", {"mode": "standard", "max_attempts": 8}),
         # Streams calls otherwise go to an account-based endpoint that endpoint_url cannot serve.
         account_id_endpoint_mode="disabled",
         max_pool_connections=32,  # one client serves every poller and worker thread of the local app

@@ -32,6 +32,9 @@ SETTINGS: dict[str, Setting] = {
     "existing_db_endpoints": Setting(True, "interface endpoints (Secrets Manager, DynamoDB, DynamoDB "
                                            "Streams, S3, Lambda) in those subnets; false when the VPC "
                                            "already reaches them (`hybridsync doctor --deployed` checks)"),
+    "existing_db_streams_endpoint": Setting(None, "with `existing_db_endpoints=false` and no NAT: the URL of "
+                                                  "your DynamoDB Streams interface endpoint "
+                                                  "(`https://vpce-....streams.dynamodb.<region>.vpce.amazonaws.com`)"),
     "existing_db_proxy": Setting(False, "put an RDS Proxy in front of your database (IAM logins; needs "
                                         "`existing_db_instance_id` or `existing_db_cluster_id`)"),
     "existing_db_instance_id": Setting(None, "the proxy's target: your RDS for PostgreSQL instance"),

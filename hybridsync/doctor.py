@@ -66,11 +66,13 @@ def client(service: str, endpoint: str | None = None) -> Any:
     connect timeout only multiplies the wait, and a probe measures the route, not the service."""
     from hybridsync import aws
 
-    made = aws.client(service, endpoint, connect_timeout=CONNECT_TIMEOUT_S, read_timeout=READ_TIMEOUT_S)
-    # aws.client gives every client standard retries (8 attempts): drop them for this one
-    name = made.meta.service_model.service_id.hyphenize()
-    made.meta.events.unregister(f"needs-retry.{name}", unique_id=f"retry-config-{name}")
-    return made
+    return aws.client(
+        service,
+        endpoint,
+        connect_timeout=CONNECT_TIMEOUT_S,
+        read_timeout=READ_TIMEOUT_S,
+        retries={"mode": "standard", "total_max_attempts": 1},
+    )
 
 
 def classify(error: BaseException | None) -> tuple[str, str]:

@@ -170,6 +170,10 @@ class DatabaseStack(Stack):
             self._endpoints()
         else:
             self._routes_given(self.client_security_group)
+            # Streams has no gateway endpoint and its interface endpoint no private DNS: without a NAT,
+            # the functions reach it only by the name of an endpoint of yours
+            if streams := context.read(self, "existing_db_streams_endpoint"):
+                self.endpoint_urls[rules.ENDPOINT_VARIABLE["dynamodbstreams"]] = streams
         for role in roles.ROLES:  # host, port and name are copied in from the admin's by the Users resource
             secret = secretsmanager.Secret(
                 self,

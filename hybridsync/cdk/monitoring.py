@@ -32,21 +32,10 @@ from hybridsync.declare import Model
 FIVE_MINUTES = Duration.minutes(5)
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
-# what the engine calls (a math alarm takes at most 10 metrics)
-ENGINE_OPERATIONS = [
-    getattr(dynamodb.Operation, o)
-    for o in (
-        "GET_ITEM",
-        "PUT_ITEM",
-        "UPDATE_ITEM",
-        "DELETE_ITEM",
-        "QUERY",
-        "SCAN",
-        "BATCH_GET_ITEM",
-        "BATCH_WRITE_ITEM",
-        "TRANSACT_WRITE_ITEMS",
-    )
-]
+# what the engine calls, as DynamoDB names the `Operation` dimension of SystemErrors (a math alarm
+# takes at most 10 metrics)
+ENGINE_OPERATIONS = ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
+                     "BatchWriteItem", "TransactWriteItems")  # fmt: skip
 
 
 def mapping_metric(mapping_id: str, name: str) -> cloudwatch.Metric:
@@ -399,14 +388,14 @@ class MonitoringStack(Stack):
         table's SystemErrors appear only for operations that failed (CloudWatch guide, "Using math
         expressions with CloudWatch metrics": arithmetic on time series, and SUM of an array)."""
         metrics: dict[str, cloudwatch.IMetric] = {
-            o.value.lower(): cloudwatch.Metric(
+            operation.lower(): cloudwatch.Metric(
                 namespace="AWS/DynamoDB",
                 metric_name="SystemErrors",
                 statistic="Sum",
                 period=FIVE_MINUTES,
-                dimensions_map={"TableName": table.table_name, "Operation": o.value},
+                dimensions_map={"TableName": table.table_name, "Operation": operation},
             )
-            for o in ENGINE_OPERATIONS
+            for operation in ENGINE_OPERATIONS
         }
         return cloudwatch.MathExpression(
             expression="SUM(METRICS())", using_metrics=metrics, label="DynamoDB 500s", period=FIVE_MINUTES

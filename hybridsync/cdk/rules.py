@@ -118,6 +118,14 @@ PUBLISHED: dict[str, dict[str, list[tuple[str, ...]]]] = {
     },
 }
 SECRET_TYPES = ("AWS::SecretsManager::Secret", "AWS::SecretsManager::SecretTargetAttachment")
+# Dimensions whose values AWS names (DynamoDB's metrics page: `Operation` is the API operation)
+PUBLISHED_VALUES: dict[tuple[str, str], set[str]] = {
+    ("AWS/DynamoDB", "Operation"): {
+        "PutItem", "DeleteItem", "UpdateItem", "GetItem", "BatchGetItem", "Scan", "Query", "BatchWriteItem",
+        "TransactWriteItems", "TransactGetItems", "ExecuteTransaction", "BatchExecuteStatement",
+        "ExecuteStatement",
+    },
+}  # fmt: skip
 CANARY = "DoctorCanary"  # the alarm `hybridsync doctor` drives: its metric is never emitted, on purpose
 
 # Interface endpoints of services that have no private DNS: the client must be given the endpoint's
@@ -614,6 +622,12 @@ def metric_rules(templates: Templates) -> list[Finding]:
                     message = (
                         f"{namespace} {name} is published with [{shown}], never with [{', '.join(names)}]"
                     )
+                elif wrong := sorted(
+                    f"{d}={v}"
+                    for d, v in dimensions.items()
+                    if isinstance(v, str) and v not in PUBLISHED_VALUES.get((namespace, d), {v})
+                ):
+                    message = f"{namespace} {name} is never published with {', '.join(wrong)}"
                 else:
                     continue
                 findings.append(Finding("alarm-metric", where, message, PAGES["metrics"]))

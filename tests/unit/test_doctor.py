@@ -263,7 +263,11 @@ def deployed(monkeypatch):
         monkeypatch.setenv(name, value)
     for name in ("AWS_ENDPOINT", "DYNAMODB_ENDPOINT", "LAMBDA_ENDPOINT", "DYNAMODB_STREAMS_ENDPOINT"):
         monkeypatch.delenv(name, raising=False)
-    with mock_aws():
+    # Neither reset nor wipe moto's backends on the way in or out: under xdist this worker may hold
+    # the session's moto server, in this process, whose buckets and secrets the same backends keep.
+    mocked = mock_aws()
+    mocked.start(reset=False)
+    try:
         iam = boto3.client("iam")
         role = iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
         functions = boto3.client("lambda")
@@ -329,6 +333,25 @@ def deployed(monkeypatch):
             "Silent": "Shop-Silent-X",
         }
         yield SimpleNamespace(sns=sns, topic=topic, physical=physical)
+        # what it made, removed (the backends are shared with that server: nothing is reset)
+        for uuid in uuids.values():
+            functions.delete_event_source_mapping(UUID=uuid)
+        functions.delete_function(FunctionName="Shop-Operations-1")
+        dynamodb.delete_table(TableName="main")
+        rds.delete_db_proxy(DBProxyName="shop-proxy")
+        rds.delete_db_cluster(DBClusterIdentifier="cluster", SkipFinalSnapshot=True)
+        for snapshot in rds.describe_db_cluster_snapshots()["DBClusterSnapshots"]:  # moto's automated one
+            if snapshot["DBClusterIdentifier"] == "cluster":
+                rds.delete_db_cluster_snapshot(
+                    DBClusterSnapshotIdentifier=snapshot["DBClusterSnapshotIdentifier"]
+                )
+        sns.delete_topic(TopicArn=topic)
+        iam.delete_role(RoleName="r")
+        for subnet in subnets:
+            ec2.delete_subnet(SubnetId=subnet)
+        ec2.delete_vpc(VpcId=vpc)
+    finally:
+        mocked.stop(remove_data=False)
 
 
 def stubbed_cloudformation(stacks: dict[str, dict[str, Any]], physical: dict[str, str]) -> Any:

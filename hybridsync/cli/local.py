@@ -268,6 +268,10 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
             else "NOT checked (--no-iam)"
         )
     )
+    print(
+        "  AWS facts  a VPC function reaches only what its VPC routes; a customer-key resource needs "
+        "the key's actions; an alarm publishes through its topic's policy (`hybridsync doctor`)"
+    )
     print(f"  schema     alembic revision {migrations.current_revision(stack.database_url)}")
     from hybridsync.local.ttl import SWEEP_S
 

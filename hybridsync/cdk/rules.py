@@ -31,7 +31,6 @@ PAGES = {
     "dynamodb-privatelink": f"{DOCS}/amazondynamodb/latest/developerguide/"
     "privatelink-interface-endpoints.html",
     "s3-privatelink": f"{DOCS}/AmazonS3/latest/userguide/privatelink-interface-endpoints.html#private-dns",
-    "endpoint-sg": f"{DOCS}/vpc/latest/privatelink/create-interface-endpoint.html",
     "lambda-vpc": f"{DOCS}/lambda/latest/dg/configuration-vpc-internet.html",
     "rotation-network": f"{DOCS}/secretsmanager/latest/userguide/rotation-network-rotation-lambda.html",
     "secret-key": f"{DOCS}/secretsmanager/latest/userguide/security-encryption.html"
@@ -40,7 +39,6 @@ PAGES = {
     "s3-key": f"{DOCS}/AmazonS3/latest/userguide/UsingKMSEncryption.html#require-sse-kms",
     "stream-key": f"{DOCS}/amazondynamodb/latest/developerguide/encryption.usagenotes.html",
     "rds-tls": f"{DOCS}/AmazonRDS/latest/UserGuide/UsingWithRDS.SSL.html",
-    "proxy-tls": f"{DOCS}/AmazonRDS/latest/UserGuide/rds-proxy.howitworks.html#rds-proxy-security.tls",
     "rotation-order": f"{DOCS}/AWSCloudFormation/latest/UserGuide/"
     "aws-resource-secretsmanager-rotationschedule.html",
 }
@@ -131,7 +129,6 @@ CANARY = "DoctorCanary"  # the alarm `hybridsync doctor` drives: its metric is n
 # Interface endpoints of services that have no private DNS: the client must be given the endpoint's
 # own name (DynamoDB's and Streams' PrivateLink pages: "not supported: private and hybrid DNS").
 NO_PRIVATE_DNS = {"dynamodb": "dynamodb-privatelink", "dynamodbstreams": "streams-privatelink"}
-GATEWAY_SERVICES = {"dynamodb", "s3"}  # Streams: "Only interface endpoints are supported"
 ENDPOINT_VARIABLE = {
     "dynamodb": "AWS_ENDPOINT_URL_DYNAMODB",
     "dynamodbstreams": "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
@@ -281,28 +278,13 @@ def _listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [] if value is None else [value]
 
 
-def _allows(
-    statements: list[tuple[str, dict[str, Any]]],
-    action: str,
-    resource: Id | None = None,
-    templates: Templates | None = None,
-) -> bool:
-    """Whether an Allow statement grants `action` (wildcards honoured), on `resource` when given."""
-    for stack, statement in statements:
-        if statement.get("Effect") != "Allow":
-            continue
-        actions = [a.lower() for a in _listed(statement.get("Action"))]
-        if not any(re.fullmatch(a.replace("*", ".*"), action.lower()) for a in actions):
-            continue
-        resources = _listed(statement.get("Resource"))
-        if resource is None or "*" in resources:
-            return True
-        assert templates is not None
-        if resource in templates.mentions(stack, resources) or any(
-            isinstance(r, str) and resource[1] in r for r in resources
-        ):
-            return True
-    return False
+def _allows(statements: list[tuple[str, dict[str, Any]]], action: str) -> bool:
+    """Whether an Allow statement grants `action` (wildcards honoured)."""
+    return any(
+        statement.get("Effect") == "Allow"
+        and any(re.fullmatch(a.replace("*", ".*"), action, re.I) for a in _listed(statement.get("Action")))
+        for _, statement in statements
+    )
 
 
 # --- routes out of a VPC -------------------------------------------------------------------------

@@ -184,10 +184,23 @@ def log_in() -> dict[str, Any]:
             "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
 
 
+def _made(made: dict[str, Any], make: Callable[[str], Any]) -> Callable[[str], Any]:
+    return lambda service: made[service] if service in made else make(service)
+
+
 def probe(event: dict[str, Any], make: Callable[[str], Any] = client) -> dict[str, Any]:
     """Every service and secret of the event, at once (a function's timeout may be short)."""
     services = [str(s) for s in event.get("services") or []]
     secrets = secret_arns([str(s) for s in event.get("secrets") or []], dict(os.environ))
+    # every client made here, one after another: a boto3 session is not safe to make clients from in
+    # parallel (boto/boto3#1592), and a cold container's default session is not built yet
+    made: dict[str, Any] = {}
+    for service in {*services, *(["secretsmanager"] if secrets else [])}:
+        try:
+            made[service] = make(service)
+        except Exception:  # an unknown service name: `reach` reports it when it asks again
+            continue
+    make = _made(made, make)
     with ThreadPoolExecutor(max_workers=max(1, len(services) + len(secrets) + 1)) as pool:
         reached = {s: pool.submit(reach, s, make) for s in services}
         read = {label: pool.submit(read_secret, arn, make) for label, arn in secrets.items()}

@@ -1,5 +1,6 @@
 """CDK entry point of a project: `cdk synth|deploy` with `"app": "python -m hybridsync.cdk"` in
-cdk.json (see the README). Makes no AWS calls at synth time; refuses templates that would fail in AWS
+cdk.json (see the README). Makes no AWS call of its own (a stack pinned by `-c kms_key_arn=` has the
+CDK CLI look its availability zones up: docs/deploying.md); refuses templates that would fail in AWS
 (hybridsync.cdk.rules), one line per finding."""
 
 import sys

@@ -27,6 +27,7 @@ PAGES = {
     "topic": f"{DOCS}/AmazonCloudWatch/latest/monitoring/alarms-and-actions.html",
     "topic-key": "https://repost.aws/knowledge-center/cloudwatch-receive-sns-for-alarm-trigger",
     "metrics": f"{DOCS}/AmazonCloudWatch/latest/monitoring/aws-services-cloudwatch-metrics.html",
+    "mapping-metrics": f"{DOCS}/lambda/latest/dg/monitoring-metrics-types.html#event-source-mapping-metrics",
     "streams-privatelink": f"{DOCS}/amazondynamodb/latest/developerguide/privatelink-streams.html",
     "dynamodb-privatelink": f"{DOCS}/amazondynamodb/latest/developerguide/"
     "privatelink-interface-endpoints.html",
@@ -553,17 +554,38 @@ def engine_metrics() -> frozenset[str]:
                 names |= {b.value for b in (first.body, first.orelse) if isinstance(b, ast.Constant)}
             elif isinstance(first, ast.Name) and first.id in constants:
                 names.add(constants[first.id])
-            elif isinstance(first, ast.Name):  # `for name, n in emitted.items()`: the dict's keys
-                for other in ast.walk(tree):
-                    if isinstance(other, ast.Dict):
-                        names |= {
-                            k.value
-                            for k in other.keys
-                            if isinstance(k, ast.Constant)
-                            and isinstance(k.value, str)
-                            and k.value[:1].isupper()
-                        }
+            elif isinstance(first, ast.Name):  # `for name, n in emitted.items()`: that dict's keys
+                names |= _keys_iterated_as(tree, first.id)
     return frozenset(names)
+
+
+def _keys_iterated_as(tree: ast.AST, name: str) -> set[str]:
+    """The string keys of the dict literal a loop `for name, ... in <dict>.items()` walks."""
+    assigned = [n for n in ast.walk(tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Dict)]
+    dicts = {t.id: n.value for n in assigned for t in n.targets if isinstance(t, ast.Name)}
+    found: set[str] = set()
+    for loop in (n for n in ast.walk(tree) if isinstance(n, ast.For)):
+        targets = loop.target.elts if isinstance(loop.target, ast.Tuple) else [loop.target]
+        walked = loop.iter
+        if not (any(isinstance(t, ast.Name) and t.id == name for t in targets[:1])
+                and isinstance(walked, ast.Call) and isinstance(walked.func, ast.Attribute)
+                and walked.func.attr == "items" and isinstance(walked.func.value, ast.Name)):  # fmt: skip
+            continue
+        literal = dicts.get(walked.func.value.id)
+        if literal is not None:
+            found |= {
+                k.value for k in literal.keys if isinstance(k, ast.Constant) and isinstance(k.value, str)
+            }
+    return found
+
+
+def _counts_events(templates: Templates, stack: str, mapping: Any) -> bool:
+    """Whether the event source mapping a dimension names publishes its event counts."""
+    ident = templates.target(stack, mapping)
+    resource = templates.get(ident) if ident else None
+    if resource is None:
+        return True  # a mapping of yours, by its literal UUID: not in the templates to judge
+    return "EventCount" in resource["Properties"].get("MetricsConfig", {}).get("Metrics", [])
 
 
 def _metric_stats(properties: dict[str, Any]) -> Iterator[dict[str, Any]]:
@@ -604,6 +626,15 @@ def metric_rules(templates: Templates) -> list[Finding]:
                     message = (
                         f"{namespace} {name} is published with [{shown}], never with [{', '.join(names)}]"
                     )
+                elif "EventSourceMappingUUID" in dimensions and not _counts_events(
+                    templates, ident[0], dimensions["EventSourceMappingUUID"]
+                ):
+                    message = (
+                        f"{namespace} {name}: its mapping has no MetricsConfig EventCount, without which "
+                        "Lambda publishes no metric of the mapping"
+                    )
+                    findings.append(Finding("alarm-metric", where, message, PAGES["mapping-metrics"]))
+                    continue
                 elif wrong := sorted(
                     f"{d}={v}"
                     for d, v in dimensions.items()
@@ -638,7 +669,7 @@ def network_rules(templates: Templates) -> list[Finding]:
     for ident, endpoint in templates.resources("AWS::EC2::VPCEndpoint"):
         service = _endpoint_service(templates, ident[0], endpoint)
         if endpoint["Properties"].get("VpcEndpointType") == "Interface" and endpoint["Properties"].get(
-            "PrivateDnsEnabled", True
+            "PrivateDnsEnabled", False
         ):
             if service in NO_PRIVATE_DNS:
                 findings.append(
@@ -656,7 +687,14 @@ def network_rules(templates: Templates) -> list[Finding]:
                 .get("DnsOptions", {})
                 .get("PrivateDnsOnlyForInboundResolverEndpoint", "OnlyInboundResolver")
             )
-            if service == "s3" and only_inbound != "AllResolvers":
+            gateway = any(  # inbound-only DNS sends the VPC's own calls to an S3 gateway endpoint
+                e["Properties"].get("VpcEndpointType") == "Gateway"
+                and _endpoint_service(templates, other[0], e) == "s3"
+                and json.dumps(e["Properties"].get("VpcId"))
+                == json.dumps(endpoint["Properties"].get("VpcId"))
+                for other, e in templates.resources("AWS::EC2::VPCEndpoint")
+            )
+            if service == "s3" and only_inbound != "AllResolvers" and not gateway:
                 findings.append(
                     Finding(
                         "vpc-endpoint-dns",

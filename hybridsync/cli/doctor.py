@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from hybridsync.cdk import rules
+from hybridsync.cdk.rules import SECRET_TYPES, Id
 from hybridsync.cli.common import Commands
 
-Id = tuple[str, str]  # (stack, logical id)
 Topic = Id | str  # one of the stacks' topics, or a team's own by its ARN
 STACKS = ("data", "database", "pipeline", "api", "monitoring")
-SECRET_TYPES = ("AWS::SecretsManager::Secret", "AWS::SecretsManager::SecretTargetAttachment")
 SUCCEEDED, FAILED = "Successfully executed action", "Failed to execute action"
 INVOKE_TIMEOUT_S = 120  # a cold VPC function plus its probe (each call bounded by its connect timeout)
 # Lambda's transitional states: a mapping in one is neither running nor paused yet
@@ -620,7 +619,7 @@ def canary(app: App, target: Target, wait_s: float, poll_s: float = 2.0) -> Iter
         while verdict is None:
             for item in target.alarm_history(alarm, since):
                 summary = str(item.get("HistorySummary", ""))
-                if summary.startswith(SUCCEEDED):
+                if summary.startswith(SUCCEEDED) and _published_state(item) in (None, "ALARM"):
                     verdict = Check("canary", name, True, f"to ALARM and back: {summary}")
                 elif summary.startswith(FAILED):
                     data = str(item.get("HistoryData", ""))[:300]
@@ -687,6 +686,16 @@ def report(checks: Iterator[Check], as_json: bool, where: str, out: Any = None) 
 
 
 # --- the command ---------------------------------------------------------------------------------
+
+
+def _published_state(item: dict[str, Any]) -> str | None:
+    """The state an Action item's published message announced (None: the item does not say): the
+    canary's verdict is its ALARM notification, not the OK one that went out first."""
+    try:
+        data = json.loads(str(item.get("HistoryData") or "{}"))
+        return json.loads(data["publishedMessage"]).get("NewStateValue")
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
 
 
 def add_doctor(cli: Commands) -> None:

@@ -448,7 +448,9 @@ class Alarms:
                 summary = f'Failed to execute action {topic}. Received error: "{refused[0]}"'
                 alarm.record(now, "Action", summary, data | {"localNote": refused[1]})
                 continue
-            alarm.record(now, "Action", f"Successfully executed action {topic}", data)
+            # AWS's Action item carries the message it published (`publishedMessage`)
+            alarm.record(now, "Action", f"Successfully executed action {topic}",
+                         data | {"publishedMessage": json.dumps(message)})  # fmt: skip
             envelope = {
                 "Type": "Notification",
                 "TopicArn": topic,

@@ -309,8 +309,9 @@ class LocalApp:
     def customer_keys(self) -> dict[str, str]:
         """Every resource under a customer-managed key in the templates -> that key: secrets (by local
         ARN and name), queues and buckets (by ARN). An AWS-managed key (`alias/aws/...`) is left out:
-        its policy lets its service's users use it, so the caller needs nothing of its own. DynamoDB
-        tables are left out too: their key is used through DynamoDB's grant (local/iam.py KMS_ACTIONS)."""
+        its policy lets its service's users use it, so the caller needs nothing of its own. A DynamoDB
+        table's items need nothing of the caller (DynamoDB's grant), its stream's records kms:Decrypt
+        (local/iam.py KMS_ACTIONS): tables by their stream's ARN."""
         a, found = self.assembly, {}
 
         def customer(stack: str, value: Any) -> str | None:
@@ -336,6 +337,13 @@ class LocalApp:
                     key := customer(bucket.stack, default.get("KMSMasterKeyID"))
                 ):
                     found[f"arn:aws:s3:::{self.buckets[bucket.construct]}"] = key
+        for table in (t for kind in TABLE_TYPES for t in a.resources(kind)):  # their streams' records
+            sse = (table.properties.get("Replicas") or [{}])[0].get(
+                "SSESpecification"
+            ) or table.properties.get("SSESpecification", {})
+            stream = a.resolve(table.stack, {"Fn::GetAtt": [table.logical_id, "StreamArn"]})
+            if stream and (key := customer(table.stack, sse.get("KMSMasterKeyId"))):
+                found[str(stream)] = key
         return found
 
     def keys_for(self, function: Resource) -> dict[str, str]:

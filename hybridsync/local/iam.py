@@ -76,10 +76,14 @@ KMS_ACTIONS: dict[tuple[str, str], tuple[str, ...]] = {
     ("s3", "CreateMultipartUpload"): ("kms:GenerateDataKey",),
     ("s3", "UploadPart"): ("kms:Decrypt",),
     ("s3", "CompleteMultipartUpload"): ("kms:Decrypt",),
-    # DynamoDB: nothing of the caller. The table's key is used through the grant DynamoDB holds on it
-    # ("How Amazon DynamoDB uses AWS KMS", Using grants); only creating or changing the table's
-    # encryption asks kms:CreateGrant/DescribeKey, which no function does:
+    # DynamoDB: nothing of the caller for the table's items. The table's key is used through the grant
+    # DynamoDB holds on it ("How Amazon DynamoDB uses AWS KMS", Using grants); only creating or
+    # changing the table's encryption asks kms:CreateGrant/DescribeKey:
     # https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/encryption.howitworks.html
+    # Its stream's records are another matter: a reader of a customer-key table's stream needs
+    # kms:Decrypt (aws/aws-cdk#22796, fixed by #23400: grantStreamRead now grants it), as the deploy
+    # truth's kms-actions rule says.
+    ("dynamodbstreams", "GetRecords"): ("kms:Decrypt",),
 }
 
 

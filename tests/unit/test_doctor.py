@@ -6,8 +6,10 @@ for CloudFormation's templates and CloudWatch's alarm history (moto has no Descr
 from __future__ import annotations
 
 import ast
+import contextlib
 import io
 import json
+from collections.abc import Callable
 from datetime import UTC, datetime
 from pathlib import Path
 from types import SimpleNamespace
@@ -267,9 +269,11 @@ def deployed(monkeypatch):
     # the session's moto server, in this process, whose buckets and secrets the same backends keep.
     mocked = mock_aws()
     mocked.start(reset=False)
+    made: list[Callable[[], Any]] = []
     try:
         iam = boto3.client("iam")
         role = iam.create_role(RoleName="r", AssumeRolePolicyDocument="{}")["Role"]["Arn"]
+        made.append(lambda: iam.delete_role(RoleName="r"))
         functions = boto3.client("lambda")
         functions.create_function(
             FunctionName="Shop-Operations-1",
@@ -278,6 +282,7 @@ def deployed(monkeypatch):
             Handler="x.handler",
             Code={"ZipFile": b"not run"},
         )
+        made.append(lambda: functions.delete_function(FunctionName="Shop-Operations-1"))
         dynamodb = boto3.client("dynamodb")
         stream = dynamodb.create_table(
             TableName="main",
@@ -286,6 +291,7 @@ def deployed(monkeypatch):
             BillingMode="PAY_PER_REQUEST",
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         )["TableDescription"]["LatestStreamArn"]
+        made.append(lambda: dynamodb.delete_table(TableName="main"))
         uuids = {}
         for logical, enabled in (("Kept", True), ("Paused", False), ("HandPaused", False)):
             uuids[logical] = functions.create_event_source_mapping(
@@ -294,17 +300,29 @@ def deployed(monkeypatch):
                 StartingPosition="TRIM_HORIZON",
                 Enabled=enabled,
             )["UUID"]
+            made.append(lambda uuid=uuids[logical]: functions.delete_event_source_mapping(UUID=uuid))
         rds, ec2 = boto3.client("rds"), boto3.client("ec2")
         vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+        made.append(lambda: ec2.delete_vpc(VpcId=vpc))
         subnets = [
             ec2.create_subnet(VpcId=vpc, CidrBlock=f"10.0.{n}.0/24")["Subnet"]["SubnetId"] for n in (1, 2)
         ]
+        made += [lambda subnet=subnet: ec2.delete_subnet(SubnetId=subnet) for subnet in subnets]
         rds.create_db_cluster(
             DBClusterIdentifier="cluster",
             Engine="aurora-postgresql",
             MasterUsername="a",
             MasterUserPassword="password123",
         )
+        made.append(lambda: rds.delete_db_cluster(DBClusterIdentifier="cluster", SkipFinalSnapshot=True))
+        made.append(
+            lambda: [
+                rds.delete_db_cluster_snapshot(DBClusterSnapshotIdentifier=x["DBClusterSnapshotIdentifier"])
+                for x in rds.describe_db_cluster_snapshots(DBClusterIdentifier="cluster")[
+                    "DBClusterSnapshots"
+                ]
+            ]
+        )  # moto's automated one
         rds.create_db_proxy(
             DBProxyName="shop-proxy",
             EngineFamily="POSTGRESQL",
@@ -318,9 +336,11 @@ def deployed(monkeypatch):
                 }
             ],
         )
+        made.append(lambda: rds.delete_db_proxy(DBProxyName="shop-proxy"))
         rds.register_db_proxy_targets(DBProxyName="shop-proxy", DBClusterIdentifiers=["cluster"])
         sns = boto3.client("sns")
         topic = sns.create_topic(Name="alarms")["TopicArn"]
+        made.append(lambda: sns.delete_topic(TopicArn=topic))
         physical = {
             "Function": "Shop-Operations-1",
             "Kept": uuids["Kept"],
@@ -333,24 +353,10 @@ def deployed(monkeypatch):
             "Silent": "Shop-Silent-X",
         }
         yield SimpleNamespace(sns=sns, topic=topic, physical=physical)
-        # what it made, removed (the backends are shared with that server: nothing is reset)
-        for uuid in uuids.values():
-            functions.delete_event_source_mapping(UUID=uuid)
-        functions.delete_function(FunctionName="Shop-Operations-1")
-        dynamodb.delete_table(TableName="main")
-        rds.delete_db_proxy(DBProxyName="shop-proxy")
-        rds.delete_db_cluster(DBClusterIdentifier="cluster", SkipFinalSnapshot=True)
-        for snapshot in rds.describe_db_cluster_snapshots()["DBClusterSnapshots"]:  # moto's automated one
-            if snapshot["DBClusterIdentifier"] == "cluster":
-                rds.delete_db_cluster_snapshot(
-                    DBClusterSnapshotIdentifier=snapshot["DBClusterSnapshotIdentifier"]
-                )
-        sns.delete_topic(TopicArn=topic)
-        iam.delete_role(RoleName="r")
-        for subnet in subnets:
-            ec2.delete_subnet(SubnetId=subnet)
-        ec2.delete_vpc(VpcId=vpc)
-    finally:
+    finally:  # what it made, removed, whatever failed (the backends are that server's: no reset)
+        for undo in reversed(made):
+            with contextlib.suppress(Exception):
+                undo()
         mocked.stop(remove_data=False)
 
 

@@ -664,7 +664,9 @@ def metric_rules(templates: Templates) -> list[Finding]:
 
 def network_rules(templates: Templates) -> list[Finding]:
     """Every VPC-attached function and rotation reaches every service it calls; an interface endpoint
-    has private DNS only where its service supports it."""
+    has private DNS only where its service supports it. Routes the stacks say are the team's
+    (`hybridsync:routes`, `-c existing_db_endpoints=false`) reach everything: no template shows them,
+    so `hybridsync doctor --deployed` checks them instead."""
     findings = []
     for ident, endpoint in templates.resources("AWS::EC2::VPCEndpoint"):
         service = _endpoint_service(templates, ident[0], endpoint)

@@ -162,8 +162,12 @@ def reconcile(
                     continue
                 key = tuple(row[entity.field(a).column] for a in entity.sql_key)
                 seen.add(key)
+                version = _version(item, model.names.version)
+                if version is None:  # a writer outside the model's contract (plain PutItem): named
+                    drift.unmappable.append(f"{_where(entity, item)}: {_UNVERSIONED}")
+                    continue
                 current = sql.get(key)
-                if current is None or not _same(entity, row, current, int(item[model.names.version])):
+                if current is None or not _same(entity, row, current, version):
                     suspects[key] = entity.key(item)
             snapshot = snapshots[entity.table.name]
             for key, current in sql.items():
@@ -182,6 +186,23 @@ def reconcile(
                 for fix, why in _write(conn, entity, planned):
                     report[name].unrepaired.append(f"{'/'.join(map(str, fix.key))}: {why}")
     return report
+
+
+_UNVERSIONED = "no Version: written outside the model's writer contract (a plain PutItem), not compared"
+
+
+def _version(item: dict[str, Any], attribute: str) -> int | None:
+    """The item's version, or None where a writer outside the model's contract left none (or a
+    value no version can be): reconcile names such an item and goes on, it never stops on one."""
+    value = item.get(attribute)
+    if (
+        isinstance(value, Decimal | int)
+        and not isinstance(value, bool)
+        and value >= 0
+        and value == int(value)
+    ):
+        return int(value)
+    return None
 
 
 def _where(entity: Entity, item: dict[str, Any]) -> str:
@@ -218,7 +239,10 @@ def _confirm(client: Any, table: str, conn: sa.Connection, entity: Entity, suspe
         except Rejected as rejected:
             drift.unmappable.append(f"{_where(entity, item)}: {rejected.reason}")
             continue
-        version = int(item[names.version])
+        version = _version(item, names.version)
+        if version is None:  # rewritten without its version since the scan: named, not compared
+            drift.unmappable.append(f"{_where(entity, item)}: {_UNVERSIONED}")
+            continue
         if current is not None and _same(entity, row, current, version):
             continue  # a change in flight when the scan passed: landed since
         (drift.missing if current is None or current["deleted"] else drift.stale).append(key)

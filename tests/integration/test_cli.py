@@ -211,10 +211,15 @@ def test_every_tool_survives_items_it_cannot_interpret_and_names_them(env, stack
     client.put_item(
         TableName=name, Item={"PK": {"S": "Z\ud800"}, "SK": {"S": "Z"}, "Entity": {"S": "Nobody"}}
     )
+    unversioned = {k: v for k, v in line.items() if k != "Version"}  # another service's plain PutItem
+    client.put_item(
+        TableName=name, Item=unversioned | {"PK": {"S": "CUSTOMER#c3"}, "CustomerId": {"S": "c3"}}
+    )
     monkeypatch.setenv("TABLE_MAIN", name)
     assert cli.main(["reconcile"]) in (0, 1)  # no crash (the session's rows are drift to this table)
     out = capsys.readouterr().out
     assert "CustomerId is not valid Unicode" in out and "Quantity must be an integer" in out, out
+    assert "CUSTOMER#c3" in out and "no Version" in out, out  # it crashed on it (issue 42's KeyError)
     for by in ("scan", "skip-scan"):
         assert cli.main(["distinct-keys", "--by", by]) == 0
         assert "CUSTOMER#c\\ud800" in capsys.readouterr().out  # listed, shown escaped

@@ -69,14 +69,13 @@ class DatabaseStack(Stack):
         self.vpc.add_gateway_endpoint("DynamoDb", service=ec2.GatewayVpcEndpointAwsService.DYNAMODB)
         self.vpc.add_gateway_endpoint("S3", service=ec2.GatewayVpcEndpointAwsService.S3)  # review bodies
         interface = ec2.InterfaceVpcEndpointAwsService
-        for name, service in (("SecretsManager", interface.SECRETS_MANAGER), ("Lambda", interface("lambda")),
-                              ("DynamoDbStreams", interface.DYNAMODB_STREAMS)):  # fmt: skip
-            # Streams has no gateway endpoint and its interface endpoint no private DNS: the clients
-            # are given its name (the DynamoDB guide, "AWS PrivateLink for DynamoDB Streams")
-            private = name != "DynamoDbStreams"
-            endpoint = self.vpc.add_interface_endpoint(name, service=service, private_dns_enabled=private)
-            if not private:
-                self.endpoint_urls[rules.ENDPOINT_VARIABLE["dynamodbstreams"]] = _url(endpoint)
+        # Streams has no gateway endpoint and its interface endpoint no private DNS: the clients are
+        # given its name (the DynamoDB guide, "AWS PrivateLink for DynamoDB Streams")
+        for name, service, variable in (("SecretsManager", interface.SECRETS_MANAGER, None),
+                                        ("Lambda", interface("lambda"), None),
+                                        ("DynamoDbStreams", interface.DYNAMODB_STREAMS,
+                                         "dynamodbstreams")):  # fmt: skip
+            endpoint = self._interface_endpoint(self.vpc, name, service, variable)
             NagSuppressions.add_resource_suppressions(
                 endpoint,
                 [{"id": "CdkNagValidationFailure", "reason": "EC23 cannot resolve the VPC CIDR token; the "
@@ -231,14 +230,11 @@ class DatabaseStack(Stack):
                                         ("S3", interface.S3, None),
                                         ("Lambda", interface("lambda"), None)):  # fmt: skip
             every_resolver = ec2.VpcEndpointPrivateDnsOnlyForInboundResolverEndpoint.ALL_RESOLVERS
-            endpoint = ec2.InterfaceVpcEndpoint(
-                self, f"{name}Endpoint", vpc=self.vpc, service=service, subnets=self.subnets, open=False,
-                private_dns_enabled=variable is None,
+            endpoint = self._interface_endpoint(
+                self, f"{name}Endpoint", service, variable, subnets=self.subnets, open=False,
                 private_dns_only_for_inbound_resolver_endpoint=every_resolver if name == "S3" else None,
             )  # fmt: skip
             endpoint.connections.allow_default_port_from(self.client_security_group)
-            if variable:
-                self.endpoint_urls[rules.ENDPOINT_VARIABLE[variable]] = _url(endpoint)
             if name == "SecretsManager":
                 self._secrets_endpoint = endpoint  # the rotations' groups are let in too (_rotate)
 
@@ -249,6 +245,22 @@ class DatabaseStack(Stack):
             group, [{"id": "AwsSolutions-EC23", "reason": "No ingress rules; it is only a source group."}]
         )
         return group
+
+    def _interface_endpoint(
+        self,
+        scope: Construct,
+        id: str,
+        service: ec2.IInterfaceVpcEndpointService,
+        variable: str | None,
+        **options: Any,
+    ) -> ec2.InterfaceVpcEndpoint:
+        """An interface endpoint in the database's VPC: with private DNS, or (`variable`: a service
+        without it) its name handed to the clients as botocore's `AWS_ENDPOINT_URL_<SERVICE>`."""
+        endpoint = ec2.InterfaceVpcEndpoint(scope, id, vpc=self.vpc, service=service,
+                                            private_dns_enabled=variable is None, **options)  # fmt: skip
+        if variable:
+            self.endpoint_urls[rules.ENDPOINT_VARIABLE[variable]] = _url(endpoint)
+        return endpoint
 
     @staticmethod
     def _routes_given(group: ec2.SecurityGroup) -> None:

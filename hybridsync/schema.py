@@ -66,11 +66,13 @@ def table_of(entity: Entity) -> sa.Table:
         for f in entity.fields
     ]
     if entity.master is Side.DYNAMODB:
-        # Written back: the item's version guards every upsert; a tombstone keeps a deleted
-        # row's version so a late replay of an older image cannot resurrect it.
+        # Written back: the stream position a row last applied orders every upsert (a tombstone
+        # keeps it, so a late replay of an older image cannot resurrect the row); the writer's own
+        # version, when it keeps one, is carried as it is (hybridsync.sync.writeback).
         columns += [
-            sa.Column("version", sa.BigInteger, nullable=False),
+            sa.Column("version", sa.BigInteger, nullable=True),
             sa.Column("deleted", sa.Boolean, nullable=False, server_default=sa.false()),
+            sa.Column("stream_position", sa.Numeric(40, 0), nullable=True),
         ]
     else:
         columns += [sa.Column("version", sa.BigInteger, nullable=False, server_default=NOW_MS)]

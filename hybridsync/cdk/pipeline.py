@@ -197,6 +197,13 @@ class PipelineStack(Stack):
                 memory_size=1024,
                 sources={name: filters for name in sorted(written_back)},
             )
+            # a change the stream cannot order against its row is settled from the item itself
+            self.write_back.function.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["dynamodb:BatchGetItem"],
+                    resources=[data.tables[name].table_arn for name in sorted(written_back)],
+                )
+            )
         aggregated = sorted({a.table.name for a in model.aggregates})
         if aggregated:
             # the writer only for its dead letters; the aggregates themselves never touch PostgreSQL

@@ -269,11 +269,12 @@ def _dead_letters(args: argparse.Namespace) -> int:
     if args.source not in (None, writeback.SOURCE, outbox.SOURCE):
         raise SystemExit(f"redrive knows the sources: {writeback.SOURCE}, {outbox.SOURCE}")
     landed, still = 0, []
-    if args.source in (None, writeback.SOURCE):
-        landed, still = writeback.redrive(engine, config.model(), args.id)
-    if args.source in (None, outbox.SOURCE):
-        from hybridsync import aws
+    from hybridsync import aws
 
+    if args.source in (None, writeback.SOURCE):
+        truth = writeback.Truth(aws.client("dynamodb"), common.tables())
+        landed, still = writeback.redrive(engine, config.model(), args.id, truth=truth)
+    if args.source in (None, outbox.SOURCE):
         views = outbox.redrive(engine, aws.client("dynamodb"), config.model(), common.tables(), args.id)
         landed, still = landed + views[0], still + views[1]
     print(f"redriven: {landed} landed, {len(still)} still rejected")

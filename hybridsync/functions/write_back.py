@@ -20,11 +20,18 @@ metrics = Metrics()
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
-    outcome = writeback.write_back(event["Records"], engine(), model())
+    truth = writeback.Truth(runtime.dynamodb(), runtime.tables())
+    outcome = writeback.write_back(event["Records"], engine(), model(), truth=truth)
     # changed a row; the rest of what was sent changed nothing (a replay, or an older version)
     metrics.add_metric("WriteBackApplied", MetricUnit.Count, outcome.changed)
     metrics.add_metric("WriteBackUnchanged", MetricUnit.Count, outcome.applied - outcome.changed)
     metrics.add_metric("WriteBackSkipped", MetricUnit.Count, outcome.skipped)
+    # items whose keys fit no entity of the model: a writer outside it, visible rather than silent
+    metrics.add_metric("WriteBackUnplaced", MetricUnit.Count, outcome.unplaced)
+    # items read to settle what the stream could not order (replays, a shard's children)
+    metrics.add_metric("WriteBackItemsRead", MetricUnit.Count, outcome.read)
+    if outcome.unplaced:
+        logger.warning("items of no entity of the model", extra={"unplaced": outcome.unplaced})
     deadletters.report(metrics, logger, outcome.rejected)
     # The batch is one transaction: it landed whole (dead letters included), so no record failed.
     # Infrastructure failures raise instead, and the event source mapping retries the batch.

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from decimal import Context, Decimal
 from typing import Any
 
-from hybridsync import capacity, store
+from hybridsync import capacity, placing, store
 from hybridsync.convert import WIDE, marshal, to_values, unmarshal
 from hybridsync.declare import PERIOD, Aggregate, Entity, Model, Table
 from hybridsync.limits import ARITHMETIC, DIGITS
@@ -185,7 +185,7 @@ class Aggregation:
         self.aggregates = tuple(a for a in model.aggregates if a.table.name == self.table.name)
         if not self.aggregates:
             raise ValueError(f"the model declares no aggregate over table {self.table.name!r}")
-        self.names = model.names
+        self.model, self.names = model, model.names
         self.by_name = {a.name: a for a in self.aggregates}
         self.sources: dict[str, tuple[Entity, tuple[Aggregate, ...]]] = {}
         for aggregate in self.aggregates:
@@ -198,23 +198,31 @@ class Aggregation:
         self.pk, self.sk = self.table.partition.name, self.table.sort.name  # type: ignore[union-attr]
 
     def event_filters(self) -> list[dict[str, Any]]:
-        """The mapping's filter: only the sources' records reach the function (a REMOVE carries
-        only its old image)."""
-        names = sorted(self.sources)
-        return [
-            {"dynamodb": {image: {self.names.entity: {"S": names}}}} for image in ("NewImage", "OldImage")
-        ]
+        """The mapping's filter: the records whose keys start as a source's keys start, whoever
+        wrote them (a REMOVE carries only its old image; the keys are in every record). None when
+        some source's keys may start with any text: the function sees every record."""
+        keys = placing.key_filter([entity for entity, _ in self.sources.values()])
+        return [{"dynamodb": keys}] if keys else []
 
     # --- what a record contributes ---------------------------------------------------------------
+
+    def source(self, keys: Mapping[str, Any], tag: Any) -> tuple[Entity, tuple[Aggregate, ...]] | None:
+        """The source an item is, placed by its keys (`hybridsync.placing`), with the aggregates it
+        feeds; None when it feeds none. Raises Rejected when its entity cannot be decided."""
+        entity = placing.place(self.model, keys, tag, table=self.table.name)
+        return None if entity is None else self.sources.get(entity.name)
 
     def contribution(self, item: dict[str, Any] | None) -> Totals:
         """What one (unmarshalled) item adds to every aggregate it feeds; raises Rejected when
         its source's fields cannot be read."""
         if item is None:
             return {}
-        found = self.sources.get(item.get(self.names.entity))  # type: ignore[arg-type]
+        found = self.source(item, item.get(self.names.entity))
         if found is None:
             return {}
+        return self._contribution(item, found)
+
+    def _contribution(self, item: dict[str, Any], found: tuple[Entity, tuple[Aggregate, ...]]) -> Totals:
         entity, feeding = found
         values = to_values(entity, item)
         out: Totals = {}
@@ -229,13 +237,16 @@ class Aggregation:
         data = stream_data(record)
         old, new = data.get("OldImage"), data.get("NewImage")
         image = new or old
-        tag = image.get(self.names.entity) if isinstance(image, dict) else None
-        if not isinstance(tag, dict) or tag.get("S") not in self.sources:
+        if not isinstance(image, dict):
             return None
         try:
+            tag = image.get(self.names.entity)
+            found = self.source(unmarshal(data.get("Keys") or image), tag and unmarshal({"t": tag})["t"])
+            if found is None:
+                return None
             number = sequence(record)
-            before = self.contribution(unmarshal(old) if old else None)
-            after = self.contribution(unmarshal(new) if new else None)
+            before = self._contribution(unmarshal(old), found) if old else {}
+            after = self._contribution(unmarshal(new), found) if new else {}
             deltas = {}
             for key in before.keys() | after.keys():
                 width = len(self.by_name[key[0]].measures)

@@ -201,7 +201,9 @@ def apply(
     many changed something. `tables`: logical -> physical names of the model's tables."""
     if batch.consumer == writeback.SOURCE:
         delivered = [r for r in records if filters.admits(writeback.event_filters(model), r)]
-        return writeback.write_back(delivered, engine, model).changed
+        # a batch of any age, from any shard: every change settled from the table as it is now
+        truth = writeback.Truth(client, tables)
+        return writeback.write_back(delivered, engine, model, truth=truth, verify=True).changed
     logical = aggregate.source_table(model, tables, batch.stream_arn)
     folding = aggregate.Aggregation(model, logical)
     delivered = [r for r in records if filters.admits(folding.event_filters(), r)]

@@ -5,9 +5,10 @@
 - `items`: the rows of entities mastered in DynamoDB that exist in PostgreSQL today (moving the
   master) become versioned items, each only if DynamoDB holds none or one at most as new that
   differs; the write-back of the load's own records changes nothing (same version).
-- `rows`: DynamoDB items -> PostgreSQL through the write-back's own versioned merge, from a
-  parallel scan (a unit per segment) or a point-in-time export (a unit per data file); an item
-  written before hybridsync (no entity tag) is recognised by the model's key templates and versioned.
+- `rows`: DynamoDB items -> PostgreSQL through the write-back's own merge, from a parallel scan (a
+  unit per segment) or a point-in-time export (a unit per data file), into the rows no stream
+  record has reached (the stream orders the rest); an item of any writer, tagged or not, is placed
+  by the model's key templates (`hybridsync.placing`) and left as it is.
 
 A SQL unit is a range of the primary key (bounds cut at job creation by the row count), read by
 keyset pages in key order; a DynamoDB unit a scan segment or an export file. Every chunk is
@@ -24,20 +25,19 @@ import json
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from decimal import Decimal
 from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import capacity, deadletters, exports, store
+from hybridsync import capacity, deadletters, exports, placing, store
 from hybridsync.convert import item_values, marshal, to_integer, to_row, unmarshal
-from hybridsync.declare import Entity, Side, Template
+from hybridsync.declare import Entity, Side
 from hybridsync.jobs import DONE, SOURCE, Counts, Services, kind
 from hybridsync.records import DeadLetter, Rejected
 from hybridsync.scans import Scanner
 from hybridsync.schema import table_of
 from hybridsync.sync.outbox import exact_json
-from hybridsync.sync.writeback import Change, apply_changes
+from hybridsync.sync.writeback import LOAD, Change, apply_changes
 from hybridsync.views import CACHE_TTL_S, view_item
 
 CHUNK = 500  # rows per keyset page; items per export chunk
@@ -327,64 +327,51 @@ def load_rows(
 
 
 class Sorter:
-    """Sorts a chunk of items: the entities loaded become changes merged into PostgreSQL (one
-    transaction per chunk, the write-back's merge); other entities' items are left alone; an item
-    with no entity tag is recognised by the key templates of the table's entities and versioned
-    first; what is none of these, or cannot become a row, is a dead letter."""
+    """Sorts a chunk of items: each is placed by its keys (`hybridsync.placing`, its tag only
+    confirming them), whoever wrote it; the entities loaded become changes merged into PostgreSQL
+    (one transaction per chunk, the write-back's merge, over rows no stream record has reached);
+    other entities' items are left alone; what is none of these, or cannot become a row, is a
+    dead letter. Nothing is written to the items themselves."""
 
     def __init__(self, services: Services, table: str, loaded: set[str]):
-        self.services, self.model = services, services.model
+        self.services, self.model, self.table = services, services.model, table
         self.loaded = {n: services.model.entity(n) for n in loaded}
-        self.known = {e.name for e in self.model.all_entities} | {e.name for e in self.model.jobs.values()}
-        self.known |= {s.entity.name for s in self.model.time_series}
-        self.matchers = [(e, _matcher(e)) for e in self.model.entities if e.table.name == table]
         self.keys = [a.name for a in self.model.table(table).key_schema()]
 
     def merge(self, table: str, items: list[dict[str, Any]]) -> Counts:
         names = self.model.names
         counts, changes, letters = Counts(read=len(items)), [], []
         for item in items:
-            name = item.get(names.entity)
-            if name is None:
-                entity = self.recognise(item)
-                if entity is None:
-                    letters.append(
-                        self.letter(item, "matches no entity: no entity tag, and no entity's key templates")
-                    )
-                    continue
-                if entity.name not in self.loaded:
-                    counts.skipped += 1
-                    continue
-                item = self.version(table, entity, item)
-                if item is None:
-                    counts.skipped += 1  # tagged meanwhile by its writer: the stream carries it
-                    continue
-                name = entity.name
-            entity = self.loaded.get(name)  # type: ignore[arg-type]
+            keys = {k: item[k] for k in self.keys if k in item}
+            try:
+                entity = placing.place(self.model, keys, item.get(names.entity), table=self.table)
+            except Rejected as rejected:
+                letters.append(self.letter(item, rejected.reason))
+                continue
             if entity is None:
-                if name in self.known:
-                    counts.skipped += 1
-                else:
-                    letters.append(self.letter(item, f"unknown entity {name!r}"))
+                letters.append(
+                    self.letter(item, "matches no entity: no entity tag, and no entity's key templates")
+                )
+                continue
+            entity = self.loaded.get(entity.name)  # type: ignore[assignment]
+            if entity is None:
+                counts.skipped += 1
                 continue
             try:
-                version = to_integer(entity.field(names.version), item.get(names.version))
+                raw_version = item.get(names.version)
+                version = (
+                    None if raw_version is None else to_integer(entity.field(names.version), raw_version)
+                )
                 row = to_row(entity, item)
             except Rejected as rejected:
                 letters.append(self.letter(item, f"{entity.name}: {rejected.reason}"))
                 continue
+            key = tuple(row[c] for c in entity.sql_key_columns)
             changes.append(
-                Change(
-                    entity,
-                    tuple(row[c] for c in entity.sql_key_columns),
-                    version,
-                    False,
-                    row,
-                    _item_record(self.keys, item),
-                )
+                Change(entity, key, version, False, row, _item_record(self.keys, item), None, keys)
             )
         with self.services.engine.begin() as conn:
-            done = apply_changes(conn, changes)
+            done = apply_changes(conn, changes, LOAD)
             letters += done.refused
             deadletters.store(conn, SOURCE, letters)  # with the rows: a redone chunk stores none twice
         counts.written += done.changed
@@ -394,56 +381,6 @@ class Sorter:
 
     def letter(self, item: dict[str, Any], reason: str) -> DeadLetter:
         return DeadLetter(_item_record(self.keys, item), reason)
-
-    def recognise(self, item: dict[str, Any]) -> Entity | None:
-        """The entity whose key templates produce this item's keys (their placeholders read back
-        from the keys); of several, the one whose templates fix the most literal text (an order
-        line's key also reads as an order's whose id ends `#LINE#0001`); None if none, or a tie."""
-        found = sorted(
-            ((weight, e) for e, (match, weight) in self.matchers if match(item) is not None),
-            key=lambda found: -found[0],
-        )
-        if not found or (len(found) > 1 and found[0][0] == found[1][0]):
-            return None
-        return found[0][1]
-
-    def version(self, table: str, entity: Entity, item: dict[str, Any]) -> dict[str, Any] | None:
-        """Tag and version an item written before hybridsync, on the condition that it still has
-        no tag; its own stream record then writes back the same version (which changes nothing)."""
-        names = entity.names
-        version = int(time.time() * 1000)
-        try:
-            self.services.client.update_item(
-                TableName=table,
-                Key=marshal(entity.key(item)),
-                UpdateExpression="SET #e = :e, #v = :v",
-                ConditionExpression="attribute_not_exists(#e)",
-                ExpressionAttributeNames={"#e": names.entity, "#v": names.version},
-                ExpressionAttributeValues=marshal({":e": entity.name, ":v": version}),
-            )
-        except self.services.client.exceptions.ConditionalCheckFailedException:
-            return None
-        return item | {names.entity: entity.name, names.version: Decimal(version)}
-
-
-def _matcher(entity: Entity) -> tuple[Any, int]:
-    """Reads an item's table keys back into the values the entity's templates were built from
-    (None when a key does not fit its template, or is not a template), and how many literal
-    characters the templates fix."""
-    builders = {a.name: entity.keys[a.name] for a in entity.table.key_schema()}
-    if not all(isinstance(b, Template) for b in builders.values()):
-        return (lambda item: None), 0
-
-    def match(item: dict[str, Any]) -> dict[str, Any] | None:
-        values: dict[str, Any] = {}
-        for attribute, builder in builders.items():
-            found = builder.read(str(item.get(attribute, "")))
-            if found is None:
-                return None
-            values |= found
-        return values
-
-    return match, sum(b.literal_length for b in builders.values())
 
 
 def _item_record(keys: list[str], item: dict[str, Any]) -> dict[str, Any]:

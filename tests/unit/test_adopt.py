@@ -6,19 +6,12 @@ from __future__ import annotations
 
 import pytest
 
-from hybridsync import cli
-from hybridsync.jobs import Services
+from hybridsync import cli, placing
 from hybridsync.local import iam
 from hybridsync.local.lambda_api import Switch
-from hybridsync.sync.loads import Sorter
 from shop.model import MODEL
 
 pytestmark = pytest.mark.unit
-
-
-@pytest.fixture
-def sorter():
-    return Sorter(Services(None, None, MODEL, {}, None), "main", {"Order", "OrderLine"})  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(
@@ -32,8 +25,8 @@ def sorter():
         ({"PK": "CUSTOMER#c1"}, None),  # a key missing
     ],
 )
-def test_an_item_without_a_tag_is_the_entity_whose_templates_fix_most(sorter, keys, entity):
-    found = sorter.recognise(keys)
+def test_an_item_without_a_tag_is_the_entity_whose_templates_fix_most(keys, entity):
+    found = placing.place(MODEL, keys, table="main")
     assert (found.name if found else None) == entity
 
 

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hybridsync import filters
+from hybridsync import filters, placing
+from hybridsync.convert import unmarshal
 from hybridsync.records import Rejected
 from hybridsync.sync import writeback
 from hybridsync.sync.aggregate import Aggregation
@@ -110,12 +111,23 @@ CONSUMERS = {"write_back": (writeback.event_filters(MODEL), write_back_acts),
              "aggregate": (AGGREGATION.event_filters(), aggregate_acts)}  # fmt: skip
 
 
+def shares_a_prefix(record: dict) -> bool:
+    """A record of an entity whose keys begin as an aggregate source's do (an order beside its
+    lines): a prefix cannot tell them apart, so the code tells."""
+    keys = unmarshal(record["dynamodb"]["Keys"])
+    entity = placing.place(MODEL, keys, None)
+    sources = placing.key_prefixes([e for e, _ in AGGREGATION.sources.values()])
+    return entity is not None and all(
+        any(str(keys[a]).startswith(p) for p in heads) for a, heads in sources.items()
+    )
+
+
 @pytest.mark.parametrize("consumer", CONSUMERS)
 def test_what_the_code_ignores_the_filters_drop(consumer):
     patterns, acts = CONSUMERS[consumer]
     for name in events.names():
         record = events.record(name)
-        if not acts(record):
+        if not acts(record) and not (consumer == "aggregate" and shares_a_prefix(record)):
             assert not filters.admits(patterns, record), name
 
 
@@ -135,8 +147,9 @@ def test_well_formed_records_are_delivered_exactly_when_the_code_acts_on_them(co
     patterns, acts = CONSUMERS[consumer]
     decisions = {name: filters.admits(patterns, events.record(name)) for name in events.names()}
     for name, admitted in decisions.items():
-        if not name.startswith("poison_"):
-            assert admitted == acts(events.record(name)), name
+        record = events.record(name)
+        if not name.startswith("poison_") and not (consumer == "aggregate" and shares_a_prefix(record)):
+            assert admitted == acts(record), name
     assert any(decisions.values()) and not all(decisions.values())
 
 

@@ -198,8 +198,9 @@ def plain_order(oid, **values):
     """An order as an existing service writes it: the model's keys and fields, no tag, no version."""
     from hybridsync.convert import marshal
 
-    item = MODEL.entity("Order").item({"OrderId": oid, "CustomerId": "c-plain", "Status": "OPEN",
-                                       "Total": Decimal("10.00"), "CreatedAt": "2026-11-22T07:00:00.000Z", "Version": 1} | values)  # fmt: skip
+    base = {"OrderId": oid, "CustomerId": "c-plain", "Status": "OPEN", "Total": Decimal("10.00"),
+            "CreatedAt": "2026-11-22T07:00:00.000Z", "Version": 1}  # fmt: skip
+    item = MODEL.entity("Order").item(base | values)
     item.pop(MODEL.names.entity)
     item.pop(MODEL.names.version, None)
     return marshal(item)
@@ -213,8 +214,9 @@ def test_a_plain_writers_put_update_and_delete_reach_postgresql(
     item = plain_order(oid)
     key = {"PK": item["PK"], "SK": item["SK"]}
     dynamodb.put_item(TableName=table, Item=item)
-    dynamodb.update_item(TableName=table, Key=key, UpdateExpression="SET #t = #t + :d",
-                         ExpressionAttributeNames={"#t": "Total"}, ExpressionAttributeValues={":d": {"N": "2.50"}})  # fmt: skip
+    add = {"UpdateExpression": "SET #t = #t + :d", "ExpressionAttributeNames": {"#t": "Total"},
+           "ExpressionAttributeValues": {":d": {"N": "2.50"}}}  # fmt: skip
+    dynamodb.update_item(TableName=table, Key=key, **add)
     outcome = writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     assert (outcome.rejected, outcome.unplaced) == ([], 0)
     row = orders(engine, oid)[oid]
@@ -282,8 +284,8 @@ def test_a_newer_record_whose_sequence_number_is_lower_is_settled_from_the_table
 
 
 def test_an_item_of_no_entity_is_counted_not_applied(stack, dynamodb, engine, stream, truth):
-    dynamodb.put_item(TableName=stack.table_names["main"],
-                      Item={"PK": {"S": "CUSTOMER#x"}, "SK": {"S": "ORDER"}, "Note": {"S": "a stranger"}})  # fmt: skip
+    stranger = {"PK": {"S": "CUSTOMER#x"}, "SK": {"S": "ORDER"}, "Note": {"S": "a stranger"}}
+    dynamodb.put_item(TableName=stack.table_names["main"], Item=stranger)
     outcome = writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     assert (outcome.unplaced, outcome.changed, outcome.rejected) == (1, 0, [])
 

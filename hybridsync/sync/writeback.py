@@ -223,10 +223,12 @@ def _on_conflict(entity: Entity, mode: str) -> str:
     if mode == NEW:
         return f"ON CONFLICT ({', '.join(key)}) DO NOTHING"
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
+    content = [c for c in columns if c not in key and c != POSITION]
     where = {
         STREAM: f" WHERE {table}.{POSITION} < excluded.{POSITION}",
-        LOCKED: f" WHERE ({', '.join(f'{table}.{c}' for c in columns if c not in key)}) IS DISTINCT FROM "
-        f"({', '.join(f'excluded.{c}' for c in columns if c not in key)})",
+        # only a row whose content differs: a row the item already holds keeps its position
+        LOCKED: f" WHERE ({', '.join(f'{table}.{c}' for c in content)}) IS DISTINCT FROM "
+        f"({', '.join(f'excluded.{c}' for c in content)})",
         LOAD: f" WHERE {table}.{POSITION} IS NULL",
     }[mode]
     return f"ON CONFLICT ({', '.join(key)}) DO UPDATE SET {updates}, updated_at = now(){where}"

@@ -40,7 +40,7 @@ def test_upgrade_from_empty_builds_exactly_the_declared_schema(empty_database):
     migrations.upgrade(empty_database)
     assert tables(empty_database) == set(SCHEMA.tables)
     assert drift(empty_database) == []  # the migrations and the model's metadata agree
-    assert migrations.current_revision(empty_database) == "0001"  # the shop's; it implies the engine's
+    assert migrations.current_revision(empty_database) == "0002"  # the shop's; it implies the engine's
     assert not migrations.check(empty_database)
 
 
@@ -145,7 +145,7 @@ def test_the_deploy_time_migration_leaves_a_database_ahead_of_its_code_as_it_is(
     with engine.begin() as conn:  # what a newer release's revision would leave
         conn.execute(
             sa.text(
-                "UPDATE alembic_version SET version_num = '0099_from_the_future' WHERE version_num = '0001'"
+                "UPDATE alembic_version SET version_num = '0099_from_the_future' WHERE version_num = '0002'"
             )
         )
     monkeypatch.setenv("DATABASE_URL", empty_database)
@@ -176,4 +176,4 @@ def test_a_migration_waits_for_a_lock_no_longer_than_its_timeout(empty_database)
         holder.rollback()
     engine.dispose()
     migrations.upgrade(empty_database, lock_timeout_s=1)  # once the lock is gone it goes through
-    assert migrations.current_revision(empty_database) == "0001"
+    assert migrations.current_revision(empty_database) == "0002"

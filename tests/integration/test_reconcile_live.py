@@ -4,16 +4,18 @@ the write-back landed meanwhile."""
 
 from __future__ import annotations
 
+import uuid
 from decimal import Decimal
 
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import exports
+from hybridsync import exports, placing
+from hybridsync.convert import marshal
 from hybridsync.scans import Scanner
 from hybridsync.sync import writeback
-from hybridsync.sync.reconcile import reconcile
-from shop.model import MODEL
+from hybridsync.sync.reconcile import reconcile, reconcile_views
+from shop.model import MODEL, PRODUCT_AVAILABILITY
 
 
 def row(engine, order_id):
@@ -161,3 +163,156 @@ def test_repair_brings_back_a_row_tombstoned_at_the_version_dynamodb_holds(stack
     reconcile(stack.client(), table, engine, MODEL, repair=True)
     assert row(engine, oid).deleted is False
     assert mine(reconcile(stack.client(), table, engine, MODEL), workload.prefix) == set()
+
+
+# --- items of any writer: untagged, without a version, or with a counter of its own ------------
+
+
+def foreign(stack, **attributes):
+    """Another service's plain PutItem: exactly these attributes, no tag, no version unless given."""
+    stack.client().put_item(TableName=stack.table_names["main"], Item=marshal(attributes))
+
+
+def header(workload, order_id, **changes):
+    """An order header as another writer spells it: its table keys and values, nothing else."""
+    customer = f"{workload.prefix}-c1"
+    values = {"OrderId": order_id, "CustomerId": customer, "Status": "OPEN",
+              "CreatedAt": "2026-11-22T07:00:00.000Z", "Total": Decimal("12.50"),
+              "ShippingAddress": {"City": "Lyon", "Lines": ["1 rue X"], "Floor": Decimal("2")}}  # fmt: skip
+    values |= changes
+    return {"PK": f"CUSTOMER#{customer}", "SK": f"ORDER#{values['CreatedAt']}#{order_id}", **values}
+
+
+def stored(engine, order_id):
+    with engine.connect() as conn:
+        return conn.execute(
+            sa.text("SELECT total, shipping_address, status, version, deleted, stream_position FROM orders "
+                    "WHERE order_id = :o"), {"o": order_id},
+        ).one_or_none()  # fmt: skip
+
+
+def test_an_untagged_item_without_a_version_missing_from_postgresql_is_found_and_repaired(
+    stack, engine, workload, stream
+):
+    """Issue 42: a plain PutItem (no Entity, no Version) whose change never reached PostgreSQL is
+    missing (it was not even looked at: only tagged items were), and repair writes it as it is."""
+    table, oid = stack.table_names["main"], workload.id("o")
+    foreign(stack, **header(workload, oid))
+    stream.read()  # its record lost (say, a pipeline paused past the stream's 24 hours)
+    assert mine(reconcile(stack.client(), table, engine, MODEL), workload.prefix) == {
+        ("Order", "missing", oid)
+    }
+    report = reconcile(stack.client(), table, engine, MODEL, repair=True)
+    assert not report["Order"].unrepaired
+    assert tuple(stored(engine, oid)) == (
+        Decimal("12.50"),
+        {"City": "Lyon", "Lines": ["1 rue X"], "Floor": 2},
+        "OPEN",
+        None,
+        False,
+        None,
+    )
+    assert mine(reconcile(stack.client(), table, engine, MODEL), workload.prefix) == set()
+
+
+def test_an_item_recreated_at_version_1_over_a_tombstone_of_version_3_is_repaired(
+    stack, engine, workload, stream
+):
+    """A writer with a counter of its own restarts it after a delete: the item re-created at
+    Version 1 is the live one, whatever the tombstone's version 3 says, and repair brings it back
+    keeping the row's stream position (so a record still in flight applies after it)."""
+    table, oid = stack.table_names["main"], workload.id("o")
+    truth = writeback.Truth(stack.client(), stack.table_names)
+    item = header(workload, oid)
+    for version in (1, 2, 3):
+        foreign(stack, **(item | {"Version": version, "Total": Decimal(version)}))
+    stack.client().delete_item(TableName=table, Key=marshal({k: item[k] for k in ("PK", "SK")}))
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
+    tombstone = stored(engine, oid)
+    assert (tombstone.version, tombstone.deleted) == (3, True) and tombstone.stream_position is not None
+    foreign(stack, **(item | {"Version": 1, "Status": "SHIPPED"}))  # re-created; its record lost
+    lost = stream.read()
+    assert mine(reconcile(stack.client(), table, engine, MODEL), workload.prefix) == {
+        ("Order", "missing", oid)
+    }
+    report = reconcile(stack.client(), table, engine, MODEL, repair=True)
+    assert not report["Order"].unrepaired, report["Order"].unrepaired
+    repaired = stored(engine, oid)
+    assert (repaired.status, repaired.total, repaired.version, repaired.deleted) == (
+        "SHIPPED",
+        Decimal("12.50"),
+        1,
+        False,
+    )
+    assert repaired.stream_position == tombstone.stream_position  # kept, not nulled
+    assert mine(reconcile(stack.client(), table, engine, MODEL), workload.prefix) == set()
+    writeback.write_back(lost, engine, MODEL, truth=truth)  # the lost record, found after all
+    assert (stored(engine, oid).status, stored(engine, oid).deleted) == ("SHIPPED", False)
+    assert mine(reconcile(stack.client(), table, engine, MODEL), workload.prefix) == set()
+
+
+def test_a_writers_own_version_differing_from_the_row_is_stale_and_repaired_whatever_its_size(
+    stack, engine, workload, stream
+):
+    """The row carries the writer's version as it is: one lower than the row's is no reason to
+    skip the item (the old comparison left a row newer by version alone as it was)."""
+    table, oid = stack.table_names["main"], workload.id("o")
+    truth = writeback.Truth(stack.client(), stack.table_names)
+    foreign(stack, **header(workload, oid), Version=7)
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
+    with engine.begin() as conn:  # drift: an edit by hand, the version made larger
+        conn.execute(sa.text("UPDATE orders SET total = 0, version = 9 WHERE order_id = :o"), {"o": oid})
+    assert mine(reconcile(stack.client(), table, engine, MODEL), workload.prefix) == {("Order", "stale", oid)}
+    reconcile(stack.client(), table, engine, MODEL, repair=True)
+    assert (stored(engine, oid).total, stored(engine, oid).version) == (Decimal("12.50"), 7)
+    assert mine(reconcile(stack.client(), table, engine, MODEL), workload.prefix) == set()
+
+
+def test_items_of_no_entity_are_named_never_a_crash(stack, engine, workload, stream):
+    """Items whose keys fit no entity, a tag the keys contradict, values the mapping refuses, an
+    unknown tag: reconcile (and repair) name the ones that look meant as an entity in its
+    `unmappable` and go on; another application's items are none of its business."""
+    table, prefix = stack.table_names["main"], workload.prefix
+    customer = f"CUSTOMER#{prefix}-c1"
+    odd = {"PK": customer, "SK": "ORDER#no-order-here"}
+    assert placing.place(MODEL, odd) is None  # fits no key template
+    foreign(stack, **odd, OrderId=f"{prefix}-o1", Total=Decimal(1))
+    contradicted = {"PK": customer, "SK": "REVIEW#x"}
+    values = {k: v for k, v in header(workload, f"{prefix}-o2").items() if k not in ("PK", "SK")}
+    foreign(stack, **contradicted, Entity="Order", **values, Version=1)
+    refused = header(workload, f"{prefix}-o3", Total="twelve", Version="v1")
+    foreign(stack, **refused)
+    foreign(stack, **{"PK": customer, "SK": f"ORDER#x#{prefix}-o4", "Entity": ["not", "a", "name"]})
+    foreign(stack, PK=f"LEGACY#{prefix}", SK="anything", Data=b"\x00")  # another application's
+    for repair in (False, True):
+        report = reconcile(stack.client(), table, engine, MODEL, repair=repair)
+        assert mine(report, prefix) == set()
+        named = [problem for problem in report["Order"].unmappable if prefix in problem]
+        assert len(named) == 4, named
+        assert any("ORDER#no-order-here" in p and "fit no key template" in p for p in named), named
+        assert any("REVIEW#x" in p and "do not fit" in p for p in named), named
+        assert any(f"{prefix}-o3" in p and "Total" in p for p in named), named
+        assert any(f"{prefix}-o4" in p and "unknown entity" in p for p in named), named
+        assert not any(f"LEGACY#{prefix}" in p for d in report.values() for p in d.unmappable)
+
+
+def test_views_another_writer_rewrote_are_stale_or_named_never_a_crash(stack, engine, dynamodb):
+    """The other direction survives any item too: a view rewritten without its version is stale,
+    one whose values the mapping refuses is named (both stopped reconcile_views: KeyError 'Version',
+    Rejected)."""
+    table, products = stack.table_names["main"], [f"p-{uuid.uuid4().hex[:8]}" for _ in range(2)]
+    with engine.begin() as conn:
+        for p in products:
+            conn.execute(sa.text("INSERT INTO product_availability (product_id, price, stock) "
+                                 "VALUES (:p, 10.00, 5)"), {"p": p})  # fmt: skip
+    unversioned, refused = (PRODUCT_AVAILABILITY.key({"ProductId": p}) for p in products)
+    foreign(stack, **unversioned, Entity=PRODUCT_AVAILABILITY.name, ProductId=products[0], Price=Decimal(10),
+            Stock=5)  # fmt: skip
+    foreign(stack, **refused, ProductId=products[1], Price=Decimal(10), Stock="lots", Version=1)
+    report = reconcile_views(dynamodb, table, engine, MODEL)[PRODUCT_AVAILABILITY.name]
+    assert [key for key in report.stale if key[0] in products] == [(products[0],)]
+    assert any(products[1] in p and "Stock" in p for p in report.unmappable), report.unmappable
+    with engine.begin() as conn:  # leave no drift behind for the tests after
+        conn.execute(sa.text("DELETE FROM product_availability WHERE product_id = ANY(:p)"), {"p": products})
+    for key in (unversioned, refused):
+        dynamodb.delete_item(TableName=table, Key=marshal(key))

@@ -4,12 +4,15 @@ misses them until they are next written. `reindex` reads a table (a paced Scan),
 item's index keys from the model the way its writers do (`Entity.keys`), sets the ones that differ
 and removes the ones that no longer apply.
 
-Each update is conditioned on what was read: the item's version (every attribute, for an entity
-without one) and the keys it changes. An item written meanwhile already has its keys from the
-new model and is left as it is; a second run changes nothing. Primary keys are never touched (a
-changed primary key is another item), nor items of no entity the model declares on the table,
-nor items whose values the model refuses (bad input: the consumers dead-letter those).
-Each update is a MODIFY on the stream with the same version, which the stream consumers skip.
+Items are placed by their table keys (`hybridsync.placing`), whoever wrote them: tagged or not,
+with a version or without one. Each update is conditioned on what was read: every attribute of
+the item and the keys it changes (never on a version alone: a writer outside the model may change
+an item without bumping it, or restart its counter after a delete). An item written meanwhile
+already has its keys from the new model and is left as it is; a second run changes nothing.
+Primary keys are never touched (a changed primary key is another item), nor items of no entity
+the model declares on the table, nor items whose values the model refuses (bad input: the
+consumers dead-letter those). Each update is a MODIFY on the stream that changes no value the
+consumers read.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybridsync import capacity
+from hybridsync import capacity, placing
 from hybridsync.convert import marshal, to_values
 from hybridsync.declare import Entity, Model, Table
 from hybridsync.records import Rejected
@@ -39,7 +42,7 @@ class Counts:
 @dataclass
 class Report:
     entities: dict[str, Counts] = field(default_factory=dict)
-    not_declared: int = 0  # items of no entity the model declares on the table: left alone
+    not_declared: int = 0  # items of no entity (none decidable) the model declares on the table: left alone
     write_units: float = 0.0  # by the capacity model, index entries included
     failed: list[str] = field(default_factory=list)  # items DynamoDB refused to update, and why
     examples: list[str] = field(default_factory=list)  # the first out-of-date items and their keys' change
@@ -67,10 +70,10 @@ def changes(entity: Entity, item: dict[str, Any]) -> tuple[dict[str, Any], list[
 
 
 def update_request(entity: Entity, item: dict[str, Any], sets: dict[str, Any], removes: list[str]) -> dict:
-    """The UpdateItem that sets and removes those keys if the item is still as read."""
+    """The UpdateItem that sets and removes those keys if the item is still as read: every
+    attribute it was read with (a version alone proves nothing of a writer outside the model)."""
     primary = [a.name for a in entity.table.key_schema()]
-    version = entity.names.version
-    watched = [version] if entity.versioned and version in item else [n for n in item if n not in primary]
+    watched = [n for n in item if n not in primary]
     at = {name: n for n, name in enumerate(sorted({*watched, *sets, *removes}))}  # placeholder numbers
     values: dict[str, Any] = {}
     conditions = []
@@ -107,17 +110,21 @@ def reindex(
 ) -> Report:
     """Bring the index keys of `items` (read from `table_name`, of the model's `table`) up to the
     model; `rate`: write units per second at most. A dry run only counts what is out of date."""
-    entities = {e.name: e for e in model.all_entities if e.table is table}
-    tag = model.names.entity
+    declared = {e for e in model.all_entities if e.table is table}
     report, pacer = Report(), Pacer(rate)
     for item in items:
-        entity = entities.get(item.get(tag))  # type: ignore[arg-type]
-        if entity is None:
+        key = {a.name: item.get(a.name) for a in table.key_schema()}
+        try:  # by its keys, whoever wrote it (the tag, when there is one, only confirming them)
+            entity = placing.place(model, key, item.get(model.names.entity), table.name)
+        except Rejected as why:
+            entity = None
+            if len(report.invalid) < 10:
+                report.invalid.append(f"{key}: {why}")
+        if entity is None or entity not in declared:
             report.not_declared += 1
             continue
         counts = report.entities.setdefault(entity.name, Counts())
         counts.checked += 1
-        key = {a.name: item[a.name] for a in table.key_schema()}
         try:
             to_values(entity, item)  # keys are derived from values the model accepts, never guessed
         except Rejected as why:

@@ -81,3 +81,35 @@ def test_the_command_counts_then_updates(table, handler_env, capsys):
     assert cli.main(["reindex", "--table", name]) == 0
     assert cli.main(["reindex", "--dry-run", "--table", name]) == 0
     assert store.get(client, name, ORDER.key(header(client, name, table[2][2])))["GSI1PK"] == "CUSTOMER#c-1"
+
+
+def test_an_order_another_service_wrote_without_tag_or_version_gets_its_keys(table):
+    """Issue 42: a plain PutItem of another service (no Entity, no Version) is an Order by its
+    keys: it gets its index keys (it was counted as no entity's and left out of the index)."""
+    client, name, _ = table
+    order = {k: v for k, v in ORDER.item({"OrderId": "o-plain", "CustomerId": "c-1", "Status": "OPEN",
+                                          "CreatedAt": "2030-05-02T10:00:00.000Z", "Total": Decimal("7"),
+                                          "Version": 1}).items()
+             if k not in ("Entity", "Version", *ADDED)}  # fmt: skip
+    client.put_item(TableName=name, Item=marshal(order))
+    report = reindex(client, name, MAIN, MODEL, scan(client, name))
+    assert report.entities["Order"].checked == 4 and report.not_declared == 0
+    found = order_reads.customer_orders(client, name, "c-1", "2030-05-01", "2030-05-03")
+    assert "o-plain" in [o["OrderId"] for o in found]
+
+
+def test_an_order_changed_meanwhile_without_a_new_version_is_left_to_its_writer(table):
+    """A writer outside the model changes Status and leaves Version as it was (the console, the
+    CLI): the update read SHIPPED and is refused, never filing a CANCELLED order under SHIPPED
+    (it was conditioned on Version alone); the next run files it under CANCELLED."""
+    client, name, ids = table
+    read = scan(client, name)
+    shipped = header(client, name, ids[0])
+    client.update_item(TableName=name, Key=marshal(ORDER.key(shipped)), UpdateExpression="SET #s = :s",
+                       ExpressionAttributeNames={"#s": "Status"},
+                       ExpressionAttributeValues=marshal({":s": "CANCELLED"}))  # fmt: skip
+    report = reindex(client, name, MAIN, MODEL, read)
+    assert report.entities["Order"].written_meanwhile == 1
+    assert "StatusShard" not in store.get(client, name, ORDER.key(shipped))
+    reindex(client, name, MAIN, MODEL, scan(client, name))
+    assert store.get(client, name, ORDER.key(shipped))["StatusShard"].startswith("CANCELLED#")

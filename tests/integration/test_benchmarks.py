@@ -35,6 +35,10 @@ KEYS = {  # the figures each benchmark must print (it may print more)
     "cold_start": {"aggregate_ratio", "api_ratio", "write_back_ratio", "max_ratio"},
     "fuzz": {"requests", "server_errors", "dropped", "schema_violations", "accepted_then_poisoned", "routes",
              "accepted", "poison_replayed", "seed"},
+    "mixed_writers": {"mixes", "engine_changes_per_s", "plain_changes_per_s", "mixed_changes_per_s",
+                      "plain_vs_engine_ratio", "mixed_vs_engine_ratio", "drift", "aggregates_equal_recount",
+                      "index_keys_out_of_date", "dead_letters", "write_back_items_read",
+                      "engine_api_fallbacks"},
     "local_pipeline": {"raw_orders_per_s", "pipeline_orders_per_s", "pipeline_vs_raw_ratio", "drift",
                        "lag_p99_s", "rss_mb_start", "rss_mb_end"},
     "operate": {"alarm_period_s", "all_alarmed_and_cleared", "detect_s", "clear_s", "detect_over_period_max",
@@ -43,13 +47,15 @@ KEYS = {  # the figures each benchmark must print (it may print more)
                 "iam_token_ms"},
     "read_path": {"hit_dynamodb_calls", "hit_sql_calls", "miss_dynamodb_calls", "hit_vs_sql_p50_ratio",
                   "outbox_vs_raw_ratio"},
-    "write_back": {"records", "records_per_s", "vs_copy_ratio", "vs_naive_ratio"},
+    "write_back": {"records", "records_per_s", "vs_copy_ratio", "vs_naive_ratio", "plain_vs_copy_ratio",
+                   "plain_vs_engine_copy_ratio", "replay_records_per_s", "settle_records_per_s",
+                   "settle_items_read_per_record", "settle_read_units_per_record", "verify_records_per_s"},
     "scale": SCALE_KEYS,
     "writes": {"vertical_partition_wu_ratio", "large_item_roundtrip_bytes", "gzip_ratio",
                "place_order_vs_put_ratio", "history_ok", "review_put_wu", "review_put_wu_before",
                "static_conflicts_one_customer", "static_conflicts_two_customers"},
 }  # fmt: skip
-NEEDS_ASSEMBLY = {"chaos", "fuzz", "local_pipeline", "operate", "scale"}
+NEEDS_ASSEMBLY = {"chaos", "fuzz", "local_pipeline", "mixed_writers", "operate", "scale"}
 
 
 def test_every_benchmark_is_covered():
@@ -80,3 +86,10 @@ def test_benchmark_smoke_run_prints_its_figures(name, cloud_assembly):
             figures["aggregates_equal_recount"]
             and figures["rows_redone_after_resume"] <= figures["redo_bound"]
         )
+    if name == "mixed_writers":  # keys written by both kinds of writer: still no drift, exact aggregates
+        assert (figures["drift"], figures["index_keys_out_of_date"], figures["dead_letters"]) == (0, 0, 0)
+        assert figures["aggregates_equal_recount"], figures
+        assert all(figures[k] for k in ("items_untagged", "items_without_version", "items_counter_version"))
+    if name == "write_back":  # a replay reads nothing; settling reads each item once, consistently
+        assert (figures["replay_items_read_per_record"], figures["settle_items_read_per_record"]) == (0, 1)
+        assert figures["settle_read_units_per_record"] == figures["verify_read_units_per_record"] == 1

@@ -28,8 +28,9 @@ def test_synth_of_the_minimal_model(tmp_path):
                 for r in pipeline["Resources"].values() if r["Type"] == "AWS::Lambda::EventSourceMapping"
                 for f in r["Properties"]["FilterCriteria"]["Filters"]]  # fmt: skip
     said = json.dumps(patterns)
-    assert MODEL.names.entity in said and '"Entity"' not in said  # the model's reserved names
-    assert "Note" in said and "Retraction" in said
+    assert MODEL.names.origin in said and '"Origin"' not in said  # the model's reserved names
+    # records are admitted by the entities' key prefixes, tagged or not (hybridsync.placing)
+    assert '{"prefix": "note:"}' in said and '{"prefix": "retraction:"}' in said
     (asset,) = [p for p in out.glob("asset.*") if (p / "hybridsync" / "functions").is_dir()]
     assert (asset / "tests" / "minimal_model" / "model.py").is_file()
     assert (asset / "shop" / "routes" / "__init__.py").is_file()  # the project's routes, shipped beside it

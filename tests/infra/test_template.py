@@ -175,6 +175,7 @@ def test_write_back_role_reads_the_stream_logs_in_as_the_writer_and_nothing_more
                for a in ([s["Action"]] if isinstance(s["Action"], str) else s["Action"])}  # fmt: skip
     assert actions == {
         "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
+        "dynamodb:BatchGetItem",  # settles a change the stream cannot order from the item itself
         "rds-db:connect",  # as hybridsync_writer through the proxy (tests/infra/test_database_access.py)
         "s3:PutObject", "s3:ListBucket",  # its mappings' failed batches (Lambda's S3 destination)
         "xray:PutTraceSegments", "xray:PutTelemetryRecords",  # tracing

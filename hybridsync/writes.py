@@ -1,15 +1,17 @@
-"""The application-side write API: how an application writes an item of an entity mastered in
-DynamoDB so the pipeline takes it (written back to PostgreSQL, folded into the aggregates).
+"""Conflict-checked writes of an item of an entity mastered in DynamoDB. Any writer's items are
+synced (placed by their keys, ordered by the stream: docs/writers.md); what these add is that
+two writers of one item never overwrite each other unseen.
 
-An item the pipeline accepts carries its keys as the model derives them, its entity tag, and a
-version that grows on every write of its key, across a delete and a re-create too (the write-back
-orders two images of one item by it, whatever order they arrive in); it carries no origin (that
-marks what the SQL side wrote). `put` and `delete` do all of it: each reads the stored version
+The item carries its keys as the model derives them, its entity tag, and a version that grows on
+every write of its key, across a delete and a re-create too; it carries no origin (that marks
+what the SQL side wrote). `put` and `delete` do all of it: each reads the stored version
 (strongly consistent), writes one past it (the clock's millisecond, or the stored one plus one),
 and makes the write conditional on that version, so two writers of one item never write the
 same version, nor an older one over a newer one (a writer overtaken reads the version again and
-writes after it: the last write wins, in a version order every side agrees on). Cost: a
-strongly consistent read (1 read unit up to 4 KB) beside each write.
+writes after it: the last write wins, in a version order every side agrees on). An item another
+writer stored without a version is written on the condition that it still has none (a writer
+that keeps no version is not seen changing it). Cost: a strongly consistent read (1 read unit up
+to 4 KB) beside each write.
 
     from hybridsync import writes
     writes.put(client, "hybridsync-main", INVOICE, {"InvoiceId": "i-1", ...})
@@ -32,7 +34,7 @@ def put(client: Any, table: str, entity: Entity, values: dict[str, Any]) -> dict
     names = entity.names
     for _ in range(RETRIES):
         stored = store.get(client, table, entity.key(values))
-        held = None if stored is None else int(stored[names.version])
+        held = None if stored is None else _version(stored, entity)
         written = {k: v for k, v in values.items() if k != names.origin}
         written[names.version] = versions.next_version(held)
         try:
@@ -50,7 +52,7 @@ def delete(client: Any, table: str, entity: Entity, values: dict[str, Any]) -> b
         stored = store.get(client, table, entity.key(values))
         if stored is None:
             return False
-        held = int(stored[entity.names.version])
+        held = _version(stored, entity)
         try:
             client.delete_item(TableName=table, Key=marshal(entity.key(values)), **_still(held, entity))
             return True
@@ -59,8 +61,15 @@ def delete(client: Any, table: str, entity: Entity, values: dict[str, Any]) -> b
     raise Conflict(f"{entity.name}: the item kept changing while it was deleted ({RETRIES} tries)")
 
 
+def _version(stored: dict[str, Any], entity: Entity) -> int | None:
+    """The stored item's version; None for an item a writer stored without one."""
+    held = stored.get(entity.names.version)
+    return None if held is None else int(held)
+
+
 def _still(held: int | None, entity: Entity) -> dict[str, Any]:
-    """The condition that the item is as it was read: absent, or at the version read."""
+    """The condition that the item is as it was read: absent or without a version, or at the
+    version read."""
     if held is None:
         return {
             "ConditionExpression": "attribute_not_exists(#v)",

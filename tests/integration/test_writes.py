@@ -55,3 +55,14 @@ def test_a_writer_overtaken_reads_the_version_again_and_writes_after_it(stack, w
     written = writes.put(racing, table, ORDER, mine | {"Total": Decimal("12.00")})
     stored = store.get(client, table, ORDER.key(mine))
     assert racing.reads == 2 and stored["Version"] == written["Version"]  # it read again, then wrote
+
+
+def test_it_writes_over_an_item_another_writer_stored_without_a_version(stack, workload):
+    client, table = stack.client(), stack.table_names["main"]
+    plain = ORDER.item(values(workload) | {"Version": 1})
+    plain.pop("Version"), plain.pop("Entity")  # as an existing service wrote it
+    client.put_item(TableName=table, Item=store.marshal(plain))
+    fields = {k: plain[k] for k in values(workload)}
+    written = writes.put(client, table, ORDER, fields | {"Status": "SHIPPED"})
+    assert store.get(client, table, ORDER.key(written))["Version"] == written["Version"]
+    assert writes.delete(client, table, ORDER, written)

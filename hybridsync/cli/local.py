@@ -373,6 +373,9 @@ def _status(args: argparse.Namespace) -> int:
         print(f"{name:<26} {f['invocations']:>11} {f['errors']:>7} {f['cold_starts']:>5}  {error}")
     for name, count in status["failure_queues"].items():
         print(f"queue {name}: {count} message(s)")
+    if status.get("unplaced"):
+        print(f"items of no entity (last hour): {status['unplaced']}: their keys fit no key template of "
+              "the model, so nothing syncs them (a writer outside it? docs/writers.md)")  # fmt: skip
     if status.get("failed_batches"):
         print(f"failed batches stored: {status['failed_batches']} (`hybridsync failed-batches list`)")
     alarms = status.get("alarms") or {}

@@ -94,6 +94,13 @@ class Metrics:
             points = list(self._points.get((namespace, name, frozenset(dimensions.items())), ()))
         return [v for t, v in points if start <= t < end]
 
+    def total(self, name: str) -> float:
+        """A metric's sum over the last hour, whatever its namespace and dimensions."""
+        with self._lock:
+            return sum(
+                v for (_, metric, _), points in self._points.items() if metric == name for _, v in points
+            )
+
     def emf(self, line: str) -> None:
         """One log line: an embedded-metric-format document's metrics, else nothing."""
         if not line.startswith("{") or '"_aws"' not in line:

@@ -1025,6 +1025,8 @@ class LocalApp:
             "failed_batches": stored,
             "outbox": vars(self.outbox) if self.outbox else None,
             "faults_injected": dict(self.faults.counts) if self.faults else {},
+            # items whose keys fit no entity of the model, in the last hour: a writer outside it
+            "unplaced": int(self.metrics.total("WriteBackUnplaced")),
             "streams": {
                 arn.split(":table/")[1].split("/")[0]: topology.figures()
                 for arn, topology in self.topologies.items()

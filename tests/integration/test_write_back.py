@@ -284,10 +284,11 @@ def test_a_newer_record_whose_sequence_number_is_lower_is_settled_from_the_table
 
 
 def test_an_item_of_no_entity_is_counted_not_applied(stack, dynamodb, engine, stream, truth):
-    stranger = {"PK": {"S": "CUSTOMER#x"}, "SK": {"S": "ORDER"}, "Note": {"S": "a stranger"}}
+    stranger = {"PK": {"S": "CUSTOMER#x"}, "SK": {"S": "ORDER#x"}, "Note": {"S": "a stranger"}}
     dynamodb.put_item(TableName=stack.table_names["main"], Item=stranger)
+    dynamodb.delete_item(TableName=stack.table_names["main"], Key={k: stranger[k] for k in ("PK", "SK")})
     outcome = writeback.write_back(stream.read(), engine, MODEL, truth=truth)
-    assert (outcome.unplaced, outcome.changed, outcome.rejected) == (1, 0, [])
+    assert (outcome.unplaced, outcome.changed, outcome.rejected) == (2, 0, [])  # its put and delete
 
 
 # --- failures ------------------------------------------------------------------------------

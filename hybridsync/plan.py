@@ -51,6 +51,9 @@ class Workload:
     hot_key_share: float = 0.05  # the busiest aggregate key's share of order lines
     retention_days: int = 30  # PostgreSQL and S3 keep what DynamoDB expires
     parallelization: int = 1
+    # write-back records settled from the table (one strongly consistent read each): replays, a
+    # shard's children numbered below their parent, the first change of a row a load made
+    settled_share: float = 0.01
 
 
 @dataclass
@@ -117,6 +120,12 @@ def plan(work: Workload, declared_shards: dict[str, int] | None = None) -> Plan:
         "dynamodb_reads": work.reads_per_s * month * PRICES["dynamodb_read_request_unit"] * 0.5,
         "gsi_writes": write_units * work.gsi_count * month * PRICES["dynamodb_write_request_unit"],
         "aggregation_overhead": aggregate_wu * month * PRICES["dynamodb_write_request_unit"],
+        # a strongly consistent read: 1 read unit per 4 KB (BatchGetItem, developerguide: read-write units)
+        "write_back_settling": work.writes_per_s
+        * work.settled_share
+        * math.ceil(work.item_kb / 4)
+        * month
+        * PRICES["dynamodb_read_request_unit"],
         "lambda": gb_s_month * PRICES["lambda_gb_s"] + invocations * PRICES["lambda_request"],
         "aurora_acu": acu * 730 * PRICES["aurora_acu_hour"],
         "rds_proxy": acu * 730 * PRICES["rds_proxy_acu_hour"],

@@ -30,6 +30,9 @@ def add_plan(cli: Commands) -> None:
     planned.add_argument("--order-line-share", type=float, default=0.6,
                          help="share of writes that feed the aggregates (default 0.6)")  # fmt: skip
     planned.add_argument("--retention-days", type=int, default=30, help="S3 archive kept (default 30)")
+    planned.add_argument("--settled-share", type=float, default=0.01,
+                         help="write-back records settled by reading their item: replays, rows loads "
+                              "made (default 0.01)")  # fmt: skip
     planned.add_argument("--json", action="store_true", help="one JSON object instead of the table")
 
 
@@ -42,6 +45,7 @@ def _plan(args: argparse.Namespace) -> int:
     work = plan.Workload(
         writes_per_s=args.writes_per_s, item_kb=args.item_kb, reads_per_s=args.reads_per_s,
         order_line_share=args.order_line_share, retention_days=args.retention_days,
+        settled_share=args.settled_share,
     )  # fmt: skip
     result = plan.plan(work)
     if args.json:

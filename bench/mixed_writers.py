@@ -1,9 +1,10 @@
 """Mixed writers: the engine's own writes and plain SDK writes interleaved on the same keys, through
 the local pipeline; the throughput of each mix, then drift and the aggregates against a recount.
 
-Three mixes in one run, one after the other, each on orders of its own, through one running app
-(the synthesized app as `hybridsync up` runs it: every stream mapping, the functions in their
-worker processes; no batching windows, so a drain takes seconds):
+Three mixes in one run, one after the other (after 5 s of both writers, unmeasured: a warm-up),
+each on orders of its own, through one running app (the synthesized app as `hybridsync up` runs
+it: every stream mapping, the functions in their worker processes; no batching windows, so a drain
+takes seconds):
 
   engine  orders and their lines placed, edited, shipped, cancelled, deleted and placed again by
           two writers, every change through hybridsync.writes (the entity tag, a version from the
@@ -15,10 +16,12 @@ worker processes; no batching windows, so a drain takes seconds):
           deleted and made again starts at 1 again)
   mixed   one writer of each kind at once on the same orders: every key written by both
 
-Per mix: changes per second (a change is an order placed with its lines, a line edited, an order
-shipped or cancelled with its lines, deleted, or placed again) and items written per second while
-the pipeline consumes, and how long the pipeline took to catch up once the writes stopped. Then,
-over everything: reconcile's drift row by row (must be 0), each mix's aggregates against a clean
+Each mix writes in turns (four rounds, the mixes' order rotating each round: the machine and the
+emulator speed up over the first minute, so a mix measured only first ran at half the rate). Per
+mix: changes per second (a change is an order placed with its lines, a line edited, an order
+shipped, cancelled or reopened with its lines, deleted, or placed again) and items written per
+second while the pipeline consumes, and the longest the pipeline took to catch up after a turn.
+Then, over everything: reconcile's drift row by row (must be 0), each mix's aggregates against a clean
 recount of its items (must be equal), the index keys every writer left (0 out of date), the dead
 letters (0) and what the write-back settled by reading the table (`WriteBackItemsRead`, from the
 function's metrics). `engine_api_fallbacks` counts engine writes that `hybridsync.writes` could not
@@ -27,14 +30,15 @@ before 678dd35 fixed it; 0 since); such a change is then made with `hybridsync.s
 put or delete instead.
 
 Prints a table, then one JSON line (`mixes`, per mix `<mix>_changes_per_s`, `<mix>_items_per_s`,
-`<mix>_drain_s`, `mixed_vs_engine_ratio`, `plain_vs_engine_ratio`, `drift`,
+`<mix>_drain_s`, `caught_up`, `mixed_vs_engine_ratio`, `plain_vs_engine_ratio`, `drift`,
 `aggregates_equal_recount`, ...). The ratios compare writers sharing one machine with the
 pipeline: the engine's write reads the item first (a consistent GetItem per write), a bare PutItem
 does not, so they say what a writer costs, not how fast the pipeline is.
 
 With `--shards N` the streams are shaped as production's (N shards, each sealed and continued by a
-child every few seconds): a key's records then span shards whose sequence numbers AWS does not
-order, and the write-back settles some by reading the item; `--duplicate P` delivers batches twice.
+child every few seconds): a key's records then span a parent shard and its child, which AWS reads
+parent first; `--duplicate P` delivers batches twice (replays, at the rows' own positions).
+Either may make the write-back settle a change by reading its item (`write_back_items_read`).
 
 Usage: python bench/mixed_writers.py [--quick | --smoke] [--seconds N] [--seed N] [--shards N]
        [--duplicate P] [--assembly DIR]
@@ -405,6 +409,15 @@ class Mixer:
 # --- the run ----------------------------------------------------------------------------------
 
 
+def race(mixers: list[Mixer], until: float) -> None:
+    """The mixers' writer threads at once, until `until` (monotonic)."""
+    threads = [threading.Thread(target=m.run, args=(until,), daemon=True) for m in mixers]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+
+
 def write_back_metrics(logs: Path) -> Counter[str]:
     """The write-back's metrics summed from its function's log (embedded metric format lines)."""
     names = ("WriteBackApplied", "WriteBackUnchanged", "WriteBackItemsRead", "WriteBackUnplaced")
@@ -466,38 +479,54 @@ def main() -> None:
         app.start(http_port=None, schedules=False)
         table = app.table_names["main"]
         mappings = lambda: app.status()["mappings"]  # noqa: E731
+        # warm-up, unmeasured: the emulator's JVM and the functions' first batches, so that the first
+        # mix is not the one paying for them
+        warm = Orders(f"{run}w")
+        race([Mixer(kind, warm, random.Random(seed - i), EngineWriter(app.client, table),
+                    PlainWriter(app.client, table)) for i, kind in enumerate(("engine", "plain"))],
+             time.monotonic() + (1 if args.smoke else 5))  # fmt: skip
         workloads.wait_caught_up(mappings, engine, timeout_s=60)
-        print(f"{'mix':<7} {'writers':<14} {'changes':>8} {'changes/s':>10} {'items/s':>8} {'drain s':>8}",
-              flush=True)  # fmt: skip
+        mixers: dict[str, list[Mixer]] = {}
         for n, (mix, kinds) in enumerate(MIXES.items()):
             orders = Orders(f"{run}{mix[0]}")
-            mixers = [
+            mixers[mix] = [
                 Mixer(kind, orders, random.Random(seed * 10 + n * 2 + i), EngineWriter(app.client, table),
                       PlainWriter(app.client, table))
                 for i, kind in enumerate(kinds)
             ]  # fmt: skip
-            for mixer in mixers:  # every order known to both writers before they race on them
+            for mixer in mixers[mix]:  # every order known to both writers before they race on them
                 for _ in range(5):
                     mixer._place()
-            started = time.monotonic()
-            threads = [threading.Thread(target=m.run, args=(started + seconds,), daemon=True) for m in mixers]
-            for thread in threads:
-                thread.start()
-            for thread in threads:
-                thread.join()
-            wrote_s = time.monotonic() - started
-            caught_up = workloads.wait_caught_up(mappings, engine, timeout_s=180, pause_s=0.25)
-            drain_s = time.monotonic() - started - wrote_s
-            changes = sum(sum(m.changes.values()) for m in mixers)
-            items = sum(m.items for m in mixers)
-            for m in mixers:
+                mixer.items = 0  # measured from here
+        workloads.wait_caught_up(mappings, engine, timeout_s=60)
+        # rounds, each mix's turn in a rotating order, so that none is measured only early (the
+        # machine and the emulator speed up for a minute or more: the first mix ran at half the rate)
+        rounds = 1 if args.smoke else 4
+        wrote_s: Counter[str] = Counter()
+        drain_s: dict[str, float] = {mix: 0.0 for mix in MIXES}
+        caught_up = True
+        for r in range(rounds):
+            for mix in [*MIXES][r % len(MIXES) :] + [*MIXES][: r % len(MIXES)]:
+                started = time.monotonic()
+                race(mixers[mix], started + seconds / rounds)
+                wrote_s[mix] += time.monotonic() - started
+                stopped = time.monotonic()
+                caught_up &= workloads.wait_caught_up(mappings, engine, timeout_s=180, pause_s=0.25)
+                drain_s[mix] = max(drain_s[mix], time.monotonic() - stopped)
+        print(f"{'mix':<7} {'writers':<14} {'changes':>8} {'changes/s':>10} {'items/s':>8} {'drain s':>8}")
+        for mix, kinds in MIXES.items():
+            changes = sum(sum(m.changes.values()) for m in mixers[mix])
+            items = sum(m.items for m in mixers[mix])
+            for m in mixers[mix]:
                 counts += m.engine.counts + m.plain.counts
                 counts += Counter({f"{mix}_{op}": k for op, k in m.changes.items()})
-            figures |= {f"{mix}_changes": changes, f"{mix}_changes_per_s": round(changes / wrote_s, 1),
-                        f"{mix}_items_per_s": round(items / wrote_s, 1), f"{mix}_drain_s": round(drain_s, 1),
-                        f"{mix}_caught_up": caught_up}  # fmt: skip
-            print(f"{mix:<7} {' + '.join(kinds):<14} {changes:>8,} {changes / wrote_s:>10.1f} "
-                  f"{items / wrote_s:>8.1f} {drain_s:>8.1f}", flush=True)  # fmt: skip
+            rate, item_rate = changes / wrote_s[mix], items / wrote_s[mix]
+            figures |= {f"{mix}_changes": changes, f"{mix}_changes_per_s": round(rate, 1),
+                        f"{mix}_items_per_s": round(item_rate, 1),
+                        f"{mix}_drain_s": round(drain_s[mix], 1)}  # fmt: skip
+            print(f"{mix:<7} {' + '.join(kinds):<14} {changes:>8,} {rate:>10.1f} {item_rate:>8.1f} "
+                  f"{drain_s[mix]:>8.1f}", flush=True)  # fmt: skip
+        figures["caught_up"] = caught_up
         verdict = workloads.verify(app.client, app.table_names, engine, MODEL,
                                    keep=lambda key: str(key[1]).startswith(run))  # fmt: skip
         aggregation = Aggregation(MODEL)

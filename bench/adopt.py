@@ -80,7 +80,9 @@ class App:
             records = self.reader.read()
             self.quiet = 0 if records or self.backlog else self.quiet + 1
             if records:
-                writeback.write_back(records, self.engine, MODEL)
+                writeback.write_back(
+                    records, self.engine, MODEL, truth=writeback.Truth(self.client, self.tables)
+                )
                 self.backlog += records
             if self.backlog and not self.paused.is_set():
                 batch, self.backlog = self.backlog, []

@@ -428,12 +428,13 @@ def write_back(
     engine: sa.Engine,
     model: Model,
     *,
-    truth: Truth | None = None,
+    truth: Truth | None,
     verify: bool = False,
     store_dead_letters: bool = True,
 ) -> Outcome:
     """Apply one batch of stream records. `truth` reads the table where the stream cannot order a
-    change against its row; `verify` settles every change from the table (a redrive: records of
+    change against its row (None only where nothing can need it: a change that needs it then
+    raises); `verify` settles every change from the table (a redrive: records of
     any age, from any shard). Infrastructure failures raise, so the platform retries the whole
     batch; nothing is committed unless everything, dead letters included, is."""
     with _collector_paused():

@@ -95,7 +95,9 @@ def test_a_synced_entity_round_trips_between_its_item_and_its_row(
             records = [r for r in reader.read() if r["dynamodb"]["Keys"] == marshal(synced.key(values))]
             assert records, "the put reached the stream"
             assert filters.admits(writeback.event_filters(model), records[-1])
-            outcome = writeback.write_back(records, engine, model)
+            outcome = writeback.write_back(
+                records, engine, model, truth=writeback.Truth(client, stack.table_names)
+            )
             assert not outcome.rejected, outcome.rejected
             row = cache._read_row(engine, synced, key)
         else:

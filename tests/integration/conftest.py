@@ -63,6 +63,14 @@ def workload(stack):
     return Workload(stack)
 
 
+@pytest.fixture(scope="session")
+def truth(stack):
+    """The session's tables, read by the write-back to settle what the stream cannot order."""
+    from hybridsync.sync import writeback
+
+    return writeback.Truth(stack.client(), stack.table_names)
+
+
 @pytest.fixture
 def stream(stack, dynamodb):
     """A reader positioned at the end of the main table's stream: `stream.read()` returns what

@@ -43,7 +43,9 @@ class Outrun(Scanner):
         self.meanwhile()
 
 
-def test_a_repair_from_an_export_older_than_a_write_leaves_the_new_row_live(stack, engine, workload, stream):
+def test_a_repair_from_an_export_older_than_a_write_leaves_the_new_row_live(
+    truth, stack, engine, workload, stream
+):
     """The export is taken, then order o-new is created and written back: the export does not hold
     it, but it is not extra, and repair leaves it live; replaying its INSERT changes nothing."""
     table = stack.table_names["main"]
@@ -53,7 +55,7 @@ def test_a_repair_from_an_export_older_than_a_write_leaves_the_new_row_live(stac
     new = workload.id("o")
     workload.order(new)
     records = stream.read()
-    writeback.write_back(records, engine, MODEL)
+    writeback.write_back(records, engine, MODEL, truth=truth)
 
     def from_export(_):
         return exports.ExportReader(stack.client("s3"), export)
@@ -61,18 +63,20 @@ def test_a_repair_from_an_export_older_than_a_write_leaves_the_new_row_live(stac
     report = reconcile(stack.client(), table, engine, MODEL, repair=True, scanner=from_export)
     assert mine(report, workload.prefix) == set()
     assert row(engine, new).deleted is False
-    writeback.write_back(records, engine, MODEL)  # a replay of its INSERT
+    writeback.write_back(records, engine, MODEL, truth=truth)  # a replay of its INSERT
     assert row(engine, new).deleted is False
 
 
-def test_a_repair_by_a_scan_that_a_write_outruns_leaves_the_new_row_live(stack, engine, workload, stream):
+def test_a_repair_by_a_scan_that_a_write_outruns_leaves_the_new_row_live(
+    truth, stack, engine, workload, stream
+):
     table = stack.table_names["main"]
     stream.read()
     new = workload.id("o")
 
     def meanwhile():  # created and written back after the scan passed its key
         workload.order(new)
-        writeback.write_back(stream.read(), engine, MODEL)
+        writeback.write_back(stream.read(), engine, MODEL, truth=truth)
 
     report = reconcile(stack.client(), table, engine, MODEL, repair=True,
                        scanner=lambda name: Outrun(stack.client(), name, meanwhile))  # fmt: skip
@@ -81,7 +85,7 @@ def test_a_repair_by_a_scan_that_a_write_outruns_leaves_the_new_row_live(stack, 
 
 
 def test_the_read_by_key_alone_keeps_a_live_row_that_looks_older_than_the_scan(
-    stack, engine, workload, stream
+    truth, stack, engine, workload, stream
 ):
     """Defence in depth: even a row whose last change predates the snapshot (a clock that lied,
     say) is extra only if DynamoDB holds no item for it when read again, strongly consistent."""
@@ -91,7 +95,7 @@ def test_the_read_by_key_alone_keeps_a_live_row_that_looks_older_than_the_scan(
 
     def meanwhile():
         workload.order(new)
-        writeback.write_back(stream.read(), engine, MODEL)
+        writeback.write_back(stream.read(), engine, MODEL, truth=truth)
         with engine.begin() as conn:
             an_hour_ago = "UPDATE orders SET updated_at = now() - interval '1 hour' WHERE order_id = :o"
             conn.execute(sa.text(an_hour_ago), {"o": new})
@@ -101,32 +105,32 @@ def test_the_read_by_key_alone_keeps_a_live_row_that_looks_older_than_the_scan(
     assert row(engine, new).deleted is False
 
 
-def test_a_row_deleted_while_it_was_being_repaired_stays_deleted(stack, engine, workload, stream):
+def test_a_row_deleted_while_it_was_being_repaired_stays_deleted(truth, stack, engine, workload, stream):
     """The scan sees a drifted row; before repair the item is deleted and its REMOVE written back:
     the repair does not bring it back."""
     table = stack.table_names["main"]
     doomed = workload.id("o")
     values = workload.order(doomed)
-    writeback.write_back(stream.read(), engine, MODEL)
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     with engine.begin() as conn:  # drift: an edit by hand
         conn.execute(sa.text("UPDATE orders SET total = 0 WHERE order_id = :o"), {"o": doomed})
 
     def meanwhile():
         workload.delete("Order", **values)
-        writeback.write_back(stream.read(), engine, MODEL)
+        writeback.write_back(stream.read(), engine, MODEL, truth=truth)
 
     reconcile(stack.client(), table, engine, MODEL, repair=True,
               scanner=lambda name: Outrun(stack.client(), name, meanwhile))  # fmt: skip
     assert row(engine, doomed).deleted is True
 
 
-def test_a_write_back_landing_during_the_repair_wins(stack, engine, workload, stream):
+def test_a_write_back_landing_during_the_repair_wins(truth, stack, engine, workload, stream):
     """Repair writes a row only if it is still as it was read again: a newer change written back
     between that read and the repair's write is kept."""
     table = stack.table_names["main"]
     oid = workload.id("o")
     workload.order(oid, Total=Decimal("10.00"))
-    writeback.write_back(stream.read(), engine, MODEL)
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE orders SET total = 0 WHERE order_id = :o"), {"o": oid})
     from hybridsync.sync import reconcile as module
@@ -136,7 +140,7 @@ def test_a_write_back_landing_during_the_repair_wins(stack, engine, workload, st
     def racing_confirm(*args):
         fixes = confirm(*args)
         workload.order(oid, Total=Decimal("20.00"))  # after the read by key, before the repair writes
-        writeback.write_back(stream.read(), engine, MODEL)
+        writeback.write_back(stream.read(), engine, MODEL, truth=truth)
         return fixes
 
     with pytest.MonkeyPatch.context() as patch:
@@ -148,13 +152,15 @@ def test_a_write_back_landing_during_the_repair_wins(stack, engine, workload, st
     )
 
 
-def test_repair_brings_back_a_row_tombstoned_at_the_version_dynamodb_holds(stack, engine, workload, stream):
+def test_repair_brings_back_a_row_tombstoned_at_the_version_dynamodb_holds(
+    truth, stack, engine, workload, stream
+):
     """A tombstone never ties a live version: one at the version of an item DynamoDB holds now
     (as an earlier repair could leave) removed nothing, and repair replaces it with the row."""
     table = stack.table_names["main"]
     oid = workload.id("o")
     workload.order(oid)
-    writeback.write_back(stream.read(), engine, MODEL)
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     with engine.begin() as conn:
         conn.execute(sa.text("UPDATE orders SET deleted = true WHERE order_id = :o"), {"o": oid})
     assert mine(reconcile(stack.client(), table, engine, MODEL), workload.prefix) == {
@@ -216,7 +222,7 @@ def test_an_untagged_item_without_a_version_missing_from_postgresql_is_found_and
 
 
 def test_an_item_recreated_at_version_1_over_a_tombstone_of_version_3_is_repaired(
-    stack, engine, workload, stream
+    truth, stack, engine, workload, stream
 ):
     """A writer with a counter of its own (tagging its items as the model does) restarts it after
     a delete: the item re-created at Version 1 is the live one, whatever the tombstone's version 3
@@ -252,7 +258,7 @@ def test_an_item_recreated_at_version_1_over_a_tombstone_of_version_3_is_repaire
     assert mine(reconcile(stack.client(), table, engine, MODEL), workload.prefix) == set()
 
 
-def test_an_item_at_a_lower_version_than_its_row_is_still_repaired(stack, engine, workload, stream):
+def test_an_item_at_a_lower_version_than_its_row_is_still_repaired(truth, stack, engine, workload, stream):
     """The row carries the writer's version as it is: a row at a higher version than the item's is
     no reason to leave the item's values out (they were: 'PostgreSQL newer than DynamoDB')."""
     table, oid = stack.table_names["main"], workload.id("o")

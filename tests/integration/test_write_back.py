@@ -18,12 +18,6 @@ from tests.handlers import LambdaContext, load
 from tests.schedules import schedules
 
 
-@pytest.fixture(scope="module")
-def truth(stack):
-    """The table, read to settle what the stream cannot order (replays, redrives)."""
-    return writeback.Truth(stack.client(), stack.table_names)
-
-
 @pytest.fixture
 def handler(handler_env):
     return load("write_back")  # after the environment is set, as at a cold start

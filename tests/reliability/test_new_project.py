@@ -156,7 +156,8 @@ def test_declarations_only_then_generate_up_seed_pytest_and_synth(project):
     mappings = [r["Properties"] for r in pipeline["Resources"].values()
                 if r["Type"] == "AWS::Lambda::EventSourceMapping"]  # fmt: skip
     patterns = json.dumps([m.get("FilterCriteria") for m in mappings])
-    assert "Payment" in patterns and "Invoice" in patterns  # the filters derive from the new model
+    # the filters derive from the new model: its entities' key prefixes
+    assert "PAYMENT#" in patterns and "INVOICE#" in patterns
     assets = [p for p in (project / "cdk.out").glob("asset.*") if (p / "hybridsync" / "functions").is_dir()]
     assert assets and all((a / "invoicing" / "model.py").is_file() for a in assets)
     assert not any((a / "hybridsync" / "local").exists() for a in assets)  # only what the functions need

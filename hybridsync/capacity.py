@@ -166,7 +166,11 @@ class Meter:
     def _ask(self, params: dict[str, Any], model: Any, **_: Any) -> None:
         if "ReturnConsumedCapacity" in model.input_shape.members:
             params.setdefault("ReturnConsumedCapacity", "TOTAL")
-        self._request.consistent = bool(params.get("ConsistentRead"))  # calls on a thread are serial
+        # calls on a thread are serial; BatchGetItem asks it per table, inside RequestItems
+        per_table = params.get("RequestItems") if model.name == "BatchGetItem" else None
+        self._request.consistent = bool(params.get("ConsistentRead")) or any(
+            bool(t.get("ConsistentRead")) for t in (per_table or {}).values() if isinstance(t, dict)
+        )
 
     def _count(self, http_response: Any, parsed: dict[str, Any], model: Any, **_: Any) -> None:
         if "Error" in parsed:
@@ -188,6 +192,8 @@ class Meter:
                 cost.read_units = sum(read_units(_wire_size(i), consistent=consistent) for i in items) or (
                     read_units(0, consistent=consistent)
                 )
+                if operation == "TransactGetItems":  # a transactional read: two units per 4 KB
+                    cost.read_units = 2 * sum(read_units(_wire_size(i), consistent=True) for i in items)
         self.cost += cost
         self.by_operation[operation] = self.by_operation.get(operation, Cost()) + cost
         self.calls.append((operation, cost))

@@ -16,6 +16,7 @@ from hybridsync.records import Rejected
 Match = Callable[[Mapping[str, Any]], "dict[str, str] | None"]
 
 
+@functools.cache
 def matcher(entity: Entity) -> tuple[Match, int]:
     """Reads an item's table keys back into the values the entity's templates were built from
     (None when a key does not fit its template, or the entity's keys are not all templates), and
@@ -36,13 +37,19 @@ def matcher(entity: Entity) -> tuple[Match, int]:
     return match, sum(b.literal_length for b in builders.values())  # type: ignore[union-attr]
 
 
+Candidate = tuple[Entity, Match, int, tuple[tuple[str, str], ...]]
+
+
 @functools.cache
-def _candidates(model: Model) -> tuple[tuple[Entity, Match, int], ...]:
-    """The user's entities whose keys are templates: what an untagged item can be."""
+def _candidates(model: Model) -> tuple[Candidate, ...]:
+    """The user's entities whose keys are templates: what an untagged item can be, each with the
+    literal text its keys start with (a cheap test before the templates' own)."""
     out = []
     for entity in (*model.entities, *(s.entity for s in model.time_series)):
-        if all(isinstance(entity.keys[a.name], Template) for a in entity.table.key_schema()):
-            out.append((entity, *matcher(entity)))
+        builders = [(a.name, entity.keys[a.name]) for a in entity.table.key_schema()]
+        if all(isinstance(b, Template) for _, b in builders):
+            heads = tuple((name, b.literal_head) for name, b in builders)  # type: ignore[union-attr]
+            out.append((entity, *matcher(entity), heads))
     return tuple(out)
 
 
@@ -60,9 +67,9 @@ def _fitting(model: Model, keys: Mapping[str, Any], table: str | None) -> list[t
     """(weight, entity) of the entities whose key templates fit these keys, best first."""
     found = [
         (weight, entity)
-        for entity, match, weight in _candidates(model)
+        for entity, match, weight, heads in _candidates(model)
         if (table is None or entity.table.name == table)
-        and all(a.name in keys for a in entity.table.key_schema())
+        and all(str(keys.get(name, "")).startswith(head) and name in keys for name, head in heads)
         and match(keys) is not None
     ]
     return sorted(found, key=lambda f: -f[0])

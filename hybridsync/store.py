@@ -98,22 +98,31 @@ def update_action(table_name: str, entity: Entity, stored: dict[str, Any], chang
     expression = "SET " + ", ".join(f"{by_name[n]} = :a{i}" for i, n in enumerate(sets))
     if removes:
         expression += " REMOVE " + ", ".join(by_name[n] for n in removes)
-    guard = _version_guard(int(stored[entity.names.version]), entity.names)
+    held = stored.get(entity.names.version)
+    guard = _version_guard(None if held is None else int(held), entity.names)
+    values = marshal({f":a{i}": v for i, v in enumerate(sets.values())}) | guard.get(
+        "ExpressionAttributeValues", {}
+    )
     return {"Update": {
         "TableName": table_name, "Key": marshal(entity.key(new)), "UpdateExpression": expression,
         "ConditionExpression": guard["ConditionExpression"],
         "ExpressionAttributeNames": names | guard["ExpressionAttributeNames"],
-        "ExpressionAttributeValues": marshal({f":a{i}": v for i, v in enumerate(sets.values())})
-        | guard["ExpressionAttributeValues"],
+        **({"ExpressionAttributeValues": values} if values else {}),
     }}  # fmt: skip
 
 
-def delete_action(table_name: str, key: dict[str, Any], version: int,
+def delete_action(table_name: str, key: dict[str, Any], version: int | None,
                   names: Names = DEFAULT_NAMES) -> dict[str, Any]:  # fmt: skip
     return {"Delete": {"TableName": table_name, "Key": marshal(key), **_version_guard(version, names)}}
 
 
-def _version_guard(version: int, names: Names = DEFAULT_NAMES) -> dict[str, Any]:
+def _version_guard(version: int | None, names: Names = DEFAULT_NAMES) -> dict[str, Any]:
+    """The item is still as read: at `version`, or still without one (a writer that keeps none)."""
+    if version is None:
+        return {
+            "ConditionExpression": "attribute_not_exists(#gv)",
+            "ExpressionAttributeNames": {"#gv": names.version},
+        }
     return {
         "ConditionExpression": "#gv = :gv",
         "ExpressionAttributeNames": {"#gv": names.version},

@@ -165,8 +165,7 @@ def decode(record: dict[str, Any], model: Model) -> Change | Unplaced | None:
         raise Rejected(f"undecodable image: {type(error).__name__}: {error}") from None
     if image.get(names.origin) == names.origin_sql:
         return None
-    raw_version = image.get(names.version)
-    version = None if raw_version is None else to_integer(entity.field(names.version), raw_version)
+    version = writer_version(entity, image)
     row = to_row(entity, image)
     key = tuple(row[c] for c in entity.sql_key_columns)
     return Change(entity, key, version, event == "REMOVE", row, record, position, item_key)
@@ -374,46 +373,73 @@ def _latest(*values: int | None) -> int | None:
     return max(known) if known else None
 
 
+Held = Mapping[int, tuple[bool, int | None]]  # id of a change -> (its row exists, its position)
+
+
 def settle(conn: sa.Connection, model: Model, changes: Sequence[Change], truth: Truth | None,
-           done: Applied, outcome: Outcome) -> None:  # fmt: skip
+           done: Applied, outcome: Outcome, held: Held | None = None) -> None:  # fmt: skip
     """Write what the table holds now for changes the stream cannot order against their rows:
-    rows locked, then the items read (consistently), so nothing written meanwhile is overtaken.
-    An item still there is written as it is; one gone is a tombstone if this change removed it,
-    and otherwise left to the REMOVE that follows it (or to TTL, which write-back ignores)."""
+    rows locked (`held`: what `positions` found, by id of the change, when already locked), then
+    the items read (consistently, one BatchGetItem per 100 keys of a table), so nothing written
+    meanwhile is overtaken. An item still there is written as it is; one gone is a tombstone if
+    this change removed it, and otherwise left to the REMOVE that follows it (or to TTL, which
+    write-back ignores). A row already as the item is keeps its content and takes the position."""
     if not changes:
         return
     if truth is None:
         raise RuntimeError("settling changes the stream cannot order needs the table (a Truth)")
+    found = dict(held or {})
+    for entity, group in _by_entity(c for c in changes if id(c) not in found):
+        found |= {id(c): p for c, p in zip(group, positions(conn, entity, group), strict=True)}
+    items = truth.current(changes)
+    outcome.read += len(changes)
     names = model.names
     locked: list[Change] = []
     new: list[Change] = []
-    for entity, group in _by_entity(changes):
-        held = positions(conn, entity, group)
-        items = truth.current(group)
-        outcome.read += len(group)
-        for change, item, (exists, position) in zip(group, items, held, strict=True):
-            position = _latest(position, change.position)
-            try:
-                if item is not None:
-                    placed = placing.place(model, change.item_key, item.get(names.entity))
-                    if placed is not entity or item.get(names.origin) == names.origin_sql:
-                        continue  # now another entity's, or the SQL side's own echo
-                    raw_version = item.get(names.version)
-                    version = (
-                        None if raw_version is None else to_integer(entity.field(names.version), raw_version)
-                    )
-                    settled = dataclasses.replace(change, row=to_row(entity, item), version=version,
-                                                  deleted=False, position=position, older=None)  # fmt: skip
-                elif change.deleted:
-                    settled = dataclasses.replace(change, position=position, older=None)
-                else:
-                    continue
-            except Rejected as rejected:
-                done.refused.append(DeadLetter(change.record, f"the item now: {rejected.reason}"))
+    for change, item in zip(changes, items, strict=True):
+        exists, position = found[id(change)]
+        position, entity = _latest(position, change.position), change.entity
+        try:
+            if item is not None:
+                placed = placing.place(model, change.item_key, item.get(names.entity))
+                if placed is not entity or item.get(names.origin) == names.origin_sql:
+                    continue  # now another entity's, or the SQL side's own echo
+                row, version = to_row(entity, item), writer_version(entity, item)
+                settled = dataclasses.replace(change, row=row, version=version, deleted=False,
+                                              position=position, older=None)  # fmt: skip
+            elif change.deleted:
+                settled = dataclasses.replace(change, position=position, older=None)
+            else:
                 continue
-            (locked if exists else new).append(settled)
+        except Rejected as rejected:
+            done.refused.append(DeadLetter(change.record, f"the item now: {rejected.reason}"))
+            continue
+        (locked if exists else new).append(settled)
     apply_changes(conn, locked, LOCKED, done)
     apply_changes(conn, new, NEW, done)
+    for entity, group in _by_entity(c for c in locked if c.position is not None):
+        conn.exec_driver_sql(_advance_sql(entity), {"rows": _rows_json(entity, group)})
+
+
+@functools.cache
+def _advance_sql(entity: Entity) -> str:
+    """Rows (locked) take a position past theirs, their content untouched: a row settled as the
+    item already was is not settled again by the next record."""
+    table = table_of(entity).name
+    columns, types, key = _columns(entity)
+    typed = ", ".join(f"{c} {t}" for c, t in zip(columns, types, strict=True) if c in key or c == POSITION)
+    on = " AND ".join(f"t.{c} = k.{c}" for c in key)
+    return (
+        f"UPDATE {table} AS t SET {POSITION} = k.{POSITION} FROM json_to_recordset(%(rows)s) AS k({typed}) "
+        f"WHERE {on} AND (t.{POSITION} IS NULL OR t.{POSITION} < k.{POSITION})"
+    )
+
+
+def writer_version(entity: Entity, values: Mapping[str, Any]) -> int | None:
+    """The writer's own version of an item, when it keeps one (carried, never trusted for order);
+    raises Rejected when it is not an integer within 64 bits."""
+    raw = values.get(entity.names.version)
+    return None if raw is None else to_integer(entity.field(entity.names.version), raw)
 
 
 def _chain(change: Change) -> Iterable[dict[str, Any]]:
@@ -474,16 +500,19 @@ def triage(records: Sequence[dict[str, Any]], model: Model) -> tuple[list[Change
     return changes, outcome
 
 
-def _unsettled(conn: sa.Connection, changes: Sequence[Change], done: Applied) -> list[Change]:
+def _unsettled(conn: sa.Connection, changes: Sequence[Change], done: Applied,
+               held: dict[int, tuple[bool, int | None]]) -> list[Change]:  # fmt: skip
     """Of the changes a stream merge did not write, those its row's position cannot order: a row no
     stream record made, or one at a position past the record's (sequence numbers are ordered
-    within a shard, not across a shard's children). At the same position it is a replay: done."""
+    within a shard, not across a shard's children). At the same position it is a replay: done.
+    What each row held is kept in `held` (the rows stay locked) for `settle`."""
     refused = {id(letter.record) for letter in done.refused}
     out = []
     for entity, group in _by_entity(c for c in changes if id(c.record) not in refused):
         for change, (exists, position) in zip(group, positions(conn, entity, group), strict=True):
             if exists and position != change.position:
                 out.append(change)
+                held[id(change)] = (exists, position)
     return out
 
 
@@ -492,14 +521,14 @@ def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Mod
     changes, outcome = triage(records, model)
     latest = coalesce(changes)
     streamed = [] if verify else [c for c in latest if c.position is not None]
-    noticed = [c for c in latest if c not in streamed] if streamed else list(latest)
+    noticed = list(latest) if verify else [c for c in latest if c.position is None]
     for attempt in range(1, TRANSIENT_RETRIES + 1):
         try:
             read = outcome.read
             with engine.begin() as conn:
-                done = apply_changes(conn, streamed)
-                unsettled = _unsettled(conn, streamed, done) if done.changed < len(streamed) else []
-                settle(conn, model, [*noticed, *unsettled], truth, done, outcome)
+                done, held = apply_changes(conn, streamed), {}
+                unsettled = _unsettled(conn, streamed, done, held) if done.changed < len(streamed) else []
+                settle(conn, model, [*noticed, *unsettled], truth, done, outcome, held)
                 if store_dead_letters:
                     deadletters.store(conn, SOURCE, outcome.rejected + done.refused)
             break

@@ -251,3 +251,23 @@ def test_batch_writes_resend_what_dynamodb_left_unprocessed(dynamodb, table):
     assert client.calls > 2  # 25 and 5, each resent until nothing was left
     for item in items:
         assert "Item" in dynamodb.get_item(TableName=table, Key={"PK": item["PK"], "SK": item["SK"]})
+
+
+def test_a_line_another_writer_put_without_tag_or_version_is_the_orders_too(dynamodb, table, customer):
+    """Any writer's items are the order's: a line put by an existing service (no entity tag, no
+    version) is read with the order, moved with its status and deleted with it."""
+    from hybridsync import store
+    from shop.model import ORDER_LINE
+
+    order, _ = orders.place_order(dynamodb, table, customer, LINES, idempotency_key="plain-line")
+    values = {"OrderId": order["OrderId"], "CustomerId": customer, "CreatedAt": order["CreatedAt"],
+              "LineNo": 9, "ProductId": "p-plain", "Quantity": 1, "UnitPrice": Decimal("1.00"),
+              "Status": "OPEN", "Version": 1}  # fmt: skip
+    plain = ORDER_LINE.item(values)
+    plain.pop("Entity"), plain.pop("Version")
+    dynamodb.put_item(TableName=table, Item=store.marshal(plain))
+    assert 9 in [line["LineNo"] for line in orders.get_order(dynamodb, table, order["OrderId"])["Lines"]]
+    shipped = orders.set_status(dynamodb, table, order["OrderId"], "SHIPPED")
+    assert {line["Status"] for line in shipped["Lines"]} == {"SHIPPED"}
+    orders.delete_order(dynamodb, table, order["OrderId"])
+    assert "Item" not in dynamodb.get_item(TableName=table, Key=store.marshal(ORDER_LINE.key(plain)))

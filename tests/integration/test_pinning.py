@@ -28,13 +28,13 @@ PINS = ("CREATE TEMP TABLE x (a int)", "SET search_path = app", "set work_mem to
 HARMLESS = ("SET LOCAL lock_timeout = '1s'", "INSERT INTO t SELECT 1 ON CONFLICT (a) DO UPDATE SET b = 1")
 
 
-def test_what_the_functions_send_postgresql_never_pins_a_proxy_connection(stack, engine):
+def test_what_the_functions_send_postgresql_never_pins_a_proxy_connection(stack, engine, truth):
     functions = db.create_engine(stack.database_url, pool_size=1, max_overflow=0)  # as runtime.engine()
     sent: list[str] = []
     sa.event.listen(functions, "before_cursor_execute", lambda *args: sent.append(args[2]))
     records = [record(n) for n in names() if not n.startswith("poison")] * 4  # past psycopg's 5 executions
     for _ in range(3):
-        writeback.write_back(records, functions, MODEL)
+        writeback.write_back(records, functions, MODEL, truth=truth)
     customer = f"c-{uuid.uuid4().hex[:8]}"
     with engine.begin() as conn:
         conn.execute(sa.text("INSERT INTO customers (customer_id, email, name) VALUES (:c, :e, 'Pin')"),

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from hybridsync import capacity, exports, scans, timeseries
+from hybridsync import capacity, exports, scans, store, timeseries
 from hybridsync.convert import marshal
 from hybridsync.declare import KeyAttribute, Table
 from hybridsync.keys import iso_ms
@@ -288,3 +288,17 @@ def test_time_series_rotation_across_days_archives_before_it_drops(dynamodb, sta
     )
     assert [i["EventId"] for i in items] == ["e40"] and missing == ["2026-11-01"]
     assert min(timeseries.tables(dynamodb, prefix, series)) == "2026-11-02"  # keep: the 14 days before 11-16
+
+
+def test_a_consistent_batch_get_is_priced_as_dynamodb_reports_it(stack, dynamodb, workload):
+    """BatchGetItem asks for consistency per table (inside RequestItems): a strongly consistent read
+    is a whole unit per 4 KB, as DynamoDB's ConsumedCapacity says."""
+    table = stack.table_names["main"]
+    keys = [ORDER.key(workload.order(workload.id("o"))) for _ in range(3)]
+    meter = capacity.Meter()
+    meter.attach(dynamodb)
+    try:
+        store.batch_get(dynamodb, table, keys)
+    finally:
+        meter.detach(dynamodb)
+    assert meter.cost.read_units == meter.cost.consumed == 3

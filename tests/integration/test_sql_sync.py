@@ -144,13 +144,15 @@ def test_an_older_change_never_overwrites_a_newer_view(stack, engine, dynamodb, 
     assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Price"] == Decimal(1)
 
 
-def test_no_echo_changes_from_sql_are_not_written_back(stack, engine, dynamodb, product_id, workload, stream):
+def test_no_echo_changes_from_sql_are_not_written_back(
+    stack, engine, dynamodb, product_id, workload, stream, truth
+):
     sql(engine, "INSERT INTO customers (customer_id, name, email) VALUES (:c, 'Ada', 'ada@example.com')",
         c=product_id)  # fmt: skip
     drain(stack, engine)
     records = stream.read()
     assert records and all(r["dynamodb"]["NewImage"]["Origin"]["S"] == "sql" for r in records)
-    outcome = writeback.write_back(records, engine, MODEL)
+    outcome = writeback.write_back(records, engine, MODEL, truth=truth)
     assert (outcome.skipped, outcome.applied) == (len(records), 0)
     # the event source mapping would not even deliver them, and it tells the origin apart: a change
     # of a written-back entity is delivered when made in DynamoDB, dropped when marked as from SQL

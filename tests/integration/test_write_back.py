@@ -261,6 +261,20 @@ def test_a_redriven_old_batch_moves_nothing(stack, dynamodb, engine, workload, s
     assert snapshot(engine, oid) == before and orders(engine, oid)[oid].status == "SHIPPED"
 
 
+def test_a_row_no_stream_record_made_is_settled_once(engine, workload, stream, truth):
+    """A row a load (or SQL) made has no position: its first record reads the item, and the row,
+    already as the item is, takes the record's position; the next record reads nothing."""
+    oid = workload.id("loaded")
+    workload.order(oid)
+    records = stream.read()
+    writeback.write_back(records, engine, MODEL, truth=truth)
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE orders SET stream_position = NULL WHERE order_id = :o"), {"o": oid})
+    first = writeback.write_back(records, engine, MODEL, truth=truth)
+    again = writeback.write_back(records, engine, MODEL, truth=truth)
+    assert (first.read, first.changed, again.read, again.changed) == (1, 0, 0, 0)
+
+
 def test_a_newer_record_whose_sequence_number_is_lower_is_settled_from_the_table(
     engine, workload, stream, truth
 ):

@@ -15,7 +15,9 @@ def values(workload, **changes):
             "CreatedAt": "2026-11-22T07:00:00.000Z", "Total": Decimal("10.00")} | changes  # fmt: skip
 
 
-def test_what_it_writes_is_written_back_and_versions_grow_across_delete(stack, engine, workload, stream):
+def test_what_it_writes_is_written_back_and_versions_grow_across_delete(
+    stack, engine, workload, stream, truth
+):
     client, table = stack.client(), stack.table_names["main"]
     first = writes.put(client, table, ORDER, values(workload))
     second = writes.put(client, table, ORDER, first | {"Status": "SHIPPED"})
@@ -23,7 +25,7 @@ def test_what_it_writes_is_written_back_and_versions_grow_across_delete(stack, e
     assert writes.delete(client, table, ORDER, second) and not writes.delete(client, table, ORDER, second)
     again = writes.put(client, table, ORDER, first)
     assert again["Version"] > second["Version"]  # a re-create passes the deleted item's version
-    outcome = writeback.write_back(stream.read(), engine, MODEL)
+    outcome = writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     assert outcome.rejected == [] and outcome.changed >= 1
     with engine.connect() as conn:
         row = conn.exec_driver_sql("SELECT status, deleted, version FROM orders WHERE order_id = %s",

@@ -352,7 +352,9 @@ def test_legacy_data_is_adopted_online_by_the_new_project(project, tmp_path):
         assert figures(app.cli("load", "views", "Customer", "--deployed", "--json"))["written"] >= 20
         assert figures(app.cli("load", "items", "Invoice", "--deployed", "--json"))["written"] == 10
         rows = figures(app.cli("load", "rows", "--deployed", "--json"), code=1)  # the strays
-        assert rows["dead_lettered"] == 2 and rows["undone"] == 0 and rows["written"] >= 15
+        # the legacy items were written while the app ran: the stream carried them already (any writer
+        # is synced), so the load finds their rows made and leaves them to the stream (older)
+        assert rows["dead_lettered"] == 2 and rows["undone"] == 0 and rows["written"] + rows["older"] >= 15
         assert (
             figures(app.cli("aggregates", "rebuild", "--deployed", "--json", "--settle", "1"))["undone"] == 0
         )

@@ -15,14 +15,16 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from hybridsync import distinct, keys, store, versions
+from hybridsync import distinct, keys, placing, store, versions
 from hybridsync.convert import json_text, marshal, unmarshal
 from hybridsync.errors import Conflict, Invalid, NotFound
 from hybridsync.limits import ARITHMETIC, DIGITS
+from hybridsync.records import Rejected
 from shop.model import (
     CANCELLED,
     COLLECTION,
     ENTITY,
+    MODEL,
     OPEN,
     ORDER,
     ORDER_LINE,
@@ -144,11 +146,28 @@ def order_with_lines(client: Any, table: str, customer_id: str, created_at: str,
     for item in (unmarshal(i) for page in pages for i in page["Items"]):
         if item.get("OrderId") != order_id:
             continue  # another order whose id merely starts like this one
-        if item[ENTITY] == ORDER.name:
+        entity = _entity_of(item)  # by its keys: any writer's items, tagged or not
+        if entity is ORDER:
             header = item
-        elif item[ENTITY] == ORDER_LINE.name:
+        elif entity is ORDER_LINE:
             lines.append(item)
     return header, lines
+
+
+def _entity_of(item: dict[str, Any]) -> Any:
+    try:
+        return placing.place(MODEL, {"PK": item["PK"], "SK": item["SK"]}, item.get(ENTITY))
+    except Rejected:
+        return None  # neither an order nor its line: not this order's
+
+
+def _held(item: dict[str, Any]) -> int | None:
+    """An item's version; None for one a writer stored without (guards then ask it still has none)."""
+    return None if item.get(VERSION) is None else int(item[VERSION])
+
+
+def _next(*items: dict[str, Any]) -> int:
+    return versions.next_version(max((_held(i) or 0) for i in items))
 
 
 def _stored(client: Any, table: str, order_id: str) -> tuple[dict[str, Any], list[dict[str, Any]], dict]:
@@ -180,7 +199,7 @@ def edit_line(client: Any, table: str, order_id: str, line_no: int, quantity: in
     line = next((li for li in lines if int(li["LineNo"]) == line_no), None)
     if line is None:
         raise NotFound(f"order {order_id!r} has no line {line_no}")
-    version = versions.next_version(max(int(i[VERSION]) for i in [header, *lines]))
+    version = _next(header, *lines)
     total = _total(
         [{"Quantity": quantity - line["Quantity"], "UnitPrice": line["UnitPrice"]}], header["Total"]
     )
@@ -201,7 +220,7 @@ def set_status(client: Any, table: str, order_id: str, status: str) -> dict[str,
         return _shape(header, lines)  # already there: a retried request changes nothing
     if status not in TRANSITIONS[header["Status"]]:
         raise Conflict(f"order {order_id!r} is {header['Status']} and cannot become {status}")
-    version = versions.next_version(max(int(i[VERSION]) for i in [header, *lines]))
+    version = _next(header, *lines)
     store.transact(client, [
         store.update_action(table, ORDER, header, {"Status": status}, version),
         *(store.update_action(table, ORDER_LINE, line, {"Status": status}, version) for line in lines),
@@ -213,10 +232,10 @@ def delete_order(client: Any, table: str, order_id: str) -> None:
     """Delete an order, its lines and its reference in one transaction (the customer's #static
     item goes with their last order)."""
     header, lines, ref = _stored(client, table, order_id)
-    version = versions.next_version(int(header[VERSION]))
+    version = _next(header)
     store.transact(client, [
-        store.delete_action(table, ORDER.key(header), int(header[VERSION])),
-        *(store.delete_action(table, ORDER_LINE.key(line), int(line[VERSION])) for line in lines),
-        store.delete_action(table, ORDER_REF.key(ref), int(ref[VERSION])),
+        store.delete_action(table, ORDER.key(header), _held(header)),
+        *(store.delete_action(table, ORDER_LINE.key(line), _held(line)) for line in lines),
+        store.delete_action(table, ORDER_REF.key(ref), _held(ref)),
         distinct.left(client, table, COLLECTION, _collection(header["CustomerId"]), version),
     ])  # fmt: skip

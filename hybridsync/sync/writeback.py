@@ -246,19 +246,18 @@ def _as_text(entity: Entity) -> tuple[tuple[str, Callable[[Any], str]], ...]:
 @functools.cache
 def merge_sql(entity: Entity, mode: str = STREAM) -> str:
     """Any number of rows, sent as one JSON parameter and read back typed, merged with one
-    statement that returns the keys of the rows it wrote. Nothing in it outlives the transaction
+    statement (its row count: the rows it wrote). Nothing in it outlives the transaction
     (no temporary table, no prepared statement), so an RDS Proxy never pins the connection. The
     rows come in key order, so concurrent batches lock rows in one order (a deadlock would still
     be retried, see TRANSIENT_SQLSTATES)."""
-    columns, types, key = _columns(entity)
+    columns, types, _ = _columns(entity)
     # a jsonb value travels as its text (a JSON string) and is parsed here, exactly as written
     pairs = list(zip(columns, types, strict=True))
     typed = ", ".join(f"{c} {'text' if t == 'jsonb' else t}" for c, t in pairs)
     select = ", ".join(f"r.{c}::jsonb" if t == "jsonb" else f"r.{c}" for c, t in pairs)
     return (
         f"INSERT INTO {table_of(entity).name} ({', '.join(columns)}) "
-        f"SELECT {select} FROM json_to_recordset(%(rows)s) AS r({typed}) {_on_conflict(entity, mode)} "
-        f"RETURNING {', '.join(key)}"
+        f"SELECT {select} FROM json_to_recordset(%(rows)s) AS r({typed}) {_on_conflict(entity, mode)}"
     )
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from decimal import Context, Decimal
 from typing import Any
 
@@ -333,3 +333,10 @@ def from_json(
         raise Invalid(largest, f"{largest}: its item would be over DynamoDB's {limits.ITEM_BYTES} bytes "
                                f"(these fields alone are {size})")  # fmt: skip
     return values
+
+
+def writer_version(entity: Entity, values: Mapping[str, Any]) -> int | None:
+    """The writer's own version of an item, when it keeps one (carried, never trusted for order);
+    raises Rejected when it is not an integer within 64 bits."""
+    raw = values.get(entity.names.version)
+    return None if raw is None else to_integer(entity.field(entity.names.version), raw)

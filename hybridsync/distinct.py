@@ -39,8 +39,14 @@ def left(client: Any, table: str, marker: Entity, collection_pk: str, version: i
     """The transaction action counting `members` members out: deletes the #static item with the
     last one. Guarded by the count it read, so two concurrent removals cannot both miss the end."""
     stored = store.get(client, table, _key(marker, collection_pk))
-    count = int(stored[MEMBERS]) if stored else 0
     guard = {"ConditionExpression": "#m = :count", "ExpressionAttributeNames": {"#m": MEMBERS}}
+    if stored is None or stored.get(MEMBERS) is None:
+        # no count to take from: a collection another writer started has no #static item (or an
+        # item of its own sits at that key); the transaction only checks it still has no count
+        return {"ConditionCheck": {"TableName": table, "Key": marshal(_key(marker, collection_pk)),
+                                   "ConditionExpression": "attribute_not_exists(#m)",
+                                   "ExpressionAttributeNames": {"#m": MEMBERS}}}  # fmt: skip
+    count = int(stored[MEMBERS])
     if count <= members:
         return {"Delete": {"TableName": table, "Key": marshal(_key(marker, collection_pk)), **guard,
                            "ExpressionAttributeValues": marshal({":count": count})}}  # fmt: skip

@@ -86,6 +86,9 @@ def place(model: Model, keys: Mapping[str, Any], tag: Any = None, table: str | N
         match, weight = matcher(entity)
         if weight and match(keys) is None and entity in model.entities:
             raise Rejected(f"tagged {tag}, but its keys {_shown(keys)} do not fit {tag}'s key templates")
+        if entity not in model.entities and (fits := _fitting(model, keys, table)):
+            # an aggregate's or the engine's name on keys of the user's entity: never dropped silently
+            raise Rejected(f"tagged {tag}, but its keys {_shown(keys)} are {fits[0][1].name}'s")
         return entity
     found = _fitting(model, keys, table)
     if not found:
@@ -130,3 +133,18 @@ def key_filter(entities: Sequence[Entity] | list[Entity]) -> dict[str, Any]:
     if not prefixes:
         return {}
     return {"Keys": {a: {"S": [{"prefix": p} for p in heads]} for a, heads in sorted(prefixes.items())}}
+
+
+def check_keys(entity: Entity, keys: Mapping[str, Any], values: Mapping[str, Any]) -> None:
+    """Raise Rejected unless the item's table keys are the ones its own attributes build: a writer
+    whose keys say one id and whose attributes another would make two items one row."""
+    if not all(isinstance(entity.keys[a.name], Template) for a in entity.table.key_schema()):
+        return
+    try:
+        built = entity.key(values)
+    except (ValueError, TypeError) as error:
+        raise Rejected(f"{entity.name}: its keys cannot be built from its attributes ({error})") from None
+    if any(str(built[name]) != str(keys.get(name)) for name in built):
+        raise Rejected(
+            f"{entity.name}: its keys {_shown(keys)} are not the ones its attributes build ({_shown(built)})"
+        )

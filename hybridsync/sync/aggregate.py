@@ -50,7 +50,7 @@ from decimal import Context, Decimal
 from typing import Any
 
 from hybridsync import capacity, placing, store
-from hybridsync.convert import WIDE, marshal, to_values, unmarshal
+from hybridsync.convert import WIDE, marshal, to_values, unmarshal, writer_version
 from hybridsync.declare import PERIOD, Aggregate, Entity, Model, Table
 from hybridsync.limits import ARITHMETIC, DIGITS
 from hybridsync.records import DeadLetter, Rejected, sequence, stream_data, table_of_arn, triage
@@ -224,6 +224,9 @@ class Aggregation:
 
     def _contribution(self, item: dict[str, Any], found: tuple[Entity, tuple[Aggregate, ...]]) -> Totals:
         entity, feeding = found
+        # what the write-back refuses counts for nothing here either: both sides agree on an item
+        placing.check_keys(entity, {a.name: item.get(a.name) for a in entity.table.key_schema()}, item)
+        writer_version(entity, item)
         values = to_values(entity, item)
         out: Totals = {}
         for aggregate in feeding:

@@ -30,7 +30,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from hybridsync import capacity, deadletters, exports, placing, store
-from hybridsync.convert import item_values, marshal, to_integer, to_row, unmarshal
+from hybridsync.convert import item_values, marshal, to_row, unmarshal, writer_version
 from hybridsync.declare import Entity, Side
 from hybridsync.jobs import DONE, SOURCE, Counts, Services, kind
 from hybridsync.records import DeadLetter, Rejected
@@ -365,11 +365,9 @@ class Sorter:
                 counts.skipped += 1
                 continue
             try:
-                raw_version = item.get(names.version)
-                version = (
-                    None if raw_version is None else to_integer(entity.field(names.version), raw_version)
-                )
+                version = writer_version(entity, item)
                 row = to_row(entity, item)
+                placing.check_keys(entity, keys, item)
             except Rejected as rejected:
                 letters.append(self.letter(item, f"{entity.name}: {rejected.reason}"))
                 continue

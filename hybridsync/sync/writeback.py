@@ -33,9 +33,9 @@ import psycopg
 import sqlalchemy as sa
 
 from hybridsync import deadletters, placing, store
-from hybridsync.convert import attribute_value, to_integer, to_row, unmarshal
+from hybridsync.convert import attribute_value, to_row, unmarshal, writer_version
 from hybridsync.declare import Entity, Model
-from hybridsync.records import EVENT_NAMES, DeadLetter, Rejected, is_ttl_expiry, stream_data
+from hybridsync.records import EVENT_NAMES, DeadLetter, Rejected, is_ttl_expiry, stream_data, table_of_arn
 from hybridsync.schema import table_of
 
 SOURCE = "write_back"
@@ -126,9 +126,10 @@ class Truth:
 # --- decoding -------------------------------------------------------------------------------
 
 
-def decode(record: dict[str, Any], model: Model) -> Change | Unplaced | None:
+def decode(record: dict[str, Any], model: Model, table: str | None = None) -> Change | Unplaced | None:
     """The change a stream record asks for; Unplaced for an item of no entity; None when it is not
-    for write-back. Raises Rejected."""
+    for write-back. `table`: the logical table the record's stream is of, when known (an entity of
+    another table is never a candidate). Raises Rejected."""
     names = model.names
     event = record.get("eventName")
     if event not in EVENT_NAMES:
@@ -143,7 +144,7 @@ def decode(record: dict[str, Any], model: Model) -> Change | Unplaced | None:
     try:
         item_key = unmarshal(data.get("Keys") or {})
         tag = attribute_value(raw[names.entity]) if names.entity in raw else None
-        entity = placing.place(model, item_key or unmarshal(raw), tag)
+        entity = placing.place(model, item_key or unmarshal(raw), tag, table)
         if entity is None:
             return Unplaced(record)
         attributes = _mapped(model).get(entity.name)
@@ -167,6 +168,7 @@ def decode(record: dict[str, Any], model: Model) -> Change | Unplaced | None:
         return None
     version = writer_version(entity, image)
     row = to_row(entity, image)
+    placing.check_keys(entity, item_key, image)
     key = tuple(row[c] for c in entity.sql_key_columns)
     return Change(entity, key, version, event == "REMOVE", row, record, position, item_key)
 
@@ -404,6 +406,7 @@ def settle(conn: sa.Connection, model: Model, changes: Sequence[Change], truth: 
                 if placed is not entity or item.get(names.origin) == names.origin_sql:
                     continue  # now another entity's, or the SQL side's own echo
                 row, version = to_row(entity, item), writer_version(entity, item)
+                placing.check_keys(entity, change.item_key, item)
                 settled = dataclasses.replace(change, row=row, version=version, deleted=False,
                                               position=position, older=None)  # fmt: skip
             elif change.deleted:
@@ -432,13 +435,6 @@ def _advance_sql(entity: Entity) -> str:
         f"UPDATE {table} AS t SET {POSITION} = k.{POSITION} FROM json_to_recordset(%(rows)s) AS k({typed}) "
         f"WHERE {on} AND (t.{POSITION} IS NULL OR t.{POSITION} < k.{POSITION})"
     )
-
-
-def writer_version(entity: Entity, values: Mapping[str, Any]) -> int | None:
-    """The writer's own version of an item, when it keeps one (carried, never trusted for order);
-    raises Rejected when it is not an integer within 64 bits."""
-    raw = values.get(entity.names.version)
-    return None if raw is None else to_integer(entity.field(entity.names.version), raw)
 
 
 def _chain(change: Change) -> Iterable[dict[str, Any]]:
@@ -480,13 +476,25 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def triage(records: Sequence[dict[str, Any]], model: Model) -> tuple[list[Change], Outcome]:
-    """Decode a batch: the changes, and an outcome counting the rest (skipped, unplaced, rejected)."""
+def _table(record: dict[str, Any], logical: Mapping[str, str]) -> str | None:
+    """The logical table whose stream a record came from (None when unknown)."""
+    arn = record.get("eventSourceARN")
+    try:
+        return logical.get(table_of_arn(arn)) if isinstance(arn, str) and logical else None
+    except ValueError:
+        return None
+
+
+def triage(records: Sequence[dict[str, Any]], model: Model,
+           tables: Mapping[str, str] | None = None) -> tuple[list[Change], Outcome]:  # fmt: skip
+    """Decode a batch: the changes, and an outcome counting the rest (skipped, unplaced, rejected).
+    `tables`: logical -> physical names, to place each record among its own table's entities."""
+    logical = {physical: name for name, physical in (tables or {}).items()}
     outcome = Outcome(received=len(records))
     changes = []
     for record in records:
         try:
-            decoded = decode(record, model)
+            decoded = decode(record, model, _table(record, logical))
         except Rejected as error:
             outcome.rejected.append(DeadLetter(record, error.reason))
             continue
@@ -517,7 +525,7 @@ def _unsettled(conn: sa.Connection, changes: Sequence[Change], done: Applied,
 
 def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Model, truth: Truth | None,
                 verify: bool, store_dead_letters: bool) -> Outcome:  # fmt: skip
-    changes, outcome = triage(records, model)
+    changes, outcome = triage(records, model, truth.tables if truth else None)
     latest = coalesce(changes)
     streamed = [] if verify else [c for c in latest if c.position is not None]
     noticed = list(latest) if verify else [c for c in latest if c.position is None]
@@ -549,18 +557,36 @@ def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Mod
 
 def redrive(engine: sa.Engine, model: Model, ids: list[int] | None = None, *,
             truth: Truth | None = None) -> tuple[int, list[DeadLetter]]:  # fmt: skip
-    """Apply pending write-back dead letters again (after a fix to the data or the mapping),
-    settled from the table as it is now (a letter may be days old); the ones that now land are
-    marked redriven, the rest stay pending."""
+    """Apply pending write-back dead letters again, each as its item is now (a letter may be days
+    old, and the fix may have been made to the item itself), settled from the table; the ones that
+    now land are marked redriven, the rest stay pending."""
     with engine.connect() as conn:
         pending = deadletters.pending(conn, SOURCE, ids)
     if not pending:
         return 0, []
-    outcome = write_back(
-        [row.record for row in pending], engine, model, truth=truth, verify=True, store_dead_letters=False
-    )
+    records = [_as_it_is_now(row.record, model, truth) for row in pending]
+    outcome = write_back(records, engine, model, truth=truth, verify=True, store_dead_letters=False)
     failed = {id(d.record) for d in outcome.rejected}
-    landed = [row.id for row in pending if id(row.record) not in failed]
+    landed = [row.id for row, record in zip(pending, records, strict=True) if id(record) not in failed]
     with engine.begin() as conn:
         deadletters.mark_redriven(conn, landed)
     return len(landed), outcome.rejected
+
+
+def _as_it_is_now(record: dict[str, Any], model: Model, truth: Truth | None) -> dict[str, Any]:
+    """A dead letter's record with its item's current image, when the item is there: a value fixed
+    in DynamoDB since lands (the record as stored would be refused again)."""
+    data = record.get("dynamodb")
+    if truth is None or not isinstance(data, dict) or not isinstance(data.get("Keys"), dict):
+        return record
+    try:
+        keys = unmarshal(data["Keys"])
+        candidates = [e for e in model.written_back() if all(a.name in keys for a in e.table.key_schema())]
+        tables = {truth.tables[e.table.name] for e in candidates if e.table.name in truth.tables}
+    except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError):
+        return record
+    for table in sorted(tables):
+        got = truth.client.get_item(TableName=table, Key=data["Keys"], ConsistentRead=True)
+        if "Item" in got:
+            return record | {"eventName": "MODIFY", "dynamodb": data | {"NewImage": got["Item"]}}
+    return record

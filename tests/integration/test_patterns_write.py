@@ -172,3 +172,16 @@ def test_every_item_the_write_path_writes_carries_version_and_entity(dynamodb, t
     mine = [i for i in items if tag in i["PK"] or tag in str(i.get("CustomerId", ""))]
     assert len(mine) >= 10
     assert all("Version" in i and "Entity" in i for i in mine), [i for i in mine if "Version" not in i]
+
+
+def test_an_edge_another_writer_put_without_a_version_is_unfollowed(dynamodb, table, tag):
+    from shop.model import FOLLOW
+
+    a, b = f"{tag}-a", f"{tag}-b"
+    edge = FOLLOW.item(
+        {"FollowerId": a, "FolloweeId": b, "CreatedAt": "2026-11-27T10:00:00.000Z", "Version": 1}
+    )
+    edge.pop("Entity"), edge.pop("Version")  # as an existing service wrote it
+    dynamodb.put_item(TableName=table, Item=store.marshal(edge))
+    follows.unfollow(dynamodb, table, a, b)
+    assert "Item" not in dynamodb.get_item(TableName=table, Key=store.marshal(FOLLOW.key(edge)))

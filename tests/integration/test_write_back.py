@@ -12,8 +12,9 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from hybridsync import store
 from hybridsync.sync import writeback
-from shop.model import MODEL
+from shop.model import MODEL, ORDER
 from tests.handlers import LambdaContext, load
 from tests.schedules import schedules
 
@@ -532,27 +533,49 @@ def test_reconcile_reports_no_drift_after_a_run_then_finds_and_repairs_injected_
     assert orders(engine, workload.prefix)[f"{workload.prefix}-ghost"].deleted is True
 
 
-def test_redrive_applies_fixed_dead_letters_once(engine, workload, stream, truth):
+def test_redrive_applies_fixed_dead_letters_once(stack, dynamodb, engine, workload, stream, truth):
+    """A dead letter is redriven as its item is now: a value an operator fixed in DynamoDB lands."""
     oid = workload.id("o")
-    workload.order(oid)
-    (record,) = stream.read()
-    broken = copy.deepcopy(record)
-    broken["dynamodb"]["NewImage"]["Total"] = {"S": "10.00"}
+    key = ORDER.key(workload.order(oid))
+    table = stack.table_names["main"]
+
+    def set_total(value: dict) -> None:
+        update = {"UpdateExpression": "SET #t = :t", "ExpressionAttributeNames": {"#t": "Total"},
+                  "ExpressionAttributeValues": {":t": value}}  # fmt: skip
+        dynamodb.update_item(TableName=table, Key=store.marshal(key), **update)
+
+    set_total({"S": "10.00"})
     before = last_dead_letter_id(engine)
-    writeback.write_back([broken], engine, MODEL, truth=truth)
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     (letter,) = dead_letters(engine, before)
 
     landed, still = writeback.redrive(engine, MODEL, [letter.id], truth=truth)
     assert (landed, len(still)) == (0, 1)  # still bad: stays pending
-    with engine.begin() as conn:  # an operator fixes the stored record
-        conn.execute(
-            sa.text("""UPDATE dead_letters SET record = jsonb_set(record::jsonb,
-                    '{dynamodb,NewImage,Total}', '{"N": "10.00"}')::json WHERE id = :i"""),
-            {"i": letter.id},
-        )
+    set_total({"N": "10.00"})  # the fix, made to the item
     assert writeback.redrive(engine, MODEL, [letter.id], truth=truth) == (1, [])
     assert orders(engine, oid)[oid].total == Decimal("10.00")
     assert writeback.redrive(engine, MODEL, [letter.id], truth=truth) == (0, [])  # nothing pending any more
+
+
+def test_keys_their_attributes_do_not_build_are_refused(engine, workload, stream, truth):
+    """Keys saying one order and attributes another would make two items one row."""
+    oid = workload.id("o")
+    workload.order(oid)
+    (record,) = stream.read()
+    record["dynamodb"]["NewImage"]["OrderId"] = {"S": f"{oid}-other"}
+    before = last_dead_letter_id(engine)
+    outcome = writeback.write_back([record], engine, MODEL, truth=truth)
+    assert outcome.changed == 0 and "are not the ones its attributes build" in outcome.rejected[0].reason
+    assert len(dead_letters(engine, before)) == 1
+
+
+def test_an_aggregates_name_on_an_orders_keys_is_refused_not_dropped(engine, workload, stream, truth):
+    oid = workload.id("o")
+    workload.order(oid)
+    (record,) = stream.read()
+    record["dynamodb"]["NewImage"]["Entity"] = {"S": "Sales"}
+    outcome = writeback.write_back([record], engine, MODEL, truth=truth)
+    assert "tagged Sales, but its keys" in outcome.rejected[0].reason
 
 
 def test_a_replayed_batch_does_not_multiply_its_dead_letters(engine, workload, stream, truth):

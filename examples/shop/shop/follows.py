@@ -41,11 +41,12 @@ def unfollow(client: Any, table: str, follower: str, followee: str) -> None:
     stored = store.get(client, table, FOLLOW.key(values))
     if stored is None:
         raise NotFound(f"{follower!r} does not follow {followee!r}")
-    version = versions.next_version(int(stored[VERSION]))
+    held = None if stored.get(VERSION) is None else int(stored[VERSION])  # none: another writer's edge
+    version = versions.next_version(held)
     store.transact(
         client,
         [
-            store.delete_action(table, FOLLOW.key(values), int(stored[VERSION])),
+            store.delete_action(table, FOLLOW.key(values), held),
             distinct.left(client, table, COLLECTION, FOLLOW.key_value("PK", values), version),
         ],
     )

@@ -247,11 +247,12 @@ def _retag(record, tag, fresh, n):
     """The same record about other customers and products (sequence numbers kept)."""
     record = copy.deepcopy(record)
     record["eventID"] = f"{record['eventID']}-{fresh}"
-    for side in ("NewImage", "OldImage"):
+    for side in ("NewImage", "OldImage", "Keys"):
         image = record["dynamodb"].get(side)
-        if image:
-            for name in ("ProductId", "CustomerId"):
-                image[name]["S"] = image[name]["S"].replace(tag, fresh, 1)
+        if image:  # the keys too: an item's keys are the ones its attributes build
+            for name in ("ProductId", "CustomerId", "OrderId", "PK", "SK"):
+                if name in image:
+                    image[name]["S"] = image[name]["S"].replace(tag, fresh)
     return record
 
 

@@ -24,7 +24,7 @@ from enum import Enum, StrEnum
 from functools import cached_property
 from typing import Any
 
-from hybridsync import keys, limits
+from hybridsync import errors, keys, limits
 
 ID_LENGTH = 128  # a sensible limit for ids; a field's max_length says its own
 
@@ -511,12 +511,20 @@ class Entity:
             raise KeyError(f"{self.name} has no field {attribute!r}") from None
 
     def key(self, values: Mapping[str, Any]) -> dict[str, Any]:
-        """The table's primary key of the item with these values."""
+        """The table's primary key of the item with these values. A key built from several values
+        is checked as the key DynamoDB takes (each value within its field's limit may still make
+        one over 2,048 bytes for a partition key, 1,024 for a sort key): `Invalid` names them."""
         out = {}
-        for attr in self.table.key_schema():
-            value = self.keys[attr.name](values)
+        for n, attr in enumerate(self.table.key_schema()):
+            builder = self.keys[attr.name]
+            value = builder(values)
             if value is None:
                 raise ValueError(f"{self.name}: cannot build {attr.name} from {dict(values)!r}")
+            limit = limits.PARTITION_KEY_BYTES if n == 0 else limits.SORT_KEY_BYTES
+            if (size := limits.value_size(value)) > limit:
+                fields, kind = ", ".join(sorted(reads(builder))) or attr.name, "sort" if n else "partition"
+                why = f"they build {attr.name}, {size} bytes, over DynamoDB's {limit} for a {kind} key"
+                raise errors.Invalid(fields, f"{fields}: {why}")
             out[attr.name] = value
         return out
 

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 
 import pytest
@@ -102,6 +103,14 @@ def test_stores_by_level(api, tag):
     assert len(http(api, "GET", f"/stores/{country}")[1]["stores"]) == 2
     assert [s["StoreId"] for s in http(api, "GET", f"/stores/{country}/ZH/Zürich")[1]["stores"]] == ["s1"]
     assert http(api, "PUT", f"/stores/{country}/ZH/Zürich/s3", {})[1]["message"] == "Name is required"
+
+
+def test_a_store_whose_levels_build_a_key_over_dynamodbs_limit_is_a_400_naming_them(api, tag):
+    """Each level within its field's limit, four of them a sort key DynamoDB refuses (it answered
+    500: GetItem's ValidationException)."""
+    level = "😀" * 128
+    status, body, *_ = http(api, "PUT", f"/stores/{tag}/{level}/{level}/{level}", {"Name": "Far"})
+    assert status == 400 and "City, Region, StoreId" in json.dumps(body) and "1024" in json.dumps(body)
 
 
 def test_publication_history_over_http(api, tag):

@@ -86,9 +86,10 @@ def test_the_shared_vocabulary_imports_no_capability():
 
 
 def test_the_declaring_language_imports_nothing_of_the_engine_but_keys_and_limits():
-    # limits: the value contract every declared item is checked against (a leaf module)
+    # limits: the value contract every declared item is checked against; errors: the Invalid a key
+    # built over DynamoDB's key size raises (both leaf modules)
     assert {m for m in imports(ENGINE / "declare.py") if m.startswith("hybridsync")} <= {
-        "hybridsync", "hybridsync.keys", "hybridsync.limits"}  # fmt: skip
+        "hybridsync", "hybridsync.keys", "hybridsync.limits", "hybridsync.errors"}  # fmt: skip
     assert {m for m in imports(ENGINE / "limits.py") if m.startswith("hybridsync")} <= {
         "hybridsync.records",
         "hybridsync.records.Rejected",

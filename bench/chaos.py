@@ -33,13 +33,10 @@ import json
 import random
 import sys
 import tempfile
-import time
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
-
-import sqlalchemy as sa
+from typing import Any, ClassVar
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -47,7 +44,6 @@ sys.path.insert(0, str(ROOT))
 from bench.mixed_writers import EngineWriter, Mixer, Orders, PlainWriter  # noqa: E402
 from hybridsync import store  # noqa: E402
 from hybridsync.convert import unmarshal  # noqa: E402
-from hybridsync.errors import Conflict, Invalid, NotFound  # noqa: E402
 from hybridsync.local.template import synth_if_stale  # noqa: E402
 from shop.model import MAX_QUANTITY, ORDER, ORDER_LINE  # noqa: E402
 from shop_workloads import chaos  # noqa: E402
@@ -74,17 +70,7 @@ class MixedGenerator(chaos.Generator):
                            PlainWriter(self.client, self.table))  # fmt: skip
         PLAIN_GENERATORS.append(self)
 
-    def step(self) -> None:  # the shop's step, over its changes and the plain ones
-        ops = chaos.OPS | PLAIN_OPS
-        kind = self.rng.choices(list(ops), weights=list(ops.values()))[0]
-        try:
-            if getattr(self, f"_{kind}")() is not False:
-                self.done[kind] += 1
-                self.times.append(time.monotonic())
-        except (Conflict, NotFound, Invalid):
-            pass  # an edit that lost to another change: the application would be told so
-        except sa.exc.OperationalError:
-            self.refused[kind] += 1
+    ops: ClassVar[dict[str, int]] = chaos.OPS | PLAIN_OPS  # the shop's changes and the plain ones
 
     @property
     def service(self) -> Mixer:

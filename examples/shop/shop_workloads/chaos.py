@@ -44,7 +44,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import sqlalchemy as sa
 from rich.console import Console
@@ -134,8 +134,10 @@ class Generator:
             total.times += other.times
         return total
 
+    ops: ClassVar[dict[str, int]] = OPS  # the kinds of change it draws from, and their weights
+
     def step(self) -> None:
-        kind = self.rng.choices(list(OPS), weights=list(OPS.values()))[0]
+        kind = self.rng.choices(list(self.ops), weights=list(self.ops.values()))[0]
         try:
             if getattr(self, f"_{kind}")() is not False:
                 self.done[kind] += 1

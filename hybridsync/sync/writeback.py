@@ -263,16 +263,19 @@ def merge_sql(entity: Entity, mode: str = STREAM) -> str:
     )
 
 
-def _rows_json(entity: Entity, changes: Sequence[Change]) -> str:
+def _rows_json(entity: Entity, changes: Sequence[Change], *, numbered: bool = False) -> str:
+    """The changes' rows as one JSON parameter; `numbered`: each with its place (`n_`)."""
     as_text = _as_text(entity)
     rows = []
-    for change in changes:
+    for n, change in enumerate(changes):
         row = dict(change.row)
         for column, write in as_text:
             if row[column] is not None:
                 row[column] = write(row[column])
         row["version"], row["deleted"] = change.version, change.deleted
         row[POSITION] = None if change.position is None else str(change.position)
+        if numbered:
+            row["n_"] = n
         rows.append(row)
     return json.dumps(rows, separators=(",", ":"))
 
@@ -353,17 +356,14 @@ def positions(
     """Per change, whether its row exists and the stream position it last applied, the rows
     locked until the transaction ends (so what is settled from a read cannot be overtaken)."""
     table = table_of(entity).name
-    _, _types, key = _columns(entity)
-    typed = ", ".join(f"{c} {t}" for c, t in zip(*_columns(entity)[:2], strict=True) if c in key)
+    columns, types, key = _columns(entity)
+    typed = ", ".join(f"{c} {t}" for c, t in zip(columns, types, strict=True) if c in key)
     on = " AND ".join(f"t.{c} = k.{c}" for c in key)
-    rows = json.loads(_rows_json(entity, changes))
-    for n, row in enumerate(rows):
-        row["n_"] = n
     found = dict(
         conn.exec_driver_sql(
             f"SELECT k.n_, t.{POSITION} FROM json_to_recordset(%(rows)s) AS k(n_ int, {typed}) "
             f"JOIN {table} AS t ON {on} ORDER BY k.n_ FOR UPDATE OF t",
-            {"rows": json.dumps(rows, separators=(",", ":"))},
+            {"rows": _rows_json(entity, changes, numbered=True)},
         ).all()
     )
     return [(n in found, None if found.get(n) is None else int(found[n])) for n in range(len(changes))]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsync.declare import Model
-from hybridsync.settings import ConfigurationError
+from hybridsync.errors import ConfigurationError
 
 VARIABLE = "HYBRIDSYNC_MODEL"
 

@@ -1,4 +1,5 @@
-"""What the write path tells its caller went wrong: one error type per kind, each an HTTP status."""
+"""What went wrong, by kind: the write path's errors, each an HTTP status; and a configuration the
+engine cannot run with (a missing variable, a model it cannot load)."""
 
 from __future__ import annotations
 
@@ -21,3 +22,8 @@ class Conflict(Exception):
     def __init__(self, message: str, codes: list[str] | None = None):
         super().__init__(message)
         self.codes = codes or []  # TransactWriteItems' cancellation code per action, if any
+
+
+class ConfigurationError(RuntimeError):
+    """The environment or the project names something the engine cannot use (a variable unset, a
+    secret without its field, a model that does not load)."""

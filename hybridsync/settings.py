@@ -6,15 +6,13 @@ import logging
 import os
 from dataclasses import dataclass
 
+from hybridsync.errors import ConfigurationError
+
 # botocore's DEBUG lines carry whole request and response bodies: a secret's value, every item
 # read. Whatever level a function's logging is turned to, they stay off (a test turns logging to
 # DEBUG, reads the database secret and greps every line for the password).
 for _name in ("botocore", "boto3", "urllib3"):
     logging.getLogger(_name).setLevel(max(logging.getLogger(_name).level, logging.INFO))
-
-
-class ConfigurationError(RuntimeError):
-    pass
 
 
 def required(name: str) -> str:

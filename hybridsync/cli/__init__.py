@@ -38,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from botocore.exceptions import NoRegionError
 
-    from hybridsync.settings import ConfigurationError
+    from hybridsync.errors import ConfigurationError
 
     args = parser().parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # a stored item's lone surrogate is shown escaped, not a crash

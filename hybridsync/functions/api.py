@@ -14,10 +14,9 @@ from aws_lambda_powertools.metrics import MetricUnit
 
 from hybridsync import __version__, config, doctor, openapi, runtime
 from hybridsync.capacity import Meter
-from hybridsync.errors import Conflict, Invalid, NotFound
+from hybridsync.errors import ConfigurationError, Conflict, Invalid, NotFound
 from hybridsync.records import Rejected
 from hybridsync.runtime import dynamodb
-from hybridsync.settings import ConfigurationError
 from hybridsync.web import ROUTES, app, error, get, logger, metrics, respond
 
 METER = Meter()

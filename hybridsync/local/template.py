@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hybridsync.settings import ConfigurationError
+from hybridsync.errors import ConfigurationError
 
 ENGINE = Path(__file__).resolve().parents[1]
 ACCOUNT = "123456789012"  # the account the local app says it runs in (AWS documentation's example)

@@ -26,7 +26,7 @@ from alembic.script import ScriptDirectory
 
 from hybridsync import config, db
 from hybridsync.declare import Model, Side
-from hybridsync.settings import ConfigurationError
+from hybridsync.errors import ConfigurationError
 
 MIGRATIONS = Path(__file__).parent
 ENGINE_VERSIONS = MIGRATIONS / "versions"

@@ -5,12 +5,14 @@ nothing that does not ship."""
 from __future__ import annotations
 
 import ast
+import importlib
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
+import hybridsync
 from hybridsync.cdk.assets import SHIPPED
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -109,3 +111,17 @@ def test_the_aggregate_function_cold_starts_without_sqlalchemy_or_psycopg():
              "HYBRIDSYNC_MODEL": "shop.model:MODEL"},
     )  # fmt: skip
     assert out.stdout.strip() == "[]"
+
+
+def test_importing_hybridsync_imports_none_of_its_modules():
+    """The public modules are named at the top but imported when first asked for: a function's
+    cold start pays only for what it uses."""
+    probe = "import sys, hybridsync; print(sorted(m for m in sys.modules if m.startswith('hybridsync.')))"
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("name", sorted(hybridsync.PUBLIC))
+def test_a_public_module_imports_from_the_top(name):
+    assert getattr(hybridsync, name) is importlib.import_module(hybridsync.PUBLIC[name])
+    assert name in dir(hybridsync)

@@ -17,7 +17,7 @@ from hybridsync import keys, limits
 from hybridsync.declare import Entity, Field, FieldType
 from hybridsync.errors import Invalid
 from hybridsync.limits import NUMBER_RANGE
-from hybridsync.records import Rejected
+from hybridsync.streams.records import Rejected
 
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
 WIDE = Context(prec=200)  # exact for any number DynamoDB or a NUMERIC column holds

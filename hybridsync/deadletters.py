@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from hybridsync.records import DeadLetter, as_json
+from hybridsync.streams.records import DeadLetter, as_json
 
 if TYPE_CHECKING:
     import sqlalchemy as sa

@@ -22,8 +22,8 @@ import sqlalchemy as sa
 from hybridsync import deadletters, store
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.declare import Model
-from hybridsync.records import DeadLetter
 from hybridsync.scans import Pacer
+from hybridsync.streams.records import DeadLetter
 
 SOURCE = "load"  # the dead letters of a load: rows and items that cannot cross
 DONE = "done"  # a unit's last checkpoint

@@ -24,7 +24,7 @@ from hybridsync import capacity, keys, limits, store, versions
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.declare import BODY, Bodies
 from hybridsync.errors import Conflict, Invalid, NotFound
-from hybridsync.records import Rejected
+from hybridsync.streams.records import Rejected
 
 logger = logging.getLogger(__name__)
 BODY_ATTRIBUTES = tuple(BODY)  # Body, BodyGz, ChunkCount, ChunkVersion, BodyObject

@@ -26,8 +26,8 @@ from botocore.exceptions import ClientError
 from hybridsync import capacity, placing
 from hybridsync.convert import marshal, to_values
 from hybridsync.declare import Entity, Model, Table
-from hybridsync.records import Rejected
 from hybridsync.scans import Pacer
+from hybridsync.streams.records import Rejected
 
 
 @dataclass

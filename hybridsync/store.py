@@ -11,7 +11,7 @@ from hybridsync import cursors
 from hybridsync.convert import marshal, unmarshal
 from hybridsync.declare import DEFAULT_NAMES, Entity, Names
 from hybridsync.errors import Conflict, Invalid
-from hybridsync.records import Rejected
+from hybridsync.streams.records import Rejected
 
 
 def put_if_newer(client: Any, table_name: str, entity: Entity, item: dict[str, Any], *,

@@ -8,8 +8,8 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from hybridsync import deadletters, doctor, runtime
-from hybridsync.records import DeadLetter
 from hybridsync.runtime import dynamodb, engine, model, tables
+from hybridsync.streams.records import DeadLetter
 from hybridsync.sync import aggregate
 
 logger = Logger()

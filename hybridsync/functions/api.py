@@ -15,8 +15,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from hybridsync import __version__, config, doctor, openapi, runtime
 from hybridsync.capacity import Meter
 from hybridsync.errors import ConfigurationError, Conflict, Invalid, NotFound
-from hybridsync.records import Rejected
 from hybridsync.runtime import dynamodb
+from hybridsync.streams.records import Rejected
 from hybridsync.web import ROUTES, app, error, get, logger, metrics, respond
 
 METER = Meter()

@@ -16,7 +16,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from hybridsync import aws, filters
+from hybridsync import aws
 from hybridsync.cdk import rules
 from hybridsync.local import apigateway, create_table, iam, mappings, network
 from hybridsync.local.alarms import Alarm, Alarms, Metrics, Topic
@@ -35,6 +35,7 @@ from hybridsync.local.mappings import (
 from hybridsync.local.shards import READERS_PER_SHARD, ShardView, StreamsServer, Topology
 from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
 from hybridsync.local.ttl import Expiries, TtlSweeper
+from hybridsync.streams import filters
 
 log = logging.getLogger(__name__)
 TABLE_TYPES = ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table")

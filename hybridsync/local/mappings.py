@@ -32,11 +32,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hybridsync import filters, keys
+from hybridsync import keys
 from hybridsync.local.functions import FunctionError
 from hybridsync.local.shards import TrimmedDataAccess
 from hybridsync.local.streams import PAGE, ShardReader
-from hybridsync.records import created, sequence
+from hybridsync.streams import filters
+from hybridsync.streams.records import created, sequence
 
 log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 0.25  # Lambda polls each shard about four times a second

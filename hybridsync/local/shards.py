@@ -39,7 +39,7 @@ from typing import Any
 
 from hybridsync.local.streams import PAGE, Mark, ShardCursor, as_delivered, unmarked
 from hybridsync.local.ttl import Expiries
-from hybridsync.records import created, sequence
+from hybridsync.streams.records import created, sequence
 
 log = logging.getLogger(__name__)
 HASHES = 2**64  # the hash space the shards divide (md5 of the partition key, first 8 bytes)

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any
 
-from hybridsync.records import created, lambda_record, sequence
+from hybridsync.streams.records import created, lambda_record, sequence
 
 PAGE = 1000  # records per GetRecords (the API's limit)
 # What the platform adds to a stream's records that DynamoDB Local's lack (local/ttl.py: the

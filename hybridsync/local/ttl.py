@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hybridsync.records import DYNAMODB_SERVICE, json_default, table_of_arn
+from hybridsync.streams.records import DYNAMODB_SERVICE, json_default, table_of_arn
 
 log = logging.getLogger(__name__)
 SERVICE = {"Type": "Service", "PrincipalId": DYNAMODB_SERVICE}  # as the Streams API spells it

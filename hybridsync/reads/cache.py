@@ -19,8 +19,8 @@ import sqlalchemy as sa
 from hybridsync import store
 from hybridsync.convert import item_values, marshal, unmarshal
 from hybridsync.declare import Entity
-from hybridsync.records import Rejected
 from hybridsync.schema import table_of
+from hybridsync.streams.records import Rejected
 from hybridsync.views import CACHE_TTL_S, NEGATIVE_TTL_S, is_live, is_missing, missing_item, public, view_item
 
 log = logging.getLogger(__name__)

@@ -53,7 +53,7 @@ from hybridsync import capacity, placing, store
 from hybridsync.convert import WIDE, marshal, to_values, unmarshal, writer_version
 from hybridsync.declare import PERIOD, Aggregate, Entity, Model, Table
 from hybridsync.limits import ARITHMETIC, DIGITS
-from hybridsync.records import DeadLetter, Rejected, sequence, stream_data, table_of_arn, triage
+from hybridsync.streams.records import DeadLetter, Rejected, sequence, stream_data, table_of_arn, triage
 
 SOURCE = "aggregate"
 MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems limit

@@ -26,9 +26,10 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from hybridsync import deadletters, filters
+from hybridsync import deadletters
 from hybridsync.declare import Model
-from hybridsync.records import DeadLetter, lambda_record, sequence
+from hybridsync.streams import filters
+from hybridsync.streams.records import DeadLetter, lambda_record, sequence
 from hybridsync.sync import aggregate, writeback
 
 # A queue or function named after its consumer's construct (`WriteBackFailures`, `Aggregate...`).

@@ -33,9 +33,9 @@ from hybridsync import capacity, deadletters, exports, placing, store
 from hybridsync.convert import item_values, marshal, to_row, unmarshal, writer_version
 from hybridsync.declare import Entity, Side
 from hybridsync.jobs import DONE, SOURCE, Counts, Services, kind
-from hybridsync.records import DeadLetter, Rejected
 from hybridsync.scans import Scanner
 from hybridsync.schema import table_of
+from hybridsync.streams.records import DeadLetter, Rejected
 from hybridsync.sync.outbox import exact_json
 from hybridsync.sync.writeback import LOAD, Change, apply_changes
 from hybridsync.views import CACHE_TTL_S, view_item

@@ -31,7 +31,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from hybridsync import deadletters, store
 from hybridsync.convert import item_values
 from hybridsync.declare import Entity, Model, Side
-from hybridsync.records import DeadLetter, Rejected
+from hybridsync.streams.records import DeadLetter, Rejected
 from hybridsync.views import CACHE_TTL_S, TOMBSTONE_TTL_S, missing_item, view_item
 
 CHANNEL = "hybridsync_outbox"

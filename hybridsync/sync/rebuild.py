@@ -38,8 +38,8 @@ from typing import Any
 from hybridsync import store
 from hybridsync.convert import WIDE, marshal, unmarshal
 from hybridsync.jobs import DONE, Counts, JobError, Services, kind
-from hybridsync.records import Rejected
 from hybridsync.scans import Scanner
+from hybridsync.streams.records import Rejected
 from hybridsync.sync.aggregate import CHUNK, Aggregation, Key, Outcome, Totals, _add
 
 SETTLE_S = 5.0  # after the scan, before the stream's end is read

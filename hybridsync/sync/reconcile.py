@@ -22,9 +22,9 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from hybridsync import placing, store
 from hybridsync.convert import item_values, to_integer, to_row
 from hybridsync.declare import Entity, FieldType, Model, Side, literal_head
-from hybridsync.records import Rejected
 from hybridsync.scans import Scanner
 from hybridsync.schema import table_of
+from hybridsync.streams.records import Rejected
 from hybridsync.sync.writeback import first_line
 from hybridsync.views import is_live, is_missing
 

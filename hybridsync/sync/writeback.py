@@ -35,8 +35,15 @@ import sqlalchemy as sa
 from hybridsync import deadletters, placing, store
 from hybridsync.convert import attribute_value, to_row, unmarshal, writer_version
 from hybridsync.declare import Entity, Model
-from hybridsync.records import EVENT_NAMES, DeadLetter, Rejected, is_ttl_expiry, stream_data, table_of_arn
 from hybridsync.schema import table_of
+from hybridsync.streams.records import (
+    EVENT_NAMES,
+    DeadLetter,
+    Rejected,
+    is_ttl_expiry,
+    stream_data,
+    table_of_arn,
+)
 
 SOURCE = "write_back"
 TRANSIENT_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock: safe to retry at once
@@ -50,7 +57,7 @@ def event_filters(model: Model) -> list[dict[str, Any]]:
     them, tagged or not), made in DynamoDB (no origin, or not the SQL side's), and deletes by a
     user or application (TTL expiries carry the DynamoDB service's userIdentity). `decode` enforces
     the same rules, so a record that slips past is still ignored; a unit test evaluates both on the
-    same fixtures with Lambda's grammar (hybridsync.filters)."""
+    same fixtures with Lambda's grammar (hybridsync.streams.filters)."""
     names = model.names
     keys = placing.key_filter(model.written_back())
     not_from_sql = ({"S": [{"exists": False}]}, {"S": [{"anything-but": [names.origin_sql]}]})

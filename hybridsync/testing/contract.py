@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from hybridsync import config, db, filters, migrations, rows, store
+from hybridsync import config, db, migrations, rows, store
 from hybridsync.convert import item_values, marshal, unmarshal
 from hybridsync.declare import Aggregate, Entity, FieldType, Model, Side
+from hybridsync.streams import filters
 from hybridsync.testing import sample_values
 from hybridsync.workloads import Writer, scan
 

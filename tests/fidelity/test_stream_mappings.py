@@ -239,7 +239,7 @@ def test_filter_criteria_invoke_as_often_as_aws(case, stack, tmp_path):
     FilterCriteria pattern, and the number of invocations AWS recorded."""
     import json
 
-    from hybridsync import filters
+    from hybridsync.streams import filters
     from tests.fidelity.conftest import Table
 
     first, second, pattern, invocations = FILTER_CASES[case]
@@ -299,8 +299,8 @@ def test_an_invalid_filter_is_refused_when_the_mapping_is_created(pattern):
     """Follows localstack__test_lambda_integration_dynamodbstreams__api_errors
     (test_dynamodb_invalid_event_filter, both recorded inputs): InvalidParameterValueException,
     "Invalid filter pattern definition.", before any record is read."""
-    from hybridsync import filters
     from hybridsync.local.mappings import Settings
+    from hybridsync.streams import filters
 
     with pytest.raises(filters.InvalidPattern, match=r"^Invalid filter pattern definition\.$"):
         Settings.from_properties("m", {"FilterCriteria": {"Filters": [{"Pattern": pattern}]}})

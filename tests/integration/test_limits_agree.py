@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from hybridsync import limits
 from hybridsync.convert import marshal
-from hybridsync.records import Rejected
+from hybridsync.streams.records import Rejected
 from hybridsync.testing.fuzz import nested
 
 pytestmark = pytest.mark.integration

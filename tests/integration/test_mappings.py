@@ -317,7 +317,7 @@ def test_ttl_deletes_expired_items_and_their_records_carry_the_services_identity
     mapping delivers it as Lambda spells it, `{"type", "principalId"}`. The table has no GSIs:
     DynamoDB Local 1.25.1 never expires an item that is missing from any GSI of its table (see the
     README's Fidelity section)."""
-    from hybridsync import filters
+    from hybridsync.streams import filters
     from hybridsync.sync import writeback
 
     client, name = stack.client(), f"ttl-{uuid.uuid4().hex[:8]}"

@@ -19,7 +19,7 @@ from hybridsync.local.app import LocalApp
 from hybridsync.local.faults import FaultPlan
 from hybridsync.local.shards import LimitExceeded, ShardView, StreamsServer, Topology, TrimmedDataAccess
 from hybridsync.local.template import Assembly
-from hybridsync.records import sequence
+from hybridsync.streams.records import sequence
 from hybridsync.sync import failed, reconcile
 from shop.model import MODEL
 

@@ -10,9 +10,10 @@ from boto3.dynamodb.types import Binary
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybridsync import convert, records
+from hybridsync import convert
 from hybridsync.declare import Field, FieldType
-from hybridsync.records import Rejected
+from hybridsync.streams import records
+from hybridsync.streams.records import Rejected
 from shop.model import ORDER, ORDER_LINE, PRODUCT_AVAILABILITY
 from tests import events
 

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from hybridsync import filters, placing
+from hybridsync import placing
 from hybridsync.convert import unmarshal
-from hybridsync.records import Rejected
+from hybridsync.streams import filters
+from hybridsync.streams.records import Rejected
 from hybridsync.sync import writeback
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import MODEL

@@ -93,8 +93,8 @@ def test_the_declaring_language_imports_nothing_of_the_engine_but_keys_and_limit
     assert {m for m in imports(ENGINE / "declare.py") if m.startswith("hybridsync")} <= {
         "hybridsync", "hybridsync.keys", "hybridsync.limits", "hybridsync.errors"}  # fmt: skip
     assert {m for m in imports(ENGINE / "limits.py") if m.startswith("hybridsync")} <= {
-        "hybridsync.records",
-        "hybridsync.records.Rejected",
+        "hybridsync.streams.records",
+        "hybridsync.streams.records.Rejected",
     }
 
 

@@ -13,7 +13,7 @@ from hybridsync import cursors, limits
 from hybridsync.convert import from_json, to_values
 from hybridsync.declare import Field, FieldType
 from hybridsync.errors import Invalid
-from hybridsync.records import Rejected
+from hybridsync.streams.records import Rejected
 from hybridsync.testing.fuzz import nested
 from shop.model import ORDER_LINE, PRODUCT_AVAILABILITY, TITLE_TAG
 

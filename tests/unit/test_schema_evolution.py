@@ -12,8 +12,8 @@ from alembic.operations import ops
 
 from hybridsync import convert, migrations
 from hybridsync.declare import Entity, Field, FieldType, Model, Side, Template
-from hybridsync.records import Rejected
 from hybridsync.schema import server_default, table_of
+from hybridsync.streams.records import Rejected
 from shop.model import MAIN
 
 

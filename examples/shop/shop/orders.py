@@ -19,7 +19,7 @@ from hybridsync import distinct, keys, placing, store, versions
 from hybridsync.convert import json_text, marshal, unmarshal
 from hybridsync.errors import Conflict, Invalid, NotFound
 from hybridsync.limits import ARITHMETIC, DIGITS
-from hybridsync.records import Rejected
+from hybridsync.streams.records import Rejected
 from shop.model import (
     CANCELLED,
     COLLECTION,

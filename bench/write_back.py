@@ -57,8 +57,8 @@ sys.path.insert(0, str(ROOT))
 
 from hybridsync import local  # noqa: E402
 from hybridsync.capacity import Meter, item_size, read_units  # noqa: E402
-from hybridsync.convert import marshal  # noqa: E402
 from hybridsync.local import streams  # noqa: E402
+from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.schema import table_of  # noqa: E402
 from hybridsync.sync import writeback  # noqa: E402
 from shop.model import MODEL  # noqa: E402

@@ -14,7 +14,7 @@ from types import ModuleType
 __version__ = "0.1.0"  # the one place (pyproject.toml reads it)
 
 PUBLIC = {  # name -> the module it is
-    "declare": "hybridsync.declare",
+    "declare": "hybridsync.model.declare",
     "writes": "hybridsync.writes",
     "rows": "hybridsync.rows",
     "web": "hybridsync.web",

@@ -19,13 +19,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybridsync.convert import unmarshal
-from hybridsync.declare import Projection, Table
+from hybridsync.model.convert import unmarshal
+from hybridsync.model.declare import Projection, Table
 
 # sizes are defined with the limits; re-exported here, where the units are
-from hybridsync.limits import ITEM_BYTES
-from hybridsync.limits import item_size as item_size
-from hybridsync.limits import value_size as value_size
+from hybridsync.model.limits import ITEM_BYTES
+from hybridsync.model.limits import item_size as item_size
+from hybridsync.model.limits import value_size as value_size
 
 ITEM_LIMIT = ITEM_BYTES  # bytes, attribute names included
 WRITE_UNIT = 1024  # one WCU writes up to 1 KB (transactions cost two)

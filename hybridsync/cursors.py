@@ -25,7 +25,7 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any
 
-from hybridsync.errors import ConfigurationError, Invalid
+from hybridsync.model.errors import ConfigurationError, Invalid
 
 _binding: ContextVar[str] = ContextVar("cursor_binding", default="")
 MAX_CURSOR = 4096  # characters: two 2 KB keys and their names fit well within

@@ -9,8 +9,8 @@ from __future__ import annotations
 from typing import Any
 
 from hybridsync import store
-from hybridsync.convert import marshal, unmarshal
-from hybridsync.declare import Entity
+from hybridsync.model.convert import marshal, unmarshal
+from hybridsync.model.declare import Entity
 
 MEMBERS = "Members"
 

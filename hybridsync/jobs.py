@@ -20,8 +20,8 @@ from typing import Any
 import sqlalchemy as sa
 
 from hybridsync import deadletters, store
-from hybridsync.convert import marshal, unmarshal
-from hybridsync.declare import Model
+from hybridsync.model.convert import marshal, unmarshal
+from hybridsync.model.declare import Model
 from hybridsync.scans import Pacer
 from hybridsync.streams.records import DeadLetter
 

@@ -20,10 +20,11 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
-from hybridsync import capacity, keys, limits, store, versions
-from hybridsync.convert import marshal, unmarshal
-from hybridsync.declare import BODY, Bodies
-from hybridsync.errors import Conflict, Invalid, NotFound
+from hybridsync import capacity, store
+from hybridsync.model import keys, limits, versions
+from hybridsync.model.convert import marshal, unmarshal
+from hybridsync.model.declare import BODY, Bodies
+from hybridsync.model.errors import Conflict, Invalid, NotFound
 from hybridsync.streams.records import Rejected
 
 logger = logging.getLogger(__name__)

@@ -12,8 +12,8 @@ import re
 from decimal import Decimal
 from typing import Any
 
-from hybridsync.declare import ID_LENGTH, Entity, Field, FieldType
-from hybridsync.limits import DEPTH
+from hybridsync.model.declare import ID_LENGTH, Entity, Field, FieldType
+from hybridsync.model.limits import DEPTH
 
 ROUTES: dict[str, dict[str, dict[str, Any]]] = {}  # OpenAPI path -> method -> operation
 ERROR = {

@@ -4,7 +4,7 @@ misses them until they are next written. `reindex` reads a table (a paced Scan),
 item's index keys from the model the way its writers do (`Entity.keys`), sets the ones that differ
 and removes the ones that no longer apply.
 
-Items are placed by their table keys (`hybridsync.placing`), whoever wrote them: tagged or not,
+Items are placed by their table keys (`hybridsync.model.placing`), whoever wrote them: tagged or not,
 with a version or without one. Each update is conditioned on what was read: every attribute of
 the item and the keys it changes (never on a version alone: a writer outside the model may change
 an item without bumping it, or restart its counter after a delete). An item written meanwhile
@@ -23,9 +23,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybridsync import capacity, placing
-from hybridsync.convert import marshal, to_values
-from hybridsync.declare import Entity, Model, Table
+from hybridsync import capacity
+from hybridsync.model import placing
+from hybridsync.model.convert import marshal, to_values
+from hybridsync.model.declare import Entity, Model, Table
 from hybridsync.scans import Pacer
 from hybridsync.streams.records import Rejected
 

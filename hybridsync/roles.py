@@ -17,7 +17,7 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync.declare import Model, Side
+from hybridsync.model.declare import Model, Side
 
 ROLES = ("migrator", "writer", "reader")
 ENGINE_TABLES = ("outbox", "dead_letters")

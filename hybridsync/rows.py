@@ -9,9 +9,9 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB, insert
 
-from hybridsync.convert import json_text
-from hybridsync.declare import Entity, Field, FieldType, Side
-from hybridsync.errors import Invalid, NotFound
+from hybridsync.model.convert import json_text
+from hybridsync.model.declare import Entity, Field, FieldType, Side
+from hybridsync.model.errors import Invalid, NotFound
 from hybridsync.schema import table_of
 
 

@@ -13,7 +13,7 @@ from hybridsync import settings
 if TYPE_CHECKING:
     import sqlalchemy as sa
 
-    from hybridsync.declare import Model
+    from hybridsync.model.declare import Model
 
 
 @functools.cache
@@ -96,8 +96,8 @@ def s3() -> Any:
 
 @functools.cache
 def model() -> Model:
-    """The user's model (`HYBRIDSYNC_MODEL`, set by the stacks; see hybridsync.config)."""
-    from hybridsync import config
+    """The user's model (`HYBRIDSYNC_MODEL`, set by the stacks; see hybridsync.model.config)."""
+    from hybridsync.model import config
 
     return config.model()
 

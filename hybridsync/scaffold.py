@@ -81,7 +81,7 @@ rendered from this one declaration. Change it, then:
     python -m pytest                                   # the contract suite, over what you declared
 """
 
-from hybridsync.declare import (
+from hybridsync.model.declare import (
     NEW_AND_OLD_IMAGES, Aggregate, Count, Copy, Entity, Field, FieldType, Index, KeyAttribute, Model,
     Period, Projection, Rank, Side, Sum, Table, Template, Where,
 )
@@ -172,7 +172,7 @@ from typing import Any
 import sqlalchemy as sa
 
 from hybridsync import rows, writes
-from hybridsync.keys import iso_ms
+from hybridsync.model.keys import iso_ms
 
 from {package}.model import CUSTOMER, INVOICE
 

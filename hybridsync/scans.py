@@ -21,9 +21,9 @@ from botocore.exceptions import ClientError
 
 from hybridsync import capacity
 from hybridsync.capacity import Cost
-from hybridsync.convert import marshal, unmarshal
-from hybridsync.declare import KeyAttribute, Table
-from hybridsync.keys import HIGHEST
+from hybridsync.model.convert import marshal, unmarshal
+from hybridsync.model.declare import KeyAttribute, Table
+from hybridsync.model.keys import HIGHEST
 
 # The largest sort-key value of each type: the skip-scan restarts after it, i.e. at the next item
 # collection. S: 256 x U+10FFFF (1,024 bytes of UTF-8); N: the largest number DynamoDB holds;

@@ -13,7 +13,7 @@ import json
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSON, JSONB
 
-from hybridsync.declare import Entity, Field, FieldType, Model, Side
+from hybridsync.model.declare import Entity, Field, FieldType, Model, Side
 
 SQL_TYPES: dict[FieldType, sa.types.TypeEngine] = {
     FieldType.STRING: sa.Text(),

@@ -6,7 +6,7 @@ import logging
 import os
 from dataclasses import dataclass
 
-from hybridsync.errors import ConfigurationError
+from hybridsync.model.errors import ConfigurationError
 
 # botocore's DEBUG lines carry whole request and response bodies: a secret's value, every item
 # read. Whatever level a function's logging is turned to, they stay off (a test turns logging to

@@ -8,9 +8,9 @@ from collections.abc import Callable
 from typing import Any
 
 from hybridsync import cursors
-from hybridsync.convert import marshal, unmarshal
-from hybridsync.declare import DEFAULT_NAMES, Entity, Names
-from hybridsync.errors import Conflict, Invalid
+from hybridsync.model.convert import marshal, unmarshal
+from hybridsync.model.declare import DEFAULT_NAMES, Entity, Names
+from hybridsync.model.errors import Conflict, Invalid
 from hybridsync.streams.records import Rejected
 
 

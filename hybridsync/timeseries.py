@@ -19,10 +19,10 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from hybridsync import exports
-from hybridsync.convert import marshal, unmarshal
-from hybridsync.declare import TimeSeries
-from hybridsync.errors import Invalid
-from hybridsync.keys import HIGHEST, parse_iso
+from hybridsync.model.convert import marshal, unmarshal
+from hybridsync.model.declare import TimeSeries
+from hybridsync.model.errors import Invalid
+from hybridsync.model.keys import HIGHEST, parse_iso
 
 ARCHIVE_PREFIX = "timeseries"
 

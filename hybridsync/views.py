@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybridsync.convert import fixed, jsonable
-from hybridsync.declare import Entity
+from hybridsync.model.convert import fixed, jsonable
+from hybridsync.model.declare import Entity
 
 # a view expires a day after it was loaded or last changed: a hit does not renew it (that would
 # turn every read into a write); the outbox rewrites it on every change

@@ -25,10 +25,11 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import BadRequestError, ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import cursors, keys, limits, openapi, runtime
-from hybridsync.convert import from_json, jsonable
-from hybridsync.declare import ID_LENGTH, Entity
-from hybridsync.errors import Invalid
+from hybridsync import cursors, openapi, runtime
+from hybridsync.model import keys, limits
+from hybridsync.model.convert import from_json, jsonable
+from hybridsync.model.declare import ID_LENGTH, Entity
+from hybridsync.model.errors import Invalid
 from hybridsync.reads import cache, rankings
 
 logger = Logger()

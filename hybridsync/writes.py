@@ -21,10 +21,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybridsync import store, versions
-from hybridsync.convert import marshal
-from hybridsync.declare import Entity
-from hybridsync.errors import Conflict
+from hybridsync import store
+from hybridsync.model import versions
+from hybridsync.model.convert import marshal
+from hybridsync.model.declare import Entity
+from hybridsync.model.errors import Conflict
 
 RETRIES = 5  # writes raced by another writer of the same item before giving up (Conflict)
 

@@ -21,7 +21,7 @@ def load(name: str) -> ModuleType:
     """`hybridsync.functions.<name>` imported afresh, as a new container imports it: its module-level
     state, the HTTP layer and the project's route modules, and the clients, built again from the
     environment as it is now."""
-    from hybridsync import config
+    from hybridsync.model import config
 
     fresh = (f"hybridsync.functions.{name}", "hybridsync.web", *config.setting_list("routes"))
     for module in [m for m in sys.modules if m in fresh or m.startswith(tuple(f"{r}." for r in fresh))]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from aws_cdk import App, Aspects, Environment, cx_api
 from cdk_nag import AwsSolutionsChecks
 
-from hybridsync import config, context
+from hybridsync import context
 from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.checks import CheckovSkips
 from hybridsync.cdk.data import DataStack
@@ -15,7 +15,8 @@ from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.cdk.rules import Templates, enforce
 from hybridsync.context import SETTINGS
-from hybridsync.declare import Model
+from hybridsync.model import config
+from hybridsync.model.declare import Model
 
 
 def _flag(app: App, name: str) -> bool:

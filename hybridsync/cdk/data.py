@@ -13,7 +13,7 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hybridsync import context
-from hybridsync.declare import KeyAttribute, Model, Projection, StreamView, Table
+from hybridsync.model.declare import KeyAttribute, Model, Projection, StreamView, Table
 
 _TYPES = {
     "S": dynamodb.AttributeType.STRING,

@@ -27,7 +27,7 @@ from hybridsync.cdk.assets import HandlerFunction
 from hybridsync.cdk.data import DataStack, customer_key, title
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.pipeline import PipelineStack
-from hybridsync.declare import Model
+from hybridsync.model.declare import Model
 
 FIVE_MINUTES = Duration.minutes(5)
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD

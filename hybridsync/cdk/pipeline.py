@@ -29,7 +29,7 @@ from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import config, context, migrations, timeseries
+from hybridsync import context, migrations, timeseries
 from hybridsync.cdk.assets import (
     PROJECT_MIGRATIONS,
     TRUST_STORE,
@@ -39,7 +39,8 @@ from hybridsync.cdk.assets import (
 )
 from hybridsync.cdk.data import DataStack, customer_key, private_bucket
 from hybridsync.cdk.database import DatabaseStack
-from hybridsync.declare import Model, Side, Table
+from hybridsync.model import config
+from hybridsync.model.declare import Model, Side, Table
 from hybridsync.sync import aggregate, failed, writeback
 
 

@@ -1,6 +1,6 @@
 """The `hybridsync` command line: start a project, run its app locally, migrate its schema, check
 both sides, and read what the model declares. Every command serves the project's model (see
-`hybridsync.config`)."""
+`hybridsync.model.config`)."""
 
 from __future__ import annotations
 
@@ -38,7 +38,7 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     from botocore.exceptions import NoRegionError
 
-    from hybridsync.errors import ConfigurationError
+    from hybridsync.model.errors import ConfigurationError
 
     args = parser().parse_args(argv)
     for stream in (sys.stdout, sys.stderr):  # a stored item's lone surrogate is shown escaped, not a crash

@@ -7,9 +7,10 @@ import argparse
 import json
 from typing import Any
 
-from hybridsync import config, db
+from hybridsync import db
 from hybridsync.cli import common
 from hybridsync.cli.common import Commands, positive
+from hybridsync.model import config
 
 LOAD_RATE = 1000.0  # write units/s a load is paced to unless told: a quarter of a new on-demand table's 4,000
 
@@ -103,7 +104,7 @@ def add_jobs(cli: Commands) -> None:
 
 
 def _load(args: argparse.Namespace) -> int:
-    from hybridsync.declare import Side
+    from hybridsync.model.declare import Side
 
     model = config.model()
     entities = [_entity(model, n) for n in args.entities]

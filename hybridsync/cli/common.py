@@ -9,7 +9,7 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from hybridsync import config
+from hybridsync.model import config
 from hybridsync.scans import DEFAULT_RATE
 
 

@@ -11,9 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hybridsync import config, db
+from hybridsync import db
 from hybridsync.cli import common
 from hybridsync.cli.common import Commands, scan_options
+from hybridsync.model import config
 
 
 def add_reconcile(cli: Commands) -> None:

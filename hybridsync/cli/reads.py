@@ -8,9 +8,9 @@ import json
 import sys
 from pathlib import Path
 
-from hybridsync import config
 from hybridsync.cli import common
 from hybridsync.cli.common import Commands, scan_options
+from hybridsync.model import config
 
 
 def add_distinct_keys(cli: Commands) -> None:

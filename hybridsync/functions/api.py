@@ -12,9 +12,10 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import __version__, config, doctor, openapi, runtime
+from hybridsync import __version__, doctor, openapi, runtime
 from hybridsync.capacity import Meter
-from hybridsync.errors import ConfigurationError, Conflict, Invalid, NotFound
+from hybridsync.model import config
+from hybridsync.model.errors import ConfigurationError, Conflict, Invalid, NotFound
 from hybridsync.runtime import dynamodb
 from hybridsync.streams.records import Rejected
 from hybridsync.web import ROUTES, app, error, get, logger, metrics, respond

@@ -15,8 +15,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hybridsync import aws, config, migrations
-from hybridsync.declare import Model
+from hybridsync import aws, migrations
+from hybridsync.model import config
+from hybridsync.model.declare import Model
 
 DEFAULT_STATE_DIR = Path(".local")
 DEFAULT_PREFIX = "hybridsync"

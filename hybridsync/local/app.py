@@ -968,7 +968,7 @@ class LocalApp:
             network.install(client.meta.events, environment["HYBRIDSYNC_NETWORK"])
         if "HYBRIDSYNC_IAM" in environment:
             iam.install(client.meta.events, environment["HYBRIDSYNC_IAM"])
-        from hybridsync import config
+        from hybridsync.model import config
 
         args = (self.database_url, client, config.model(), self.table_names, stop)
         self.outbox = outbox.DrainerFigures()

@@ -32,10 +32,10 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hybridsync import keys
 from hybridsync.local.functions import FunctionError
 from hybridsync.local.shards import TrimmedDataAccess
 from hybridsync.local.streams import PAGE, ShardReader
+from hybridsync.model import keys
 from hybridsync.streams import filters
 from hybridsync.streams.records import created, sequence
 

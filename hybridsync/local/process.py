@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from hybridsync import config
+from hybridsync.model import config
 
 
 def tuned_assembly(source: Path, target: Path, **mapping_properties: Any) -> Path:

@@ -15,8 +15,8 @@ import sqlalchemy as sa
 if TYPE_CHECKING:
     from rich.console import Console
 
-    from hybridsync.declare import Model
     from hybridsync.local.app import LocalApp
+    from hybridsync.model.declare import Model
 
 WIDTH, HEIGHT, PAD = 640, 220, 40
 
@@ -130,7 +130,7 @@ def figures(
     recount, this run's dead letters, and every delivered record's lag."""
     from hybridsync import views, workloads
     from hybridsync.deadletters import pending
-    from hybridsync.declare import Side
+    from hybridsync.model.declare import Side
 
     verdict = workloads.verify(app.client, app.table_names, engine, model)
     entity = model.names.entity

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hybridsync.errors import ConfigurationError
+from hybridsync.model.errors import ConfigurationError
 
 ENGINE = Path(__file__).resolve().parents[1]
 ACCOUNT = "123456789012"  # the account the local app says it runs in (AWS documentation's example)
@@ -30,7 +30,7 @@ class TemplateError(ConfigurationError):
 
 def _sources(root: Path) -> list[Path]:
     """What a synthesized app is made from: the project's settings, its model's package, the engine."""
-    from hybridsync import config
+    from hybridsync.model import config
 
     return [root / "pyproject.toml", root / "cdk.json", config.package_dir(), ENGINE]
 
@@ -38,7 +38,7 @@ def _sources(root: Path) -> list[Path]:
 def synth_if_stale(assembly: Path, *, synth: bool = True) -> Path:
     """Synthesize the project's CDK app into `assembly` when it is missing or older than its sources.
     Runs cdk.json's app command as the CDK CLI would (its context, `CDK_OUTDIR`), without the CLI."""
-    from hybridsync import config
+    from hybridsync.model import config
 
     root = config.project_root() or Path.cwd()
     manifest = assembly / "manifest.json"

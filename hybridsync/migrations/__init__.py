@@ -24,9 +24,10 @@ from alembic.operations import ops
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from hybridsync import config, db
-from hybridsync.declare import Model, Side
-from hybridsync.errors import ConfigurationError
+from hybridsync import db
+from hybridsync.model import config
+from hybridsync.model.declare import Model, Side
+from hybridsync.model.errors import ConfigurationError
 
 MIGRATIONS = Path(__file__).parent
 ENGINE_VERSIONS = MIGRATIONS / "versions"

@@ -6,8 +6,8 @@ revision."""
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from hybridsync import config as hybridsync_config
 from hybridsync.migrations import expand_only, include_object, trigger_ops
+from hybridsync.model import config as hybridsync_config
 from hybridsync.schema import metadata
 
 config = context.config

@@ -16,8 +16,8 @@ from decimal import Decimal
 from typing import Any
 
 from hybridsync import store
-from hybridsync.convert import marshal, unmarshal
-from hybridsync.declare import PERIOD, Aggregate, Entity, Index, Period
+from hybridsync.model.convert import marshal, unmarshal
+from hybridsync.model.declare import PERIOD, Aggregate, Entity, Index, Period
 
 MAX_N = 100
 

@@ -1,5 +1,5 @@
 """Materialized aggregation: the stream records of a table folded into the aggregates the model
-declares on it (`hybridsync.declare.Aggregate`), each record applied exactly once although the
+declares on it (`hybridsync.model.declare.Aggregate`), each record applied exactly once although the
 stream delivers at least once.
 
 Plain `ADD` counters double-count a retried batch. Here, per stream shard (Lambda passes the
@@ -49,10 +49,11 @@ from dataclasses import dataclass, field
 from decimal import Context, Decimal
 from typing import Any
 
-from hybridsync import capacity, placing, store
-from hybridsync.convert import WIDE, marshal, to_values, unmarshal, writer_version
-from hybridsync.declare import PERIOD, Aggregate, Entity, Model, Table
-from hybridsync.limits import ARITHMETIC, DIGITS
+from hybridsync import capacity, store
+from hybridsync.model import placing
+from hybridsync.model.convert import WIDE, marshal, to_values, unmarshal, writer_version
+from hybridsync.model.declare import PERIOD, Aggregate, Entity, Model, Table
+from hybridsync.model.limits import ARITHMETIC, DIGITS
 from hybridsync.streams.records import DeadLetter, Rejected, sequence, stream_data, table_of_arn, triage
 
 SOURCE = "aggregate"
@@ -207,7 +208,7 @@ class Aggregation:
     # --- what a record contributes ---------------------------------------------------------------
 
     def source(self, keys: Mapping[str, Any], tag: Any) -> tuple[Entity, tuple[Aggregate, ...]] | None:
-        """The source an item is, placed by its keys (`hybridsync.placing`), with the aggregates it
+        """The source an item is, placed by its keys (`hybridsync.model.placing`), with the aggregates it
         feeds; None when it feeds none. Raises Rejected when its entity cannot be decided."""
         entity = placing.place(self.model, keys, tag, table=self.table.name)
         return None if entity is None else self.sources.get(entity.name)

@@ -27,7 +27,7 @@ from typing import Any, Protocol
 import sqlalchemy as sa
 
 from hybridsync import deadletters
-from hybridsync.declare import Model
+from hybridsync.model.declare import Model
 from hybridsync.streams import filters
 from hybridsync.streams.records import DeadLetter, lambda_record, sequence
 from hybridsync.sync import aggregate, writeback

@@ -8,7 +8,7 @@
 - `rows`: DynamoDB items -> PostgreSQL through the write-back's own merge, from a parallel scan (a
   unit per segment) or a point-in-time export (a unit per data file), into the rows no stream
   record has reached (the stream orders the rest); an item of any writer, tagged or not, is placed
-  by the model's key templates (`hybridsync.placing`) and left as it is.
+  by the model's key templates (`hybridsync.model.placing`) and left as it is.
 
 A SQL unit is a range of the primary key (bounds cut at job creation by the row count), read by
 keyset pages in key order; a DynamoDB unit a scan segment or an export file. Every chunk is
@@ -29,10 +29,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import capacity, deadletters, exports, placing, store
-from hybridsync.convert import item_values, marshal, to_row, unmarshal, writer_version
-from hybridsync.declare import Entity, Side
+from hybridsync import capacity, deadletters, exports, store
 from hybridsync.jobs import DONE, SOURCE, Counts, Services, kind
+from hybridsync.model import placing
+from hybridsync.model.convert import item_values, marshal, to_row, unmarshal, writer_version
+from hybridsync.model.declare import Entity, Side
 from hybridsync.scans import Scanner
 from hybridsync.schema import table_of
 from hybridsync.streams.records import DeadLetter, Rejected
@@ -334,7 +335,7 @@ def load_rows(
 
 
 class Sorter:
-    """Sorts a chunk of items: each is placed by its keys (`hybridsync.placing`, its tag only
+    """Sorts a chunk of items: each is placed by its keys (`hybridsync.model.placing`, its tag only
     confirming them), whoever wrote it; the entities loaded become changes merged into PostgreSQL
     (one transaction per chunk, the write-back's merge, over rows no stream record has reached);
     other entities' items are left alone; what is none of these, or cannot become a row, is a

@@ -29,8 +29,8 @@ import sqlalchemy as sa
 from botocore.exceptions import BotoCoreError, ClientError
 
 from hybridsync import deadletters, store
-from hybridsync.convert import item_values
-from hybridsync.declare import Entity, Model, Side
+from hybridsync.model.convert import item_values
+from hybridsync.model.declare import Entity, Model, Side
 from hybridsync.streams.records import DeadLetter, Rejected
 from hybridsync.views import CACHE_TTL_S, TOMBSTONE_TTL_S, missing_item, view_item
 

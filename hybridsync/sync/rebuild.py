@@ -36,8 +36,8 @@ from decimal import Decimal
 from typing import Any
 
 from hybridsync import store
-from hybridsync.convert import WIDE, marshal, unmarshal
 from hybridsync.jobs import DONE, Counts, JobError, Services, kind
+from hybridsync.model.convert import WIDE, marshal, unmarshal
 from hybridsync.scans import Scanner
 from hybridsync.streams.records import Rejected
 from hybridsync.sync.aggregate import CHUNK, Aggregation, Key, Outcome, Totals, _add

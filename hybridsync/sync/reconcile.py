@@ -2,7 +2,7 @@
 (like a DMS validation task), and optionally repair PostgreSQL from DynamoDB; and the other way,
 the rows mastered in PostgreSQL with their DynamoDB views.
 
-Items are placed by their table keys (`hybridsync.placing`), whoever wrote them: tagged or not,
+Items are placed by their table keys (`hybridsync.model.placing`), whoever wrote them: tagged or not,
 with a version or without one. An item and its row are compared by content: the row's values
 against the item's, its deleted flag, and the writer's version the row carries (when the writer
 keeps one). A version orders nothing here: a writer's counter may restart at 1 after a delete."""
@@ -19,9 +19,10 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB, insert
 
-from hybridsync import placing, store
-from hybridsync.convert import item_values, to_integer, to_row
-from hybridsync.declare import Entity, FieldType, Model, Side, literal_head
+from hybridsync import store
+from hybridsync.model import placing
+from hybridsync.model.convert import item_values, to_integer, to_row
+from hybridsync.model.declare import Entity, FieldType, Model, Side, literal_head
 from hybridsync.scans import Scanner
 from hybridsync.schema import table_of
 from hybridsync.streams.records import Rejected

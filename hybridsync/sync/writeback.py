@@ -1,7 +1,7 @@
 """Write-back: stream records of entities mastered in DynamoDB -> their PostgreSQL tables, whoever
 wrote the items (an engine's writer, or any SDK's plain PutItem / UpdateItem / DeleteItem).
 
-A record is placed by its table keys (`hybridsync.placing`: the model's key templates, the entity
+A record is placed by its table keys (`hybridsync.model.placing`: the model's key templates, the entity
 tag only confirming them), and ordered by its place in the stream, never by a writer's version
 (which may restart at 1 after a delete): DynamoDB Streams writes each item's changes in the order
 they were made, and Lambda reads a shard in order and a parent shard before its children. Each
@@ -32,9 +32,10 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
-from hybridsync import deadletters, placing, store
-from hybridsync.convert import attribute_value, to_row, unmarshal, writer_version
-from hybridsync.declare import Entity, Model
+from hybridsync import deadletters, store
+from hybridsync.model import placing
+from hybridsync.model.convert import attribute_value, to_row, unmarshal, writer_version
+from hybridsync.model.declare import Entity, Model
 from hybridsync.schema import table_of
 from hybridsync.streams.records import (
     EVENT_NAMES,

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from hybridsync import config, keys
-from hybridsync.declare import Entity, Field, FieldType, Model
+from hybridsync.model import config, keys
+from hybridsync.model.declare import Entity, Field, FieldType, Model
 
 if TYPE_CHECKING:
     from hybridsync import local

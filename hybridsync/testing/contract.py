@@ -23,9 +23,10 @@ from typing import Any
 
 import pytest
 
-from hybridsync import config, db, migrations, rows, store
-from hybridsync.convert import item_values, marshal, unmarshal
-from hybridsync.declare import Aggregate, Entity, FieldType, Model, Side
+from hybridsync import db, migrations, rows, store
+from hybridsync.model import config
+from hybridsync.model.convert import item_values, marshal, unmarshal
+from hybridsync.model.declare import Aggregate, Entity, FieldType, Model, Side
 from hybridsync.streams import filters
 from hybridsync.testing import sample_values
 from hybridsync.workloads import Writer, scan
@@ -158,7 +159,7 @@ def test_filters_admit_exactly_what_each_consumer_needs(hybridsync_model: Model)
 
 def _prefixed(record: dict[str, Any], entities: Any) -> bool:
     """Whether the record's keys begin as some of these entities' keys begin (`placing.key_filter`)."""
-    from hybridsync import placing
+    from hybridsync.model import placing
 
     keys = placing.key_filter(list(entities))
     return not keys or filters.admits([{"dynamodb": keys}], record)

@@ -12,9 +12,10 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import store, versions
-from hybridsync.convert import unmarshal
-from hybridsync.declare import Entity, Model
+from hybridsync import store
+from hybridsync.model import versions
+from hybridsync.model.convert import unmarshal
+from hybridsync.model.declare import Entity, Model
 from hybridsync.reindex import reindex
 from hybridsync.sync import aggregate
 from hybridsync.sync.reconcile import Drift, reconcile, reconcile_views

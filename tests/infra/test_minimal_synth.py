@@ -29,7 +29,7 @@ def test_synth_of_the_minimal_model(tmp_path):
                 for f in r["Properties"]["FilterCriteria"]["Filters"]]  # fmt: skip
     said = json.dumps(patterns)
     assert MODEL.names.origin in said and '"Origin"' not in said  # the model's reserved names
-    # records are admitted by the entities' key prefixes, tagged or not (hybridsync.placing)
+    # records are admitted by the entities' key prefixes, tagged or not (hybridsync.model.placing)
     assert '{"prefix": "note:"}' in said and '{"prefix": "retraction:"}' in said
     (asset,) = [p for p in out.glob("asset.*") if (p / "hybridsync" / "functions").is_dir()]
     assert (asset / "tests" / "minimal_model" / "model.py").is_file()

@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import local, runtime, store, versions
+from hybridsync import local, runtime, store
 from hybridsync.local import streams
 from hybridsync.local.process import UpProcess, tuned_assembly
+from hybridsync.model import versions
 from shop.model import MODEL
 
 

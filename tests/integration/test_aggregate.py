@@ -14,9 +14,9 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hybridsync import keys
-from hybridsync.convert import marshal, unmarshal
 from hybridsync.local.mappings import failure_record
+from hybridsync.model import keys
+from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.reads.rankings import period_of
 from hybridsync.sync import aggregate, failed
 from hybridsync.workloads import Writer

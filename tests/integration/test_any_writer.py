@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
 from hybridsync import db
-from hybridsync.declare import FieldType
+from hybridsync.model.declare import FieldType
 from hybridsync.scans import Scanner
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import CANCELLED, MODEL

@@ -9,7 +9,7 @@ from decimal import Decimal
 import pytest
 
 from hybridsync import capacity, rows, store
-from hybridsync.errors import Invalid, NotFound
+from hybridsync.model.errors import Invalid, NotFound
 from hybridsync.sync import outbox
 from shop import catalog
 from shop.model import CUSTOMER, MODEL, PRODUCT_AVAILABILITY, PRODUCT_DETAILS

@@ -1,4 +1,4 @@
-"""The value contract (hybridsync.limits) against the real components: at each boundary, DynamoDB
+"""The value contract (hybridsync.model.limits) against the real components: at each boundary, DynamoDB
 Local accepts exactly what `limits` accepts, and PostgreSQL refuses what it says PostgreSQL
 cannot store. One definition of the limits, checked where it is a claim about a server."""
 
@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import limits
-from hybridsync.convert import marshal
+from hybridsync.model import limits
+from hybridsync.model.convert import marshal
 from hybridsync.streams.records import Rejected
 from hybridsync.testing.fuzz import nested
 

@@ -12,9 +12,9 @@ import pytest
 import sqlalchemy as sa
 
 from hybridsync import exports, jobs, store
-from hybridsync.convert import to_row
 from hybridsync.jobs import JobStore, Services
 from hybridsync.local import streams
+from hybridsync.model.convert import to_row
 from hybridsync.scans import Pacer
 from hybridsync.sync import loads, outbox, writeback
 from hybridsync.sync.reconcile import reconcile

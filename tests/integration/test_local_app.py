@@ -18,9 +18,9 @@ import pytest
 import sqlalchemy as sa
 
 from hybridsync import store
-from hybridsync.convert import marshal
 from hybridsync.local.app import LocalApp
 from hybridsync.local.template import Assembly
+from hybridsync.model.convert import marshal
 from hybridsync.sync.reconcile import reconcile
 from hybridsync.testing.fuzz import exchange
 from shop.model import EVENT_SERIES, MODEL, ORDER, ORDER_LINE, PRODUCT_AVAILABILITY, SALES

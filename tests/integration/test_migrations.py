@@ -10,7 +10,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
 from hybridsync import db, migrations
-from hybridsync.declare import Entity, Field, FieldType, Side, Template
+from hybridsync.model.declare import Entity, Field, FieldType, Side, Template
 from hybridsync.schema import metadata
 from shop.model import MODEL
 

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from hybridsync import capacity, distinct, store
-from hybridsync.errors import Conflict, Invalid, NotFound
+from hybridsync.model.errors import Conflict, Invalid, NotFound
 from shop import order_reads, orders
 from shop.model import COLLECTION, ORDER, ORDER_REF, STORE
 

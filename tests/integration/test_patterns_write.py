@@ -10,8 +10,8 @@ from decimal import Decimal
 import pytest
 
 from hybridsync import distinct, store
-from hybridsync.convert import unmarshal
-from hybridsync.errors import Conflict, Invalid, NotFound
+from hybridsync.model.convert import unmarshal
+from hybridsync.model.errors import Conflict, Invalid, NotFound
 from shop import follows, orders, publications, stores
 from shop.model import COLLECTION
 

@@ -13,7 +13,7 @@ import pytest
 import sqlalchemy as sa
 
 from hybridsync import db
-from hybridsync.convert import marshal
+from hybridsync.model.convert import marshal
 from hybridsync.reads import cache
 from hybridsync.sync import outbox
 from shop.model import CUSTOMER, MODEL, ORDER, PRODUCT_DETAILS

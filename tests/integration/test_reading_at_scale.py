@@ -15,9 +15,9 @@ import pytest
 from botocore.exceptions import ClientError
 
 from hybridsync import capacity, exports, scans, store, timeseries
-from hybridsync.convert import marshal
-from hybridsync.declare import KeyAttribute, Table
-from hybridsync.keys import iso_ms
+from hybridsync.model.convert import marshal
+from hybridsync.model.declare import KeyAttribute, Table
+from hybridsync.model.keys import iso_ms
 from hybridsync.scans import Scanner
 from shop import order_reads as orders
 from shop.model import COLLECTION, EVENT_SERIES, MAIN, ORDER

@@ -10,8 +10,9 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import exports, placing
-from hybridsync.convert import marshal
+from hybridsync import exports
+from hybridsync.model import placing
+from hybridsync.model.convert import marshal
 from hybridsync.scans import Scanner
 from hybridsync.sync import writeback
 from hybridsync.sync.reconcile import reconcile, reconcile_views

@@ -10,7 +10,7 @@ from decimal import Decimal
 import pytest
 
 from hybridsync import cli, store
-from hybridsync.convert import marshal, unmarshal
+from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.reindex import reindex
 from hybridsync.scans import Scanner
 from shop import order_reads, orders

@@ -9,7 +9,7 @@ import uuid
 import pytest
 
 from hybridsync import store
-from hybridsync.errors import Invalid
+from hybridsync.model.errors import Invalid
 from shop import reviews
 from shop.model import REVIEW
 

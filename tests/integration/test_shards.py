@@ -14,11 +14,11 @@ from decimal import Decimal
 import pytest
 
 from hybridsync import aws, db, local, migrations
-from hybridsync.convert import marshal
 from hybridsync.local.app import LocalApp
 from hybridsync.local.faults import FaultPlan
 from hybridsync.local.shards import LimitExceeded, ShardView, StreamsServer, Topology, TrimmedDataAccess
 from hybridsync.local.template import Assembly
+from hybridsync.model.convert import marshal
 from hybridsync.streams.records import sequence
 from hybridsync.sync import failed, reconcile
 from shop.model import MODEL

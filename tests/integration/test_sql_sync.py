@@ -11,7 +11,7 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from hybridsync.convert import marshal, unmarshal
+from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.streams import filters
 from hybridsync.sync import outbox, reconcile, writeback
 from shop.model import MODEL, PRODUCT_AVAILABILITY, PRODUCT_DETAILS

@@ -191,7 +191,7 @@ def test_any_delivery_schedule_equals_one_clean_pass(history, clean_pass, engine
 
 def plain_order(oid, **values):
     """An order as an existing service writes it: the model's keys and fields, no tag, no version."""
-    from hybridsync.convert import marshal
+    from hybridsync.model.convert import marshal
 
     base = {"OrderId": oid, "CustomerId": "c-plain", "Status": "OPEN", "Total": Decimal("10.00"),
             "CreatedAt": "2026-11-22T07:00:00.000Z", "Version": 1}  # fmt: skip
@@ -606,7 +606,7 @@ def _text(max_size: int) -> st.SearchStrategy[str]:
 def test_sql_is_only_bound_parameters_whatever_the_values(engine, status, name):
     """Values go through COPY and bound parameters only: whatever a value holds (quotes, comment
     markers, placeholders, COPY escapes) it is stored literally, and nothing else changes."""
-    from hybridsync.convert import to_row
+    from hybridsync.model.convert import to_row
     from shop.model import ORDER
 
     oid = f"fuzz-{uuid.uuid4().hex[:10]}"

@@ -2,7 +2,7 @@
 mastered in DynamoDB, one in PostgreSQL, and an aggregate with no rank (there is no index to rank
 in), under reserved names of its own."""
 
-from hybridsync.declare import (
+from hybridsync.model.declare import (
     NEW_AND_OLD_IMAGES,
     Aggregate,
     Count,

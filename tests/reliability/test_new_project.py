@@ -20,8 +20,8 @@ import pytest
 import sqlalchemy as sa
 
 from hybridsync import db
-from hybridsync.convert import unmarshal
 from hybridsync.local.process import UpProcess, tuned_assembly
+from hybridsync.model.convert import unmarshal
 from hybridsync.sync.aggregate import Aggregation
 
 ROOT = Path(__file__).resolve().parents[2]

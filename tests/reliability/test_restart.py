@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from hybridsync import aws, db, local, migrations, store
-from hybridsync.convert import unmarshal
 from hybridsync.local.process import UpProcess, tuned_assembly
+from hybridsync.model.convert import unmarshal
 from hybridsync.sync.aggregate import Aggregation
 from hybridsync.sync.reconcile import reconcile
 from hybridsync.workloads import Writer

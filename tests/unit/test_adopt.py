@@ -6,9 +6,10 @@ from __future__ import annotations
 
 import pytest
 
-from hybridsync import cli, placing
+from hybridsync import cli
 from hybridsync.local import iam
 from hybridsync.local.lambda_api import Switch
+from hybridsync.model import placing
 from shop.model import MODEL
 
 pytestmark = pytest.mark.unit

@@ -5,7 +5,7 @@ from datetime import UTC, datetime
 import pytest
 
 from hybridsync import capacity, costs
-from hybridsync.declare import Period, TimeSeries
+from hybridsync.model.declare import Period, TimeSeries
 from hybridsync.scans import Pacer
 from shop.model import EVENT_SERIES, MAIN
 

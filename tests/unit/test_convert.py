@@ -10,8 +10,8 @@ from boto3.dynamodb.types import Binary
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybridsync import convert
-from hybridsync.declare import Field, FieldType
+from hybridsync.model import convert
+from hybridsync.model.declare import Field, FieldType
 from hybridsync.streams import records
 from hybridsync.streams.records import Rejected
 from shop.model import ORDER, ORDER_LINE, PRODUCT_AVAILABILITY

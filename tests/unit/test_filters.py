@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from hybridsync import placing
-from hybridsync.convert import unmarshal
+from hybridsync.model import placing
+from hybridsync.model.convert import unmarshal
 from hybridsync.streams import filters
 from hybridsync.streams.records import Rejected
 from hybridsync.sync import writeback

@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybridsync import keys
+from hybridsync.model import keys
 
 
 def test_entity_keys_join_with_hash():

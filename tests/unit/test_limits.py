@@ -1,4 +1,4 @@
-"""The value contract (hybridsync.limits), one test per limit, and where the engine applies it: the
+"""The value contract (hybridsync.model.limits), one test per limit, and where the engine applies it: the
 declared item (`Entity.item`), the converters (`Field(min=, max=)`), the arithmetic, the cursors."""
 
 from __future__ import annotations
@@ -9,10 +9,11 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import cursors, limits
-from hybridsync.convert import from_json, to_values
-from hybridsync.declare import Field, FieldType
-from hybridsync.errors import Invalid
+from hybridsync import cursors
+from hybridsync.model import limits
+from hybridsync.model.convert import from_json, to_values
+from hybridsync.model.declare import Field, FieldType
+from hybridsync.model.errors import Invalid
 from hybridsync.streams.records import Rejected
 from hybridsync.testing.fuzz import nested
 from shop.model import ORDER_LINE, PRODUCT_AVAILABILITY, TITLE_TAG

@@ -2,8 +2,8 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import keys
-from hybridsync.declare import Side, Template
+from hybridsync.model import keys
+from hybridsync.model.declare import Side, Template
 from shop.model import MAIN, MODEL, ORDER, ORDER_LINE, PLAYER_SCORE, SALES
 from tests.samples import SAMPLES
 
@@ -148,7 +148,7 @@ def test_no_module_outside_the_model_spells_a_key():
 def test_a_measure_counts_the_sources_it_names():
     """Net total and net count over invoices and credit notes (sign -1), beside how many of each
     there were: a measure naming its sources takes only their records."""
-    from hybridsync.declare import Aggregate, Count, Entity, Field, FieldType, Period, Source, Sum
+    from hybridsync.model.declare import Aggregate, Count, Entity, Field, FieldType, Period, Source, Sum
 
     def document(name: str) -> Entity:
         fields = (Field("DocId", FieldType.STRING), Field("CustomerId", FieldType.STRING),

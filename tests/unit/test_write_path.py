@@ -7,9 +7,10 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import capacity, keys, store
-from hybridsync.convert import from_json
-from hybridsync.errors import Invalid
+from hybridsync import capacity, store
+from hybridsync.model import keys
+from hybridsync.model.convert import from_json
+from hybridsync.model.errors import Invalid
 from shop.model import ORDER, ORDER_LINE, STORE
 
 

@@ -7,9 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from hybridsync import distinct, keys, store, versions
-from hybridsync.convert import marshal
-from hybridsync.errors import Invalid, NotFound
+from hybridsync import distinct, store
+from hybridsync.model import keys, versions
+from hybridsync.model.convert import marshal
+from hybridsync.model.errors import Invalid, NotFound
 from shop.model import COLLECTION, FOLLOW, MAIN, VERSION
 
 

@@ -4,7 +4,7 @@ stream filters, keys) renders from here. `[tool.hybridsync] model = "shop.model:
 
 from __future__ import annotations
 
-from hybridsync.declare import (
+from hybridsync.model.declare import (
     ID_LENGTH,
     Aggregate,
     Bodies,

@@ -9,8 +9,8 @@ import heapq
 from typing import Any
 
 from hybridsync import store
-from hybridsync.convert import marshal, unmarshal
-from hybridsync.keys import HIGHEST
+from hybridsync.model.convert import marshal, unmarshal
+from hybridsync.model.keys import HIGHEST
 from shop.model import MAIN, OPEN_STATUSES, ORDER, ORDER_STATUSES
 
 HEADERS = MAIN.index("Inverted")  # the order headers in their customer's partition, no lines

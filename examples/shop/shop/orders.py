@@ -15,10 +15,11 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from hybridsync import distinct, keys, placing, store, versions
-from hybridsync.convert import json_text, marshal, unmarshal
-from hybridsync.errors import Conflict, Invalid, NotFound
-from hybridsync.limits import ARITHMETIC, DIGITS
+from hybridsync import distinct, store
+from hybridsync.model import keys, placing, versions
+from hybridsync.model.convert import json_text, marshal, unmarshal
+from hybridsync.model.errors import Conflict, Invalid, NotFound
+from hybridsync.model.limits import ARITHMETIC, DIGITS
 from hybridsync.streams.records import Rejected
 from shop.model import (
     CANCELLED,

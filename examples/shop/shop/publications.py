@@ -13,9 +13,10 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from hybridsync import distinct, keys, store, versions
-from hybridsync.convert import marshal, unmarshal
-from hybridsync.errors import Conflict, Invalid, NotFound
+from hybridsync import distinct, store
+from hybridsync.model import keys, versions
+from hybridsync.model.convert import marshal, unmarshal
+from hybridsync.model.errors import Conflict, Invalid, NotFound
 from shop.model import COLLECTION, MAIN, PUBLICATION, TITLE, TITLE_TAG, VERSION
 
 LATEST = 0  # the slot that always holds the newest revision

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from hybridsync import large, store
-from hybridsync.convert import marshal
 from hybridsync.large import BODY_ATTRIBUTES, Limits, Place
+from hybridsync.model.convert import marshal
 from shop.model import MAIN, REVIEW, REVIEW_BODIES
 
 __all__ = ["BODY_ATTRIBUTES", "Limits", "Place", "customer_reviews", "delete_review", "get_review",

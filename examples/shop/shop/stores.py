@@ -5,9 +5,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybridsync import store, versions
-from hybridsync.convert import marshal, unmarshal
-from hybridsync.errors import Invalid
+from hybridsync import store
+from hybridsync.model import versions
+from hybridsync.model.convert import marshal, unmarshal
+from hybridsync.model.errors import Invalid
 from shop.model import STORE, VERSION
 
 FIELDS = ("Country", "Region", "City", "StoreId", "Name", "Address")

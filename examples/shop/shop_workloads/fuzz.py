@@ -28,9 +28,10 @@ import sqlalchemy as sa
 from rich.console import Console
 from rich.table import Table
 
-from hybridsync import db, keys, store, workloads
-from hybridsync.convert import marshal
+from hybridsync import db, store, workloads
 from hybridsync.local.process import UpProcess, tuned_assembly
+from hybridsync.model import keys
+from hybridsync.model.convert import marshal
 from hybridsync.testing import fuzz
 from shop.model import MODEL, ORDER_LINE, SALES
 

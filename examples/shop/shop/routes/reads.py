@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import BadRequestError
 
-from hybridsync import keys
+from hybridsync.model import keys
 from hybridsync.reads import cache
 from hybridsync.runtime import dynamodb, engine
 from hybridsync.views import public

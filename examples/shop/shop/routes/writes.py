@@ -8,8 +8,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 
 from hybridsync import openapi, rows, settings
-from hybridsync.convert import WIDE, from_json
-from hybridsync.errors import Invalid
+from hybridsync.model.convert import WIDE, from_json
+from hybridsync.model.errors import Invalid
 from hybridsync.reads import cache
 from hybridsync.runtime import dynamodb, engine, s3
 from hybridsync.web import app, as_field, body, ident, integer, page, respond, route, table

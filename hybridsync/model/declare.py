@@ -3,7 +3,7 @@ aggregates and time series. A team declares its model with these, in its own pac
 the engine renders everything else from that one declaration (the CDK stacks, the local tables,
 the SQL schema and its migrations, the stream filters, the key of every item it writes).
 
-    from hybridsync.declare import *
+    from hybridsync.model.declare import *
 
     MAIN = Table("main", partition=KeyAttribute("PK"), sort=KeyAttribute("SK"), stream=NEW_AND_OLD_IMAGES)
     INVOICE = Entity("Invoice", MAIN, Side.DYNAMODB, fields=(...),
@@ -24,7 +24,7 @@ from enum import Enum, StrEnum
 from functools import cached_property
 from typing import Any
 
-from hybridsync import errors, keys, limits
+from hybridsync.model import errors, keys, limits
 
 ID_LENGTH = 128  # a sensible limit for ids; a field's max_length says its own
 
@@ -410,7 +410,7 @@ class Field:
     server default, so the rows there take it; items written before it existed are written back
     with it). `scale`: a decimal's digits after the point, kept as declared (`12.30`). `min`, `max`:
     a number's range, inclusive (a quantity's `min=1`). Every field also has the limits both sides
-    put on any value (`hybridsync.limits`)."""
+    put on any value (`hybridsync.model.limits`)."""
 
     attribute: str
     type: FieldType

@@ -1,7 +1,7 @@
 """Which model the engine serves: the user's, named once, in their project.
 
     [tool.hybridsync]                  # in the project's pyproject.toml
-    model = "myapp.model:MODEL"        # the Model declared with hybridsync.declare
+    model = "myapp.model:MODEL"        # the Model declared with hybridsync.model.declare
     routes = ["myapp.api"]             # optional: modules that add HTTP routes to the API function
     seed = "myapp.seed:seed"           # optional: what `hybridsync up --seed` writes
     demo = "myapp.demo:run"            # optional: what `hybridsync up --demo` drives
@@ -21,8 +21,8 @@ import tomllib
 from pathlib import Path
 from typing import Any
 
-from hybridsync.declare import Model
-from hybridsync.errors import ConfigurationError
+from hybridsync.model.declare import Model
+from hybridsync.model.errors import ConfigurationError
 
 VARIABLE = "HYBRIDSYNC_MODEL"
 
@@ -87,7 +87,7 @@ def model(spec: str | None = None) -> Model:
     spec = model_spec(spec)
     found = load(spec)
     if not isinstance(found, Model):
-        raise ConfigurationError(f"{spec} is a {type(found).__name__}, not a hybridsync.declare.Model")
+        raise ConfigurationError(f"{spec} is a {type(found).__name__}, not a hybridsync.model.declare.Model")
     return found
 
 

@@ -13,10 +13,10 @@ from typing import Any
 
 from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
-from hybridsync import keys, limits
-from hybridsync.declare import Entity, Field, FieldType
-from hybridsync.errors import Invalid
-from hybridsync.limits import NUMBER_RANGE
+from hybridsync.model import keys, limits
+from hybridsync.model.declare import Entity, Field, FieldType
+from hybridsync.model.errors import Invalid
+from hybridsync.model.limits import NUMBER_RANGE
 from hybridsync.streams.records import Rejected
 
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1

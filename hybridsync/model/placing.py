@@ -10,7 +10,7 @@ import functools
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
-from hybridsync.declare import Entity, Model, Template, literal_head
+from hybridsync.model.declare import Entity, Model, Template, literal_head
 from hybridsync.streams.records import Rejected
 
 Match = Callable[[Mapping[str, Any]], "dict[str, str] | None"]

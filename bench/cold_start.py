@@ -3,7 +3,7 @@ really needs, each in fresh interpreters, side by side in one run.
 
   handler   `import hybridsync.functions.<name>` (what the asset ships: the engine and the shop's
             model, which the function loads at import), then the per-container clients it uses
-            built as the first invocation builds them (hybridsync.runtime)
+            built as the first invocation builds them (hybridsync.runtime.clients)
   baseline  the same libraries imported bare and the same clients built bare: Powertools' Logger
             and Metrics (and the HTTP resolver for the API), boto3 and a DynamoDB client, SQLAlchemy
             with the psycopg dialect and an engine (no connection is opened), Alembic. A function
@@ -50,9 +50,9 @@ BARE = {
     "s3": "import boto3; boto3.client('s3', endpoint_url='http://127.0.0.1:1')",
 }
 INIT = {  # after `import handler`: the clients the first invocation builds
-    "sql": "from hybridsync import runtime; runtime.engine()",
-    "dynamodb": "from hybridsync import runtime; runtime.dynamodb()",
-    "s3": "from hybridsync import runtime; runtime.s3()",
+    "sql": "from hybridsync.runtime import clients; clients.engine()",
+    "dynamodb": "from hybridsync.runtime import clients; clients.dynamodb()",
+    "s3": "from hybridsync.runtime import clients; clients.s3()",
 }
 ENV = {
     "AWS_REGION": "us-east-1", "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "local",
@@ -80,7 +80,9 @@ def measure(name: str, runs: int, warm: bool = True) -> tuple[float, float]:
     needs = NEEDS[name]
     handler = "\n".join([f"import hybridsync.functions.{name}", *(INIT[n] for n in needs if n in INIT)])
     if name in ("aggregate", "sweep", "write_back", "sql_sync", "rotate"):
-        handler += "\nfrom hybridsync import runtime; runtime.model()"  # what the first invocation loads
+        handler += (
+            "\nfrom hybridsync.runtime import clients; clients.model()"  # what the first invocation loads
+        )
     bare = "\n".join(BARE[n] for n in needs)
     folder = Path("/")  # nothing of the repository on the path but what PYTHONPATH names
     if warm:

@@ -40,10 +40,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import db, local  # noqa: E402
+from hybridsync import local  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.process import rss_mb, tuned_assembly  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
+from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.reconcile import reconcile  # noqa: E402
 from hybridsync.workloads import Writer  # noqa: E402
 from shop.model import MODEL  # noqa: E402

@@ -67,7 +67,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import db, local, store, workloads, writes  # noqa: E402
+from hybridsync import local, store, workloads, writes  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.faults import FaultPlan  # noqa: E402
 from hybridsync.local.process import tuned_assembly  # noqa: E402
@@ -75,6 +75,7 @@ from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.model import versions  # noqa: E402
 from hybridsync.model.declare import Entity  # noqa: E402
 from hybridsync.model.errors import Conflict  # noqa: E402
+from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.aggregate import Aggregation  # noqa: E402
 from shop.model import CANCELLED, MAX_QUANTITY, MODEL, OPEN, ORDER, ORDER_LINE, SHIPPED  # noqa: E402
 

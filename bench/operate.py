@@ -46,10 +46,11 @@ import sqlalchemy as sa  # noqa: E402
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from hybridsync import db, store  # noqa: E402
+from hybridsync import store  # noqa: E402
 from hybridsync.local.mappings import failure_record  # noqa: E402
 from hybridsync.local.process import UpProcess, tuned_assembly  # noqa: E402
 from hybridsync.local.template import synth_if_stale  # noqa: E402
+from hybridsync.runtime import db  # noqa: E402
 from hybridsync.streams import filters  # noqa: E402
 from hybridsync.streams.records import lambda_record  # noqa: E402
 from hybridsync.sync import failed  # noqa: E402

@@ -33,7 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from hybridsync import local  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
-from hybridsync.runtime import dynamodb, engine  # noqa: E402
+from hybridsync.runtime.clients import dynamodb, engine  # noqa: E402
 from hybridsync.sync import outbox  # noqa: E402
 from shop.model import MODEL, PRODUCT_AVAILABILITY  # noqa: E402
 from tests.handlers import LambdaContext, load  # noqa: E402

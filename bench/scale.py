@@ -44,12 +44,13 @@ sys.path.insert(0, str(ROOT))
 from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
-from hybridsync import db, local, workloads  # noqa: E402
+from hybridsync import local, workloads  # noqa: E402
 from hybridsync.local import faults  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.faults import FaultPlan  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.model import config  # noqa: E402
+from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.aggregate import Aggregation  # noqa: E402
 from shop_workloads import demo  # noqa: E402
 from tests.integration.test_pinning import PINNING  # noqa: E402

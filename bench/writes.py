@@ -46,10 +46,11 @@ from rich.progress import Progress
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import aws, capacity, db, local, store  # noqa: E402
+from hybridsync import capacity, local, store  # noqa: E402
 from hybridsync.local import dynamodb_faults  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.model.declare import Projection  # noqa: E402
+from hybridsync.runtime import aws, db  # noqa: E402
 from hybridsync.sync import outbox  # noqa: E402
 from shop import catalog, orders, publications, reviews  # noqa: E402
 from shop.model import MAIN, MODEL, ORDER, PRODUCT_AVAILABILITY, PRODUCT_DETAILS, REVIEW  # noqa: E402

@@ -46,7 +46,7 @@ def _key() -> bytes:
     """The key cursors are signed with: the stacks' `CURSOR_KEY_SECRET_ARN` (one secret every API
     container shares; its functions log in with IAM tokens, which differ per connection), else the
     database URL's credentials (local tools, tests), else one of this process's own."""
-    from hybridsync.settings import database_url  # lazily: DynamoDB-only callers
+    from hybridsync.runtime.settings import database_url  # lazily: DynamoDB-only callers
 
     if arn := os.environ.get("CURSOR_KEY_SECRET_ARN", "").strip():
         from aws_lambda_powertools.utilities import parameters

@@ -25,12 +25,13 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import BadRequestError, ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import cursors, openapi, runtime
+from hybridsync import cursors, openapi
 from hybridsync.model import keys, limits
 from hybridsync.model.convert import from_json, jsonable
 from hybridsync.model.declare import ID_LENGTH, Entity
 from hybridsync.model.errors import Invalid
 from hybridsync.reads import cache, rankings
+from hybridsync.runtime import clients
 
 logger = Logger()
 metrics = Metrics()
@@ -113,7 +114,7 @@ def get(rule: str, **description: Any) -> Callable[[Handler], Handler]:
 
 def table(logical: str | None = None) -> str:
     """The physical name of a table of the model (by default its first)."""
-    return runtime.tables()[logical or runtime.model().tables[0].name]
+    return clients.tables()[logical or clients.model().tables[0].name]
 
 
 # --- parameters: every bad one is a 400 that names it -----------------------------------------

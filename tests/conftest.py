@@ -13,7 +13,8 @@ import pytest
 import sqlalchemy as sa
 from filelock import FileLock
 
-from hybridsync import db, local
+from hybridsync import local
+from hybridsync.runtime import db
 
 ROOT = Path(__file__).resolve().parent.parent
 

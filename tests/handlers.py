@@ -26,9 +26,9 @@ def load(name: str) -> ModuleType:
     fresh = (f"hybridsync.functions.{name}", "hybridsync.web", *config.setting_list("routes"))
     for module in [m for m in sys.modules if m in fresh or m.startswith(tuple(f"{r}." for r in fresh))]:
         del sys.modules[module]
-    from hybridsync import runtime
+    from hybridsync.runtime import clients
 
-    for cached in (runtime.model, runtime.tables, runtime.dynamodb, runtime.s3, runtime.engine):
+    for cached in (clients.model, clients.tables, clients.dynamodb, clients.s3, clients.engine):
         cached.cache_clear()
     return importlib.import_module(f"hybridsync.functions.{name}")
 

@@ -30,7 +30,17 @@ ENGINE = Path(hybridsync.__file__).resolve().parent
 REQUIREMENTS = Path(__file__).resolve().parent / "requirements-runtime.txt"
 # What ships of the engine, by package: its top-level modules and these subpackages. The local
 # app, the CLI, the CDK app, the workloads and the test plugin are other packages: never shipped.
-SHIPPED = ("", "streams", "model", "sync", "reads", "functions", "migrations", "migrations/versions")
+SHIPPED = (
+    "",
+    "streams",
+    "model",
+    "runtime",
+    "sync",
+    "reads",
+    "functions",
+    "migrations",
+    "migrations/versions",
+)
 PACKAGE_DATA = ("*.py", "*.mako")
 
 

@@ -7,10 +7,10 @@ import argparse
 import json
 from typing import Any
 
-from hybridsync import db
 from hybridsync.cli import common
 from hybridsync.cli.common import Commands, positive
 from hybridsync.model import config
+from hybridsync.runtime import db
 
 LOAD_RATE = 1000.0  # write units/s a load is paced to unless told: a quarter of a new on-demand table's 4,000
 
@@ -166,8 +166,9 @@ def _finish(args: argparse.Namespace, outcomes: list[Any]) -> int:
 
 
 def _job(args: argparse.Namespace, kind: str, spec: dict[str, Any]) -> Any:
-    from hybridsync import aws, jobs
+    from hybridsync import jobs
     from hybridsync.jobs import JobError, JobStore, Services
+    from hybridsync.runtime import aws
     from hybridsync.scans import Pacer
     from hybridsync.sync import loads, operations, rebuild  # noqa: F401 - loads, rebuild: their kinds of job
 
@@ -229,8 +230,8 @@ def _with_progress(store: Any, job: str, header: dict[str, Any], invoke: Any, co
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from hybridsync import aws
     from hybridsync.jobs import JobStore
+    from hybridsync.runtime import aws
 
     listed = JobStore(aws.client("dynamodb"), config.model(), common.tables()).jobs()
     if args.json:

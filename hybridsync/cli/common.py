@@ -110,7 +110,7 @@ def scanning(what: str) -> Iterator[Callable[[Any], None]]:
 def scanner(
     args: argparse.Namespace, table: str, progress: Callable[[Any], None], index: str | None = None
 ) -> Any:
-    from hybridsync import aws
+    from hybridsync.runtime import aws
     from hybridsync.scans import Scanner
 
     return Scanner(
@@ -154,7 +154,7 @@ def operations_function(stack: str) -> str:
 def stack_output(stack: str, *keys: str) -> list[str | None]:
     """A deployed stack's outputs whose keys start with each of `keys` (CDK may suffix them), None
     where it has none; one DescribeStacks call."""
-    from hybridsync import aws
+    from hybridsync.runtime import aws
 
     outputs = aws.client("cloudformation").describe_stacks(StackName=stack)["Stacks"][0].get("Outputs", [])
     return [next((o["OutputValue"] for o in outputs if o["OutputKey"].startswith(k)), None) for k in keys]
@@ -162,7 +162,7 @@ def stack_output(stack: str, *keys: str) -> list[str | None]:
 
 def deployed(args: argparse.Namespace, event: dict[str, Any]) -> dict[str, Any]:
     """One invocation of the operations function; its answer (a failure: one line, exit 1)."""
-    from hybridsync import aws
+    from hybridsync.runtime import aws
     from hybridsync.sync import operations
 
     try:

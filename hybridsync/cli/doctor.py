@@ -1,6 +1,6 @@
 """`hybridsync doctor`: what the app needs to work, checked where it runs (the deployed stacks, or the
 local app of `hybridsync up`), one line per check: from inside each VPC function (its probe,
-hybridsync/doctor.py) every service it needs, each secret it reads and its database login; the RDS
+hybridsync/runtime/doctor.py) every service it needs, each secret it reads and its database login; the RDS
 Proxy's targets; every stream mapping enabled, or paused on purpose; every alarm's topic heard by
 a confirmed subscription; and a canary alarm driven to ALARM and back, whose history must show
 CloudWatch's "Successfully executed action". What to check comes from the synthesized templates
@@ -317,7 +317,7 @@ class Local:
     server directly); the notifications folder stands in for a confirmed subscription."""
 
     def __init__(self, app: App, lambda_endpoint: str, prefix: str, notifications: Path):
-        from hybridsync import aws
+        from hybridsync.runtime import aws
 
         self.app, self.endpoint, self.prefix, self.notifications = app, lambda_endpoint, prefix, notifications
         self.where = f"the local app at {lambda_endpoint}"
@@ -768,8 +768,8 @@ def local_environment(state_dir: Path) -> dict[str, str]:
 def _doctor(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from hybridsync import aws
-    from hybridsync import doctor as probe
+    from hybridsync.runtime import aws
+    from hybridsync.runtime import doctor as probe
 
     target: Any
     if args.deployed is not None:

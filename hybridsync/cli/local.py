@@ -174,8 +174,8 @@ def _up(args: argparse.Namespace) -> int:
             if args.demo or args.seed:
                 from rich.console import Console
 
-                from hybridsync import db
                 from hybridsync.local import report
+                from hybridsync.runtime import db
 
                 hook = "demo" if args.demo else "seed"
                 runs = config.hooks(hook)

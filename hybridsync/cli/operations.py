@@ -11,10 +11,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from hybridsync import db
 from hybridsync.cli import common
 from hybridsync.cli.common import Commands, scan_options
 from hybridsync.model import config
+from hybridsync.runtime import db
 
 
 def add_reconcile(cli: Commands) -> None:
@@ -43,7 +43,8 @@ def add_reconcile(cli: Commands) -> None:
 
 
 def _reconcile(args: argparse.Namespace) -> int:
-    from hybridsync import aws, exports
+    from hybridsync import exports
+    from hybridsync.runtime import aws
     from hybridsync.sync.reconcile import Drift, reconcile
 
     if args.deployed is not None:
@@ -124,8 +125,8 @@ def add_reindex(cli: Commands) -> None:
 
 
 def _reindex(args: argparse.Namespace) -> int:
-    from hybridsync import aws
     from hybridsync.reindex import reindex
+    from hybridsync.runtime import aws
 
     tables = [args.table] if args.table else sorted(set(common.tables().values()))
     client, out_of_date, failed = aws.client("dynamodb"), 0, 0
@@ -176,7 +177,8 @@ def add_timeseries(cli: Commands) -> None:
 def _timeseries(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from hybridsync import aws, settings, timeseries
+    from hybridsync import timeseries
+    from hybridsync.runtime import aws, settings
 
     if args.action == "query" and not (args.source and args.start and args.end):
         raise SystemExit(
@@ -270,7 +272,7 @@ def _dead_letters(args: argparse.Namespace) -> int:
     if args.source not in (None, writeback.SOURCE, outbox.SOURCE):
         raise SystemExit(f"redrive knows the sources: {writeback.SOURCE}, {outbox.SOURCE}")
     landed, still = 0, []
-    from hybridsync import aws
+    from hybridsync.runtime import aws
 
     if args.source in (None, writeback.SOURCE):
         truth = writeback.Truth(aws.client("dynamodb"), common.tables())
@@ -305,7 +307,7 @@ def add_failed_batches(cli: Commands) -> None:
 
 
 def _failed_batches(args: argparse.Namespace) -> int:
-    from hybridsync import aws
+    from hybridsync.runtime import aws
     from hybridsync.sync import failed
 
     if args.deployed is not None and args.action == "redrive":

@@ -72,8 +72,8 @@ def add_top(cli: Commands) -> None:
 
 
 def _top(args: argparse.Namespace) -> int:
-    from hybridsync import aws
     from hybridsync.reads import rankings
+    from hybridsync.runtime import aws
 
     model = config.model()
     try:

@@ -7,13 +7,14 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters, doctor, runtime
-from hybridsync.runtime import dynamodb, engine, model, tables
+from hybridsync import deadletters
+from hybridsync.runtime import clients, doctor
+from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.streams.records import DeadLetter
 from hybridsync.sync import aggregate
 
 logger = Logger()
-tracer = runtime.tracer()
+tracer = clients.tracer()
 metrics = Metrics()
 # what the tumbling window's state carries
 WINDOW_COUNTS = ("applied", "duplicates", "dead_letters", "conflicts_retried")

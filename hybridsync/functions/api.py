@@ -12,11 +12,12 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import __version__, doctor, openapi, runtime
+from hybridsync import __version__, openapi
 from hybridsync.capacity import Meter
 from hybridsync.model import config
 from hybridsync.model.errors import ConfigurationError, Conflict, Invalid, NotFound
-from hybridsync.runtime import dynamodb
+from hybridsync.runtime import clients, doctor
+from hybridsync.runtime.clients import dynamodb
 from hybridsync.streams.records import Rejected
 from hybridsync.web import ROUTES, app, error, get, logger, metrics, respond
 
@@ -29,7 +30,7 @@ def document() -> dict[str, Any]:
     return openapi.document(f"{config.package_of()} HTTP API", __version__)
 
 
-tracer = runtime.tracer()
+tracer = clients.tracer()
 
 
 @get("/openapi.json", responses={200: "this API's OpenAPI 3.1 document"})

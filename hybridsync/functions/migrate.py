@@ -11,10 +11,11 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import db, doctor, migrations, roles, runtime, settings
+from hybridsync import migrations, roles
+from hybridsync.runtime import clients, db, doctor, settings
 
 logger = Logger()
-tracer = runtime.tracer()
+tracer = clients.tracer()
 
 
 def grant(url: str) -> list[str]:
@@ -24,7 +25,7 @@ def grant(url: str) -> list[str]:
     try:
         with engine.begin() as conn:
             if roles.exist(conn):
-                return roles.grant(conn, runtime.model())
+                return roles.grant(conn, clients.model())
             logger.info("no database roles: nothing granted")
             return []
     finally:

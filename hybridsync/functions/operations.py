@@ -5,13 +5,13 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import aws, doctor, runtime
 from hybridsync.jobs import Services
-from hybridsync.runtime import dynamodb, engine, model, tables
+from hybridsync.runtime import aws, clients, doctor
+from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.sync import operations
 
 logger = Logger()
-tracer = runtime.tracer()
+tracer = clients.tracer()
 
 
 @doctor.answers  # `hybridsync doctor`'s probe, answered before anything else

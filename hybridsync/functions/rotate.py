@@ -11,11 +11,12 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import doctor, runtime, settings, timeseries
-from hybridsync.runtime import dynamodb, model, s3
+from hybridsync import timeseries
+from hybridsync.runtime import clients, doctor, settings
+from hybridsync.runtime.clients import dynamodb, model, s3
 
 logger = Logger()
-tracer = runtime.tracer()
+tracer = clients.tracer()
 metrics = Metrics()
 
 

@@ -10,12 +10,13 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters, doctor, runtime
-from hybridsync.runtime import dynamodb, engine, model, tables
+from hybridsync import deadletters
+from hybridsync.runtime import clients, doctor
+from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.sync import outbox
 
 logger = Logger()
-tracer = runtime.tracer()
+tracer = clients.tracer()
 metrics = Metrics()
 SAFETY_MS = 15_000  # stop claiming new batches this close to the timeout
 

@@ -8,11 +8,12 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import doctor, large, runtime, settings
-from hybridsync.runtime import dynamodb, model, s3, tables
+from hybridsync import large
+from hybridsync.runtime import clients, doctor, settings
+from hybridsync.runtime.clients import dynamodb, model, s3, tables
 
 logger = Logger()
-tracer = runtime.tracer()
+tracer = clients.tracer()
 metrics = Metrics()
 
 

@@ -10,10 +10,11 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import aws, db, doctor, roles, runtime, settings
+from hybridsync import roles
+from hybridsync.runtime import aws, clients, db, doctor, settings
 
 logger = Logger()
-tracer = runtime.tracer()
+tracer = clients.tracer()
 WHERE = ("host", "port", "dbname", "engine")
 
 

@@ -6,12 +6,13 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters, doctor, runtime
-from hybridsync.runtime import engine, model
+from hybridsync import deadletters
+from hybridsync.runtime import clients, doctor
+from hybridsync.runtime.clients import engine, model
 from hybridsync.sync import writeback
 
 logger = Logger()
-tracer = runtime.tracer()
+tracer = clients.tracer()
 metrics = Metrics()
 
 
@@ -20,7 +21,7 @@ metrics = Metrics()
 @tracer.capture_lambda_handler
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
-    truth = writeback.Truth(runtime.dynamodb(), runtime.tables())
+    truth = writeback.Truth(clients.dynamodb(), clients.tables())
     outcome = writeback.write_back(event["Records"], engine(), model(), truth=truth)
     # changed a row; the rest of what was sent changed nothing (a replay, or an older version)
     metrics.add_metric("WriteBackApplied", MetricUnit.Count, outcome.changed)

@@ -15,9 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hybridsync import aws, migrations
+from hybridsync import migrations
 from hybridsync.model import config
 from hybridsync.model.declare import Model
+from hybridsync.runtime import aws
 
 DEFAULT_STATE_DIR = Path(".local")
 DEFAULT_PREFIX = "hybridsync"

@@ -16,7 +16,6 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from hybridsync import aws
 from hybridsync.cdk import rules
 from hybridsync.local import apigateway, create_table, iam, mappings, network
 from hybridsync.local.alarms import Alarm, Alarms, Metrics, Topic
@@ -35,6 +34,7 @@ from hybridsync.local.mappings import (
 from hybridsync.local.shards import READERS_PER_SHARD, ShardView, StreamsServer, Topology
 from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
 from hybridsync.local.ttl import Expiries, TtlSweeper
+from hybridsync.runtime import aws
 from hybridsync.streams import filters
 
 log = logging.getLogger(__name__)

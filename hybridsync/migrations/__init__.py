@@ -24,10 +24,10 @@ from alembic.operations import ops
 from alembic.runtime.migration import MigrationContext
 from alembic.script import ScriptDirectory
 
-from hybridsync import db
 from hybridsync.model import config
 from hybridsync.model.declare import Model, Side
 from hybridsync.model.errors import ConfigurationError
+from hybridsync.runtime import db
 
 MIGRATIONS = Path(__file__).parent
 ENGINE_VERSIONS = MIGRATIONS / "versions"

@@ -352,7 +352,7 @@ def listen_and_drain(
     up to date. In AWS the schedule (and an invoke after commit) does this."""
     import psycopg
 
-    from hybridsync import db
+    from hybridsync.runtime import db
 
     log = logging.getLogger(__name__)
     figures = figures or DrainerFigures()

@@ -12,10 +12,11 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import local, runtime, store
+from hybridsync import local, store
 from hybridsync.local import streams
 from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.model import versions
+from hybridsync.runtime import clients
 from shop.model import MODEL
 
 
@@ -83,11 +84,11 @@ def stream(stack, dynamodb):
 
 
 def _forget_clients():
-    if runtime.engine.cache_info().currsize:
-        runtime.engine().dispose()
-    runtime.engine.cache_clear()
-    runtime.dynamodb.cache_clear()
-    runtime.s3.cache_clear()
+    if clients.engine.cache_info().currsize:
+        clients.engine().dispose()
+    clients.engine.cache_clear()
+    clients.dynamodb.cache_clear()
+    clients.s3.cache_clear()
 
 
 def use_database_secret(stack, monkeypatch, secret: str) -> str:

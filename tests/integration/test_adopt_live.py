@@ -15,7 +15,8 @@ import boto3
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import db, store
+from hybridsync import store
+from hybridsync.runtime import db
 from hybridsync.scans import Scanner
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import MODEL

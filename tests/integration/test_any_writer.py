@@ -28,8 +28,8 @@ import pytest
 import sqlalchemy as sa
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
-from hybridsync import db
 from hybridsync.model.declare import FieldType
+from hybridsync.runtime import db
 from hybridsync.scans import Scanner
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import CANCELLED, MODEL

@@ -9,8 +9,9 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from hybridsync import db, migrations
+from hybridsync import migrations
 from hybridsync.model.declare import Entity, Field, FieldType, Side, Template
+from hybridsync.runtime import db
 from hybridsync.schema import metadata
 from shop.model import MODEL
 

@@ -2,7 +2,7 @@
 "Avoiding pinning an RDS Proxy"): no temporary table, session `SET`, `PREPARE` or server-side
 prepared statement, advisory lock, `LISTEN`, or holdable cursor. Every statement of a write-back
 batch, an outbox drain and a cache-aside read is recorded on the engine the functions build
-(`hybridsync.runtime`), then checked; the session is asked what it holds."""
+(`hybridsync.runtime.clients`), then checked; the session is asked what it holds."""
 
 from __future__ import annotations
 
@@ -11,8 +11,8 @@ import uuid
 
 import sqlalchemy as sa
 
-from hybridsync import db
 from hybridsync.reads import cache
+from hybridsync.runtime import db
 from hybridsync.sync import outbox, writeback
 from shop.model import CUSTOMER, MODEL
 from tests.events import names, record

@@ -12,9 +12,9 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import db
 from hybridsync.model.convert import marshal
 from hybridsync.reads import cache
+from hybridsync.runtime import db
 from hybridsync.sync import outbox
 from shop.model import CUSTOMER, MODEL, ORDER, PRODUCT_DETAILS
 from tests.handlers import http, load

@@ -9,7 +9,8 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import db, migrations, roles
+from hybridsync import migrations, roles
+from hybridsync.runtime import db
 from shop.model import MODEL
 
 pytestmark = pytest.mark.integration

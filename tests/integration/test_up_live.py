@@ -11,7 +11,7 @@ import boto3
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import db
+from hybridsync.runtime import db
 from tests.integration.conftest import started_up
 
 

@@ -19,9 +19,9 @@ import boto3
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import db
 from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.model.convert import unmarshal
+from hybridsync.runtime import db
 from hybridsync.sync.aggregate import Aggregation
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -13,9 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from hybridsync import aws, db, local, migrations, store
+from hybridsync import local, migrations, store
 from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.model.convert import unmarshal
+from hybridsync.runtime import aws, db
 from hybridsync.sync.aggregate import Aggregation
 from hybridsync.sync.reconcile import reconcile
 from hybridsync.workloads import Writer

@@ -56,8 +56,8 @@ def test_the_engines_clients_take_the_endpoint_names_the_stack_gives(monkeypatch
     """A VPC function reaches DynamoDB and Streams by an interface endpoint's own name (neither has
     private DNS): the stacks set botocore's service-specific variables, which the engine's clients
     honour as boto3 does (no local endpoint set)."""
-    from hybridsync import aws
     from hybridsync.cdk import rules
+    from hybridsync.runtime import aws
 
     for variable in ("DYNAMODB_ENDPOINT", "DYNAMODB_STREAMS_ENDPOINT", "AWS_ENDPOINT"):
         monkeypatch.delenv(variable, raising=False)

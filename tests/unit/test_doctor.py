@@ -26,10 +26,10 @@ from botocore.exceptions import (
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
-from hybridsync import doctor
 from hybridsync.cdk import rules
 from hybridsync.cli import doctor as cli
 from hybridsync.cli import main
+from hybridsync.runtime import doctor
 
 ROOT = Path(__file__).resolve().parents[2]
 Templates = rules.Templates

@@ -28,11 +28,12 @@ import sqlalchemy as sa
 from rich.console import Console
 from rich.progress import Progress
 
-from hybridsync import aws, rows, workloads
+from hybridsync import rows, workloads
 from hybridsync.local import report
 from hybridsync.local.app import LocalApp
 from hybridsync.model.convert import marshal
 from hybridsync.model.errors import Conflict
+from hybridsync.runtime import aws
 from hybridsync.workloads import Writer
 from shop import catalog, follows, orders, publications, reviews, stores
 from shop.model import CANCELLED, CUSTOMER, MODEL, ORDER, ORDER_LINE, PLAYER_SCORE, SHIPPED

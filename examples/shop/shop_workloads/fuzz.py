@@ -28,10 +28,11 @@ import sqlalchemy as sa
 from rich.console import Console
 from rich.table import Table
 
-from hybridsync import db, store, workloads
+from hybridsync import store, workloads
 from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.model import keys
 from hybridsync.model.convert import marshal
+from hybridsync.runtime import db
 from hybridsync.testing import fuzz
 from shop.model import MODEL, ORDER_LINE, SALES
 

@@ -7,11 +7,12 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from hybridsync import openapi, rows, settings
+from hybridsync import openapi, rows
 from hybridsync.model.convert import WIDE, from_json
 from hybridsync.model.errors import Invalid
 from hybridsync.reads import cache
-from hybridsync.runtime import dynamodb, engine, s3
+from hybridsync.runtime import settings
+from hybridsync.runtime.clients import dynamodb, engine, s3
 from hybridsync.web import app, as_field, body, ident, integer, page, respond, route, table
 from shop import catalog, follows, orders, publications, reviews, stores
 from shop.model import (

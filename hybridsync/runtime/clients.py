@@ -1,5 +1,5 @@
 """Clients a Lambda container builds once and reuses across invocations (configured from the
-environment the stacks set; see hybridsync.settings). Each is built on first use, so a function
+environment the stacks set; see hybridsync.runtime.settings). Each is built on first use, so a function
 imports only the client libraries it really uses."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import functools
 import os
 from typing import TYPE_CHECKING, Any
 
-from hybridsync import settings
+from hybridsync.runtime import settings
 
 if TYPE_CHECKING:
     import sqlalchemy as sa
@@ -18,7 +18,7 @@ if TYPE_CHECKING:
 
 @functools.cache
 def engine() -> sa.Engine:
-    from hybridsync import db
+    from hybridsync.runtime import db
 
     # One connection: a container runs one invocation at a time, so a function's connections are
     # its concurrency (shards x parallelization for a stream consumer), which `hybridsync plan` sizes.
@@ -82,14 +82,14 @@ def tracer() -> Any:
 
 @functools.cache
 def dynamodb() -> Any:
-    from hybridsync import aws
+    from hybridsync.runtime import aws
 
     return aws.client("dynamodb")
 
 
 @functools.cache
 def s3() -> Any:
-    from hybridsync import aws
+    from hybridsync.runtime import aws
 
     return aws.client("s3")
 

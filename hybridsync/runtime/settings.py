@@ -72,7 +72,7 @@ class Database:
     def password(self, fresh: bool = False) -> str:
         """An IAM token, or the secret's password (`fresh`: read again, not from the cache)."""
         if self.iam:
-            from hybridsync import aws
+            from hybridsync.runtime import aws
 
             rds = aws.client("rds")
             return rds.generate_db_auth_token(self.host, self.port, self.user, rds.meta.region_name)

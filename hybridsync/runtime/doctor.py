@@ -61,10 +61,10 @@ def answers(handler: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def client(service: str, endpoint: str | None = None) -> Any:
-    """The client the function's own code would get (`hybridsync.aws.client`: the endpoints the
+    """The client the function's own code would get (`hybridsync.runtime.aws.client`: the endpoints the
     stack gives, `AWS_ENDPOINT_URL_*` included), with short timeouts and one attempt: a retried
     connect timeout only multiplies the wait, and a probe measures the route, not the service."""
-    from hybridsync import aws
+    from hybridsync.runtime import aws
 
     return aws.client(
         service,
@@ -158,12 +158,12 @@ def read_secret(arn: str, make: Callable[[str], Any] = client) -> dict[str, Any]
 
 
 def log_in() -> dict[str, Any]:
-    """The function's own database login (`hybridsync.runtime.engine`): the route first, within the
+    """The function's own database login (`hybridsync.runtime.clients.engine`): the route first, within the
     connect timeout (a missing route would otherwise hang until the function's timeout), then a
     login and `SELECT current_user`."""
     import socket
 
-    from hybridsync import runtime, settings
+    from hybridsync.runtime import clients, settings
 
     started = time.monotonic()
     try:
@@ -174,7 +174,7 @@ def log_in() -> dict[str, Any]:
             except OSError as error:
                 return {"outcome": "unreachable", "detail": f"{where.host}:{where.port}: {error}",
                         "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
-        with runtime.engine().connect() as conn:
+        with clients.engine().connect() as conn:
             user = conn.exec_driver_sql("SELECT current_user").scalar()
     except Exception as error:
         detail = (str(error).strip().splitlines() or [type(error).__name__])[0]

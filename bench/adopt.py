@@ -38,15 +38,16 @@ import sqlalchemy as sa
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import local, store  # noqa: E402
+from hybridsync import local  # noqa: E402
+from hybridsync.dynamodb import store  # noqa: E402
+from hybridsync.dynamodb.scans import Scanner  # noqa: E402
+from hybridsync.dynamodb.views import CACHE_TTL_S, view_item  # noqa: E402
 from hybridsync.jobs import JobStore  # noqa: E402
 from hybridsync.local import streams  # noqa: E402
 from hybridsync.model.convert import item_values, marshal, to_row  # noqa: E402
 from hybridsync.runtime import aws, db  # noqa: E402
-from hybridsync.scans import Scanner  # noqa: E402
 from hybridsync.sync import aggregate, loads, outbox, writeback  # noqa: E402
 from hybridsync.sync.reconcile import reconcile, reconcile_views  # noqa: E402
-from hybridsync.views import CACHE_TTL_S, view_item  # noqa: E402
 from shop.model import MODEL  # noqa: E402
 
 SEGMENTS = 4

@@ -42,7 +42,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from bench.mixed_writers import EngineWriter, Mixer, Orders, PlainWriter  # noqa: E402
-from hybridsync import store  # noqa: E402
+from hybridsync.dynamodb import store  # noqa: E402
 from hybridsync.local.template import synth_if_stale  # noqa: E402
 from hybridsync.model.convert import unmarshal  # noqa: E402
 from shop.model import MAX_QUANTITY, ORDER, ORDER_LINE  # noqa: E402

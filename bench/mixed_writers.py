@@ -7,7 +7,7 @@ it: every stream mapping, the functions in their worker processes; no batching w
 takes seconds):
 
   engine  orders and their lines placed, edited, shipped, cancelled, deleted and placed again by
-          two writers, every change through hybridsync.writes (the entity tag, a version from the
+          two writers, every change through hybridsync.dynamodb.writes (the entity tag, a version from the
           clock, the write conditional on the version read)
   plain   the same changes by two writers of a service that knows nothing of hybridsync, with
           boto3: PutItem, UpdateItem (`SET Quantity = Quantity + :d`, a status change with the
@@ -24,9 +24,9 @@ second while the pipeline consumes, and the longest the pipeline took to catch u
 Then, over everything: reconcile's drift row by row (must be 0), each mix's aggregates against a clean
 recount of its items (must be equal), the index keys every writer left (0 out of date), the dead
 letters (0) and what the write-back settled by reading the table (`WriteBackItemsRead`, from the
-function's metrics). `engine_api_fallbacks` counts engine writes that `hybridsync.writes` could not
+function's metrics). `engine_api_fallbacks` counts engine writes that `hybridsync.dynamodb.writes` could not
 make over an item a plain writer left without a version (a KeyError: 34 of 488 in a smoke run
-before 678dd35 fixed it; 0 since); such a change is then made with `hybridsync.store`'s guarded
+before 678dd35 fixed it; 0 since); such a change is then made with `hybridsync.dynamodb.store`'s guarded
 put or delete instead.
 
 Prints a table, then one JSON line (`mixes`, per mix `<mix>_changes_per_s`, `<mix>_items_per_s`,
@@ -67,7 +67,8 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import local, store, workloads, writes  # noqa: E402
+from hybridsync import local, workloads  # noqa: E402
+from hybridsync.dynamodb import store, writes  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.faults import FaultPlan  # noqa: E402
 from hybridsync.local.process import tuned_assembly  # noqa: E402
@@ -230,11 +231,11 @@ class PlainWriter:
 
 @dataclass
 class EngineWriter:
-    """The application's writes through the engine: `hybridsync.writes.put` / `delete` (a
+    """The application's writes through the engine: `hybridsync.dynamodb.writes.put` / `delete` (a
     consistent read of the stored version, a write one past it on the condition that it is still
     the one read; over an item stored without a version, that it still has none). Should they
     raise KeyError there again (as before 678dd35; counted in `fallbacks`), the change is made
-    with `hybridsync.store`'s guarded put or delete and a version from the clock, as
+    with `hybridsync.dynamodb.store`'s guarded put or delete and a version from the clock, as
     `hybridsync.workloads.Writer` makes them."""
 
     client: Any

@@ -27,7 +27,7 @@ Then settling (`writeback.write_back` with `Truth(stack client, stack tables)`, 
   verify   `verify=True` (a redrive): every change settled from the table, rows at their positions
 
 with records/s, the items read per record and the read units that implies (a consistent read of
-an item up to 4 KB is one unit: hybridsync.capacity's read_units of each item read, beside the
+an item up to 4 KB is one unit: hybridsync.dynamodb.capacity's read_units of each item read, beside the
 ConsumedCapacity DynamoDB reports); then whether a settled row keeps a NULL position (and so is
 read again by the next record of its key).
 
@@ -56,7 +56,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hybridsync import local  # noqa: E402
-from hybridsync.capacity import Meter, item_size, read_units  # noqa: E402
+from hybridsync.dynamodb.capacity import Meter, item_size, read_units  # noqa: E402
 from hybridsync.local import streams  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.schema import table_of  # noqa: E402
@@ -239,7 +239,7 @@ def null_positions(engine: sa.Engine) -> int:
 @dataclass(frozen=True)
 class CountedTruth(writeback.Truth):
     """The engine's Truth, counting the read units of the items it read (consistent: one per
-    started 4 KB of each item, hybridsync.capacity)."""
+    started 4 KB of each item, hybridsync.dynamodb.capacity)."""
 
     units: list[float] = field(default_factory=list)
 

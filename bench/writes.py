@@ -46,7 +46,8 @@ from rich.progress import Progress
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import capacity, local, store  # noqa: E402
+from hybridsync import local  # noqa: E402
+from hybridsync.dynamodb import capacity, store  # noqa: E402
 from hybridsync.local import dynamodb_faults  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.model.declare import Projection  # noqa: E402

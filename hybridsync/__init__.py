@@ -15,7 +15,7 @@ __version__ = "0.1.0"  # the one place (pyproject.toml reads it)
 
 PUBLIC = {  # name -> the module it is
     "declare": "hybridsync.model.declare",
-    "writes": "hybridsync.writes",
+    "writes": "hybridsync.dynamodb.writes",
     "rows": "hybridsync.rows",
     "web": "hybridsync.web",
     "jobs": "hybridsync.jobs",

@@ -10,8 +10,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from hybridsync import capacity
-from hybridsync.capacity import PAGE_LIMIT, Cost
+from hybridsync.dynamodb import capacity
+from hybridsync.dynamodb.capacity import PAGE_LIMIT, Cost
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,8 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import BadRequestError, ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import cursors, openapi
+from hybridsync import openapi
+from hybridsync.dynamodb import cursors
 from hybridsync.model import keys, limits
 from hybridsync.model.convert import from_json, jsonable
 from hybridsync.model.declare import ID_LENGTH, Entity

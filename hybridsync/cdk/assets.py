@@ -35,6 +35,7 @@ SHIPPED = (
     "streams",
     "model",
     "runtime",
+    "dynamodb",
     "sync",
     "reads",
     "functions",

@@ -29,7 +29,7 @@ from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import context, migrations, timeseries
+from hybridsync import context, migrations
 from hybridsync.cdk.assets import (
     PROJECT_MIGRATIONS,
     TRUST_STORE,
@@ -39,6 +39,7 @@ from hybridsync.cdk.assets import (
 )
 from hybridsync.cdk.data import DataStack, customer_key, private_bucket
 from hybridsync.cdk.database import DatabaseStack
+from hybridsync.dynamodb import timeseries
 from hybridsync.model import config
 from hybridsync.model.declare import Model, Side, Table
 from hybridsync.sync import aggregate, failed, writeback

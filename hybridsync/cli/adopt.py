@@ -167,9 +167,9 @@ def _finish(args: argparse.Namespace, outcomes: list[Any]) -> int:
 
 def _job(args: argparse.Namespace, kind: str, spec: dict[str, Any]) -> Any:
     from hybridsync import jobs
+    from hybridsync.dynamodb.scans import Pacer
     from hybridsync.jobs import JobError, JobStore, Services
     from hybridsync.runtime import aws
-    from hybridsync.scans import Pacer
     from hybridsync.sync import loads, operations, rebuild  # noqa: F401 - loads, rebuild: their kinds of job
 
     model, tables = config.model(), common.tables()

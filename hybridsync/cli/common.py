@@ -9,8 +9,8 @@ import os
 from collections.abc import Callable, Iterator
 from typing import Any
 
+from hybridsync.dynamodb.scans import DEFAULT_RATE
 from hybridsync.model import config
-from hybridsync.scans import DEFAULT_RATE
 
 
 class Commands:
@@ -110,8 +110,8 @@ def scanning(what: str) -> Iterator[Callable[[Any], None]]:
 def scanner(
     args: argparse.Namespace, table: str, progress: Callable[[Any], None], index: str | None = None
 ) -> Any:
+    from hybridsync.dynamodb.scans import Scanner
     from hybridsync.runtime import aws
-    from hybridsync.scans import Scanner
 
     return Scanner(
         aws.client("dynamodb"),

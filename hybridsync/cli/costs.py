@@ -9,7 +9,7 @@ import sys
 
 from hybridsync.cli import common
 from hybridsync.cli.common import Commands
-from hybridsync.scans import DEFAULT_RATE
+from hybridsync.dynamodb.scans import DEFAULT_RATE
 
 
 def add_plan(cli: Commands) -> None:

@@ -317,7 +317,7 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
               f"notifications in {app.state_dir / 'notifications'}/")  # fmt: skip
     if app.custom_resources:
         print(f"  deploy     ran {', '.join(app.custom_resources)} (custom resources, as a deploy does)")
-    from hybridsync import timeseries
+    from hybridsync.dynamodb import timeseries
 
     for series in config.model().time_series:
         days = sorted(timeseries.tables(app.client, app.prefix, series))

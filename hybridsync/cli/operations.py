@@ -43,7 +43,7 @@ def add_reconcile(cli: Commands) -> None:
 
 
 def _reconcile(args: argparse.Namespace) -> int:
-    from hybridsync import exports
+    from hybridsync.dynamodb import exports
     from hybridsync.runtime import aws
     from hybridsync.sync.reconcile import Drift, reconcile
 
@@ -125,7 +125,7 @@ def add_reindex(cli: Commands) -> None:
 
 
 def _reindex(args: argparse.Namespace) -> int:
-    from hybridsync.reindex import reindex
+    from hybridsync.dynamodb.reindex import reindex
     from hybridsync.runtime import aws
 
     tables = [args.table] if args.table else sorted(set(common.tables().values()))
@@ -177,7 +177,7 @@ def add_timeseries(cli: Commands) -> None:
 def _timeseries(args: argparse.Namespace) -> int:
     from datetime import UTC, datetime
 
-    from hybridsync import timeseries
+    from hybridsync.dynamodb import timeseries
     from hybridsync.runtime import aws, settings
 
     if args.action == "query" and not (args.source and args.start and args.end):

@@ -32,7 +32,7 @@ def add_distinct_keys(cli: Commands) -> None:
 
 
 def _distinct_keys(args: argparse.Namespace) -> int:
-    from hybridsync import scans
+    from hybridsync.dynamodb import scans
 
     table = common.table_name(args)
     declared = common.declared(table)
@@ -95,7 +95,7 @@ def _top(args: argparse.Namespace) -> int:
     except ValueError as error:
         raise SystemExit(str(error)) from None
     if args.json:
-        from hybridsync.views import public
+        from hybridsync.dynamodb.views import public
 
         print(json.dumps({"aggregate": aggregate.name, "period": period,
                           "top": [public(aggregate.entity, row) for row in rows]}))  # fmt: skip

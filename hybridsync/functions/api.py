@@ -13,7 +13,7 @@ from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
 from hybridsync import __version__, openapi
-from hybridsync.capacity import Meter
+from hybridsync.dynamodb.capacity import Meter
 from hybridsync.model import config
 from hybridsync.model.errors import ConfigurationError, Conflict, Invalid, NotFound
 from hybridsync.runtime import clients, doctor

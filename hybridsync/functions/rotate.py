@@ -11,7 +11,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import timeseries
+from hybridsync.dynamodb import timeseries
 from hybridsync.runtime import clients, doctor, settings
 from hybridsync.runtime.clients import dynamodb, model, s3
 

@@ -605,7 +605,7 @@ BODY = {  # attribute -> what it holds; exactly one of the first, second, third 
 
 
 def body_fields() -> tuple[Field, ...]:
-    """The fields of an entity whose body `hybridsync.large.Bodies` keeps by size, with the
+    """The fields of an entity whose body `hybridsync.dynamodb.large.Bodies` keeps by size, with the
     body's UTF-8 size (`BodyBytes`) wherever it is kept."""
     return (
         Field("BodyBytes", FieldType.INTEGER),
@@ -638,7 +638,7 @@ def chunks_of(name: str, table: Table) -> Entity:
 class Bodies:
     """The large bodies of `entity` (whose fields include `body_fields()`), chunked into `chunks`
     (`chunks_of`), the largest in the model's `bodies` bucket under `object_prefix`. An engine
-    function sweeps what a crashed writer left behind (`hybridsync.large.sweep`)."""
+    function sweeps what a crashed writer left behind (`hybridsync.dynamodb.large.sweep`)."""
 
     entity: Entity
     chunks: Entity

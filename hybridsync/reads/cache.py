@@ -16,12 +16,20 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import store
+from hybridsync.dynamodb import store
+from hybridsync.dynamodb.views import (
+    CACHE_TTL_S,
+    NEGATIVE_TTL_S,
+    is_live,
+    is_missing,
+    missing_item,
+    public,
+    view_item,
+)
 from hybridsync.model.convert import item_values, marshal, unmarshal
 from hybridsync.model.declare import Entity
 from hybridsync.schema import table_of
 from hybridsync.streams.records import Rejected
-from hybridsync.views import CACHE_TTL_S, NEGATIVE_TTL_S, is_live, is_missing, missing_item, public, view_item
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
-from hybridsync import store
+from hybridsync.dynamodb import store
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.declare import PERIOD, Aggregate, Entity, Index, Period
 

@@ -49,7 +49,7 @@ from dataclasses import dataclass, field
 from decimal import Context, Decimal
 from typing import Any
 
-from hybridsync import capacity, store
+from hybridsync.dynamodb import capacity, store
 from hybridsync.model import placing
 from hybridsync.model.convert import WIDE, marshal, to_values, unmarshal, writer_version
 from hybridsync.model.declare import PERIOD, Aggregate, Entity, Model, Table

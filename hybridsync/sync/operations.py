@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from hybridsync import jobs
+from hybridsync.dynamodb.scans import Pacer
 from hybridsync.jobs import Counts, JobStore, Services, Unit
-from hybridsync.scans import Pacer
 
 DEADLINE_MARGIN_S = 30.0  # an invocation stops starting chunks this long before its deadline
 

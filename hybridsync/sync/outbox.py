@@ -28,11 +28,12 @@ from typing import Any
 import sqlalchemy as sa
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybridsync import deadletters, store
+from hybridsync import deadletters
+from hybridsync.dynamodb import store
+from hybridsync.dynamodb.views import CACHE_TTL_S, TOMBSTONE_TTL_S, missing_item, view_item
 from hybridsync.model.convert import item_values
 from hybridsync.model.declare import Entity, Model, Side
 from hybridsync.streams.records import DeadLetter, Rejected
-from hybridsync.views import CACHE_TTL_S, TOMBSTONE_TTL_S, missing_item, view_item
 
 CHANNEL = "hybridsync_outbox"
 WRITERS = 16  # concurrent DynamoDB writes per drain

@@ -35,10 +35,10 @@ from collections.abc import Iterator
 from decimal import Decimal
 from typing import Any
 
-from hybridsync import store
+from hybridsync.dynamodb import store
+from hybridsync.dynamodb.scans import Scanner
 from hybridsync.jobs import DONE, Counts, JobError, Services, kind
 from hybridsync.model.convert import WIDE, marshal, unmarshal
-from hybridsync.scans import Scanner
 from hybridsync.streams.records import Rejected
 from hybridsync.sync.aggregate import CHUNK, Aggregation, Key, Outcome, Totals, _add
 

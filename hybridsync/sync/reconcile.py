@@ -19,15 +19,15 @@ from typing import Any
 import sqlalchemy as sa
 from sqlalchemy.dialects.postgresql import JSONB, insert
 
-from hybridsync import store
+from hybridsync.dynamodb import store
+from hybridsync.dynamodb.scans import Scanner
+from hybridsync.dynamodb.views import is_live, is_missing
 from hybridsync.model import placing
 from hybridsync.model.convert import item_values, to_integer, to_row
 from hybridsync.model.declare import Entity, FieldType, Model, Side, literal_head
-from hybridsync.scans import Scanner
 from hybridsync.schema import table_of
 from hybridsync.streams.records import Rejected
 from hybridsync.sync.writeback import first_line
-from hybridsync.views import is_live, is_missing
 
 POSITION = "stream_position"  # the stream position a written-back row last applied (write-back's)
 

@@ -32,7 +32,8 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
-from hybridsync import deadletters, store
+from hybridsync import deadletters
+from hybridsync.dynamodb import store
 from hybridsync.model import placing
 from hybridsync.model.convert import attribute_value, to_row, unmarshal, writer_version
 from hybridsync.model.declare import Entity, Model

@@ -23,7 +23,8 @@ from typing import Any
 
 import pytest
 
-from hybridsync import migrations, rows, store
+from hybridsync import migrations, rows
+from hybridsync.dynamodb import store
 from hybridsync.model import config
 from hybridsync.model.convert import item_values, marshal, unmarshal
 from hybridsync.model.declare import Aggregate, Entity, FieldType, Model, Side

@@ -12,11 +12,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import store
+from hybridsync.dynamodb import store
+from hybridsync.dynamodb.reindex import reindex
 from hybridsync.model import versions
 from hybridsync.model.convert import unmarshal
 from hybridsync.model.declare import Entity, Model
-from hybridsync.reindex import reindex
 from hybridsync.sync import aggregate
 from hybridsync.sync.reconcile import Drift, reconcile, reconcile_views
 

@@ -138,7 +138,7 @@ def test_5_dead_letters_of_scheduled_functions_and_time_series_tables_under_the_
 def test_5_a_time_series_table_is_created_under_the_customer_key():
     from datetime import UTC, datetime
 
-    from hybridsync import timeseries
+    from hybridsync.dynamodb import timeseries
     from shop.model import MODEL
 
     class Client:

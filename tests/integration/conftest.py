@@ -12,7 +12,8 @@ from typing import Any
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import local, store
+from hybridsync import local
+from hybridsync.dynamodb import store
 from hybridsync.local import streams
 from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.model import versions

@@ -15,9 +15,9 @@ import boto3
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import store
+from hybridsync.dynamodb import store
+from hybridsync.dynamodb.scans import Scanner
 from hybridsync.runtime import db
-from hybridsync.scans import Scanner
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import MODEL
 from tests.integration.conftest import started_up

@@ -16,7 +16,7 @@ import boto3
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import store
+from hybridsync.dynamodb import store
 from hybridsync.runtime import db
 from shop.model import MODEL
 from tests.integration.conftest import started_up

@@ -28,9 +28,9 @@ import pytest
 import sqlalchemy as sa
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 
+from hybridsync.dynamodb.scans import Scanner
 from hybridsync.model.declare import FieldType
 from hybridsync.runtime import db
-from hybridsync.scans import Scanner
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import CANCELLED, MODEL
 from tests.integration.conftest import started_up

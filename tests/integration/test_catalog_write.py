@@ -8,7 +8,8 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import capacity, rows, store
+from hybridsync import rows
+from hybridsync.dynamodb import capacity, store
 from hybridsync.model.errors import Invalid, NotFound
 from hybridsync.sync import outbox
 from shop import catalog

@@ -8,7 +8,8 @@ import uuid
 
 import pytest
 
-from hybridsync import cli, exports, scans
+from hybridsync import cli
+from hybridsync.dynamodb import exports, scans
 from hybridsync.local.mappings import failure_record
 from hybridsync.sync import writeback
 from shop.model import MODEL

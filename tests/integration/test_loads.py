@@ -11,11 +11,12 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import exports, jobs, store
+from hybridsync import jobs
+from hybridsync.dynamodb import exports, store
+from hybridsync.dynamodb.scans import Pacer
 from hybridsync.jobs import JobStore, Services
 from hybridsync.local import streams
 from hybridsync.model.convert import to_row
-from hybridsync.scans import Pacer
 from hybridsync.sync import loads, outbox, writeback
 from hybridsync.sync.reconcile import reconcile
 from shop.model import MODEL

@@ -17,7 +17,7 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import store
+from hybridsync.dynamodb import store
 from hybridsync.local.app import LocalApp
 from hybridsync.local.template import Assembly
 from hybridsync.model.convert import marshal

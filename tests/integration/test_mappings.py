@@ -10,7 +10,7 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import store
+from hybridsync.dynamodb import store
 from hybridsync.local.functions import FunctionError
 from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
 from shop.model import MODEL

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import capacity, distinct, store
+from hybridsync.dynamodb import capacity, distinct, store
 from hybridsync.model.errors import Conflict, Invalid, NotFound
 from shop import order_reads, orders
 from shop.model import COLLECTION, ORDER, ORDER_REF, STORE
@@ -256,7 +256,7 @@ def test_batch_writes_resend_what_dynamodb_left_unprocessed(dynamodb, table):
 def test_a_line_another_writer_put_without_tag_or_version_is_the_orders_too(dynamodb, table, customer):
     """Any writer's items are the order's: a line put by an existing service (no entity tag, no
     version) is read with the order, moved with its status and deleted with it."""
-    from hybridsync import store
+    from hybridsync.dynamodb import store
     from shop.model import ORDER_LINE
 
     order, _ = orders.place_order(dynamodb, table, customer, LINES, idempotency_key="plain-line")

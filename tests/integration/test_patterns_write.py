@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import distinct, store
+from hybridsync.dynamodb import distinct, store
 from hybridsync.model.convert import unmarshal
 from hybridsync.model.errors import Conflict, Invalid, NotFound
 from shop import follows, orders, publications, stores

@@ -14,11 +14,11 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError
 
-from hybridsync import capacity, exports, scans, store, timeseries
+from hybridsync.dynamodb import capacity, exports, scans, store, timeseries
+from hybridsync.dynamodb.scans import Scanner
 from hybridsync.model.convert import marshal
 from hybridsync.model.declare import KeyAttribute, Table
 from hybridsync.model.keys import iso_ms
-from hybridsync.scans import Scanner
 from shop import order_reads as orders
 from shop.model import COLLECTION, EVENT_SERIES, MAIN, ORDER
 

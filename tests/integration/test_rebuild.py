@@ -9,10 +9,11 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import jobs, store
+from hybridsync import jobs
+from hybridsync.dynamodb import store
+from hybridsync.dynamodb.scans import Pacer, Scanner
 from hybridsync.jobs import JobStore, Services
 from hybridsync.local import streams
-from hybridsync.scans import Pacer, Scanner
 from hybridsync.sync import aggregate, rebuild
 from shop.model import MODEL
 

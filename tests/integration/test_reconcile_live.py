@@ -10,10 +10,10 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import exports
+from hybridsync.dynamodb import exports
+from hybridsync.dynamodb.scans import Scanner
 from hybridsync.model import placing
 from hybridsync.model.convert import marshal
-from hybridsync.scans import Scanner
 from hybridsync.sync import writeback
 from hybridsync.sync.reconcile import reconcile, reconcile_views
 from shop.model import MODEL, PRODUCT_AVAILABILITY

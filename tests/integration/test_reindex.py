@@ -9,10 +9,11 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import cli, store
+from hybridsync import cli
+from hybridsync.dynamodb import store
+from hybridsync.dynamodb.reindex import reindex
+from hybridsync.dynamodb.scans import Scanner
 from hybridsync.model.convert import marshal, unmarshal
-from hybridsync.reindex import reindex
-from hybridsync.scans import Scanner
 from shop import order_reads, orders
 from shop.model import MAIN, MODEL, ORDER
 

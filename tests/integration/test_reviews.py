@@ -8,7 +8,7 @@ import uuid
 
 import pytest
 
-from hybridsync import store
+from hybridsync.dynamodb import store
 from hybridsync.model.errors import Invalid
 from shop import reviews
 from shop.model import REVIEW

@@ -6,7 +6,7 @@ from collections import Counter
 import pytest
 from boto3.dynamodb.types import TypeSerializer
 
-from hybridsync.large import BODY_ATTRIBUTES
+from hybridsync.dynamodb.large import BODY_ATTRIBUTES
 from shop.model import MODEL
 from tests.samples import SAMPLES
 

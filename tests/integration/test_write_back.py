@@ -12,7 +12,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hybridsync import store
+from hybridsync.dynamodb import store
 from hybridsync.sync import writeback
 from shop.model import MODEL, ORDER
 from tests.handlers import LambdaContext, load

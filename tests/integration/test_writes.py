@@ -1,11 +1,11 @@
-"""The application-side write API (hybridsync.writes) on the embedded DynamoDB: what it writes is
+"""The application-side write API (hybridsync.dynamodb.writes) on the embedded DynamoDB: what it writes is
 what the pipeline takes, and a writer racing another never overwrites it blind."""
 
 from __future__ import annotations
 
 from decimal import Decimal
 
-from hybridsync import store, writes
+from hybridsync.dynamodb import store, writes
 from hybridsync.sync import writeback
 from shop.model import MODEL, ORDER
 

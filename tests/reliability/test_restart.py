@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from hybridsync import local, migrations, store
+from hybridsync import local, migrations
+from hybridsync.dynamodb import store
 from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.model.convert import unmarshal
 from hybridsync.runtime import aws, db

@@ -6,7 +6,7 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import capacity
+from hybridsync.dynamodb import capacity
 from hybridsync.streams.records import Rejected
 from hybridsync.sync import aggregate
 from hybridsync.sync.aggregate import Aggregation

@@ -9,7 +9,7 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import cursors
+from hybridsync.dynamodb import cursors
 from hybridsync.model import limits
 from hybridsync.model.convert import from_json, to_values
 from hybridsync.model.declare import Field, FieldType

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from hybridsync.reindex import changes, reindex, update_request
+from hybridsync.dynamodb.reindex import changes, reindex, update_request
 from shop.model import MAIN, MODEL, ORDER
 
 VALUES = {"OrderId": "o-1", "CustomerId": "c-1", "CreatedAt": "2026-01-02T03:04:05.000Z",

@@ -7,7 +7,7 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import capacity, store
+from hybridsync.dynamodb import capacity, store
 from hybridsync.model import keys
 from hybridsync.model.convert import from_json
 from hybridsync.model.errors import Invalid

@@ -8,7 +8,7 @@ from __future__ import annotations
 import heapq
 from typing import Any
 
-from hybridsync import store
+from hybridsync.dynamodb import store
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.keys import HIGHEST
 from shop.model import MAIN, OPEN_STATUSES, ORDER, ORDER_STATUSES

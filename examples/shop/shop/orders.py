@@ -15,7 +15,7 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-from hybridsync import distinct, store
+from hybridsync.dynamodb import distinct, store
 from hybridsync.model import keys, placing, versions
 from hybridsync.model.convert import json_text, marshal, unmarshal
 from hybridsync.model.errors import Conflict, Invalid, NotFound

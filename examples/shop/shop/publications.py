@@ -13,7 +13,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from hybridsync import distinct, store
+from hybridsync.dynamodb import distinct, store
 from hybridsync.model import keys, versions
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.errors import Conflict, Invalid, NotFound

@@ -1,12 +1,12 @@
 """Product reviews with bodies of any size (pattern 18): the engine's large bodies
-(`hybridsync.large`) of the shop's `Review` entity (`shop.model.REVIEW_BODIES`)."""
+(`hybridsync.dynamodb.large`) of the shop's `Review` entity (`shop.model.REVIEW_BODIES`)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from hybridsync import large, store
-from hybridsync.large import BODY_ATTRIBUTES, Limits, Place
+from hybridsync.dynamodb import large, store
+from hybridsync.dynamodb.large import BODY_ATTRIBUTES, Limits, Place
 from hybridsync.model.convert import marshal
 from shop.model import MAIN, REVIEW, REVIEW_BODIES
 

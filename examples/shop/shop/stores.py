@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybridsync import store
+from hybridsync.dynamodb import store
 from hybridsync.model import versions
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.errors import Invalid

@@ -28,7 +28,8 @@ import sqlalchemy as sa
 from rich.console import Console
 from rich.table import Table
 
-from hybridsync import store, workloads
+from hybridsync import workloads
+from hybridsync.dynamodb import store
 from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.model import keys
 from hybridsync.model.convert import marshal

@@ -13,7 +13,7 @@ writer stored without a version is written on the condition that it still has no
 that keeps no version is not seen changing it). Cost: a strongly consistent read (1 read unit up
 to 4 KB) beside each write.
 
-    from hybridsync import writes
+    from hybridsync.dynamodb import writes
     writes.put(client, "hybridsync-main", INVOICE, {"InvoiceId": "i-1", ...})
 """
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybridsync import store
+from hybridsync.dynamodb import store
 from hybridsync.model import versions
 from hybridsync.model.convert import marshal
 from hybridsync.model.declare import Entity

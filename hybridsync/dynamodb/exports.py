@@ -27,9 +27,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybridsync.capacity import Cost
+from hybridsync.dynamodb.capacity import Cost
+from hybridsync.dynamodb.scans import Scanner
 from hybridsync.model.convert import marshal, unmarshal
-from hybridsync.scans import Scanner
 
 ITEMS_PER_FILE = 10_000  # a scan export's data file: ~5 MB of 500-byte items, one in memory at a time
 NO_EXPORTS = {"UnknownOperationException", "UnrecognizedClientException", "UnknownOperation"}

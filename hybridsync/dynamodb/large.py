@@ -20,7 +20,7 @@ from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import quote, unquote
 
-from hybridsync import capacity, store
+from hybridsync.dynamodb import capacity, store
 from hybridsync.model import keys, limits, versions
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.declare import BODY, Bodies

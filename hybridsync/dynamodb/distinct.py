@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from hybridsync import store
+from hybridsync.dynamodb import store
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.declare import Entity
 

@@ -23,11 +23,11 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybridsync import capacity
+from hybridsync.dynamodb import capacity
+from hybridsync.dynamodb.scans import Pacer
 from hybridsync.model import placing
 from hybridsync.model.convert import marshal, to_values
 from hybridsync.model.declare import Entity, Model, Table
-from hybridsync.scans import Pacer
 from hybridsync.streams.records import Rejected
 
 

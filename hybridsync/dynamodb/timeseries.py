@@ -18,7 +18,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybridsync import exports
+from hybridsync.dynamodb import exports
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.declare import TimeSeries
 from hybridsync.model.errors import Invalid

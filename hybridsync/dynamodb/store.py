@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from hybridsync import cursors
+from hybridsync.dynamodb import cursors
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.declare import DEFAULT_NAMES, Entity, Names
 from hybridsync.model.errors import Conflict, Invalid

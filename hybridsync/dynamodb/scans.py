@@ -19,8 +19,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from hybridsync import capacity
-from hybridsync.capacity import Cost
+from hybridsync.dynamodb import capacity
+from hybridsync.dynamodb.capacity import Cost
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.declare import KeyAttribute, Table
 from hybridsync.model.keys import HIGHEST

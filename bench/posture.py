@@ -33,7 +33,8 @@ import boto3  # noqa: E402
 import psycopg  # noqa: E402
 import sqlalchemy as sa  # noqa: E402
 
-from hybridsync import local, roles  # noqa: E402
+from hybridsync import local  # noqa: E402
+from hybridsync.sql import roles  # noqa: E402
 
 
 def timed(action: Callable[[], object], repeat: int) -> float:

@@ -59,7 +59,7 @@ from hybridsync import local  # noqa: E402
 from hybridsync.dynamodb.capacity import Meter, item_size, read_units  # noqa: E402
 from hybridsync.local import streams  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
-from hybridsync.schema import table_of  # noqa: E402
+from hybridsync.sql.schema import table_of  # noqa: E402
 from hybridsync.sync import writeback  # noqa: E402
 from shop.model import MODEL  # noqa: E402
 from tests.handlers import LambdaContext, load  # noqa: E402

@@ -16,7 +16,7 @@ __version__ = "0.1.0"  # the one place (pyproject.toml reads it)
 PUBLIC = {  # name -> the module it is
     "declare": "hybridsync.model.declare",
     "writes": "hybridsync.dynamodb.writes",
-    "rows": "hybridsync.rows",
+    "rows": "hybridsync.sql.rows",
     "web": "hybridsync.web",
     "jobs": "hybridsync.jobs",
     "loads": "hybridsync.sync.loads",

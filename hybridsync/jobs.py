@@ -19,11 +19,11 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import deadletters
 from hybridsync.dynamodb import store
 from hybridsync.dynamodb.scans import Pacer
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.declare import Model
+from hybridsync.sql import deadletters
 from hybridsync.streams.records import DeadLetter
 
 SOURCE = "load"  # the dead letters of a load: rows and items that cannot cross

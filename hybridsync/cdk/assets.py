@@ -39,8 +39,9 @@ SHIPPED = (
     "sync",
     "reads",
     "functions",
-    "migrations",
-    "migrations/versions",
+    "sql",
+    "sql/migrations",
+    "sql/migrations/versions",
 )
 PACKAGE_DATA = ("*.py", "*.mako")
 

@@ -1,7 +1,7 @@
 """Database stack: Aurora PostgreSQL Serverless v2 behind RDS Proxy in a NAT-less VPC, or an existing
 database named by its Secrets Manager secret, in the VPC it lives in (optionally behind a proxy).
 
-Every function logs in as one of three roles (hybridsync.roles), each with a secret of its own,
+Every function logs in as one of three roles (hybridsync.sql.roles), each with a secret of its own,
 rotated on a schedule: through a proxy with an IAM token (no password in any function), or, to an
 existing database without a proxy, with its role's password. TLS is verified (`verify-full`)."""
 
@@ -17,9 +17,10 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import context, roles
+from hybridsync import context
 from hybridsync.cdk import rules
 from hybridsync.cdk.data import customer_key
+from hybridsync.sql import roles
 
 DATABASE_NAME = "hybridsync"
 ADMIN = "hybridsync"  # the cluster's master user: only the Users resource logs in as it
@@ -312,7 +313,7 @@ class DatabaseStack(Stack):
     # --- who connects ------------------------------------------------------------------------------
 
     def connect(self, function: lambda_.Function, role: str) -> dict[str, str]:
-        """Let a function log in as `role` (hybridsync.roles, or "admin": the Users resource); its
+        """Let a function log in as `role` (hybridsync.sql.roles, or "admin": the Users resource); its
         environment. Through the proxy: IAM (`rds-db:connect` for that login only), no secret read.
         Without one: the role's secret, the only one it may read."""
         if role == "admin":  # the logins' maker: the admin, at deploy only

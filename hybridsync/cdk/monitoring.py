@@ -20,7 +20,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import context, deadletters
+from hybridsync import context
 from hybridsync.cdk import rules
 from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.assets import HandlerFunction
@@ -28,6 +28,7 @@ from hybridsync.cdk.data import DataStack, customer_key, title
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.model.declare import Model
+from hybridsync.sql import deadletters
 
 FIVE_MINUTES = Duration.minutes(5)
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD

@@ -29,7 +29,7 @@ from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import context, migrations
+from hybridsync import context
 from hybridsync.cdk.assets import (
     PROJECT_MIGRATIONS,
     TRUST_STORE,
@@ -42,6 +42,7 @@ from hybridsync.cdk.database import DatabaseStack
 from hybridsync.dynamodb import timeseries
 from hybridsync.model import config
 from hybridsync.model.declare import Model, Side, Table
+from hybridsync.sql import migrations
 from hybridsync.sync import aggregate, failed, writeback
 
 
@@ -663,7 +664,7 @@ class PipelineStack(Stack):
         **options: Any,
     ) -> HandlerFunction:
         """An engine function with the model, its tables and buckets in its environment; with a
-        database `role` (hybridsync.roles), also the database's network and that login."""
+        database `role` (hybridsync.sql.roles), also the database's network and that login."""
         in_vpc = role is not None
         handler = HandlerFunction(
             self,

@@ -11,10 +11,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hybridsync import migrations
 from hybridsync.cli import common
 from hybridsync.cli.common import Commands
 from hybridsync.model import config
+from hybridsync.sql import migrations
 
 
 def add_init(cli: Commands) -> None:

@@ -249,7 +249,7 @@ def add_dead_letters(cli: Commands) -> None:
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
-    from hybridsync import deadletters
+    from hybridsync.sql import deadletters
     from hybridsync.sync import outbox, writeback
 
     if args.deployed is not None and args.action == "redrive":

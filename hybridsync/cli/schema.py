@@ -6,9 +6,9 @@ import argparse
 import os
 from pathlib import Path
 
-from hybridsync import migrations
 from hybridsync.cli import common
 from hybridsync.cli.common import Commands
+from hybridsync.sql import migrations
 
 
 def add_migrations(cli: Commands) -> None:

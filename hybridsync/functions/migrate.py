@@ -4,15 +4,15 @@ the schema changes (they depend on this resource). A revision waits `MIGRATION_L
 table's lock, then fails the deploy rather than queue the app's writes behind it. A database ahead of
 this code (a rollback to older code, after a newer deploy migrated) is left as it is and reported:
 never downgraded by surprise, never a failed rollback. Runs as the migrator, which owns the schema;
-after each upgrade it grants the writer and the reader their privileges (hybridsync.roles)."""
+after each upgrade it grants the writer and the reader their privileges (hybridsync.sql.roles)."""
 
 import os
 from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import migrations, roles
 from hybridsync.runtime import clients, db, doctor, settings
+from hybridsync.sql import migrations, roles
 
 logger = Logger()
 tracer = clients.tracer()

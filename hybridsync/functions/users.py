@@ -1,5 +1,5 @@
 """CloudFormation custom resource, run on every deploy before the migration: the database's logins
-(hybridsync.roles), each with the password of its own secret (`DB_ROLE_SECRETS`, role -> ARN), made
+(hybridsync.sql.roles), each with the password of its own secret (`DB_ROLE_SECRETS`, role -> ARN), made
 as the database's admin (`DB_SECRET_ARN`). The only function that reads the admin's secret; the
 pipeline's functions log in as their roles. A role's secret that does not say where the database is
 (an existing database's) gets its host, port and name from the admin's, as rotation needs them."""
@@ -10,8 +10,8 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync import roles
 from hybridsync.runtime import aws, clients, db, doctor, settings
+from hybridsync.sql import roles
 
 logger = Logger()
 tracer = clients.tracer()

@@ -6,9 +6,9 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import deadletters
 from hybridsync.runtime import clients, doctor
 from hybridsync.runtime.clients import engine, model
+from hybridsync.sql import deadletters
 from hybridsync.sync import writeback
 
 logger = Logger()

@@ -15,10 +15,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from hybridsync import migrations
 from hybridsync.model import config
 from hybridsync.model.declare import Model
 from hybridsync.runtime import aws
+from hybridsync.sql import migrations
 
 DEFAULT_STATE_DIR = Path(".local")
 DEFAULT_PREFIX = "hybridsync"

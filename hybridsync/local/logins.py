@@ -91,7 +91,7 @@ class Logins:
     def rotate(self, user: str, engine: sa.Engine) -> str:
         """A rotation, as Secrets Manager's single-user one does it: a new password set in the
         database, then made the secret's current value. Returns it."""
-        from hybridsync import roles
+        from hybridsync.sql import roles
 
         arn = self.by_user[user]
         value = json.loads(self.client.get_secret_value(SecretId=arn)["SecretString"])

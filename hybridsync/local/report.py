@@ -129,9 +129,9 @@ def figures(
     """A run's figures: what each side holds, drift both ways, the aggregates against a clean
     recount, this run's dead letters, and every delivered record's lag."""
     from hybridsync import workloads
-    from hybridsync.deadletters import pending
     from hybridsync.dynamodb import views
     from hybridsync.model.declare import Side
+    from hybridsync.sql.deadletters import pending
 
     verdict = workloads.verify(app.client, app.table_names, engine, model)
     entity = model.names.entity

@@ -28,7 +28,7 @@ from hybridsync.dynamodb.views import (
 )
 from hybridsync.model.convert import item_values, marshal, unmarshal
 from hybridsync.model.declare import Entity
-from hybridsync.schema import table_of
+from hybridsync.sql.schema import table_of
 from hybridsync.streams.records import Rejected
 
 log = logging.getLogger(__name__)

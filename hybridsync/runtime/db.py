@@ -1,4 +1,4 @@
-"""PostgreSQL connections (migrations live in hybridsync.migrations, so handlers never import Alembic)."""
+"""PostgreSQL connections (migrations live in hybridsync.sql.migrations, so handlers never import Alembic)."""
 
 from __future__ import annotations
 

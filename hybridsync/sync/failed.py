@@ -26,8 +26,8 @@ from typing import Any, Protocol
 
 import sqlalchemy as sa
 
-from hybridsync import deadletters
 from hybridsync.model.declare import Model
+from hybridsync.sql import deadletters
 from hybridsync.streams import filters
 from hybridsync.streams.records import DeadLetter, lambda_record, sequence
 from hybridsync.sync import aggregate, writeback

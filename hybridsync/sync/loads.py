@@ -29,7 +29,6 @@ from typing import Any
 
 import sqlalchemy as sa
 
-from hybridsync import deadletters
 from hybridsync.dynamodb import capacity, exports, store
 from hybridsync.dynamodb.scans import Scanner
 from hybridsync.dynamodb.views import CACHE_TTL_S, view_item
@@ -37,7 +36,8 @@ from hybridsync.jobs import DONE, SOURCE, Counts, Services, kind
 from hybridsync.model import placing
 from hybridsync.model.convert import item_values, marshal, to_row, unmarshal, writer_version
 from hybridsync.model.declare import Entity, Side
-from hybridsync.schema import table_of
+from hybridsync.sql import deadletters
+from hybridsync.sql.schema import table_of
 from hybridsync.streams.records import DeadLetter, Rejected
 from hybridsync.sync.outbox import exact_json
 from hybridsync.sync.writeback import LOAD, Change, apply_changes

@@ -64,8 +64,8 @@ def perform(services: Services, event: dict[str, Any], remaining_s: Callable[[],
     if operation == "redrive":
         return _redrive(services, event)
     if operation == "migrations":
-        from hybridsync import migrations
         from hybridsync.runtime import settings
+        from hybridsync.sql import migrations
 
         if event.get("action") == "upgrade":
             return _migrate(services)

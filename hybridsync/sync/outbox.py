@@ -1,6 +1,6 @@
 """SQL -> DynamoDB: drain the transactional outbox into version-guarded DynamoDB writes.
 
-Triggers (see hybridsync.migrations) write one outbox row per change of a table mastered in PostgreSQL, in
+Triggers (see hybridsync.sql.migrations) write one outbox row per change of a table mastered in PostgreSQL, in
 the changing transaction. A drain claims a bounded batch (`FOR UPDATE SKIP LOCKED`, so drainers
 never share rows), keeps the newest change per key, writes each to DynamoDB with a condition that
 never replaces a newer version, and deletes the claimed rows in the same transaction as the claim.
@@ -28,11 +28,11 @@ from typing import Any
 import sqlalchemy as sa
 from botocore.exceptions import BotoCoreError, ClientError
 
-from hybridsync import deadletters
 from hybridsync.dynamodb import store
 from hybridsync.dynamodb.views import CACHE_TTL_S, TOMBSTONE_TTL_S, missing_item, view_item
 from hybridsync.model.convert import item_values
 from hybridsync.model.declare import Entity, Model, Side
+from hybridsync.sql import deadletters
 from hybridsync.streams.records import DeadLetter, Rejected
 
 CHANNEL = "hybridsync_outbox"

@@ -32,12 +32,12 @@ from typing import Any
 import psycopg
 import sqlalchemy as sa
 
-from hybridsync import deadletters
 from hybridsync.dynamodb import store
 from hybridsync.model import placing
 from hybridsync.model.convert import attribute_value, to_row, unmarshal, writer_version
 from hybridsync.model.declare import Entity, Model
-from hybridsync.schema import table_of
+from hybridsync.sql import deadletters
+from hybridsync.sql.schema import table_of
 from hybridsync.streams.records import (
     EVENT_NAMES,
     DeadLetter,

@@ -58,8 +58,8 @@ def hybridsync_database(hybridsync_servers: local.LocalStack, hybridsync_spec: s
     database of its own migrated to the revisions' heads: the engine's branch and the model's."""
     import sqlalchemy as sa
 
-    from hybridsync import migrations
     from hybridsync.runtime import db
+    from hybridsync.sql import migrations
 
     servers = hybridsync_servers
     if hybridsync_spec not in _databases:

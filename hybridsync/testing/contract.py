@@ -23,12 +23,12 @@ from typing import Any
 
 import pytest
 
-from hybridsync import migrations, rows
 from hybridsync.dynamodb import store
 from hybridsync.model import config
 from hybridsync.model.convert import item_values, marshal, unmarshal
 from hybridsync.model.declare import Aggregate, Entity, FieldType, Model, Side
 from hybridsync.runtime import db
+from hybridsync.sql import migrations, rows
 from hybridsync.streams import filters
 from hybridsync.testing import sample_values
 from hybridsync.workloads import Writer, scan

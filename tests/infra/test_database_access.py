@@ -11,9 +11,9 @@ import sqlalchemy as sa
 from aws_cdk import App
 from aws_cdk.assertions import Annotations, Match, Template
 
-from hybridsync import roles
 from hybridsync.cdk import build, rules
 from hybridsync.runtime import settings
+from hybridsync.sql import roles
 from tests.conftest import load_template
 
 pytestmark = pytest.mark.infra

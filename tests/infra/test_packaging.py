@@ -24,5 +24,5 @@ def test_the_wheel_holds_every_engine_module_and_nothing_else(tmp_path):
         if path.is_file() and path.suffix in (".py", ".mako", ".txt") and "__pycache__" not in path.parts
     }
     assert sources - names == set()
-    assert {"hybridsync/migrations/script.py.mako", "hybridsync/cdk/requirements-runtime.txt"} <= names
+    assert {"hybridsync/sql/migrations/script.py.mako", "hybridsync/cdk/requirements-runtime.txt"} <= names
     assert not [n for n in names if n.startswith(("shop", "tests", "examples", "bench"))]

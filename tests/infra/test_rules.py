@@ -8,8 +8,8 @@ import json
 import pytest
 from aws_cdk import App
 
-from hybridsync import roles
 from hybridsync.cdk import DeployTruthError, build, rules, synth
+from hybridsync.sql import roles
 from tests.conftest import ROOT
 from tests.infra.test_database_access import ADMIN_SECRET, KEY, NETWORK, functions, of_type, synthesize
 

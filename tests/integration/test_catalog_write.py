@@ -8,9 +8,9 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import rows
 from hybridsync.dynamodb import capacity, store
 from hybridsync.model.errors import Invalid, NotFound
+from hybridsync.sql import rows
 from hybridsync.sync import outbox
 from shop import catalog
 from shop.model import CUSTOMER, MODEL, PRODUCT_AVAILABILITY, PRODUCT_DETAILS

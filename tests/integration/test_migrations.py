@@ -9,10 +9,10 @@ import sqlalchemy as sa
 from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 
-from hybridsync import migrations
 from hybridsync.model.declare import Entity, Field, FieldType, Side, Template
 from hybridsync.runtime import db
-from hybridsync.schema import metadata
+from hybridsync.sql import migrations
+from hybridsync.sql.schema import metadata
 from shop.model import MODEL
 
 SCHEMA = metadata(MODEL, managed_only=True)

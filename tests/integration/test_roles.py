@@ -1,5 +1,5 @@
 """The database's roles on the embedded PostgreSQL: each function's login may do what its work needs
-and nothing more (hybridsync.roles), made as the Users and Schema custom resources make them."""
+and nothing more (hybridsync.sql.roles), made as the Users and Schema custom resources make them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import uuid
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import migrations, roles
 from hybridsync.runtime import db
+from hybridsync.sql import migrations, roles
 from shop.model import MODEL
 
 pytestmark = pytest.mark.integration

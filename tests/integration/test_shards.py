@@ -13,13 +13,14 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import local, migrations
+from hybridsync import local
 from hybridsync.local.app import LocalApp
 from hybridsync.local.faults import FaultPlan
 from hybridsync.local.shards import LimitExceeded, ShardView, StreamsServer, Topology, TrimmedDataAccess
 from hybridsync.local.template import Assembly
 from hybridsync.model.convert import marshal
 from hybridsync.runtime import aws, db
+from hybridsync.sql import migrations
 from hybridsync.streams.records import sequence
 from hybridsync.sync import failed, reconcile
 from shop.model import MODEL

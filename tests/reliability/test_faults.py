@@ -18,12 +18,12 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from hybridsync import migrations
 from hybridsync.local import faults
 from hybridsync.local.app import LocalApp
 from hybridsync.local.faults import FaultPlan
 from hybridsync.local.template import Assembly
 from hybridsync.runtime import db
+from hybridsync.sql import migrations
 from shop_workloads import demo
 
 

@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from hybridsync import local, migrations
+from hybridsync import local
 from hybridsync.dynamodb import store
 from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.model.convert import unmarshal
 from hybridsync.runtime import aws, db
+from hybridsync.sql import migrations
 from hybridsync.sync.aggregate import Aggregation
 from hybridsync.sync.reconcile import reconcile
 from hybridsync.workloads import Writer

@@ -11,12 +11,13 @@ import uuid
 
 from rich.console import Console
 
-from hybridsync import local, migrations
+from hybridsync import local
 from hybridsync.local import faults
 from hybridsync.local.app import LocalApp
 from hybridsync.local.faults import FaultPlan
 from hybridsync.local.template import Assembly
 from hybridsync.runtime import db
+from hybridsync.sql import migrations
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import MODEL
 from shop_workloads import demo

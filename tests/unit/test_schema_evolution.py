@@ -10,10 +10,10 @@ import pytest
 import sqlalchemy as sa
 from alembic.operations import ops
 
-from hybridsync import migrations
 from hybridsync.model import convert
 from hybridsync.model.declare import Entity, Field, FieldType, Model, Side, Template
-from hybridsync.schema import server_default, table_of
+from hybridsync.sql import migrations
+from hybridsync.sql.schema import server_default, table_of
 from hybridsync.streams.records import Rejected
 from shop.model import MAIN
 

@@ -51,12 +51,13 @@ from rich.console import Console
 from rich.progress import Progress
 from rich.table import Table
 
-from hybridsync import local, migrations, rows, workloads
+from hybridsync import local, rows, workloads
 from hybridsync.local import faults
 from hybridsync.local.process import UpProcess, rss_mb, tuned_assembly
 from hybridsync.model.convert import json_text, marshal
 from hybridsync.model.errors import Conflict, Invalid, NotFound
 from hybridsync.runtime import aws, db
+from hybridsync.sql import migrations
 from hybridsync.sync import failed
 from hybridsync.workloads import Writer, p99
 from shop import catalog, follows, orders, reviews

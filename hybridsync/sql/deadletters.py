@@ -22,7 +22,7 @@ def store(conn: sa.Connection, source: str, letters: Iterable[DeadLetter]) -> in
     so replaying a batch does not multiply its dead letters."""
     from sqlalchemy.dialects.postgresql import insert
 
-    from hybridsync.schema import dead_letters
+    from hybridsync.sql.schema import dead_letters
 
     rows = [
         {"source": source, "event_id": _event_id(d.record), "reason": d.reason, "record": as_json(d.record)}
@@ -42,7 +42,7 @@ def _event_id(record: dict[str, Any]) -> str | None:
 def pending(conn: sa.Connection, source: str | None = None, ids: list[int] | None = None) -> list[Any]:
     import sqlalchemy as sa
 
-    from hybridsync.schema import dead_letters
+    from hybridsync.sql.schema import dead_letters
 
     query = sa.select(dead_letters).where(dead_letters.c.redriven_at.is_(None)).order_by(dead_letters.c.id)
     if source:
@@ -55,7 +55,7 @@ def pending(conn: sa.Connection, source: str | None = None, ids: list[int] | Non
 def mark_redriven(conn: sa.Connection, ids: list[int]) -> None:
     import sqlalchemy as sa
 
-    from hybridsync.schema import dead_letters
+    from hybridsync.sql.schema import dead_letters
 
     if ids:
         conn.execute(

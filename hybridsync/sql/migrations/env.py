@@ -6,9 +6,9 @@ revision."""
 from alembic import context
 from sqlalchemy import engine_from_config, pool
 
-from hybridsync.migrations import expand_only, include_object, trigger_ops
 from hybridsync.model import config as hybridsync_config
-from hybridsync.schema import metadata
+from hybridsync.sql.migrations import expand_only, include_object, trigger_ops
+from hybridsync.sql.schema import metadata
 
 config = context.config
 model = config.attributes.get("model") or hybridsync_config.model()

@@ -12,7 +12,7 @@ from sqlalchemy.dialects.postgresql import JSONB, insert
 from hybridsync.model.convert import json_text
 from hybridsync.model.declare import Entity, Field, FieldType, Side
 from hybridsync.model.errors import Invalid, NotFound
-from hybridsync.schema import table_of
+from hybridsync.sql.schema import table_of
 
 
 def _table(entity: Entity) -> sa.Table:

@@ -257,7 +257,7 @@ def expand_only(upgrade_ops: ops.UpgradeOps, model: Model) -> None:
             if isinstance(op, ops.AlterColumnOp) and op.modify_nullable is False:
                 if declared is None or declared.default is None:
                     raise Refused(_needs_default(table_ops.table_name, op.column_name, entity, declared))
-                from hybridsync.schema import server_default
+                from hybridsync.sql.schema import server_default
 
                 table, column = table_ops.table_name, op.column_name
                 value = (server_default(declared) or "").replace("'", "''")
@@ -352,7 +352,7 @@ def check(url: str, spec: str | None = None) -> Differences:
                 )
             from alembic.autogenerate import compare_metadata
 
-            from hybridsync.schema import metadata
+            from hybridsync.sql.schema import metadata
 
             found.schema = [
                 _said(diff) for diff in compare_metadata(context, metadata(model, managed_only=True))

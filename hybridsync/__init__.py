@@ -17,7 +17,7 @@ PUBLIC = {  # name -> the module it is
     "declare": "hybridsync.model.declare",
     "writes": "hybridsync.dynamodb.writes",
     "rows": "hybridsync.sql.rows",
-    "web": "hybridsync.web",
+    "web": "hybridsync.api.web",
     "jobs": "hybridsync.jobs",
     "loads": "hybridsync.sync.loads",
 }

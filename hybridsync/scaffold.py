@@ -212,7 +212,7 @@ from aws_lambda_powertools.event_handler import Response
 
 from hybridsync.reads import cache, rankings
 from hybridsync.runtime.clients import dynamodb, engine
-from hybridsync.web import app, cached, error, get, ident, period, respond, table, top_n
+from hybridsync.api.web import app, cached, error, get, ident, period, respond, table, top_n
 
 from {package}.model import CUSTOMER, TOTALS
 

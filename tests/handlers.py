@@ -23,7 +23,7 @@ def load(name: str) -> ModuleType:
     environment as it is now."""
     from hybridsync.model import config
 
-    fresh = (f"hybridsync.functions.{name}", "hybridsync.web", *config.setting_list("routes"))
+    fresh = (f"hybridsync.functions.{name}", "hybridsync.api.web", *config.setting_list("routes"))
     for module in [m for m in sys.modules if m in fresh or m.startswith(tuple(f"{r}." for r in fresh))]:
         del sys.modules[module]
     from hybridsync.runtime import clients

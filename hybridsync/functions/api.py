@@ -12,14 +12,15 @@ from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import __version__, openapi
+from hybridsync import __version__
+from hybridsync.api import openapi
+from hybridsync.api.web import ROUTES, app, error, get, logger, metrics, respond
 from hybridsync.dynamodb.capacity import Meter
 from hybridsync.model import config
 from hybridsync.model.errors import ConfigurationError, Conflict, Invalid, NotFound
 from hybridsync.runtime import clients, doctor
 from hybridsync.runtime.clients import dynamodb
 from hybridsync.streams.records import Rejected
-from hybridsync.web import ROUTES, app, error, get, logger, metrics, respond
 
 METER = Meter()
 ROUTE_MODULES = config.hooks("routes")  # importing a module registers its routes

@@ -6,11 +6,11 @@ from datetime import UTC, datetime, timedelta
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import BadRequestError
 
+from hybridsync.api.web import app, cached, error, get, ident, page, period, respond, table, time_param, top_n
 from hybridsync.dynamodb.views import public
 from hybridsync.model import keys
 from hybridsync.reads import cache
 from hybridsync.runtime.clients import dynamodb, engine
-from hybridsync.web import app, cached, error, get, ident, page, period, respond, table, time_param, top_n
 from shop import order_reads as orders
 from shop import rankings, reviews
 from shop.model import (

@@ -7,13 +7,14 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import Response
 
-from hybridsync import openapi, rows
+from hybridsync import rows
+from hybridsync.api import openapi
+from hybridsync.api.web import app, as_field, body, ident, integer, page, respond, route, table
 from hybridsync.model.convert import WIDE, from_json
 from hybridsync.model.errors import Invalid
 from hybridsync.reads import cache
 from hybridsync.runtime import settings
 from hybridsync.runtime.clients import dynamodb, engine, s3
-from hybridsync.web import app, as_field, body, ident, integer, page, respond, route, table
 from shop import catalog, follows, orders, publications, reviews, stores
 from shop.model import (
     CUSTOMER,

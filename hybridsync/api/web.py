@@ -3,7 +3,7 @@ themselves, JSON bodies, and one error envelope for every error: {"statusCode": 
 
 A project adds its routes in its own modules (`[tool.hybridsync] routes = ["myapp.api"]`):
 
-    from hybridsync.web import get, respond, ident
+    from hybridsync.api.web import get, respond, ident
 
     @get("/invoices/<invoice_id>")
     def invoice(invoice_id: str) -> Response: ...
@@ -25,7 +25,7 @@ from aws_lambda_powertools.event_handler import APIGatewayHttpResolver, Response
 from aws_lambda_powertools.event_handler.exceptions import BadRequestError, ServiceError
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync import openapi
+from hybridsync.api import openapi
 from hybridsync.dynamodb import cursors
 from hybridsync.model import keys, limits
 from hybridsync.model.convert import from_json, jsonable
@@ -74,7 +74,7 @@ Handler = Callable[..., Response]
 
 def route(method: str, rule: str, *, query: tuple[Any, ...] = (), body: dict[str, Any] | None = None,
           responses: dict[int, str] | None = None) -> Callable[[Handler], Handler]:  # fmt: skip
-    """Register a route and describe it (`hybridsync.openapi`): the query parameters it reads
+    """Register a route and describe it (`hybridsync.api.openapi`): the query parameters it reads
     (names of `QUERY`, or `(name, schema)`), the JSON schema of its body, its answers. Its path parameters
     arrive percent-decoded (`Z%C3%BCrich` is `Zürich`, `%23` is a `#` the key checks then refuse),
     as API Gateway leaves them encoded in the path. A path parameter that is not UTF-8 once

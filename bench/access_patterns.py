@@ -44,7 +44,7 @@ from rich.table import Table as RichTable
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from hybridsync import costs, local  # noqa: E402
+from hybridsync import local  # noqa: E402
 from hybridsync.dynamodb import capacity, scans  # noqa: E402
 from hybridsync.dynamodb.capacity import Cost, Meter  # noqa: E402
 from hybridsync.dynamodb.scans import Scanner  # noqa: E402
@@ -53,6 +53,7 @@ from hybridsync.model.convert import marshal, unmarshal  # noqa: E402
 from hybridsync.model.declare import KeyAttribute, Table  # noqa: E402
 from hybridsync.model.keys import HIGHEST, iso_ms  # noqa: E402
 from hybridsync.runtime import aws  # noqa: E402
+from hybridsync.sizing import costs  # noqa: E402
 from shop import order_reads as orders  # noqa: E402
 from shop.model import COLLECTION, MAIN, ORDER, ORDER_LINE, ORDER_TIME_SHARDS  # noqa: E402
 

@@ -28,8 +28,9 @@ WHEEL_PLATFORMS = ("manylinux2014_x86_64", "manylinux_2_28_x86_64")
 _NO_DOCKER = DockerImage.from_registry("public.ecr.aws/sam/build-python3.12")
 ENGINE = Path(hybridsync.__file__).resolve().parent
 REQUIREMENTS = Path(__file__).resolve().parent / "requirements-runtime.txt"
-# What ships of the engine, by package: its top-level modules and these subpackages. The local
-# app, the CLI, the CDK app, the workloads and the test plugin are other packages: never shipped.
+# What ships of the engine, by package: its top level (`__init__.py`) and these packages. The local
+# app, the CLI, the CDK app, the workloads, the test plugin and the sizing arithmetic are other
+# packages: never shipped.
 SHIPPED = (
     "",
     "streams",

@@ -40,7 +40,7 @@ def _plan(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from hybridsync import plan
+    from hybridsync.sizing import plan
 
     work = plan.Workload(
         writes_per_s=args.writes_per_s, item_kb=args.item_kb, reads_per_s=args.reads_per_s,
@@ -111,7 +111,7 @@ def _cost(args: argparse.Namespace) -> int:
     from rich.console import Console
     from rich.table import Table
 
-    from hybridsync import costs
+    from hybridsync.sizing import costs
 
     rows = []
     if args.pattern in ("all", "distinct-keys"):

@@ -4,10 +4,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from hybridsync import costs
 from hybridsync.dynamodb import capacity
 from hybridsync.dynamodb.scans import Pacer
 from hybridsync.model.declare import Period, TimeSeries
+from hybridsync.sizing import costs
 from shop.model import EVENT_SERIES, MAIN
 
 pytestmark = pytest.mark.unit

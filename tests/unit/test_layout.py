@@ -18,7 +18,7 @@ from hybridsync.cdk.assets import SHIPPED
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "hybridsync"
 CAPABILITIES = ("sync", "reads", "local")
-NEVER_SHIPPED = ("local", "cli", "cdk", "workloads", "testing")
+NEVER_SHIPPED = ("local", "cli", "cdk", "workloads", "testing", "sizing")
 
 
 def imports(path: Path) -> set[str]:

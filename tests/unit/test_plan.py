@@ -1,4 +1,4 @@
-from hybridsync import plan
+from hybridsync.sizing import plan
 
 
 def test_the_plan_grows_with_the_rate_and_prices_every_component():

@@ -18,7 +18,7 @@ PUBLIC = {  # name -> the module it is
     "writes": "hybridsync.dynamodb.writes",
     "rows": "hybridsync.sql.rows",
     "web": "hybridsync.api.web",
-    "jobs": "hybridsync.jobs",
+    "jobs": "hybridsync.sync.jobs",
     "loads": "hybridsync.sync.loads",
 }
 

@@ -152,7 +152,7 @@ def _entity(model: Any, name: str) -> Any:
 def _finish(args: argparse.Namespace, outcomes: list[Any]) -> int:
     """With --json, one object last (a command that ran several jobs adds their figures up); exit 1
     when anything was dead-lettered or left undone."""
-    from hybridsync.jobs import Counts, Outcome
+    from hybridsync.sync.jobs import Counts, Outcome
 
     total = Counts()
     for outcome in outcomes:
@@ -166,11 +166,10 @@ def _finish(args: argparse.Namespace, outcomes: list[Any]) -> int:
 
 
 def _job(args: argparse.Namespace, kind: str, spec: dict[str, Any]) -> Any:
-    from hybridsync import jobs
     from hybridsync.dynamodb.scans import Pacer
-    from hybridsync.jobs import JobError, JobStore, Services
     from hybridsync.runtime import aws
-    from hybridsync.sync import loads, operations, rebuild  # noqa: F401 - loads, rebuild: their kinds of job
+    from hybridsync.sync import jobs, loads, operations, rebuild  # noqa: F401 - loads, rebuild: their kinds of job
+    from hybridsync.sync.jobs import JobError, JobStore, Services
 
     model, tables = config.model(), common.tables()
     store = JobStore(aws.client("dynamodb"), model, tables)
@@ -216,7 +215,7 @@ def _resume_command(args: argparse.Namespace, job: str) -> str:
 def _with_progress(store: Any, job: str, header: dict[str, Any], invoke: Any, concurrency: int) -> Any:
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-    from hybridsync import jobs
+    from hybridsync.sync import jobs
 
     total = header["Spec"].get("rows")
     columns = [TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()]
@@ -230,8 +229,8 @@ def _with_progress(store: Any, job: str, header: dict[str, Any], invoke: Any, co
 
 
 def _jobs(args: argparse.Namespace) -> int:
-    from hybridsync.jobs import JobStore
     from hybridsync.runtime import aws
+    from hybridsync.sync.jobs import JobStore
 
     listed = JobStore(aws.client("dynamodb"), config.model(), common.tables()).jobs()
     if args.json:

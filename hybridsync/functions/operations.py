@@ -5,10 +5,10 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync.jobs import Services
 from hybridsync.runtime import aws, clients, doctor
 from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.sync import operations
+from hybridsync.sync.jobs import Services
 
 logger = Logger()
 tracer = clients.tracer()

@@ -1038,7 +1038,7 @@ def engine_entity(table: Table, names: Names, name: str, fields: tuple[Field, ..
 
 
 def job_entities(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
-    """Where the engine checkpoints its long operations (hybridsync.jobs), under the reserved
+    """Where the engine checkpoints its long operations (hybridsync.sync.jobs), under the reserved
     prefix: one entry per job in a listing partition, one item per work unit under the job's own."""
     pk, sk = table.partition.name, table.sort.name if table.sort else ""
     text, integer = FieldType.STRING, FieldType.INTEGER

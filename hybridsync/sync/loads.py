@@ -1,4 +1,4 @@
-"""Initial loads, online, for a system that already holds data (jobs of `hybridsync.jobs`):
+"""Initial loads, online, for a system that already holds data (jobs of `hybridsync.sync.jobs`):
 
 - `views`: the rows of entities mastered in PostgreSQL become their DynamoDB views, exactly as the
   outbox writes them, each only if DynamoDB holds no newer version (the outbox keeps draining).
@@ -32,13 +32,13 @@ import sqlalchemy as sa
 from hybridsync.dynamodb import capacity, exports, store
 from hybridsync.dynamodb.scans import Scanner
 from hybridsync.dynamodb.views import CACHE_TTL_S, view_item
-from hybridsync.jobs import DONE, SOURCE, Counts, Services, kind
 from hybridsync.model import placing
 from hybridsync.model.convert import item_values, marshal, to_row, unmarshal, writer_version
 from hybridsync.model.declare import Entity, Side
 from hybridsync.sql import deadletters
 from hybridsync.sql.schema import table_of
 from hybridsync.streams.records import DeadLetter, Rejected
+from hybridsync.sync.jobs import DONE, SOURCE, Counts, Services, kind
 from hybridsync.sync.outbox import exact_json
 from hybridsync.sync.writeback import LOAD, Change, apply_changes
 

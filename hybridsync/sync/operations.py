@@ -1,6 +1,6 @@
 """What an operator runs, as one function of events, so it runs where the data is: in the command's
 own process, or inside the stack as invocations of its operations function (in the VPC, next to the
-database: `--deployed`). The loads and the rebuild are jobs (`hybridsync.jobs`): planned once, then
+database: `--deployed`). The loads and the rebuild are jobs (`hybridsync.sync.jobs`): planned once, then
 each unit invoked until done; reconcile, redrives and migrations are one invocation each.
 
 Events: `{"operation": "plan", "kind", "spec"}` -> `{"job"}`; `{"operation": "unit", "job", "unit",
@@ -17,9 +17,9 @@ import os
 from collections.abc import Callable
 from typing import Any
 
-from hybridsync import jobs
 from hybridsync.dynamodb.scans import Pacer
-from hybridsync.jobs import Counts, JobStore, Services, Unit
+from hybridsync.sync import jobs
+from hybridsync.sync.jobs import Counts, JobStore, Services, Unit
 
 DEADLINE_MARGIN_S = 30.0  # an invocation stops starting chunks this long before its deadline
 

@@ -11,13 +11,12 @@ from decimal import Decimal
 import pytest
 import sqlalchemy as sa
 
-from hybridsync import jobs
 from hybridsync.dynamodb import exports, store
 from hybridsync.dynamodb.scans import Pacer
-from hybridsync.jobs import JobStore, Services
 from hybridsync.local import streams
 from hybridsync.model.convert import to_row
-from hybridsync.sync import loads, outbox, writeback
+from hybridsync.sync import jobs, loads, outbox, writeback
+from hybridsync.sync.jobs import JobStore, Services
 from hybridsync.sync.reconcile import reconcile
 from shop.model import MODEL
 from tests.integration.conftest import Workload

@@ -9,12 +9,11 @@ from decimal import Decimal
 
 import pytest
 
-from hybridsync import jobs
 from hybridsync.dynamodb import store
 from hybridsync.dynamodb.scans import Pacer, Scanner
-from hybridsync.jobs import JobStore, Services
 from hybridsync.local import streams
-from hybridsync.sync import aggregate, rebuild
+from hybridsync.sync import aggregate, jobs, rebuild
+from hybridsync.sync.jobs import JobStore, Services
 from shop.model import MODEL
 
 pytestmark = pytest.mark.integration

@@ -6,15 +6,15 @@ from __future__ import annotations
 from aws_cdk import App, Aspects, Environment, cx_api
 from cdk_nag import AwsSolutionsChecks
 
-from hybridsync import context
+from hybridsync.cdk import context
 from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.checks import CheckovSkips
+from hybridsync.cdk.context import SETTINGS
 from hybridsync.cdk.data import DataStack
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.cdk.rules import Templates, enforce
-from hybridsync.context import SETTINGS
 from hybridsync.model import config
 from hybridsync.model.declare import Model
 

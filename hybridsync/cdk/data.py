@@ -12,7 +12,7 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import context
+from hybridsync.cdk import context
 from hybridsync.model.declare import KeyAttribute, Model, Projection, StreamView, Table
 
 _TYPES = {

@@ -17,8 +17,7 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import context
-from hybridsync.cdk import rules
+from hybridsync.cdk import context, rules
 from hybridsync.cdk.data import customer_key
 from hybridsync.sql import roles
 

@@ -1,7 +1,7 @@
 """Monitoring stack: every alarm of the deployment, each with the alarm topic as its action (ALARM and
 OK), and the dashboard. Derived from the other stacks (their functions, mappings, queues, tables and
 indexes, proxy, cluster, API), never listed by hand: a function without an errors alarm cannot be
-synthesized. Thresholds are context settings (`hybridsync.context`); the runbook line of each alarm
+synthesized. Thresholds are context settings (`hybridsync.cdk.context`); the runbook line of each alarm
 kind is in docs/operating.md#alarms, and `hybridsync up` evaluates the same alarms locally."""
 
 from __future__ import annotations
@@ -20,8 +20,7 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import context
-from hybridsync.cdk import rules
+from hybridsync.cdk import context, rules
 from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.assets import HandlerFunction
 from hybridsync.cdk.data import DataStack, customer_key, title

@@ -29,7 +29,7 @@ from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync import context
+from hybridsync.cdk import context
 from hybridsync.cdk.assets import (
     PROJECT_MIGRATIONS,
     TRUST_STORE,

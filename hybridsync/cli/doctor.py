@@ -739,7 +739,7 @@ def add_doctor(cli: Commands) -> None:
 
 def project_prefix() -> str:
     """The stacks' prefix of the project's cdk.json (its context `prefix`), else the default."""
-    from hybridsync.context import SETTINGS
+    from hybridsync.cdk.context import SETTINGS
     from hybridsync.model import config
 
     root = config.project_root() or Path.cwd()

@@ -365,7 +365,7 @@ def add_dashboard(cli: Commands) -> None:
 def _dashboard(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from hybridsync.context import SETTINGS
+    from hybridsync.cdk.context import SETTINGS
 
     stack = args.stack
     if not stack:

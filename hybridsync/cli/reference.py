@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 
-from hybridsync.context import SETTINGS
+from hybridsync.cdk.context import SETTINGS
 
 
 def commands() -> dict[str, argparse.ArgumentParser]:

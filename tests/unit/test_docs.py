@@ -9,8 +9,8 @@ from pathlib import Path
 
 import yaml
 
+from hybridsync.cdk.context import SETTINGS
 from hybridsync.cli import reference
-from hybridsync.context import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

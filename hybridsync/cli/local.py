@@ -31,7 +31,7 @@ def add_init(cli: Commands) -> None:
 
 
 def _init(args: argparse.Namespace) -> int:
-    from hybridsync import scaffold
+    from hybridsync.cli import scaffold
 
     try:
         written = scaffold.write(Path(args.directory), args.package)

@@ -1,5 +1,5 @@
-"""The layout: the engine apart from the shop; capabilities import the declaring language and the
-shared vocabulary, never each other; what ships to Lambda is chosen by package and depends on
+"""The layout: the engine apart from the shop; its packages on floors, none importing one above it;
+capabilities never import each other; what ships to Lambda is chosen by package and depends on
 nothing that does not ship."""
 
 from __future__ import annotations
@@ -19,6 +19,16 @@ ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "hybridsync"
 CAPABILITIES = ("sync", "reads", "local")
 NEVER_SHIPPED = ("local", "cli", "cdk", "workloads", "testing", "sizing")
+FLOORS = (
+    ("streams",),  # the stream record's vocabulary
+    ("model",),  # the declaring language, the value contract
+    ("runtime",),  # settings, clients, the doctor's probe
+    ("dynamodb", "sql"),  # the two sides
+    ("reads", "sync", "sizing"),
+    ("api", "workloads", "cdk"),
+    ("functions", "local"),
+    ("cli", "testing"),
+)
 
 
 def imports(path: Path) -> set[str]:
@@ -79,12 +89,28 @@ def test_stream_consumers_never_import_each_other():
         assert not {f"hybridsync.sync.{c}" for c in consumers - {name}} & mine, name
 
 
-def test_the_shared_vocabulary_imports_no_capability():
-    for path in ENGINE.glob("*.py"):
-        if path.name in ("scaffold.py", "web.py"):  # writes a project; the HTTP layer reads through `reads`
-            continue
-        bad = [m for m in imports(path) if m.startswith(tuple(f"hybridsync.{c}" for c in CAPABILITIES))]
-        assert bad == [], path
+def test_the_top_level_holds_packages_only():
+    """Every module stands in the package of its layer; `hybridsync/__init__.py` names the public ones."""
+    assert sorted(p.name for p in ENGINE.glob("*.py")) == ["__init__.py"]
+    assert {m for m in imports(ENGINE / "__init__.py") if m.startswith("hybridsync")} == set()
+
+
+def test_no_import_runs_back_up_the_floors():
+    """The packages by floor, from the ground up: a package imports only packages on floors below
+    its own (the DynamoDB and SQL sides are siblings, as are the floors' other neighbours)."""
+    floor = {package: n for n, packages in enumerate(FLOORS) for package in packages}
+    packages = {p.parent.name for p in ENGINE.glob("*/__init__.py")}
+    assert packages == set(floor), "a package of the engine is on no floor, or a floor names no package"
+    offenders = []
+    for path in engine_modules():
+        mine = path.relative_to(ENGINE).parts[0]
+        for module in imports(path):
+            parts = module.split(".")
+            if parts[0] != "hybridsync" or len(parts) < 2 or parts[1] not in floor or parts[1] == mine:
+                continue
+            if floor[parts[1]] >= floor[mine]:
+                offenders.append(f"{path.relative_to(ROOT)}: {module}")
+    assert offenders == []
 
 
 def test_the_declaring_language_imports_nothing_of_the_engine_but_keys_and_limits():

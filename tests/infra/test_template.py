@@ -117,7 +117,7 @@ def test_one_bundle_ships_exactly_the_engines_packages_and_the_shops(cloud_assem
     CLI, the CDK app, the workloads or the test kit. Every function runs from the one asset."""
     from hybridsync.cdk.assets import SHIPPED
 
-    bundles = [p.parent.parent for p in cloud_assembly.glob("asset.*/hybridsync/model/declare.py")]
+    bundles = [p.parents[2] for p in cloud_assembly.glob("asset.*/hybridsync/model/declare.py")]
     assert len(bundles) == 1
     (bundle,) = bundles
     shipped = {
@@ -129,7 +129,7 @@ def test_one_bundle_ships_exactly_the_engines_packages_and_the_shops(cloud_assem
         assert {p.name for p in (engine / package).glob("*.py")} == {
             p.name for p in (bundle / "hybridsync" / package).glob("*.py")
         }
-    assert (bundle / "hybridsync" / "migrations" / "script.py.mako").is_file()
+    assert (bundle / "hybridsync" / "sql" / "migrations" / "script.py.mako").is_file()
     assert (bundle / "shop" / "model.py").is_file() and list(
         (bundle / "shop" / "migrations" / "versions").glob("0001_*.py")
     )

@@ -155,3 +155,10 @@ def test_a_stale_number_is_found(tmp_path):
         f"stale.md:1: 'seven functions', the code has {facts()['functions']}",
         "stale.md:2: '705 tests', the code has a test count (never quoted: it changes with every test)",
     ]
+
+
+def test_pages_call_the_command_by_its_name():
+    """`hybridsync ...`, as it runs once the venv is activated (Running locally says so once), not
+    a path into this checkout's venv, which a project of yours does not have."""
+    paths = [f"{p.relative_to(ROOT)}" for p in pages() if ".venv/bin/hybridsync" in p.read_text()]
+    assert not paths, paths

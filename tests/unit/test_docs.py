@@ -91,6 +91,21 @@ def test_the_http_reference_has_every_route_of_the_document_with_a_valid_example
                                     parameter["schema"])  # fmt: skip
 
 
+def test_the_diagrams_are_mermaid_blocks_the_site_renders():
+    """Diagrams are code: ```mermaid blocks, which the site renders (superfences' custom fence) and
+    GitHub shows as diagrams too; the home page's architecture is one, no ASCII art."""
+    config = (ROOT / "mkdocs.yml").read_text()
+    assert "name: mermaid" in config and "pymdownx.superfences.fence_code_format" in config
+    blocks = {
+        str(page.relative_to(DOCS)): re.findall(r"^```mermaid\n(.*?)^```", page.read_text(), re.S | re.M)
+        for page in DOCS.rglob("*.md")
+    }
+    found = [block for page in blocks.values() for block in page]
+    assert len(found) >= 6 and blocks["index.md"], blocks
+    assert all(block.split("\n", 1)[0] in ("flowchart TB", "sequenceDiagram") for block in found)
+    assert "──►" not in (DOCS / "index.md").read_text()
+
+
 def test_every_page_is_in_the_navigation():
     text = re.sub(r"!!python/\S+(?: \{[^}]*\})?", "null", (ROOT / "mkdocs.yml").read_text())
     config = yaml.safe_load(text)

@@ -4,7 +4,8 @@
 `/openapi.json`; the fuzz tier (`hybridsync.testing.fuzz`) generates its requests from it.
 
 Powertools' event handler can generate a document too, from Pydantic models and annotated
-handler signatures; the README says why this one is ours (the API function's cold start)."""
+handler signatures; docs/benchmarks.md (Cold starts) says why this one is ours. The docs' HTTP API
+reference is rendered from it (`hybridsync.cli.reference`)."""
 
 from __future__ import annotations
 
@@ -43,21 +44,25 @@ def describe(
     body: Schema | None = None,
     responses: dict[int, str] | None = None,
     parameters: dict[str, Schema] | None = None,
+    path_schemas: dict[str, Schema] | None = None,
 ) -> None:
-    """Record one route: `query` names (or `(name, schema)` pairs) of its query parameters,
-    `parameters` the schemas of the shared ones, `body` its body's JSON schema."""
+    """Record one route: `query` names (or `(name, schema)` pairs, `(name, schema, True)` for a
+    required one) of its query parameters, `parameters` the schemas of the shared ones, `body` its
+    body's JSON schema, `path_schemas` those of path parameters that are not ids (a number). Its tag
+    is its path's first segment (the resource); `summarize` adds its handler's summary."""
     path = re.sub(r"<(\w+)>", r"{\1}", rule)
     shared = parameters or {}
+    ids = {"type": "string", "minLength": 1, "maxLength": ID_LENGTH}
     listed = [
-        {"name": name, "in": "path", "required": True,
-         "schema": {"type": "string", "minLength": 1, "maxLength": ID_LENGTH}}
+        {"name": name, "in": "path", "required": True, "schema": (path_schemas or {}).get(name, ids)}
         for name in re.findall(r"<(\w+)>", rule)
-    ]  # fmt: skip
+    ]
     for entry in query:
-        name, schema = entry if isinstance(entry, tuple) else (entry, shared[entry])
-        listed.append({"name": name, "in": "query", "required": False, "schema": schema})
+        name, schema, *required = entry if isinstance(entry, tuple) else (entry, shared[entry])
+        listed.append({"name": name, "in": "query", "required": any(required), "schema": schema})
     operation: dict[str, Any] = {
         "operationId": f"{method.lower()}_{re.sub(r'[^a-z0-9]+', '_', path.lower()).strip('_')}",
+        "tags": [path.strip("/").split("/")[0].split(".")[0]],
         "parameters": listed,
         "responses": {
             str(status): {"description": why} for status, why in (responses or _answers(method)).items()
@@ -72,6 +77,13 @@ def describe(
     if body is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     ROUTES.setdefault(path, {})[method.lower()] = operation
+
+
+def summarize(method: str, rule: str, doc: str | None) -> None:
+    """The route's summary: its handler's docstring, first paragraph (none: none)."""
+    summary = " ".join((doc or "").strip().split("\n\n")[0].split())
+    if summary:
+        ROUTES[re.sub(r"<(\w+)>", r"{\1}", rule)][method.lower()]["summary"] = summary
 
 
 def _answers(method: str) -> dict[int, str]:

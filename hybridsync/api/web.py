@@ -73,17 +73,23 @@ Handler = Callable[..., Response]
 
 
 def route(method: str, rule: str, *, query: tuple[Any, ...] = (), body: dict[str, Any] | None = None,
-          responses: dict[int, str] | None = None) -> Callable[[Handler], Handler]:  # fmt: skip
+          responses: dict[int, str] | None = None,
+          path: dict[str, dict[str, Any]] | None = None) -> Callable[[Handler], Handler]:  # fmt: skip
     """Register a route and describe it (`hybridsync.api.openapi`): the query parameters it reads
-    (names of `QUERY`, or `(name, schema)`), the JSON schema of its body, its answers. Its path parameters
+    (names of `QUERY`, `(name, schema)`, or `(name, schema, True)` when required), the JSON schema
+    of its body, its answers, the schemas of its path parameters that are not ids (`path`); its
+    summary is its handler's docstring. Its path parameters
     arrive percent-decoded (`Z%C3%BCrich` is `Zürich`, `%23` is a `#` the key checks then refuse),
     as API Gateway leaves them encoded in the path. A path parameter that is not UTF-8 once
     decoded (`%FF`), or one or a query value holding a NUL, is refused (400 naming it) before the
     route runs; a cursor given out by this route, for this query, is the only one it takes."""
     ROUTES.setdefault(rule, set()).add(method)
-    openapi.describe(method, rule, query=query, body=body, responses=responses, parameters=QUERY)
+    openapi.describe(method, rule, query=query, body=body, responses=responses, parameters=QUERY,
+                     path_schemas=path)  # fmt: skip
 
     def register(handler: Callable[..., Response]) -> Callable[..., Response]:
+        openapi.summarize(method, rule, handler.__doc__)
+
         @functools.wraps(handler)
         def decoded(**parameters: str) -> Response:
             values = {name: _path_parameter(name, value) for name, value in parameters.items()}

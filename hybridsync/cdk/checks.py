@@ -27,7 +27,7 @@ SKIPS: list[tuple[str, Callable[[Any], bool], str]] = [
      "This function reaches only DynamoDB, S3 and CloudWatch through their public endpoints with "
      "IAM; only the functions that talk to PostgreSQL run in the VPC."),
     ("CKV_AWS_116", lambda r: isinstance(r, lambda_.CfnFunction) and r.dead_letter_config is None,
-     "Never invoked asynchronously: a stream mapping (failed batches go to its on-failure queue), "
+     "Never invoked asynchronously: a stream mapping (failed batches go to its S3 failure destination), "
      "the HTTP API or a deploy-time custom resource (both synchronous); the scheduled functions "
      "have a dead-letter queue."),
     ("CKV_AWS_115", lambda r: isinstance(r, lambda_.CfnFunction) and r.reserved_concurrent_executions is None,

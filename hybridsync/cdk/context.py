@@ -73,8 +73,8 @@ SETTINGS: dict[str, Setting] = {
                                                "(top-N may lag by it)"),
     "aggregate_tumbling_window_s": Setting(60, "aggregation: the tumbling window (it makes Lambda pass the "
                                                "shard id, the key of the exactly-once cursor)"),
-    "stream_retry_attempts": Setting(10, "retries of a failing batch, then its metadata goes to the "
-                                         "failure queue"),
+    "stream_retry_attempts": Setting(10, "retries of a failing batch, then the batch, its records "
+                                         "included, goes to the failure bucket"),
     "stream_max_record_age_h": Setting(24, "the oldest record a mapping delivers (a stream keeps 24 h)"),
     "iterator_age_alarm_s": Setting(300, "critical alarm when a consumer is this far behind its stream"),
     "iterator_age_warning_s": Setting(60, "warning alarm when a consumer is this far behind its stream"),

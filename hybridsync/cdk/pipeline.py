@@ -271,7 +271,7 @@ class PipelineStack(Stack):
         rebuild, reconcile, redrives and migrations, next to the database. It reads and writes every
         table of the model (loads, repairs, rebuilt aggregates, job checkpoints), reads their
         streams (a rebuild's window, a failed batch's records), pauses the aggregation's mappings,
-        reads exports under `exports/` and takes failed batches off the failure queues."""
+        reads exports under `exports/` and takes failed batches out of the failure bucket."""
         aggregate = getattr(self, "aggregate", None)
         environment = {
             "FAILED_BATCHES_BUCKET": self.failed_batches.bucket_name,

@@ -32,6 +32,8 @@ def parser() -> argparse.ArgumentParser:
     cli = Commands(top.add_subparsers(dest="command", required=True))
     for add in COMMANDS:
         add(cli)
+    # the usage line names the commands, not their old names kept working (`db`: `migrations`)
+    cli.subparsers.metavar = "{" + ",".join(a.dest for a in cli.subparsers._choices_actions) + "}"
     return top
 
 

@@ -236,22 +236,38 @@ def add_dead_letters(cli: Commands) -> None:
     letters = cli.add(
         "dead-letters",
         "list or redrive records a consumer rejected: the write-back's stream records (write_back), "
-        "the aggregation's (aggregate) and the outbox rows the drain could not apply (sql_sync); a "
-        "redrive applies the write-back's and the drain's again (after a fix to the data or the model)",
+        "the aggregation's (aggregate), the outbox rows the drain could not apply (sql_sync) and the "
+        "rows and items a load could not carry (load); a redrive applies the write-back's and the "
+        "drain's again (after a fix to the data or the model). The others are not redriven: after the "
+        "fix, run the same `hybridsync load` again (a load's), or `hybridsync aggregates rebuild` (the "
+        "aggregation's)",
         "hybridsync dead-letters list --source sql_sync",
         _dead_letters,
     )
     letters.add_argument("action", choices=["list", "redrive"])
-    letters.add_argument("--source", help="only this consumer's: write_back, aggregate or sql_sync")
+    letters.add_argument(
+        "--source",
+        help="only this consumer's: write_back, aggregate, sql_sync or load (redrive: "
+        "write_back or sql_sync)",
+    )
     letters.add_argument("--id", type=int, action="append", help="only this id (repeatable)")
     letters.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
     common.deployed_option(letters)
+
+
+REDRIVE_REFUSED = (
+    "redrive applies the sources write_back and sql_sync, not {source}: after the fix, a load's dead "
+    "letters are carried by running the same `hybridsync load` again, the aggregation's by "
+    "`hybridsync aggregates rebuild`"
+)
 
 
 def _dead_letters(args: argparse.Namespace) -> int:
     from hybridsync.sql import deadletters
     from hybridsync.sync import outbox, writeback
 
+    if args.action == "redrive" and args.source not in (None, writeback.SOURCE, outbox.SOURCE):
+        raise SystemExit(REDRIVE_REFUSED.format(source=args.source))
     if args.deployed is not None and args.action == "redrive":
         event = {"operation": "redrive", "what": "dead-letters", "source": args.source, "ids": args.id}
         answer = common.deployed(args, event)
@@ -269,8 +285,6 @@ def _dead_letters(args: argparse.Namespace) -> int:
             print(f"{row.id:6} {row.created_at:%Y-%m-%d %H:%M:%S} {row.source:10} {event:7} {row.reason}")
         print(f"{len(rows)} pending dead letter(s)")
         return 0
-    if args.source not in (None, writeback.SOURCE, outbox.SOURCE):
-        raise SystemExit(f"redrive knows the sources: {writeback.SOURCE}, {outbox.SOURCE}")
     landed, still = 0, []
     from hybridsync.runtime import aws
 

@@ -36,6 +36,7 @@ tracer = clients.tracer()
 
 @get("/openapi.json", responses={200: "this API's OpenAPI 3.1 document"})
 def openapi_document() -> Response:
+    """This API's OpenAPI 3.1 document."""
     return respond(document())
 
 
@@ -43,6 +44,7 @@ if os.environ.get("API_DOCS_UI") == "true":  # a dev stack (-c dev=true): the do
 
     @get("/docs", responses={200: "Swagger UI over /openapi.json (its scripts from a CDN)"})
     def swagger_ui() -> Response:
+        """Swagger UI over this API's document (a dev stack only)."""
         return Response(200, "text/html", openapi.SWAGGER_UI)
 
 

@@ -21,7 +21,7 @@ Lambda may do to a batch under at-least-once delivery, on purpose and often.
 The first three are probabilities per invocation, the next three per DynamoDB request (injected in
 the function's worker, `bootstrap.py`, and on the outbox drain's client), the last per NOTIFY.
 `./scripts/up --faults duplicate=0.2,throttle=0.05` runs the app with them; the mapping's own
-retries, bisection and failure queue do the rest.
+retries, bisection and failure destination do the rest.
 """
 
 from __future__ import annotations

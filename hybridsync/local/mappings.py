@@ -473,7 +473,9 @@ class ShardPoller:
                 log.error("%s: the failure destination refused a batch: %s", self.settings.name, error)
                 self.metric("DestinationDeliveryFailures", 1)
         self.stats.sent_to_failure_queue += len(records)
-        log.warning("%s: %d record(s) to the failure queue (%s)", self.settings.name, len(records), condition)
+        log.warning(
+            "%s: %d record(s) to the failure destination (%s)", self.settings.name, len(records), condition
+        )
         self._checkpoint(records[-1])
 
     # --- windows and positions ----------------------------------------------------------------

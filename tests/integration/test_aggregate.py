@@ -385,7 +385,7 @@ def test_leaderboard_top_n_and_a_players_neighbourhood(stack, dynamodb, workload
 
 
 def test_a_failed_batch_redriven_later_is_applied_once(stack, dynamodb, agg, target, shop, stream, engine):
-    """A batch the mapping gave up on (its metadata in the failure queue) is passed by the
+    """A batch the mapping gave up on (sent to its failure destination) is passed by the
     watermark once later batches land; redriven from the queue, its records count once, a batch
     that had been applied (reported failed after the work) counts nothing, and a second redrive
     of the same batch changes nothing."""

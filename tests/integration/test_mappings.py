@@ -208,7 +208,7 @@ def test_tumbling_windows_carry_state_and_end_with_a_final_invocation(stack, tab
 
 def test_under_a_tumbling_window_a_response_without_state_is_a_failed_invocation(stack, table, tmp_path):
     """Lambda developer guide, services-ddb-windows: "If the response does not contain a state
-    property, Lambda considers this a failed invocation." Retried, bisected, then the failure queue."""
+    property, Lambda considers this a failed invocation." Retried, bisected, then the failure destination."""
     put_scores(table[0], table[1], ["a", "b"])
     function, sent = Scripted(lambda event: {"batchItemFailures": []}), []
     p = poller(stack, table, function, tmp_path, sent, batch_size=10, tumbling_window_s=3600, bisect=True,

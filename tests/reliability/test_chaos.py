@@ -1,6 +1,6 @@
 """bench/chaos.py in its smoke mode, stretched to half a minute so CI sees every fault: seeded
 changes on both sides through `hybridsync up` (a process of its own) under every fault, two
-SIGKILLs and three PostgreSQL outages, then the failure queues redriven and both sides checked row
+SIGKILLs and three PostgreSQL outages, then the failed batches redriven and both sides checked row
 by row. (It is also the chaos benchmark's smoke test: the script, its flags and its JSON.)"""
 
 from __future__ import annotations

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 
 from hybridsync import cli
+from hybridsync.cli import reference
 
 
 def test_every_command_says_what_it_does_and_shows_an_example():
@@ -28,3 +29,19 @@ def test_fault_plans_parse_or_say_what_is_wrong():
             FaultPlan.parse(text)
     with pytest.raises(SystemExit):
         cli.parser().parse_args(["up", "--faults", "bogus=1"])
+
+
+def test_the_usage_line_names_the_commands_and_an_old_name_still_runs():
+    usage = cli.parser().format_usage()
+    assert "migrations" in usage and ",db," not in usage
+    assert cli.parser().parse_args(["db", "current"]).command == "db"  # `migrations`' old name
+
+
+def test_a_redrive_of_a_source_it_cannot_apply_says_what_to_do_instead():
+    import pytest
+
+    for source in ("load", "aggregate"):
+        with pytest.raises(SystemExit, match=r"hybridsync load.*aggregates rebuild"):
+            cli.main(["dead-letters", "redrive", "--source", source, "--deployed"])  # before any call
+    (letters,) = (c for n, c in reference.commands().items() if n == "dead-letters")
+    assert "(load)" in " ".join(letters.format_help().split())

@@ -4,9 +4,11 @@ are complete (every command, every setting the stacks read), every page is in th
 
 from __future__ import annotations
 
+import json
 import re
 from pathlib import Path
 
+import jsonschema
 import yaml
 
 from hybridsync.cdk.context import SETTINGS
@@ -57,8 +59,56 @@ def test_the_settings_reference_has_every_key_the_stacks_read():
     assert all(f"| `{key}` |" in table for key in SETTINGS)
 
 
+def test_the_generated_pages_are_committed_as_their_generators_make_them_now():
+    """On GitHub a page shows what is committed: the CLI, settings and HTTP references must hold
+    their generated parts, current."""
+    assert {str(p.relative_to(DOCS)) for p in reference.pages(DOCS)} >= {
+        "reference/cli.md", "reference/settings.md", "reference/http-api.md"
+    }  # fmt: skip
+    stale = [str(p.relative_to(ROOT)) for p in reference.stale(DOCS)]
+    assert not stale, f"{stale}: stale generated parts; run: python -m hybridsync.cli.reference --write"
+
+
+def test_the_http_reference_has_every_route_of_the_document_with_a_valid_example():
+    document = json.loads((DOCS / "openapi.json").read_text())
+    page = (DOCS / "reference" / "http-api.md").read_text()
+    routes = list(reference.operations(document))
+    assert len(document["paths"]) >= 28 and len(routes) >= 35
+    for path, method, operation in routes:
+        section = page.split(f"\n### {method} {path}\n", 1)[1].split("\n### ", 1)[0]
+        assert operation["summary"] in section, (method, path)
+        for parameter in operation["parameters"]:
+            assert f"| `{parameter['name']}` | {parameter['in']} |" in section, (method, path, parameter)
+        target, body = reference.example_request(path, operation)
+        assert f"\n{reference.curl_line(method, target, body)}\n" in section, (method, path)
+        assert "{" not in target, target
+        if body is not None:
+            schema = operation["requestBody"]["content"]["application/json"]["schema"]
+            jsonschema.validate(body, schema)
+        for parameter in operation["parameters"]:
+            if parameter["in"] == "path":
+                jsonschema.validate(reference.example_value(parameter["name"], parameter["schema"]),
+                                    parameter["schema"])  # fmt: skip
+
+
+def test_the_diagrams_are_mermaid_blocks_the_site_renders():
+    """Diagrams are code: ```mermaid blocks, which the site renders (superfences' custom fence) and
+    GitHub shows as diagrams too; the home page's architecture is one, no ASCII art."""
+    config = (ROOT / "mkdocs.yml").read_text()
+    assert "name: mermaid" in config and "pymdownx.superfences.fence_code_format" in config
+    blocks = {
+        str(page.relative_to(DOCS)): re.findall(r"^```mermaid\n(.*?)^```", page.read_text(), re.S | re.M)
+        for page in DOCS.rglob("*.md")
+    }
+    found = [block for page in blocks.values() for block in page]
+    assert len(found) >= 6 and blocks["index.md"], blocks
+    assert all(block.split("\n", 1)[0] in ("flowchart TB", "sequenceDiagram") for block in found)
+    assert "──►" not in (DOCS / "index.md").read_text()
+
+
 def test_every_page_is_in_the_navigation():
-    config = yaml.safe_load(re.sub(r"!!python/\S+ \{[^}]*\}", "null", (ROOT / "mkdocs.yml").read_text()))
+    text = re.sub(r"!!python/\S+(?: \{[^}]*\})?", "null", (ROOT / "mkdocs.yml").read_text())
+    config = yaml.safe_load(text)
 
     def pages(nav):
         for entry in nav:

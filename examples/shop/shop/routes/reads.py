@@ -6,7 +6,20 @@ from datetime import UTC, datetime, timedelta
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.exceptions import BadRequestError
 
-from hybridsync.api.web import app, cached, error, get, ident, page, period, respond, table, time_param, top_n
+from hybridsync.api.web import (
+    QUERY,
+    app,
+    cached,
+    error,
+    get,
+    ident,
+    page,
+    period,
+    respond,
+    table,
+    time_param,
+    top_n,
+)
 from hybridsync.dynamodb.views import public
 from hybridsync.model import keys
 from hybridsync.reads import cache
@@ -26,8 +39,9 @@ from shop.model import (
 )
 
 
-@get("/products/top", query=("day", "month", "n"))
+@get("/products/top", query=("day", ("month", QUERY["month"] | {"examples": ["2026-11"]}), "n"))
 def top_products() -> Response:
+    """Top sellers of a day (`day`) or a month (`month`), exactly one of them, by units sold."""
     event = app.current_event
     chosen = period(event.get_query_string_value("day", None), event.get_query_string_value("month", None))
     rows = rankings.top_sellers(dynamodb(), table(), chosen, top_n())
@@ -36,6 +50,7 @@ def top_products() -> Response:
 
 @get("/products/<product_id>")
 def product(product_id: str) -> Response:
+    """A product: its details, price and stock, cache-aside (`X-Cache: hit` or `miss`)."""
     key = {"ProductId": ident("product id", product_id)}
     lookups = [
         cache.get(dynamodb(), table(), engine(), e, key) for e in (PRODUCT_DETAILS, PRODUCT_AVAILABILITY)
@@ -51,6 +66,7 @@ def product(product_id: str) -> Response:
 
 @get("/customers/top", query=("month", "n"))
 def top_customers() -> Response:
+    """Top customers of a month (default: this month), by loyalty points."""
     month = app.current_event.get_query_string_value("month", None)
     chosen = period(None, month or datetime.now(UTC).strftime("%Y-%m"))
     rows = rankings.top_customers(dynamodb(), table(), chosen, top_n())
@@ -59,6 +75,7 @@ def top_customers() -> Response:
 
 @get("/customers/<customer_id>")
 def customer(customer_id: str) -> Response:
+    """A customer, cache-aside (`X-Cache: hit` or `miss`)."""
     lookup = cache.get(
         dynamodb(), table(), engine(), CUSTOMER, {"CustomerId": ident("customer id", customer_id)}
     )
@@ -70,6 +87,7 @@ def customer(customer_id: str) -> Response:
 
 @get("/customers/<customer_id>/orders", query=("from", "to"))
 def customer_orders(customer_id: str) -> Response:
+    """A customer's orders created between `from` and `to` (dates or times), oldest first."""
     start, end = time_param("from", "0000"), time_param("to", "9999")
     if start > end:
         raise BadRequestError("from must not be after to")
@@ -79,12 +97,17 @@ def customer_orders(customer_id: str) -> Response:
 
 @get("/customers/<customer_id>/reviews", query=("limit", "cursor"))
 def customer_reviews(customer_id: str) -> Response:
+    """A customer's reviews, newest first, a page at a time (without their bodies)."""
     rows, cursor = reviews.customer_reviews(dynamodb(), table(), ident("customer id", customer_id), *page())
     return respond({"reviews": [public(REVIEW, r) for r in rows], "cursor": cursor})
 
 
-@get("/orders", query=(("status", {"type": "string", "enum": list(ORDER_STATUSES)}), "since", "until", "n"))
+STATUS = ("status", {"type": "string", "enum": list(ORDER_STATUSES)}, True)  # required
+
+
+@get("/orders", query=(STATUS, "since", "until", "n"))
 def orders_by_status() -> Response:
+    """Orders of one status, newest first, optionally between `since` and `until`."""
     status = app.current_event.get_query_string_value("status", None)
     if status not in ORDER_STATUSES:
         raise BadRequestError(f"status must be one of {', '.join(ORDER_STATUSES)}, got {status!r}")
@@ -101,6 +124,7 @@ def orders_by_status() -> Response:
     query=("since", "until", ("order", {"type": "string", "enum": ["newest", "oldest"]}), "n"),
 )
 def recent_orders() -> Response:
+    """Orders created since `since` (default: the last 24 hours), newest or oldest first."""
     since = time_param("since", keys.iso_ms(datetime.now(UTC) - timedelta(days=1)))
     until = time_param("until", "")
     if until and since > until:
@@ -115,6 +139,7 @@ def recent_orders() -> Response:
 
 @get("/orders/open", query=("since", "until", "n"))
 def open_orders() -> Response:
+    """Open orders, oldest first, optionally between `since` and `until`."""
     since, until = time_param("since", ""), time_param("until", "")
     if since and until and since > until:
         raise BadRequestError("since must not be after until")
@@ -124,5 +149,6 @@ def open_orders() -> Response:
 
 @get("/leaderboard", query=("n",))
 def leaderboard() -> Response:
+    """The players with the highest scores."""
     rows = rankings.leaderboard(dynamodb(), table(), top_n())
     return respond({"players": [public(PLAYER_SCORE, r) for r in rows]})

@@ -21,6 +21,7 @@ from shop.model import (
     MAX_PRICE,
     ORDER,
     ORDER_LINE,
+    ORDER_STATUSES,
     PRODUCT_AVAILABILITY,
     PRODUCT_DETAILS,
     PUBLICATION,
@@ -69,6 +70,7 @@ def _created(payload: Any, created: bool) -> Response:
 
 LINE = openapi.fields(ORDER_LINE, LINE_FIELDS)
 LINES = {"type": "array", "items": LINE, "minItems": 1, "maxItems": orders.MAX_LINES}
+STATUS = {"Status": {"type": "string", "enum": list(ORDER_STATUSES)}}
 ORDER_BODY = openapi.fields(
     ORDER, ("CustomerId", "ShippingAddress"), extra={"Lines": LINES}, required=("Lines",)
 )
@@ -78,6 +80,8 @@ ORDER_BODY = openapi.fields(
     "POST", "/orders", body=ORDER_BODY, responses={201: "the order placed", 200: "placed before (same key)"}
 )
 def place_order() -> Response:
+    """Place a customer's order of existing products; an `Idempotency-Key` header makes a retry answer the
+    same order."""
     header, rest = _fields(ORDER, ("CustomerId", "ShippingAddress"), extra=("Lines",))
     lines = rest.get("Lines")
     if not isinstance(lines, list) or not lines:
@@ -104,25 +108,35 @@ def place_order() -> Response:
 
 @route("GET", "/orders/<order_id>")
 def get_order(order_id: str) -> Response:
+    """An order and its lines."""
     return respond(orders.get_order(dynamodb(), table(), ident("order id", order_id)))
 
 
-@route("PATCH", "/orders/<order_id>/lines/<line_no>", body=openapi.fields(ORDER_LINE, ("Quantity",)))
+@route(
+    "PATCH",
+    "/orders/<order_id>/lines/<line_no>",
+    body=openapi.fields(ORDER_LINE, ("Quantity",)),
+    path={"line_no": {"type": "integer", "minimum": 1, "maximum": orders.MAX_LINES}},
+)
 def edit_line(order_id: str, line_no: str) -> Response:
+    """Change one line's quantity."""
     number = integer("line number", line_no, 1, orders.MAX_LINES)
     changes, _ = _fields(ORDER_LINE, ("Quantity",))
     return respond(orders.edit_line(dynamodb(), table(), ident("order id", order_id), number,
                                     changes["Quantity"]))  # fmt: skip
 
 
-@route("PUT", "/orders/<order_id>/status", body=openapi.fields(ORDER, ("Status",)))
+@route("PUT", "/orders/<order_id>/status", body=openapi.fields(ORDER, ("Status",), extra=STATUS))
 def set_status(order_id: str) -> Response:
+    """Move an order and its lines to a status: an open order ships or is cancelled, a shipped one
+    reopens; any other move is a 409."""
     changes, _ = _fields(ORDER, ("Status",))
     return respond(orders.set_status(dynamodb(), table(), ident("order id", order_id), changes["Status"]))
 
 
 @route("DELETE", "/orders/<order_id>")
 def delete_order(order_id: str) -> Response:
+    """Delete an order and its lines."""
     orders.delete_order(dynamodb(), table(), ident("order id", order_id))
     return respond(None, status=204)
 
@@ -132,6 +146,7 @@ def delete_order(order_id: str) -> Response:
 
 @route("PUT", "/users/<user_id>/follows/<other_id>", responses={201: "followed", 200: "already followed"})
 def follow(user_id: str, other_id: str) -> Response:
+    """Follow another user."""
     edge, created = follows.follow(dynamodb(), table(), ident("user id", user_id),
                                    ident("followed id", other_id))  # fmt: skip
     return _created(edge, created)
@@ -139,18 +154,21 @@ def follow(user_id: str, other_id: str) -> Response:
 
 @route("DELETE", "/users/<user_id>/follows/<other_id>")
 def unfollow(user_id: str, other_id: str) -> Response:
+    """Stop following a user."""
     follows.unfollow(dynamodb(), table(), ident("user id", user_id), ident("followed id", other_id))
     return respond(None, status=204)
 
 
 @route("GET", "/users/<user_id>/follows", query=("limit", "cursor"))
 def following(user_id: str) -> Response:
+    """Whom a user follows, a page at a time."""
     ids, cursor = follows.following(dynamodb(), table(), ident("user id", user_id), *page())
     return respond({"follows": ids, "cursor": cursor})
 
 
 @route("GET", "/users/<user_id>/followers", query=("limit", "cursor"))
 def followers(user_id: str) -> Response:
+    """Who follows a user, a page at a time."""
     ids, cursor = follows.followers(dynamodb(), table(), ident("user id", user_id), *page())
     return respond({"followers": ids, "cursor": cursor})
 
@@ -160,6 +178,7 @@ def followers(user_id: str) -> Response:
 
 @route("PUT", "/stores/<country>/<region>/<city>/<store_id>", body=openapi.fields(STORE, ("Name", "Address")))
 def put_store(country: str, region: str, city: str, store_id: str) -> Response:
+    """Create or replace a store, keyed by country, region, city and id."""
     where = {"Country": country, "Region": region, "City": city, "StoreId": store_id}
     values, _ = _fields(STORE, ("Name", "Address"))
     return respond(stores.put_store(dynamodb(), table(), from_json(STORE, where, tuple(where)) | values))
@@ -167,17 +186,20 @@ def put_store(country: str, region: str, city: str, store_id: str) -> Response:
 
 @route("GET", "/stores/<country>")
 def stores_of_country(country: str) -> Response:
+    """Every store of a country."""
     return respond({"stores": stores.stores(dynamodb(), table(), as_field(STORE, "Country", country))})
 
 
 @route("GET", "/stores/<country>/<region>")
 def stores_of_region(country: str, region: str) -> Response:
+    """Every store of a region."""
     where = (as_field(STORE, "Country", country), as_field(STORE, "Region", region))
     return respond({"stores": stores.stores(dynamodb(), table(), *where)})
 
 
 @route("GET", "/stores/<country>/<region>/<city>")
 def stores_of_city(country: str, region: str, city: str) -> Response:
+    """Every store of a city."""
     where = (
         as_field(STORE, "Country", country),
         as_field(STORE, "Region", region),
@@ -191,8 +213,11 @@ def stores_of_city(country: str, region: str, city: str) -> Response:
 
 @route("PUT", "/publications/<publication_id>", body=openapi.fields(
     PUBLICATION, (*publications.EDITABLE, "Editor"), partial=True, required=("Editor",),
-    extra={"ExpectedRevision": {"type": "integer", "minimum": 1}}))  # fmt: skip
+    extra={"ExpectedRevision": {"type": "integer", "minimum": 1}})
+    | {"examples": [{"Name": "Field notes", "Editor": "editor-1"}]})  # fmt: skip
 def edit_publication(publication_id: str) -> Response:
+    """Edit a publication, keeping every revision (the first edit creates it, and gives its `Name`);
+    with `ExpectedRevision`, a 409 if another edit came first."""
     changes, rest = _fields(
         PUBLICATION, (*publications.EDITABLE, "Editor"), extra=("ExpectedRevision",), partial=True
     )
@@ -210,18 +235,25 @@ def edit_publication(publication_id: str) -> Response:
 
 @route("GET", "/publications/<publication_id>")
 def publication(publication_id: str) -> Response:
+    """A publication's newest revision."""
     return respond(publications.latest(dynamodb(), table(), ident("publication id", publication_id)))
 
 
 @route("GET", "/publications/<publication_id>/history", query=("limit", "cursor"))
 def publication_history(publication_id: str) -> Response:
+    """A publication's revisions, newest first, a page at a time."""
     revisions, cursor = publications.history(dynamodb(), table(), ident("publication id", publication_id),
                                              *page())  # fmt: skip
     return respond({"revisions": revisions, "cursor": cursor})
 
 
-@route("GET", "/publications/<publication_id>/revisions/<number>")
+@route(
+    "GET",
+    "/publications/<publication_id>/revisions/<number>",
+    path={"number": {"type": "integer", "minimum": 1, "maximum": 2**63 - 1}},
+)
 def publication_revision(publication_id: str, number: str) -> Response:
+    """One revision of a publication (1 is the first)."""
     revision = integer("revision", number, 1, 2**63 - 1)
     return respond(publications.revision(dynamodb(), table(), ident("publication id", publication_id),
                                          revision))  # fmt: skip
@@ -231,6 +263,7 @@ def publication_revision(publication_id: str, number: str) -> Response:
     TITLE, ("TitleId", "Name"), extra={"Tags": {"type": "array", "items": {"type": "string"}}}),
     responses={201: "the title added"})  # fmt: skip
 def add_title(publication_id: str) -> Response:
+    """Add a title to a publication, with its tags."""
     values, rest = _fields(TITLE, ("TitleId", "Name"), extra=("Tags",))
     tags = rest.get("Tags", [])
     if not isinstance(tags, list) or not all(isinstance(t, str) for t in tags):
@@ -247,6 +280,7 @@ def add_title(publication_id: str) -> Response:
 
 @route("GET", "/publications/<publication_id>/titles", query=(("tag", {"type": "string"}),))
 def titles(publication_id: str) -> Response:
+    """A publication's titles, or those with a tag."""
     tag = app.current_event.get_query_string_value("tag", None)
     tag = None if tag is None else as_field(TITLE_TAG, "Tag", tag, "tag")
     found = publications.titles(dynamodb(), table(), ident("publication id", publication_id), tag)
@@ -255,6 +289,7 @@ def titles(publication_id: str) -> Response:
 
 @route("GET", "/publications/<publication_id>/titles/<title_id>/tags")
 def title_tags(publication_id: str, title_id: str) -> Response:
+    """A title's tags."""
     return respond({"tags": publications.tags(dynamodb(), table(), ident("publication id", publication_id),
                                               ident("title id", title_id))})  # fmt: skip
 
@@ -276,6 +311,8 @@ REVIEW_BODY = openapi.fields(
 
 @route("PUT", "/products/<product_id>/reviews/<review_id>", body=REVIEW_BODY)
 def put_review(product_id: str, review_id: str) -> Response:
+    """Create or replace a review and its body (a large body is stored apart); answers the review without its
+    body."""
     values, rest = _fields(REVIEW, ("CustomerId", "Rating", "Title"), extra=("Body",))
     text = rest.get("Body")
     if not isinstance(text, str) or not text:
@@ -286,12 +323,14 @@ def put_review(product_id: str, review_id: str) -> Response:
 
 @route("GET", "/products/<product_id>/reviews/<review_id>")
 def get_review(product_id: str, review_id: str) -> Response:
+    """A review and its body."""
     return respond(reviews.get_review(dynamodb(), table(), _place(), ident("product id", product_id),
                                       ident("review id", review_id)))  # fmt: skip
 
 
 @route("DELETE", "/products/<product_id>/reviews/<review_id>")
 def delete_review(product_id: str, review_id: str) -> Response:
+    """Delete a review and its body."""
     reviews.delete_review(dynamodb(), table(), _place(), ident("product id", product_id),
                           ident("review id", review_id))  # fmt: skip
     return respond(None, status=204)
@@ -305,6 +344,7 @@ DETAIL_FIELDS = ("Name", "Category", "Description", "Attributes")
 
 @route("PUT", "/customers/<customer_id>", body=openapi.fields(CUSTOMER, CUSTOMER_FIELDS))
 def put_customer(customer_id: str) -> Response:
+    """Create or replace a customer in PostgreSQL, its master (its DynamoDB view follows)."""
     values, _ = _fields(CUSTOMER, CUSTOMER_FIELDS)
     values["CustomerId"] = ident("customer id", customer_id)
     with engine().begin() as conn:
@@ -318,6 +358,7 @@ AVAILABILITY = openapi.fields(PRODUCT_AVAILABILITY, ("Price", "Stock"))["propert
 @route("PUT", "/products/<product_id>", body=openapi.fields(
     PRODUCT_DETAILS, DETAIL_FIELDS, extra=AVAILABILITY, required=("Price", "Stock")))  # fmt: skip
 def put_product(product_id: str) -> Response:
+    """Create or replace a product's details, price and stock in PostgreSQL, their master."""
     details, rest = _fields(PRODUCT_DETAILS, DETAIL_FIELDS, extra=("Price", "Stock"))
     availability = from_json(PRODUCT_AVAILABILITY, rest, ("Price", "Stock"))
     _cents("Price", availability["Price"])
@@ -328,6 +369,7 @@ def put_product(product_id: str) -> Response:
 
 @route("PUT", "/products/<product_id>/price", body=openapi.fields(PRODUCT_AVAILABILITY, ("Price",)))
 def set_price(product_id: str) -> Response:
+    """Change a product's price in PostgreSQL, its master."""
     given, _ = _fields(PRODUCT_AVAILABILITY, ("Price",))
     _cents("Price", given["Price"])
     version = catalog.set_price(engine(), ident("product id", product_id), given["Price"])

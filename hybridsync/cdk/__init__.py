@@ -3,11 +3,11 @@
 monitoring (every alarm, with its topic, and the dashboard).
 Rendered from the model alone; synth makes no AWS calls.
 
-    cdk.json:  {"app": "python -m hybridsync.cdk"}      # the model named in pyproject.toml
+    cdk.json:  {"app": "python3 app.py"}    # app.py: App(), build(app), synth_or_exit(app)
 
-or, to add constructs of your own, an app of yours:
-
-    app = App(); stacks = hybridsync.cdk.build(app, MODEL); ...; hybridsync.cdk.synth(app)
+`build` makes the stacks of the model pyproject.toml names (or of the one it is given); constructs of
+your own go between it and `synth_or_exit`. (`python -m hybridsync.cdk` does the same, without a
+file of yours.)
 
 `synth` checks the templates against what AWS documents (hybridsync.cdk.rules): a policy, key, route
 or certificate that would fail in AWS fails the synth, naming the resource and the AWS page.
@@ -17,13 +17,13 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["DeployTruthError", "build", "synth"]
+__all__ = ["DeployTruthError", "build", "synth", "synth_or_exit"]
 
 
 def __getattr__(name: str) -> Any:
     """`build` and `synth` import aws_cdk, which starts a Node process: only when asked for, so the
     local app and `hybridsync doctor` read the deploy truth (`hybridsync.cdk.rules`) without it."""
-    if name in ("build", "synth"):
+    if name in ("build", "synth", "synth_or_exit"):
         from hybridsync.cdk import app
 
         return getattr(app, name)

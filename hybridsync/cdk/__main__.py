@@ -1,17 +1,10 @@
-"""CDK entry point of a project: `cdk synth|deploy` with `"app": "python -m hybridsync.cdk"` in
-cdk.json (see the README). Makes no AWS call of its own (a stack pinned by `-c kms_key_arn=` has the
-CDK CLI look its availability zones up: docs/deploying.md); refuses templates that would fail in AWS
-(hybridsync.cdk.rules), one line per finding."""
-
-import sys
+"""`python -m hybridsync.cdk`: the CDK app of a project without an `app.py` of its own (cdk.json's
+"app" of projects made before `hybridsync init` wrote one). Same as app.py: the model's stacks,
+checked against what AWS documents (hybridsync.cdk.rules), one line per finding."""
 
 from aws_cdk import App
 
-from hybridsync.cdk import DeployTruthError, build, synth
+from hybridsync.cdk import build, synth_or_exit
 
-app = App()
-build(app)
-try:
-    synth(app)
-except DeployTruthError as refused:
-    sys.exit(f"hybridsync: the synthesized templates would fail in AWS: {refused}")
+build(app := App())
+synth_or_exit(app)

@@ -3,6 +3,8 @@ the synth that refuses templates the deploy truth finds fault with (see hybridsy
 
 from __future__ import annotations
 
+import sys
+
 from aws_cdk import App, Aspects, Environment, cx_api
 from cdk_nag import AwsSolutionsChecks
 
@@ -14,7 +16,7 @@ from hybridsync.cdk.data import DataStack
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
-from hybridsync.cdk.rules import Templates, enforce
+from hybridsync.cdk.rules import DeployTruthError, Templates, enforce
 from hybridsync.model import config
 from hybridsync.model.declare import Model
 
@@ -72,3 +74,12 @@ def synth(app: App) -> cx_api.CloudAssembly:
     assembly = app.synth()
     enforce(Templates({stack.stack_name: stack.template for stack in assembly.stacks}))
     return assembly
+
+
+def synth_or_exit(app: App) -> None:
+    """A CDK app's last line: `synth`, and on a finding exit with one line per finding, as `cdk
+    synth` shows it, rather than a traceback."""
+    try:
+        synth(app)
+    except DeployTruthError as refused:
+        sys.exit(f"hybridsync: the synthesized templates would fail in AWS: {refused}")

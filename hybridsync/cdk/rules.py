@@ -1,7 +1,7 @@
 """The deploy truth: what the synthesized templates must hold to work in AWS and no local run can show
 (resource and key policies, routes out of a VPC, customer keys, the CA a database presents, the order
 of a deploy), checked on every synth. Each rule states a fact of AWS's and cites the page it comes
-from; `python -m hybridsync.cdk` (what `cdk synth` runs) refuses templates that break one, naming the
+from; a project's app.py (what `cdk synth` runs: `synth_or_exit`) refuses templates that break one, naming the
 resource, and the infra tier breaks each rule on purpose to see it refuse. The local app reads the same
 facts (`network`) to refuse what AWS would refuse.
 

@@ -45,9 +45,24 @@ testpaths = ["tests"]
 addopts = "-ra"
 """
 
+APP = '''\
+"""The CDK app: `npx cdk synth` and `npx cdk deploy` run this file (cdk.json's "app").
+
+hybridsync builds the stacks of the model `pyproject.toml` names ([tool.hybridsync] model): data,
+database, pipeline, api and monitoring. Constructs of your own go between build and synth."""
+
+from aws_cdk import App
+
+from hybridsync.cdk import build, synth_or_exit
+
+app = App()
+stacks = build(app)  # {"data": ..., "database": ..., "pipeline": ..., "api": ..., "monitoring": ...}
+synth_or_exit(app)  # checks the templates against what AWS documents; exits naming each finding
+'''
+
 CDK_JSON = """\
 {{
-  "app": "python3 -m hybridsync.cdk",
+  "app": "python3 app.py",
   "context": {{
     "prefix": "{title}",
     "dev": false,
@@ -260,6 +275,7 @@ def write(directory: Path, package: str | None = None) -> list[Path]:
     files = {
         "pyproject.toml": PYPROJECT.format(package=package, version=_version()),
         "cdk.json": CDK_JSON.format(title=title),
+        "app.py": APP,
         "package.json": PACKAGE_JSON.format(package=package.replace("_", "-"), cdk=_cdk_version()),
         ".gitignore": GITIGNORE,
         f"{package}/__init__.py": f'"""{package}: DynamoDB in front of PostgreSQL."""\n',

@@ -32,7 +32,7 @@ def _sources(root: Path) -> list[Path]:
     """What a synthesized app is made from: the project's settings, its model's package, the engine."""
     from hybridsync.model import config
 
-    return [root / "pyproject.toml", root / "cdk.json", config.package_dir(), ENGINE]
+    return [root / "pyproject.toml", root / "cdk.json", root / "app.py", config.package_dir(), ENGINE]
 
 
 def synth_if_stale(assembly: Path, *, synth: bool = True) -> Path:
@@ -53,7 +53,7 @@ def synth_if_stale(assembly: Path, *, synth: bool = True) -> Path:
         settings = json.loads((root / "cdk.json").read_text())
     except (OSError, ValueError) as error:
         raise TemplateError(f"{root / 'cdk.json'}: {error}") from None
-    command = shlex.split(settings.get("app", "python -m hybridsync.cdk"))
+    command = shlex.split(settings.get("app", "python3 app.py"))
     if command and Path(command[0]).name.startswith("python"):
         command[0] = sys.executable  # this environment's Python, whatever cdk.json calls it
     # what the CDK CLI adds to every synth: construct paths and asset folders in the metadata

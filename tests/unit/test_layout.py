@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import ast
 import importlib
+import json
 import subprocess
 import sys
 from pathlib import Path
@@ -152,3 +153,13 @@ def test_importing_hybridsync_imports_none_of_its_modules():
 def test_a_public_module_imports_from_the_top(name):
     assert getattr(hybridsync, name) is importlib.import_module(hybridsync.PUBLIC[name])
     assert name in dir(hybridsync)
+
+
+def test_the_cdk_app_is_app_py_at_the_top_as_in_every_init_project():
+    """CDK's convention (`cdk init`): cdk.json runs `python3 app.py`, where a CDK user looks first;
+    this repository's app.py is the one `hybridsync init` writes."""
+    from hybridsync.cli import scaffold
+
+    assert json.loads((ROOT / "cdk.json").read_text())["app"] == "python3 app.py"
+    assert json.loads(scaffold.CDK_JSON.format(title="T"))["app"] == "python3 app.py"
+    assert (ROOT / "app.py").read_text() == scaffold.APP

@@ -1,7 +1,9 @@
 """The generated parts of the docs site: the CLI reference from the parser (every command, its help
 and its example), the settings reference from the stacks' declaration of their context keys, and
 the HTTP API reference from the OpenAPI document (`docs/openapi.json`: every route, its
-parameters, body, answers and an example).
+parameters, body, answers and an example), and the Python reference's pages, one per engine
+package (its modules' summaries from their docstrings; mkdocstrings renders each module's API
+when the site is built).
 
 Each is committed into its page between `<!-- generated: NAME -->` and `<!-- end generated -->`,
 so the page reads whole on GitHub too; `python -m hybridsync.cli.reference --write` refreshes them
@@ -11,6 +13,8 @@ fills them again when the site is built, so the site never shows a stale one."""
 from __future__ import annotations
 
 import argparse
+import ast
+import functools
 import json
 import os
 import re
@@ -297,10 +301,61 @@ def _route(path: str, method: str, operation: dict[str, Any], common: dict[str, 
     return parts
 
 
+def python_modules(package: str) -> dict[str, str]:
+    """The public modules of one engine package (its own `__init__` first, then every module not
+    named with an underscore, subpackages included, migration scripts not): name -> the first
+    line of its docstring, read without importing it."""
+    folder = root() / package.replace(".", "/")
+    found = {}
+    for path in sorted(folder.rglob("*.py")):
+        parts = path.relative_to(root()).with_suffix("").parts
+        if parts[-1] == "__init__":
+            parts = parts[:-1]
+        elif parts[-1].startswith("_") or "versions" in parts or parts[-1] == "env":
+            continue
+        docstring = ast.get_docstring(ast.parse(path.read_text())) or ""
+        found[".".join(parts)] = " ".join(docstring.split("\n\n")[0].split())
+    return dict(sorted(found.items(), key=lambda item: (item[0] != package, item[0])))
+
+
+def python_packages() -> list[str]:
+    """The engine's packages, as the Python reference pages them."""
+    return sorted(f"hybridsync.{p.parent.name}" for p in (root() / "hybridsync").glob("*/__init__.py"))
+
+
+def python_index_markdown() -> str:
+    rows = ["| package | what it is | modules |", "| --- | --- | --- |"]
+    for package in python_packages():
+        modules = python_modules(package)
+        name = package.split(".")[1]
+        rows.append(f"| [`{package}`]({name}.md) | {_cell(_sentence(modules[package]))} | {len(modules)} |")
+    return "\n".join(rows)
+
+
+def _sentence(text: str) -> str:
+    return text.split(". ")[0].rstrip(".") + "."
+
+
+def python_package_markdown(package: str) -> str:
+    """One package's page: its modules' summaries, then each module's API rendered by mkdocstrings
+    from its docstrings when the site is built."""
+    modules = python_modules(package)
+    lines = [modules[package], "", "| module | what it is |", "| --- | --- |"]
+    lines += [f"| [`{name}`](#{name.replace('.', '')}) | {_cell(_sentence(text))} |"
+              for name, text in modules.items() if name != package]  # fmt: skip
+    for name in modules:
+        if name != package:
+            lines += ["", f"## `{name}`", "", f"::: {name}", "    options:", "      show_root_heading: false",
+                      "      heading_level: 3", "      show_submodules: false"]  # fmt: skip
+    return "\n".join(lines)
+
+
 GENERATED: dict[str, Callable[[], str]] = {
     "cli": cli_markdown,
     "settings": settings_markdown,
     "http_api": http_api_markdown,
+    "python_index": python_index_markdown,
+    **{f"python_{p.split('.')[1]}": functools.partial(python_package_markdown, p) for p in python_packages()},
 }
 
 
@@ -324,7 +379,8 @@ def stale(docs: Path | None = None) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m hybridsync.cli.reference",
-        description="the docs' generated parts (CLI, settings, HTTP API) as their generators make them now",
+        description="the docs' generated parts (CLI, settings, HTTP API, the Python API's pages) as "
+        "their generators make them now",
     )
     parser.add_argument("--write", action="store_true", help="rewrite the stale pages in place")
     args = parser.parse_args(argv)

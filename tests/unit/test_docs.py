@@ -69,6 +69,22 @@ def test_the_generated_pages_are_committed_as_their_generators_make_them_now():
     assert not stale, f"{stale}: stale generated parts; run: python -m hybridsync.cli.reference --write"
 
 
+def test_the_python_reference_renders_every_public_module_of_every_engine_package():
+    """Every engine package has a page in the nav, and every module not named with an underscore
+    (found on disk, not from the generator's own list) has a `:::` directive on its package's page."""
+    nav = (ROOT / "mkdocs.yml").read_text()
+    engine = ROOT / "hybridsync"
+    for package in sorted(p.parent for p in engine.glob("*/__init__.py")):
+        page = DOCS / "reference" / "python" / f"{package.name}.md"
+        assert f"reference/python/{package.name}.md" in nav, package.name
+        text = page.read_text()
+        for module in package.rglob("*.py"):
+            parts = module.relative_to(ROOT).with_suffix("").parts
+            if parts[-1].startswith("_") or "versions" in parts or parts[-1] == "env":
+                continue
+            assert f"::: {'.'.join(parts)}\n" in text, (page.name, module)
+
+
 def test_the_http_reference_has_every_route_of_the_document_with_a_valid_example():
     document = json.loads((DOCS / "openapi.json").read_text())
     page = (DOCS / "reference" / "http-api.md").read_text()

@@ -166,6 +166,8 @@ def _up(args: argparse.Namespace) -> int:
             if app.streams_server is not None:
                 env["DYNAMODB_STREAMS_ENDPOINT"] = app.streams_server.endpoint
             env |= app.operator_environment()
+            if app.http is not None:  # the HTTP API, as the api stack's output ApiUrl names it deployed
+                env["API_URL"] = f"http://127.0.0.1:{app.http.server_address[1]}"
             env |= local.plain_boto3(env)
             env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in env.items()))
             took = time.monotonic() - started

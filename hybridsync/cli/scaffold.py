@@ -68,6 +68,7 @@ CDK_JSON = """\
     "dev": false,
     "tracing": true,
     "@aws-cdk/aws-lambda:recognizeLayerVersion": true,
+    "@aws-cdk/core:defaultCrossStackReferences": "strong",
     "@aws-cdk/core:checkSecretUsage": true,
     "@aws-cdk/aws-iam:minimizePolicies": true,
     "@aws-cdk/core:enablePartitionLiterals": true,
@@ -220,16 +221,45 @@ def seed(app: Any, engine: sa.Engine, customers: int = 20, invoices: int = 200) 
 '''
 
 ROUTES = '''\
-"""The HTTP routes of {package}'s API function (`[tool.hybridsync] routes`): a cached customer
-(cache-aside: DynamoDB, else PostgreSQL then DynamoDB) and the month's top customers."""
+"""The HTTP routes of {package}'s API function (`[tool.hybridsync] routes`): an invoice written and
+read in DynamoDB, a cached customer (cache-aside: DynamoDB, else PostgreSQL then DynamoDB) and the
+month's top customers."""
 
 from aws_lambda_powertools.event_handler import Response
 
+from hybridsync.api import openapi
+from hybridsync.api.web import (
+    app, as_field, body, cached, error, get, ident, period, respond, route, table, top_n,
+)
+from hybridsync.dynamodb import store, views, writes
+from hybridsync.model.convert import from_json
 from hybridsync.reads import cache, rankings
 from hybridsync.runtime.clients import dynamodb, engine
-from hybridsync.api.web import app, cached, error, get, ident, period, respond, table, top_n
 
-from {package}.model import CUSTOMER, TOTALS
+from {package}.model import CUSTOMER, INVOICE, TOTALS
+
+INVOICE_FIELDS = ("IssuedAt", "Amount", "Status")
+INVOICE_BODY = openapi.fields(INVOICE, INVOICE_FIELDS)
+
+
+@route("PUT", "/customers/<customer_id>/invoices/<invoice_id>", body=INVOICE_BODY)
+def put_invoice(customer_id: str, invoice_id: str) -> Response:
+    """Write an invoice in DynamoDB, its master: the stream carries it to PostgreSQL and into
+    CustomerTotals."""
+    values = from_json(INVOICE, body(), INVOICE_FIELDS)
+    values["CustomerId"] = as_field(INVOICE, "CustomerId", customer_id, "customer id")
+    values["InvoiceId"] = as_field(INVOICE, "InvoiceId", invoice_id, "invoice id")
+    return respond(writes.put(dynamodb(), table(), INVOICE, values))
+
+
+@get("/customers/<customer_id>/invoices/<invoice_id>")
+def get_invoice(customer_id: str, invoice_id: str) -> Response:
+    """An invoice, read from DynamoDB."""
+    key = {{"CustomerId": ident("customer id", customer_id), "InvoiceId": ident("invoice id", invoice_id)}}
+    item = store.get(dynamodb(), table(), INVOICE.key(key))
+    if item is None:
+        return error(404, f"no invoice {{invoice_id!r}} of customer {{customer_id!r}}")
+    return respond(views.public(INVOICE, item))
 
 
 @get("/customers/<customer_id>")

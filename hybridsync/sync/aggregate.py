@@ -7,6 +7,8 @@ shard id when the event source mapping uses a tumbling window):
 
 1. A cursor item holds the shard's watermark, the last sequence number journaled. Records at or
    below it are skipped: replays, bisected halves and retried batches arriving late change nothing.
+   A record refused (a dead letter) is journaled as changing nothing, so the watermark passes it:
+   everything up to the watermark is what the aggregates hold, which a rebuild relies on.
 2. The remaining records are summed into net deltas per aggregate item (a hot product is written
    once per batch, not once per record), stored as a journal, and the watermark advanced: one
    TransactWriteItems, conditional on the watermark read.
@@ -99,6 +101,14 @@ class Outcome:
 
 class ConcurrentUpdate(Exception):
     """Another invocation moved the shard's cursor between our read and our write."""
+
+
+def _sequence(record: dict[str, Any]) -> int | None:
+    """A refused record's sequence number, if it has a readable one."""
+    try:
+        return sequence(record)
+    except (Rejected, TypeError, ValueError, KeyError, AttributeError):
+        return None
 
 
 def _padded(sequence: int) -> str:
@@ -283,7 +293,10 @@ class Aggregation:
             raise ValueError("the shard id is required (the event source mapping needs a tumbling window)")
         parsed, rejected, skipped = triage(records, self.parse)
         outcome = Outcome(received=len(records), skipped=skipped)
-        self._fold(parsed, client, table, shard, outcome, dead_letter)
+        refused = [
+            RecordDelta(n, {}, letter.record) for letter in rejected if (n := _sequence(letter.record))
+        ]
+        self._fold(parsed, client, table, shard, outcome, dead_letter, refused)
         _reject(outcome, rejected, dead_letter)  # parse rejections are stored after: a retry meets them again
         return outcome
 
@@ -318,10 +331,12 @@ class Aggregation:
         return outcome
 
     def _fold(self, parsed: list[RecordDelta], client: Any, table: str, shard: str, outcome: Outcome,
-              dead_letter: Letters) -> None:  # fmt: skip
-        """Journal and apply the records past the shard's watermark (see the module's steps)."""
-        deltas = sorted((d for d in parsed if d.deltas), key=lambda d: d.sequence)
-        outcome.skipped += len(parsed) - len(deltas)
+              dead_letter: Letters, refused: Sequence[RecordDelta] = ()) -> None:  # fmt: skip
+        """Journal and apply the records past the shard's watermark (see the module's steps);
+        `refused` records (dead letters) are journaled as changing nothing."""
+        changing = [d for d in parsed if d.deltas]
+        outcome.skipped += len(parsed) - len(changing)
+        deltas = sorted([*changing, *refused], key=lambda d: d.sequence)
         for attempt in range(1, CONCURRENT_RETRIES + 1):
             try:
                 cursor = self._read_cursor(client, table, shard, outcome)
@@ -329,7 +344,7 @@ class Aggregation:
                     self._apply_journal(client, table, shard, cursor, outcome, dead_letter)
                 watermark = int(cursor.get("Watermark", 0))
                 pending = [d for d in deltas if d.sequence > watermark]
-                outcome.duplicates = len(deltas) - len(pending)
+                outcome.duplicates = sum(1 for d in deltas if d.deltas and d.sequence <= watermark)
                 if pending:
                     new_shard = "Watermark" not in cursor
                     for run, totals in _exact_runs(pending):
@@ -436,7 +451,7 @@ class Aggregation:
             items.append({"Put": {"TableName": table, "Item": marshal(registered)}})
             units += _units(100)
         self._transact(client, items, outcome, units + _units(200))
-        outcome.applied += len(pending)
+        outcome.applied += sum(1 for d in pending if d.deltas)
         cursor.update({"Watermark": journal, "Pending": journal, "Chunks": len(chunks), "Progress": 0})
 
     def _load_journal(

@@ -12,6 +12,7 @@ import pytest
 from hybridsync.dynamodb import store
 from hybridsync.dynamodb.scans import Pacer, Scanner
 from hybridsync.local import streams
+from hybridsync.model.convert import marshal
 from hybridsync.sync import aggregate, jobs, rebuild
 from hybridsync.sync.jobs import JobStore, Services
 from shop.model import MODEL
@@ -89,3 +90,41 @@ def test_a_rebuild_counts_every_record_once_with_writes_going(own, engine, monke
         reader.shard,
     )
     assert before.applied == 0 and stored_equals_recount(client, table)
+
+
+def test_a_rebuild_counts_an_item_fixed_after_the_aggregation_refused_it(stack, engine, monkeypatch):
+    """A line another writer put with a quantity that is text is a dead letter of the aggregation,
+    and so is its fix in place (its old image is still the bad one). The watermark passes both, so
+    the rebuild counts the fixed line from the table instead of waiting for records the stream will
+    never apply again."""
+    own = stack.with_tables(f"rp{uuid.uuid4().hex[:4]}")
+    client, table = own.client(), own.table_names["main"]
+    arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    reader = streams.StreamReader(own.client("dynamodbstreams"), arn, start="TRIM_HORIZON")
+    aggregation, letters = aggregate.Aggregation(MODEL), []
+    line(client, table, "o-1", 1, "p0", 3)
+    good = {
+        "OrderId": "o-2",
+        "CustomerId": "c-rb",
+        "CreatedAt": "2026-11-22T10:00:00.000Z",
+        "Version": 1,
+        "Status": "OPEN",
+        "LineNo": 1,
+        "ProductId": "p1",
+        "Quantity": 3,
+        "UnitPrice": Decimal("2.50"),
+    }
+    bad = MODEL.entity("OrderLine").item(good) | {"Quantity": "three"}  # another writer's mistake
+    client.put_item(TableName=table, Item=marshal(bad))
+    aggregation.aggregate(reader.read(), client, table, reader.shard, dead_letter=letters.extend)
+    line(client, table, "o-2", 1, "p1", 3, version=2)  # fixed in place: its old image is the bad one
+    aggregation.aggregate(reader.read(), client, table, reader.shard, dead_letter=letters.extend)
+    assert len(letters) == 2 and not stored_equals_recount(client, table)
+
+    monkeypatch.setattr(rebuild.time, "sleep", lambda _: None)
+    services = Services(client, engine, MODEL, dict(own.table_names), own.client, Pacer(None))
+    job = jobs.start(services, "rebuild", {"no_pause": True})
+    outcome = jobs.run(JobStore(client, MODEL, services.tables), job, jobs.in_process(services))
+    assert outcome.undone == 0 and outcome.counts.written > 0
+    aggregation.aggregate(reader.read(), client, table, reader.shard)  # resumed: nothing after it
+    assert stored_equals_recount(client, table)

@@ -40,7 +40,10 @@ def _where(entity: Entity, table: sa.Table, key_values: dict[str, Any]) -> sa.Co
 
 
 def upsert(conn: sa.Connection, entity: Entity, values: dict[str, Any]) -> int:
-    """Insert or replace a row (every field given; absent optional ones become NULL); its version."""
+    """Insert or replace a row (every field given; an absent one takes its declared default, as an
+    item does, else NULL); its version."""
+    defaults = {f.attribute: f.default for f in entity.fields if f.default is not None}
+    values = defaults | {a: v for a, v in values.items() if v is not None or a not in defaults}
     for f in entity.fields:
         if f.required and values.get(f.attribute) is None:
             raise Invalid(f.attribute, f"{f.attribute} is required")

@@ -170,6 +170,21 @@ def downgrade() -> None:
 '''
 
 
+UPSERT_WITHOUT_PHONE = """
+import sys
+
+import sqlalchemy as sa
+
+from hybridsync.runtime import db
+from hybridsync.sql import rows
+from invoicing.model import CUSTOMER
+
+engine = sa.create_engine(db.sqlalchemy_url(sys.argv[1]))
+with engine.begin() as conn:  # a customer written as before the field: it takes the default
+    rows.upsert(conn, CUSTOMER, {"CustomerId": "c-new", "Name": "New", "Email": "new@example.com"})
+"""
+
+
 def cli(project: Path, *args: str) -> subprocess.CompletedProcess:
     """A `hybridsync` command that may fail: its result, whatever it is."""
     return subprocess.run([sys.executable, "-m", "hybridsync.cli", *args], cwd=project, capture_output=True,
@@ -251,6 +266,7 @@ def test_a_field_added_to_a_seeded_project_takes_a_default(project):
         assert re.search(r"server_default=.unknown.", text) and re.search(r"server_default=.none.", text)
         assert "suppliers_outbox" in text  # the trigger a PostgreSQL-mastered table needs
         run([sys.executable, "-m", "hybridsync.cli", "migrations", "upgrade", "--url", url], cwd=project)
+        run([sys.executable, "-c", UPSERT_WITHOUT_PHONE, url], cwd=project)  # the scaffold's seed's write
         engine = sa.create_engine(db.sqlalchemy_url(url))
         with engine.connect() as conn:
             phones = conn.execute(sa.text("SELECT DISTINCT phone FROM customers")).scalars().all()

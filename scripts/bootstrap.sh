@@ -24,3 +24,5 @@ fi
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"
 export VIRTUAL_ENV="$PWD/.venv"
 export JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1  # Node 20 end-of-life banner from jsii
+# and, past its end of life (2026-10-30), jsii's red banner, silenced for this Node's major version
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION="$(node -p 'process.versions.node.split(".")[0]')"

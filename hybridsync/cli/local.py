@@ -43,7 +43,7 @@ def _init(args: argparse.Namespace) -> int:
         f"\na hybridsync project in {args.directory}/. Next:\n  cd {args.directory}\n"
         "  hybridsync up --seed --once      # the app locally: seed data, then drift and aggregates checked\n"
         "  python -m pytest                 # the contract suite, over your entities and aggregates\n"
-        "  npx cdk synth                    # the CloudFormation of it all"
+        "  npm install && npx cdk synth     # the CloudFormation of it all (app.py builds it)"
     )
     return 0
 

@@ -333,7 +333,7 @@ def python_index_markdown() -> str:
 
 
 def _sentence(text: str) -> str:
-    return text.split(". ")[0].rstrip(".") + "."
+    return text.split(". ")[0].rstrip(".:") + "."  # a summary ending in a colon introduces a list
 
 
 def python_package_markdown(package: str) -> str:

@@ -225,6 +225,8 @@ ROUTES = '''\
 read in DynamoDB, a cached customer (cache-aside: DynamoDB, else PostgreSQL then DynamoDB) and the
 month's top customers."""
 
+from datetime import UTC, datetime
+
 from aws_lambda_powertools.event_handler import Response
 
 from hybridsync.api import openapi
@@ -273,8 +275,9 @@ def customer(customer_id: str) -> Response:
 
 @get("/customers/top")
 def top_customers() -> Response:
-    event = app.current_event
-    month = period(None, event.get_query_string_value("month", None))
+    """The month's top customers by total (`?month=2026-11`; this month by default)."""
+    this_month = datetime.now(UTC).strftime("%Y-%m")
+    month = period(None, app.current_event.get_query_string_value("month", None) or this_month)
     top = rankings.top_of(dynamodb(), table(), TOTALS, month, top_n())
     return respond({{"month": month, "customers": top}})
 '''

@@ -212,7 +212,9 @@ def show(console: Console, f: dict[str, Any], extra: list[Section] = ()) -> None
         for row in rows:
             table.add_row(*map(str, row))
         console.print(table)
-    letters = Table(title=f"dead letters ({len(f['dead_letters'])})")
+    letters = Table(title=f"dead letters ({len(f['dead_letters'])})",
+                    caption="records a consumer refused, each with its reason: their items have no row "
+                    "(`hybridsync dead-letters list`)" if f["dead_letters"] else None)  # fmt: skip
     letters.add_column("consumer"), letters.add_column("reason")
     for source, reason in f["dead_letters"]:
         letters.add_row(source, reason)
@@ -225,8 +227,10 @@ def show(console: Console, f: dict[str, Any], extra: list[Section] = ()) -> None
     if alarms := f.get("alarms"):
         firing = sorted(name for name, a in alarms.items() if a["state"] == "ALARM")
         counts = {state: sum(a["state"] == state for a in alarms.values()) for state in ("OK", "ALARM")}
+        unmeasured = len(alarms) - sum(counts.values())
         console.print(
-            f"alarms: {counts['ALARM']} in ALARM, {counts['OK']} OK of {len(alarms)} (periods as deployed: "
+            f"alarms: {counts['ALARM']} in ALARM, {counts['OK']} OK, {unmeasured} not measured locally "
+            f"(DynamoDB, RDS Proxy, Aurora metrics; periods as deployed: "
             f"a dead letter alarms once its 5-minute period is complete; `hybridsync status`)"
             + (f": {', '.join(firing)}" if firing else "")
         )

@@ -87,7 +87,7 @@ def model(spec: str | None = None) -> Model:
     spec = model_spec(spec)
     found = load(spec)
     if not isinstance(found, Model):
-        raise ConfigurationError(f"{spec} is a {type(found).__name__}, not a hybridsync.declare.Model")
+        raise ConfigurationError(f"{spec} is a {type(found).__name__}, not a hybridsync.model.declare.Model")
     return found
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import io
+import os
 import sys
 
 from hybridsync.cli import adopt, costs, doctor, local, operations, reads, schema
@@ -55,6 +56,9 @@ def main(argv: list[str] | None = None) -> int:
             f"hybridsync {args.command}: no AWS region: set AWS_REGION, or `source .local/env` "
             "for the local app"
         ) from None
+    except BrokenPipeError:  # `hybridsync status | head`: the reader left; end quietly, as Unix tools do
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own advice (signal docs)
+        return 1
 
 
 if __name__ == "__main__":

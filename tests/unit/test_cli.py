@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import argparse
+import subprocess
+import sys
 
 from hybridsync import cli
 from hybridsync.cli import reference
@@ -45,3 +47,12 @@ def test_a_redrive_of_a_source_it_cannot_apply_says_what_to_do_instead():
             cli.main(["dead-letters", "redrive", "--source", source, "--deployed"])  # before any call
     (letters,) = (c for n, c in reference.commands().items() if n == "dead-letters")
     assert "(load)" in " ".join(letters.format_help().split())
+
+
+def test_a_reader_that_leaves_early_ends_a_command_quietly():
+    """`hybridsync model | head -1`: the pipe closes under the command; no traceback, as Unix tools."""
+    command = subprocess.Popen([sys.executable, "-m", "hybridsync.cli", "model"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)  # fmt: skip
+    command.stdout.close()  # type: ignore[union-attr]
+    errors = command.stderr.read().decode()  # type: ignore[union-attr]
+    assert command.wait(timeout=60) == 1 and "Traceback" not in errors, errors

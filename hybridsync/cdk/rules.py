@@ -42,7 +42,11 @@ PAGES = {
     "rds-tls": f"{DOCS}/AmazonRDS/latest/UserGuide/UsingWithRDS.SSL.html",
     "rotation-order": f"{DOCS}/AWSCloudFormation/latest/UserGuide/"
     "aws-resource-secretsmanager-rotationschedule.html",
+    # "No more than two processes at most should be reading from the same streams shard at the
+    # same time" (Change data capture for DynamoDB Streams: reading and processing a stream)
+    "stream-readers": f"{DOCS}/amazondynamodb/latest/developerguide/Streams.html#Streams.Processing",
 }
+STREAM_READERS = 2  # a DynamoDB stream's shard: more readers are throttled, and every one lags
 
 # Published metrics an alarm may watch: namespace -> metric -> the dimension sets AWS publishes it with.
 _LAMBDA = [("FunctionName",), ("FunctionName", "Resource"), ("FunctionName", "ExecutedVersion")]
@@ -932,7 +936,34 @@ def order_rules(templates: Templates) -> list[Finding]:
     return findings
 
 
-RULES = (topic_rules, metric_rules, network_rules, kms_rules, trust_rules, order_rules)
+def reader_rules(templates: Templates) -> list[Finding]:
+    """At most two processes should read a DynamoDB stream's shard at once: each stream mapping is
+    one (Lambda polls every shard for it), and a third is throttled with the others, so every
+    consumer's lag grows. A table whose stream feeds more than two enabled mappings is refused."""
+    tables = ("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable")
+    readers: dict[Id, list[str]] = {}
+    for ident, mapping in templates.resources("AWS::Lambda::EventSourceMapping"):
+        properties = mapping["Properties"]
+        source = templates.target(ident[0], properties.get("EventSourceArn"))
+        enabled = properties.get("Enabled") is not False  # a paused mapping reads nothing
+        if source and enabled and (templates.get(source) or {}).get("Type") in tables:
+            readers.setdefault(source, []).append(f"{ident[0]}/{ident[1]}")
+    return [
+        Finding(
+            "stream-readers",
+            f"{table[0]}/{table[1]}",
+            f"its stream has {len(mappings)} readers ({', '.join(sorted(mappings))}), past the "
+            f"{STREAM_READERS} AWS advises per shard: all are throttled and each falls behind; fold the "
+            "new processing into a reader that is there, or take the changes from Kinesis Data Streams "
+            "for DynamoDB, which has room for more",
+            PAGES["stream-readers"],
+        )
+        for table, mappings in sorted(readers.items())
+        if len(mappings) > STREAM_READERS
+    ]
+
+
+RULES = (topic_rules, metric_rules, network_rules, kms_rules, trust_rules, order_rules, reader_rules)
 
 
 def check(templates: Templates) -> list[Finding]:

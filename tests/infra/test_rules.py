@@ -345,6 +345,21 @@ def test_a_login_rotated_before_it_exists_is_refused(variants):
     assert all("HybridSync-pipeline/DatabaseUsers" in f.message for f in findings)
 
 
+def test_a_third_reader_of_a_tables_stream_is_refused(variants):
+    """The write-back and the aggregation already are the two readers AWS advises per stream shard:
+    a team's own mapping on the same stream is refused, naming the table and its readers; a paused
+    one reads nothing and passes."""
+    stacks = copy.deepcopy(variants["default"])
+    mappings = of_type(stacks["pipeline"], "AWS::Lambda::EventSourceMapping")
+    own = copy.deepcopy(next(m for k, m in mappings.items() if k.startswith("WriteBack")))
+    stacks["pipeline"]["Resources"]["TeamsOwnConsumer"] = own
+    (finding,) = found(stacks, "stream-readers")
+    assert finding.resource.startswith("HybridSync-data/") and "3 readers" in finding.message
+    assert "HybridSync-pipeline/TeamsOwnConsumer" in finding.message
+    own["Properties"]["Enabled"] = False
+    assert found(stacks, "stream-readers") == []
+
+
 def test_the_synth_refuses_an_app_that_breaks_a_rule():
     flags = json.loads((ROOT / "cdk.json").read_text())["context"]
     app = App(context={**flags, "aws:cdk:bundling-stacks": []})

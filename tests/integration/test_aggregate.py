@@ -454,6 +454,28 @@ def test_a_poison_record_inside_a_journaled_range_still_gets_its_dead_letter_on_
     assert stored(agg, out, shop.tag, shop)[("Sales", shop.product(1), DAY)][0] == 5
 
 
+def test_a_refused_record_moves_the_watermark_and_replays_count_nothing_twice(
+    dynamodb, agg, target, shop, stream, stack
+):
+    """A batch ending in a poison record: the watermark passes it (journaled as changing nothing,
+    so a rebuild never waits for it), and the batch replayed whole, or as the halves bisection
+    sends, counts its line once and refuses the poison each time, counting it nowhere."""
+    shop.line("o1", 1, product=1, quantity=2)
+    demo.poison_item(Writer(dynamodb, stack.table_names["main"]), "an order line whose Quantity is text",
+                     f"{shop.tag}-poison")  # fmt: skip
+    batch = stream.read()
+    assert len(batch) == 2 and batch[1]["dynamodb"]["NewImage"]["Quantity"] == {"S": "two"}
+    out, shard = target.table_names["main"], f"{stream.shard}-{shop.tag}"
+    first = AGGREGATION.aggregate(batch, agg, out, shard)
+    assert (first.applied, len(first.rejected), first.duplicates) == (1, 1, 0)
+    cursor = AGGREGATION._read_cursor(agg, out, shard, aggregate.Outcome())
+    assert int(cursor["Watermark"]) == int(batch[1]["dynamodb"]["SequenceNumber"])
+    for delivery in (batch, batch[:1], batch[1:], batch):  # a retry, then bisection's halves, again
+        again = AGGREGATION.aggregate(delivery, agg, out, shard)
+        assert again.applied == 0 and again.duplicates == (1 if delivery[0] is batch[0] else 0)
+    assert stored(agg, out, shop.tag, shop)[("Sales", shop.product(1), DAY)][0] == 2
+
+
 def test_a_sum_past_38_digits_is_a_dead_letter_and_the_next_order_is_counted(
     handler, agg, target, engine, shop, stream
 ):

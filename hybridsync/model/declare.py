@@ -84,6 +84,8 @@ class StreamView(StrEnum):
 
 
 NEW_AND_OLD_IMAGES = StreamView.NEW_AND_OLD_IMAGES
+# Where a table's changes are read from: its DynamoDB stream, or Kinesis Data Streams for DynamoDB.
+CHANGE_SOURCES = ("dynamodb", "kinesis")
 
 
 @dataclass(frozen=True)
@@ -108,7 +110,9 @@ class Index:
 class Table:
     """A DynamoDB table. `name` is logical; deployments prefix it (`hybridsync-main`).
     `distinct_index`: a KEYS_ONLY index keyed on the engine's `#static` items, one per item
-    collection the write path fills, so listing every partition key reads it, not the table."""
+    collection the write path fills, so listing every partition key reads it, not the table.
+    `change_source`: where its changes are read from, `"dynamodb"` (its DynamoDB stream) or
+    `"kinesis"` (Kinesis Data Streams for DynamoDB); None: the app's `-c change_source`."""
 
     name: str
     partition: KeyAttribute
@@ -118,6 +122,12 @@ class Table:
     ttl_attribute: str | None = None
     purpose: str = ""
     distinct_index: str | None = None
+    change_source: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.change_source not in (None, *CHANGE_SOURCES):
+            raise ValueError(f"table {self.name!r}: change_source must be one of {CHANGE_SOURCES}, "
+                             f"not {self.change_source!r}")
 
     def index(self, name: str) -> Index:
         for index in self.indexes:

@@ -16,8 +16,10 @@ def add_plan(cli: Commands) -> None:
     planned = cli.add(
         "plan",
         "the pipeline for a described workload, on paper: shards, concurrency, PostgreSQL connections, "
-        "GSI write shards, where warm and burst capacity matter, and the monthly cost by component",
-        "hybridsync plan --writes-per-s 10000 --item-kb 1 --reads-per-s 20000 --json",
+        "GSI write shards, where warm and burst capacity matter, the monthly cost by component, and "
+        "each change source priced side by side (DynamoDB Streams, Kinesis Data Streams for DynamoDB) "
+        "with which is cheaper and why",
+        "hybridsync plan --writes-per-s 1000 --item-kb 1 --change-source both --own-consumers 1",
         _plan,
     )
     planned.add_argument(
@@ -33,6 +35,18 @@ def add_plan(cli: Commands) -> None:
     planned.add_argument("--settled-share", type=float, default=0.01,
                          help="write-back records settled by reading their item: replays, rows loads "
                               "made (default 0.01)")  # fmt: skip
+    planned.add_argument("--change-source", choices=["both", "dynamodb", "kinesis"], default="both",
+                         help="which change source to price: DynamoDB Streams, Kinesis Data Streams for "
+                              "DynamoDB, or both side by side (default both)")  # fmt: skip
+    planned.add_argument("--kinesis-shards", type=common.positive(int),
+                         help="kinesis: provisioned shards (default: on-demand capacity)")  # fmt: skip
+    planned.add_argument("--retention-h", type=float, default=24,
+                         help="kinesis: hours the stream keeps records, 24-8760 (default 24)")  # fmt: skip
+    planned.add_argument("--own-consumers", type=int, default=0,
+                         help="kinesis: your own consumers beside the engine's two (default 0)")  # fmt: skip
+    planned.add_argument("--no-fan-out", action="store_true",
+                         help="kinesis: consumers share each shard's reads instead of one enhanced "
+                              "fan-out consumer each")  # fmt: skip
     planned.add_argument("--json", action="store_true", help="one JSON object instead of the table")
 
 
@@ -48,8 +62,17 @@ def _plan(args: argparse.Namespace) -> int:
         settled_share=args.settled_share,
     )  # fmt: skip
     result = plan.plan(work)
+    if args.own_consumers < 0:
+        raise SystemExit("plan: --own-consumers must be 0 or more")
+    try:
+        sources = plan.change_sources(work, args.change_source, args.kinesis_shards, args.retention_h,
+                                      args.own_consumers, not args.no_fan_out)  # fmt: skip
+    except ValueError as error:
+        raise SystemExit(f"plan: {error}") from None
     if args.json:
-        print(json.dumps(vars(result)))
+        print(json.dumps(vars(result) | {"change_sources": {
+            name: {"label": c.label, "monthly_usd": c.items | {"total": c.total}, "notes": c.notes}
+            for name, c in sources.items()}, "stream_prices_as_of": plan.STREAM_PRICES_AS_OF}))  # fmt: skip
         return 0
     table = Table("", "", title=f"{args.writes_per_s:,.0f} writes/s of {args.item_kb:g} KB, "
                   f"{args.reads_per_s:,.0f} reads/s (prices of {result.prices_as_of}, us-east-1)")  # fmt: skip  # noqa: E501
@@ -64,7 +87,33 @@ def _plan(args: argparse.Namespace) -> int:
     Console().print(table)
     for note in result.notes:
         print(f"- {note}")
+    _print_sources(sources)
     return 0
+
+
+def _print_sources(sources: dict) -> None:
+    """The change sources side by side: a $/month figure per line item, the total per source, and
+    which is cheaper and why."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from hybridsync.sizing import plan
+
+    names = {"dynamodb": "DynamoDB Streams", "kinesis": "Kinesis Data Streams"}
+    table = Table(title=f"change sources, $/month (prices of {plan.STREAM_PRICES_AS_OF}, us-east-1)")
+    table.add_column("line item", no_wrap=True)
+    for name, cost in sources.items():
+        table.add_column(f"{names[name]} ({cost.label})", justify="right")
+    items = list(dict.fromkeys(item for cost in sources.values() for item in cost.items))
+    for item in items:
+        table.add_row(item, *(f"{c.items[item]:,.2f}" if item in c.items else "-" for c in sources.values()))
+    table.add_row("total", *(f"{c.total:,.2f}" for c in sources.values()), style="bold")
+    Console(width=None if sys.stdout.isatty() else 130).print(table)
+    for cost in sources.values():
+        for note in cost.notes:
+            print(f"- {names[cost.source]}: {note}")
+    if sentence := plan.cheaper(sources):
+        print(sentence)
 
 
 def add_cost(cli: Commands) -> None:

@@ -7,6 +7,7 @@ from typing import Any
 
 from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 from cdk_nag import NagSuppressions
@@ -101,6 +102,7 @@ class DataStack(Stack):
         super().__init__(scope, id, **kwargs)
         self._dev = dev
         self.tables: dict[str, dynamodb.TableV2] = {}
+        self.kinesis_streams: dict[str, kinesis.Stream] = {}  # table -> its change stream (kinesis tables)
         known = {
             "*",
             *(t.name for t in model.tables),
@@ -111,6 +113,8 @@ class DataStack(Stack):
                 raise ValueError(f"-c {setting}: the model has no table or index {', '.join(unknown)} "
                                  f"(its: {', '.join(sorted(known - {'*'}))})")  # fmt: skip
         for table in model.tables:
+            if table.stream and context.change_source(self, table) == "kinesis":
+                self.kinesis_streams[table.name] = self._change_stream(table)
             self.tables[table.name] = self._render(table, dev)
             # the local app names its tables by the model's names (`<prefix>-<name>`), read from here
             self.tables[table.name].node.default_child.add_metadata(TABLE_METADATA, table.name)  # type: ignore[union-attr]
@@ -120,6 +124,8 @@ class DataStack(Stack):
                 CfnOutput(
                     self, f"{named}TableStreamArn", value=self.tables[table.name].table_stream_arn or ""
                 )
+            if stream := self.kinesis_streams.get(table.name):
+                CfnOutput(self, f"{named}ChangeStreamArn", value=stream.stream_arn)
         self.buckets: dict[str, s3.Bucket] = {}
         if model.bodies or model.time_series:
             self.buckets["bodies"] = self._bucket()
@@ -132,6 +138,33 @@ class DataStack(Stack):
         by = "Bodies and archives are read and written only by the engine's functions"
         return private_bucket(self, "BodiesBucket", [rule], dev=self._dev, written_by=by)
 
+    def _change_stream(self, table: Table) -> kinesis.Stream:
+        """Kinesis Data Streams for DynamoDB: the stream the table's changes are copied to (on demand,
+        or `kinesis_shards` provisioned), kept `kinesis_retention_h`, under the customer key if any.
+        DynamoDB writes to it with its service-linked role, whose policy holds kms:GenerateDataKey via
+        Kinesis (DynamoDBKinesisReplicationServiceRolePolicy): the key's policy must let IAM policies
+        grant it, as it must for every key of `-c kms_key_arn` (Kinesis guide, "Permissions to use
+        user-generated KMS keys")."""
+        shards = context.read(self, "kinesis_shards")
+        hours = int(context.read(self, "kinesis_retention_h"))
+        if not 24 <= hours <= 8760:  # Kinesis guide, "Change the data retention period"
+            raise ValueError(f"-c kinesis_retention_h={hours}: a Kinesis stream keeps 24 to 8760 hours")
+        key = customer_key(self)
+        stream = kinesis.Stream(
+            self,
+            f"{title(table.name)}ChangeStream",
+            stream_mode=kinesis.StreamMode.PROVISIONED if shards else kinesis.StreamMode.ON_DEMAND,
+            shard_count=int(shards) if shards else None,
+            retention_period=Duration.hours(hours),
+            encryption=kinesis.StreamEncryption.KMS if key else kinesis.StreamEncryption.MANAGED,
+            encryption_key=key,
+            # a copy of the table's changes: kept past the stack, it would bill by the hour unwritten
+            removal_policy=RemovalPolicy.DESTROY,
+        )
+        # the local app names the stream by the table it carries, as it names the tables
+        stream.node.default_child.add_metadata(TABLE_METADATA, table.name)  # type: ignore[union-attr]
+        return stream
+
     def _render(self, table: Table, dev: bool) -> dynamodb.TableV2:
         key = customer_key(self)
         reads, writes = (
@@ -143,7 +176,8 @@ class DataStack(Stack):
             named = [f"{table.name}/{index}"] if index else []
             return next((limits[n] for n in (*named, table.name, "*") if n in limits), None)
 
-        return dynamodb.TableV2(
+        changes = self.kinesis_streams.get(table.name)
+        rendered = dynamodb.TableV2(
             self,
             f"{title(table.name)}Table",
             partition_key=_attribute(table.partition),
@@ -151,7 +185,10 @@ class DataStack(Stack):
             billing=dynamodb.Billing.on_demand(
                 max_read_request_units=most(reads), max_write_request_units=most(writes)
             ),
+            # Kept with a Kinesis change source: nothing reads it then (no mapping, no grant), an unread
+            # stream costs nothing, and the table (and the local app, which replays it) stays as it was
             dynamo_stream=_STREAMS[table.stream] if table.stream else None,
+            kinesis_stream=changes,
             time_to_live_attribute=table.ttl_attribute,
             encryption=dynamodb.TableEncryptionV2.customer_managed_key(key)
             if key
@@ -176,3 +213,9 @@ class DataStack(Stack):
             ]
             or None,
         )
+        if changes is not None:  # TableV2 has no precision; the engine orders a key's changes by it
+            # (EnableKinesisStreamingConfiguration: ApproximateCreationDateTimePrecision)
+            rendered.node.default_child.add_property_override(  # type: ignore[union-attr]
+                "Replicas.0.KinesisStreamSpecification.ApproximateCreationDateTimePrecision", "MICROSECOND"
+            )
+        return rendered

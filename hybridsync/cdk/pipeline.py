@@ -15,10 +15,11 @@ from typing import Any
 
 import jsii
 from aws_cdk import ArnFormat, CfnOutput, CustomResource, Duration, Stack
-from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kinesis as kinesis
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_logs as logs
@@ -37,7 +38,7 @@ from hybridsync.cdk.assets import (
     dependency_layer,
     function_code,
 )
-from hybridsync.cdk.data import DataStack, customer_key, private_bucket
+from hybridsync.cdk.data import DataStack, customer_key, private_bucket, title
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.dynamodb import timeseries
 from hybridsync.model import config
@@ -120,6 +121,34 @@ def grant_prefix(
         ],
         apply_to_children=True,
     )
+
+
+# What Lambda's poller reads a Kinesis stream with, and an enhanced fan-out consumer: Lambda guide,
+# "Process Amazon Kinesis Data Streams records with Lambda" (execution role permissions)
+KINESIS_READ = [
+    "kinesis:DescribeStream",
+    "kinesis:DescribeStreamSummary",
+    "kinesis:ListShards",
+    "kinesis:GetRecords",
+    "kinesis:GetShardIterator",
+]
+FAN_OUT_READ = ["kinesis:SubscribeToShard", "kinesis:DescribeStreamConsumer"]
+MAX_RECORD_AGE_H = 168  # MaximumRecordAgeInSeconds: at most 604,800 s (Lambda's stream mapping parameters)
+
+
+def grant_kinesis_read(
+    function: lambda_.IFunction, stream: kinesis.IStream, consumer: kinesis.IStreamConsumer | None = None
+) -> None:
+    """What reading `stream` takes, nothing wider: the stream's read actions, an enhanced fan-out
+    `consumer`'s subscription, and kms:Decrypt of a customer key (Kinesis guide, "Permissions to use
+    user-generated KMS keys": a consumer needs kms:Decrypt)."""
+    function.add_to_role_policy(iam.PolicyStatement(actions=KINESIS_READ, resources=[stream.stream_arn]))
+    if consumer is not None:
+        function.add_to_role_policy(
+            iam.PolicyStatement(actions=FAN_OUT_READ, resources=[consumer.stream_consumer_arn])
+        )
+    if stream.encryption_key is not None:
+        stream.encryption_key.grant_decrypt(function)
 
 
 ITEM_ACTIONS = [
@@ -281,6 +310,9 @@ class PipelineStack(Stack):
         }  # upgrades run as the migrator
         if aggregate is not None:  # its mappings are the alias's
             environment["AGGREGATE_FUNCTION"] = aggregate.alias.function_arn
+        streams = self.data.kinesis_streams
+        if streams:  # table -> the Kinesis stream its changes are read from (the others: its DynamoDB stream)
+            environment["CHANGE_STREAMS"] = self.to_json_string({n: s.stream_arn for n, s in streams.items()})
         ops = self.function(
             "Operations",
             name="operations",
@@ -308,8 +340,12 @@ class PipelineStack(Stack):
             )
         )
         for name in sorted(self.data.tables):
-            if self.model.table(name).stream is not None:  # a table without one has no StreamArn
+            if name in streams:  # it reads the stream the consumers read
+                grant_kinesis_read(ops.function, streams[name])
+            elif self.model.table(name).stream is not None:  # a table without one has no StreamArn
                 self.data.tables[name].grant_stream_read(ops.function)
+        if streams:
+            self._kinesis_endpoint()
         self.migrate.function.grant_invoke(ops.function)
         # failed batches: read, and deleted once redriven
         grant_prefix(
@@ -616,36 +652,83 @@ class PipelineStack(Stack):
         handler = self.function(id, name=name, role=role, timeout=Duration.minutes(2), **options)
         consumer = self.consumers[id] = Consumer(name, handler)
         for table, filters in sources.items():
-            source = self._mapping(self.data.tables[table], filters, batching, tumbling_window)
-            handler.alias.add_event_source(source)
-            consumer.mappings.append((table, source.event_source_mapping_id))
+            mapping = self._mapping(id, handler, table, filters, batching, tumbling_window)
+            consumer.mappings.append((table, mapping))
         return handler
 
     def _mapping(
         self,
-        table: dynamodb.TableV2,
+        id: str,
+        handler: HandlerFunction,
+        table: str,
         filters: list[dict],
         batching: str,
         tumbling_window: bool,
-    ) -> sources.DynamoEventSource:
-        return sources.DynamoEventSource(
-            table,
+    ) -> str:
+        """`handler`'s mapping on `table`'s changes, its DynamoDB stream or its Kinesis stream (through
+        an enhanced fan-out consumer of its own, with `kinesis_fan_out`), the same knobs on both; the
+        mapping's id."""
+        age = self.setting("stream_max_record_age_h")
+        if not 1 <= age <= MAX_RECORD_AGE_H:
+            raise ValueError(f"-c stream_max_record_age_h={age}: Lambda allows 1 to {MAX_RECORD_AGE_H} hours")
+        options: dict[str, Any] = dict(
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,
             batch_size=self.setting(f"{batching}_batch_size"),
             max_batching_window=Duration.seconds(self.setting(f"{batching}_batching_window_s")),
             bisect_batch_on_error=True,
             retry_attempts=self.setting("stream_retry_attempts"),
-            max_record_age=Duration.hours(self.setting("stream_max_record_age_h")),
+            max_record_age=Duration.hours(age),
             report_batch_item_failures=True,
             parallelization_factor=1,  # keeps one shard's records in order
             on_failure=FailureBucket(self.failed_batches),
-            filters=[lambda_.FilterCriteria.filter(pattern) for pattern in filters],
             metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
             enabled=context.read(self, "pipeline_enabled"),
             tumbling_window=Duration.seconds(self.setting(f"{batching}_tumbling_window_s"))
             if tumbling_window
             else None,
         )
+        stream = self.data.kinesis_streams.get(table)
+        if stream is None:
+            source = sources.DynamoEventSource(
+                self.data.tables[table],
+                filters=[lambda_.FilterCriteria.filter(pattern) for pattern in filters],
+                **options,
+            )
+            handler.alias.add_event_source(source)
+            return source.event_source_mapping_id
+        consumer = None
+        if context.read(self, "kinesis_fan_out"):  # 2 MB/s per shard of its own, pushed (Kinesis guide,
+            # "Develop enhanced fan-out consumers with dedicated throughput")
+            consumer = kinesis.StreamConsumer(self, f"{id}{title(table)}Consumer", stream=stream,
+                                              stream_consumer_name=f"{self.stack_name}-{id}")  # fmt: skip
+        grant_kinesis_read(handler.function, stream, consumer)
+        mapping = handler.alias.add_event_source_mapping(
+            f"{title(table)}Changes",
+            event_source_arn=consumer.stream_consumer_arn if consumer else stream.stream_arn,
+            support_s3_on_failure_destination=True,
+            # A Kinesis mapping filters on the record's decoded `data` only: DynamoDB's record is in it
+            # (Lambda guide, "Using event filtering with a Kinesis event source")
+            filters=[lambda_.FilterCriteria.filter({"data": pattern}) for pattern in filters],
+            **options,
+        )
+        return mapping.event_source_mapping_id
+
+    def _kinesis_endpoint(self) -> None:
+        """The operations function reads Kinesis streams from the VPC: Kinesis Data Streams' interface
+        endpoint, with private DNS (Kinesis guide, "Use Kinesis Data Streams with interface VPC
+        endpoints"), in the functions' subnets, admitting their group. The team's own routes
+        (`-c existing_db_endpoints=false`) must reach Kinesis themselves."""
+        if context.read(self, "existing_db_secret_arn") and not context.read(self, "existing_db_endpoints"):
+            return
+        endpoint = ec2.InterfaceVpcEndpoint(
+            self,
+            "KinesisStreamsEndpoint",
+            vpc=self.database.vpc,
+            service=ec2.InterfaceVpcEndpointAwsService.KINESIS_STREAMS,
+            subnets=self.database.subnets,
+            open=False,
+        )
+        endpoint.connections.allow_default_port_from(self.database.client_security_group)
 
     def _grant_bodies(
         self, handler: HandlerFunction, actions: list[str], *, prefix: str, listing: bool = False

@@ -45,8 +45,18 @@ PAGES = {
     # "No more than two processes at most should be reading from the same streams shard at the
     # same time" (Change data capture for DynamoDB Streams: reading and processing a stream)
     "stream-readers": f"{DOCS}/amazondynamodb/latest/developerguide/Streams.html#Streams.Processing",
+    "kinesis-key": f"{DOCS}/streams/latest/dev/permissions-user-key-KMS.html",
+    # "You can register up to twenty consumers per stream to use enhanced fan-out" (on-demand
+    # standard and provisioned streams, the two this app makes)
+    "fan-out-consumers": f"{DOCS}/streams/latest/dev/enhanced-consumers.html",
+    # a shard serves 5 GetRecords calls a second to all its shared-throughput readers together (Kinesis
+    # quotas); Lambda polls each shard once a second per mapping (Lambda guide, "Polling and batching
+    # streams"), so a sixth such mapping is throttled with the others
+    "shared-readers": f"{DOCS}/streams/latest/dev/service-sizes-and-limits.html",
 }
 STREAM_READERS = 2  # a DynamoDB stream's shard: more readers are throttled, and every one lags
+FAN_OUT_CONSUMERS = 20  # enhanced fan-out consumers a Kinesis stream may register
+SHARED_READERS = 5  # GetRecords calls a second a Kinesis shard serves, one a second per mapping
 
 # Published metrics an alarm may watch: namespace -> metric -> the dimension sets AWS publishes it with.
 _LAMBDA = [("FunctionName",), ("FunctionName", "Resource"), ("FunctionName", "ExecutedVersion")]
@@ -139,7 +149,8 @@ ENDPOINT_VARIABLE = {
     "dynamodbstreams": "AWS_ENDPOINT_URL_DYNAMODB_STREAMS",
     "s3": "AWS_ENDPOINT_URL_S3",
 }  # botocore's service-specific endpoints
-_ENDPOINT_SERVICES = {"dynamodb-streams": "dynamodbstreams"}  # endpoint service name -> botocore's
+# endpoint service name -> botocore's
+_ENDPOINT_SERVICES = {"dynamodb-streams": "dynamodbstreams", "kinesis-streams": "kinesis"}
 # What a function's role lets Lambda do for it, outside its VPC (Lambda's "Giving Lambda functions
 # access to resources in an Amazon VPC": the service, not the function, writes logs, traces and
 # network interfaces; a mapping's poller reads the stream and writes the on-failure destination);
@@ -150,6 +161,15 @@ STREAM_READ = {
     "dynamodb:GetShardIterator",
     "dynamodb:DescribeStream",
     "dynamodb:ListStreams",
+    # a Kinesis stream, directly or through an enhanced fan-out consumer (Lambda guide, "Process
+    # Amazon Kinesis Data Streams records with Lambda")
+    "kinesis:DescribeStream",
+    "kinesis:DescribeStreamSummary",
+    "kinesis:ListShards",
+    "kinesis:GetRecords",
+    "kinesis:GetShardIterator",
+    "kinesis:SubscribeToShard",
+    "kinesis:DescribeStreamConsumer",
 }
 SERVICE_OF_PREFIX = {"states": "stepfunctions", "monitoring": "cloudwatch"}
 
@@ -310,7 +330,7 @@ class Network:
 
 def _service_of(action: str) -> str:
     prefix = action.split(":", 1)[0].lower()
-    if action in STREAM_READ:
+    if action in STREAM_READ and prefix == "dynamodb":
         return "dynamodbstreams"
     return SERVICE_OF_PREFIX.get(prefix, prefix)
 
@@ -754,6 +774,8 @@ def _key_of(templates: Templates, ident: Id, resource: dict[str, Any]) -> Any:
     elif kind == "AWS::S3::Bucket":
         rules = properties.get("BucketEncryption", {}).get("ServerSideEncryptionConfiguration", [])
         key = next((r["ServerSideEncryptionByDefault"].get("KMSMasterKeyID") for r in rules), None)
+    elif kind == "AWS::Kinesis::Stream":
+        key = properties.get("StreamEncryption", {}).get("KeyId")
     elif kind in ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table"):
         replicas = properties.get("Replicas", [{}])
         key = (replicas[0].get("SSESpecification") or properties.get("SSESpecification") or {}).get(
@@ -772,6 +794,7 @@ KMS_NEEDS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("AWS::S3::Bucket", "s3:PutObject"): (("kms:GenerateDataKey",), "s3-key"),
     ("AWS::S3::Bucket", "s3:GetObject"): (("kms:Decrypt",), "s3-key"),
     ("AWS::DynamoDB::GlobalTable", "dynamodb:GetRecords"): (("kms:Decrypt",), "stream-key"),
+    ("AWS::Kinesis::Stream", "kinesis:GetRecords"): (("kms:Decrypt",), "kinesis-key"),
 }
 
 
@@ -954,8 +977,9 @@ def reader_rules(templates: Templates) -> list[Finding]:
             f"{table[0]}/{table[1]}",
             f"its stream has {len(mappings)} readers ({', '.join(sorted(mappings))}), past the "
             f"{STREAM_READERS} AWS advises per shard: all are throttled and each falls behind; fold the "
-            "new processing into a reader that is there, or take the changes from Kinesis Data Streams "
-            "for DynamoDB, which has room for more",
+            "new processing into a reader that is there, or read the table's changes from Kinesis Data "
+            "Streams for DynamoDB, which has room for more: `-c change_source=kinesis` (or the table's "
+            '`change_source="kinesis"`), and map your consumer on `data.kinesis_streams[<table>]`',
             PAGES["stream-readers"],
         )
         for table, mappings in sorted(readers.items())
@@ -963,7 +987,42 @@ def reader_rules(templates: Templates) -> list[Finding]:
     ]
 
 
-RULES = (topic_rules, metric_rules, network_rules, kms_rules, trust_rules, order_rules, reader_rules)
+def kinesis_reader_rules(templates: Templates) -> list[Finding]:
+    """A Kinesis stream registers at most 20 enhanced fan-out consumers, and its shards serve at most
+    five shared-throughput (standard iterator) mappings, each polling every shard once a second."""
+    findings = []
+    consumers: dict[Id, list[str]] = {}
+    for ident, consumer in templates.resources("AWS::Kinesis::StreamConsumer"):
+        stream = templates.target(ident[0], consumer["Properties"].get("StreamARN"))
+        if stream:
+            consumers.setdefault(stream, []).append(f"{ident[0]}/{ident[1]}")
+    shared: dict[Id, list[str]] = {}
+    for ident, mapping in templates.resources("AWS::Lambda::EventSourceMapping"):
+        properties = mapping["Properties"]
+        source = templates.target(ident[0], properties.get("EventSourceArn"))
+        kind = (templates.get(source) or {}).get("Type") if source else None
+        if kind == "AWS::Kinesis::Stream" and properties.get("Enabled") is not False:
+            shared.setdefault(source, []).append(f"{ident[0]}/{ident[1]}")  # type: ignore[arg-type]
+    for stream, named in sorted(consumers.items()):
+        if len(named) > FAN_OUT_CONSUMERS:
+            findings.append(Finding(
+                "kinesis-fan-out", f"{stream[0]}/{stream[1]}",
+                f"registers {len(named)} enhanced fan-out consumers, past the {FAN_OUT_CONSUMERS} a "
+                "stream may have: the deploy fails on the next one; share a consumer's function, or read "
+                "through the shared throughput", PAGES["fan-out-consumers"]))  # fmt: skip
+    for stream, named in sorted(shared.items()):
+        if len(named) > SHARED_READERS:
+            findings.append(Finding(
+                "kinesis-shared-readers", f"{stream[0]}/{stream[1]}",
+                f"has {len(named)} shared-throughput mappings ({', '.join(sorted(named))}), past the "
+                f"{SHARED_READERS} GetRecords calls a second a shard serves: all are throttled and fall "
+                "behind; give them enhanced fan-out consumers (`-c kinesis_fan_out=true`, "
+                "KinesisConsumerEventSource)", PAGES["shared-readers"]))  # fmt: skip
+    return findings
+
+
+RULES = (topic_rules, metric_rules, network_rules, kms_rules, trust_rules, order_rules, reader_rules,
+         kinesis_reader_rules)  # fmt: skip
 
 
 def check(templates: Templates) -> list[Finding]:

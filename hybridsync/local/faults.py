@@ -18,8 +18,16 @@ Lambda may do to a batch under at-least-once delivery, on purpose and often.
   drop_notify   a PostgreSQL NOTIFY of the outbox channel is lost: the drain's idle timer must
                 find the change anyway
 
+  duplicate_put a table's change put into its Kinesis stream twice, the copy after the next
+                change (a producer's retry: each copy has its own sequence number; Kinesis
+                kds.html and "Handling duplicate records")
+  reorder       a change held back and put after the next one (kds.html: records may appear out
+                of order)
+
 The first three are probabilities per invocation, the next three per DynamoDB request (injected in
-the function's worker, `bootstrap.py`, and on the outbox drain's client), the last per NOTIFY.
+the function's worker, `bootstrap.py`, and on the outbox drain's client), `drop_notify` per NOTIFY,
+the last two per change of a Kinesis-sourced table (local/kinesis.py, each table its own seeded
+rolls).
 `./scripts/up --faults duplicate=0.2,throttle=0.05` runs the app with them; the mapping's own
 retries, bisection and failure destination do the rest.
 """
@@ -53,6 +61,8 @@ class FaultPlan:
     server_error_after: float = 0.0
     conflict: float = 0.0
     drop_notify: float = 0.0
+    duplicate_put: float = 0.0
+    reorder: float = 0.0
 
     @classmethod
     def parse(cls, text: str) -> FaultPlan:
@@ -112,6 +122,13 @@ class Faults:
     def _count(self, kind: str) -> None:
         with self._lock:
             self.counts[kind] += 1
+
+    def pump_faults(self, table: str) -> Callable[[str], bool]:
+        """A Kinesis destination's rolls (`duplicate_put`, `reorder`), its own for the table."""
+        from hybridsync.local.kinesis import seeded
+
+        rates = {kind: getattr(self.plan, kind) for kind in ("duplicate_put", "reorder")}
+        return seeded(self.plan.seed, table, rates, self._count)
 
     def notify_dropped(self) -> bool:
         return self._roll("drop_notify")

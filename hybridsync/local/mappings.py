@@ -14,6 +14,10 @@ without a `state` object is a failed invocation, and a failed final invocation i
 the shard waits: nothing more of it is delivered until that invocation succeeds.
 `ParallelizationFactor` N runs up to N batches of a shard at once, each item's records (partition
 and sort key) in one lane, in order. Positions are saved under `.local/` after every batch.
+
+The same poller serves a Kinesis stream's shard (local/kinesis.py): its reader says how the
+source's records are read (`Shape`: sequence number, arrival time, what filters see, the failure
+record's batch info).
 """
 
 from __future__ import annotations
@@ -37,12 +41,35 @@ from hybridsync.local.shards import TrimmedDataAccess
 from hybridsync.local.streams import PAGE, ShardReader
 from hybridsync.model import keys
 from hybridsync.streams import filters
-from hybridsync.streams.records import created, sequence
+from hybridsync.streams.records import created
 
 log = logging.getLogger(__name__)
 POLL_INTERVAL_S = 0.25  # Lambda polls each shard about four times a second
 STATE_LIMIT = 1024 * 1024  # a tumbling window's state per shard; past it Lambda ends the window early
 THROTTLE_BACKOFF_S = 1.0  # a throttled invocation is retried after this, without using an attempt
+
+
+@dataclass(frozen=True)
+class Shape:
+    """What a mapping needs to know of its source's records."""
+
+    batch_info: str  # the failure record's section: DDBStreamBatchInfo or KinesisBatchInfo
+    number: Callable[[dict[str, Any]], str]  # the sequence number, as the source spells it
+    created: Callable[[dict[str, Any]], float]  # epoch seconds: age, lag, windows
+    item: Callable[[dict[str, Any]], Any]  # what keeps one lane's order (parallelization)
+    filterable: Callable[[dict[str, Any]], dict[str, Any]]  # what FilterCriteria patterns see
+
+    def sequence(self, record: dict[str, Any]) -> int:
+        return int(self.number(record))
+
+
+DYNAMODB = Shape(
+    "DDBStreamBatchInfo",
+    number=lambda r: r["dynamodb"]["SequenceNumber"],
+    created=created,
+    item=lambda r: r["dynamodb"].get("Keys"),  # Lambda keeps each item's order (partition and sort key)
+    filterable=lambda r: r,
+)
 
 
 @dataclass(frozen=True)
@@ -102,7 +129,7 @@ def destination(
 
         def put(info: dict[str, Any], records: list[dict[str, Any]] | None) -> None:
             at = datetime.now(UTC)
-            shard = info["DDBStreamBatchInfo"]["shardId"]
+            shard = next(info[k] for k in ("DDBStreamBatchInfo", "KinesisBatchInfo") if k in info)["shardId"]
             key = f"aws/lambda/{mapping_id}/{shard}/{at:%Y/%m/%d}/{at:%Y-%m-%dT%H.%M.%S}-{uuid.uuid4()}"
             body = info if records is None else info | {"payload": {"Records": records}}
             s3.put_object(Bucket=name, Key=key, Body=json.dumps(body))
@@ -167,13 +194,14 @@ def _iso(epoch: float) -> str:
 
 def failure_record(records: list[dict[str, Any]], *, stream_arn: str, shard: str, function_arn: str,
                    condition: str, invokes: int, function_error: str | None = None,
-                   ) -> dict[str, Any]:  # fmt: skip
+                   shape: Shape = DYNAMODB) -> dict[str, Any]:  # fmt: skip
     """The invocation record Lambda sends a stream mapping's on-failure destination: the batch's
-    metadata, not its records. As recorded against AWS (on_failure_*_function_error,
-    report_batch_item_failures, record_age_exceeded_*): a UUID request id; `functionError`
-    "Unhandled" when the function raised or timed out, null when it returned a response that failed
-    the batch; no `responseContext` for records that grew too old; arrival times in seconds, the
-    record's `timestamp` in milliseconds."""
+        metadata, not its records. As recorded against AWS (on_failure_*_function_error,
+        report_batch_item_failures, record_age_exceeded_*): a UUID request id; `functionError`
+        "Unhandled" when the function raised or timed out, null when it returned a response that failed
+        the batch; no `responseContext` for records that grew too old; arrival times in seconds, the
+        record's `timestamp` in milliseconds. A Kinesis mapping's names its batch `KinesisBatchInfo`
+    (recorded: test_lambda_integration_kinesis report_batch_item_failures, record_age_exceeded_*)."""
     request = {"requestId": str(uuid.uuid4()), "functionArn": function_arn, "condition": condition,
                "approximateInvokeCount": invokes}  # fmt: skip
     body: dict[str, Any] = {"requestContext": request}
@@ -186,12 +214,12 @@ def failure_record(records: list[dict[str, Any]], *, stream_arn: str, shard: str
     return body | {
         "version": "1.0",
         "timestamp": keys.iso_ms(datetime.now(UTC)),
-        "DDBStreamBatchInfo": {
+        shape.batch_info: {
             "shardId": shard,
-            "startSequenceNumber": records[0]["dynamodb"]["SequenceNumber"],
-            "endSequenceNumber": records[-1]["dynamodb"]["SequenceNumber"],
-            "approximateArrivalOfFirstRecord": _iso(created(records[0])),
-            "approximateArrivalOfLastRecord": _iso(created(records[-1])),
+            "startSequenceNumber": shape.number(records[0]),
+            "endSequenceNumber": shape.number(records[-1]),
+            "approximateArrivalOfFirstRecord": _iso(shape.created(records[0])),
+            "approximateArrivalOfLastRecord": _iso(shape.created(records[-1])),
             "batchSize": len(records),
             "streamArn": stream_arn,
         },
@@ -227,6 +255,8 @@ class ShardPoller:
         # a reader shared with the shard's other mappings (a ShardReader, or a shard of a
         # `shards.Topology`), or a client to read alone with
         self.reader = streams if hasattr(streams, "take") else ShardReader(streams, stream_arn, shard)
+        self.shape: Shape = getattr(self.reader, "shape", DYNAMODB)
+        self.poll_interval_s: float = getattr(self.reader, "poll_interval_s", POLL_INTERVAL_S)
         position = checkpoints.get(settings.name, stream_arn, shard)
         self.reader.register(self, position, settings.starting_position)
         self.on_failure, self.function_arn = on_failure, function_arn
@@ -258,7 +288,7 @@ class ShardPoller:
         if records:
             self.metric("PolledEventCount", len(records))
         for record in records:
-            if filters.admits(self.settings.patterns, record):
+            if filters.admits(self.settings.patterns, self.shape.filterable(record)):
                 if not self.buffer:
                     self.first_buffered_at = time.monotonic()
                 self.buffer.append(record)
@@ -280,7 +310,7 @@ class ShardPoller:
         too old to deliver, so `failed-batches` shows them (their redrive finds them gone) and
         `reconcile --repair` is the way back. AWS records nothing for this case (it needs a
         consumer a full retention period behind); the README says so."""
-        admitted = [r for r in lost if filters.admits(self.settings.patterns, r)]
+        admitted = [r for r in lost if filters.admits(self.settings.patterns, self.shape.filterable(r))]
         self.stats.trimmed += len(lost)
         self.stats.last_error = f"TrimmedDataAccessException: {len(lost)} record(s) trimmed before read"
         if admitted:  # Lambda never held them: their metadata alone, even to S3
@@ -320,8 +350,8 @@ class ShardPoller:
         lanes_n = self.settings.parallelization
         taken = list(itertools.islice(self.buffer, self.settings.batch_size * lanes_n))
         lanes: list[list[dict[str, Any]]] = [[] for _ in range(lanes_n)]
-        for record in taken:  # Lambda keeps each item's order (its partition and sort key), no more
-            item = json.dumps(record["dynamodb"].get("Keys"), sort_keys=True)
+        for record in taken:  # Lambda keeps each item's order (Kinesis: its partition key), no more
+            item = json.dumps(self.shape.item(record), sort_keys=True)
             lanes[keys.shard_of(item, lanes_n)].append(record)
         size = self.settings.batch_size
 
@@ -353,7 +383,7 @@ class ShardPoller:
         size = self.settings.tumbling_window_s
         if not size:
             return None
-        start = created(record) // size * size
+        start = self.shape.created(record) // size * size
         return (start, start + size)
 
     def _event(self, records: list[dict[str, Any]], final: bool = False) -> dict[str, Any]:
@@ -374,7 +404,8 @@ class ShardPoller:
             if not records:
                 continue
             raised = False
-            self.metric("IteratorAge", (time.time() - created(records[-1])) * 1000)  # ms, the batch's last
+            age_ms = (time.time() - self.shape.created(records[-1])) * 1000  # the batch's last
+            self.metric("IteratorAge", age_ms)
             self.metric("InvokedEventCount", len(records))
             try:
                 response = self.invoke(self._event(records))
@@ -432,14 +463,14 @@ class ShardPoller:
         failures = response.get("batchItemFailures") or []
         if not failures:
             return []
-        sequences = {r["dynamodb"]["SequenceNumber"] for r in records}
+        sequences = {self.shape.number(r) for r in records}
         try:
             lowest = min(int(f["itemIdentifier"]) for f in failures if f["itemIdentifier"] in sequences)
         except (KeyError, TypeError, ValueError):
             self.stats.last_error = f"malformed batchItemFailures: {failures!r}"[:300]
             return records
         self.stats.last_error = f"{len(failures)} item(s) reported failed"
-        return [r for r in records if sequence(r) >= lowest]
+        return [r for r in records if self.shape.sequence(r) >= lowest]
 
     def _drop_expired(self, records: list[dict[str, Any]], invokes: int) -> list[dict[str, Any]]:
         """Records older than `MaximumRecordAgeInSeconds` go to the failure destination with the
@@ -448,7 +479,7 @@ class ShardPoller:
         if not ages:
             return records
         oldest_allowed = time.time() - min(ages)
-        expired = [r for r in records if created(r) < oldest_allowed]
+        expired = [r for r in records if self.shape.created(r) < oldest_allowed]
         if expired:  # expired records sit in front: the stream is in order
             self._send_to_failure_queue(expired, "RecordAgeExceeded", max(invokes, 1))
         return records[len(expired) :]
@@ -457,14 +488,14 @@ class ShardPoller:
         self.stats.delivered += len(records)
         self.stats.batches += 1
         now = time.time()
-        self.stats.lags.extend((now, now - created(record)) for record in records)
+        self.stats.lags.extend((now, now - self.shape.created(record)) for record in records)
         self._checkpoint(records[-1])
 
     def _send_to_failure_queue(self, records: list[dict[str, Any]], condition: str, invokes: int,
                                function_error: str | None = None, payload: bool = True) -> None:  # fmt: skip
         info = failure_record(records, stream_arn=self.stream_arn, shard=self.shard,
                               function_arn=self.function_arn, condition=condition, invokes=invokes,
-                              function_error=function_error)  # fmt: skip
+                              function_error=function_error, shape=self.shape)  # fmt: skip
         if self.on_failure is not None:
             try:
                 self.on_failure(info, records if payload else None)
@@ -520,7 +551,7 @@ class ShardPoller:
         """The shard is done up to `record` (its sequence number kept as the stream spells it)."""
         if self._in_lanes:
             return
-        sequence = record["dynamodb"]["SequenceNumber"]
+        sequence = self.shape.number(record)
         self.stats.position = sequence
         self.checkpoints.set(self.settings.name, self.stream_arn, self.shard, sequence)
 
@@ -528,16 +559,16 @@ class ShardPoller:
         """Filtered records between delivered batches are done too, once what precedes them is. One
         that lay inside the batch just delivered is behind its checkpoint already: the position never
         moves back (a restart would deliver that batch's last record again)."""
-        head = sequence(self.buffer[0]) if self.buffer else None
+        head = self.shape.sequence(self.buffer[0]) if self.buffer else None
         last = None
-        while self.passed and (head is None or sequence(self.passed[0]) < head):
+        while self.passed and (head is None or self.shape.sequence(self.passed[0]) < head):
             last = self.passed.popleft()
-        if last is not None and sequence(last) > int(self.stats.position or -1):
+        if last is not None and self.shape.sequence(last) > int(self.stats.position or -1):
             self._checkpoint(last)
 
     def _measure_lag(self) -> None:
         self.stats.lag_records = len(self.buffer)
-        self.stats.lag_s = time.time() - created(self.buffer[0]) if self.buffer else 0.0
+        self.stats.lag_s = time.time() - self.shape.created(self.buffer[0]) if self.buffer else 0.0
 
     # --- running ------------------------------------------------------------------------------
 
@@ -552,7 +583,7 @@ class ShardPoller:
         then deliver what was read, so nothing read is left undelivered."""
         while not stop.is_set():
             if self.switch is not None and not self.switch.may_poll(self):
-                stop.wait(POLL_INTERVAL_S)
+                stop.wait(self.poll_interval_s)
                 continue
             try:
                 came = self.read()
@@ -568,5 +599,5 @@ class ShardPoller:
                 continue
             self.stats.caught_up = not came and not self.buffer and not self.final_attempts
             if came < PAGE:  # a full page: more is waiting, read on at once
-                stop.wait(POLL_INTERVAL_S)
+                stop.wait(self.poll_interval_s)
         self.deliver_due(draining=True)

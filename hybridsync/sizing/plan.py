@@ -13,6 +13,9 @@ check them before you quote one):
   ceil(rate / 1,000) write shards (the model's `Sharded(n)` declarations are checked against it).
 - PostgreSQL: one connection per concurrent invocation (the functions' pools hold one, and nothing
   they send pins an RDS Proxy connection), plus the API's and the drain's.
+- The change source: DynamoDB Streams' reads are free for Lambda triggers; Kinesis Data Streams for
+  DynamoDB charges a change data capture unit per write and the stream's own prices
+  (`change_sources`, `STREAM_PRICES`; docs/change-sources.md).
 """
 
 from __future__ import annotations

@@ -204,13 +204,16 @@ class MonitoringStack(Stack):
         for id, consumer in pipeline.consumers.items():
             function, name = consumer.handler.function, consumer.name
             lag = function.metric("IteratorAge", statistic="Maximum", period=Duration.minutes(1))
+            # a Kinesis change stream keeps its records `kinesis_retention_h`, a DynamoDB stream 24 h
+            retention = context.read(self, "kinesis_retention_h")
+            kept = min(retention if t in pipeline.data.kinesis_streams else 24 for t, _ in consumer.mappings)
             for level, key in (("Warning", "iterator_age_warning_s"), ("Critical", "iterator_age_alarm_s")):
                 self.alarm(
                     f"{id}IteratorAge{level}",
                     lag,
                     self.setting(key) * 1000,
                     f"{name} is behind its stream ({level.lower()}): look at its errors and "
-                    "throttles; records older than 24 h are lost to the stream",
+                    f"throttles; records older than {kept} h are lost to the stream",
                     periods=5,
                 )
             self.alarm(

@@ -1,4 +1,5 @@
-"""DynamoDB stream -> the model's declared aggregates, exactly once (hybridsync.sync.aggregate).
+"""A table's changes (its DynamoDB stream, or Kinesis Data Streams for DynamoDB) -> the model's
+declared aggregates, exactly once (hybridsync.sync.aggregate).
 One function for every table with aggregates: each batch names its stream, hence its table."""
 
 import functools
@@ -10,6 +11,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from hybridsync.runtime import clients, doctor
 from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.sql import deadletters
+from hybridsync.streams import kinesis
 from hybridsync.streams.records import DeadLetter
 from hybridsync.sync import aggregate
 
@@ -50,6 +52,7 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     # With a tumbling window Lambda names the shard of the batch: the key of its exactly-once cursor.
     records = event["Records"]
     arn = event.get("eventSourceARN") or (records[0].get("eventSourceARN", "") if records else "")
+    arn = kinesis.table_arn(records, arn)  # a Kinesis stream's records name their table inside
     table = aggregate.source_table(model(), tables(), arn)
     outcome = folding(table).aggregate(records, dynamodb(), tables()[table], event.get("shardId", ""),
                                        dead_letter=store_dead_letters)  # fmt: skip

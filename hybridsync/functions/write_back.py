@@ -1,5 +1,5 @@
-"""DynamoDB stream -> PostgreSQL write-back of the model's DynamoDB-mastered entities
-(hybridsync.sync.writeback does the work)."""
+"""A table's changes (its DynamoDB stream, or Kinesis Data Streams for DynamoDB) -> PostgreSQL
+write-back of the model's DynamoDB-mastered entities (hybridsync.sync.writeback does the work)."""
 
 from typing import Any
 

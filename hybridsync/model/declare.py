@@ -988,7 +988,7 @@ STATIC_SK = "#static"  # the sort key of a collection's marker item (pattern 20)
 def bookkeeping(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
     """The entities the engine keeps in a table of aggregated records, under the reserved prefix:
     a cursor per stream shard (its exactly-once watermark), the journals of batches being applied,
-    the ranges of records each batch journaled."""
+    the ranges of records each batch journaled, the changes read from Kinesis already folded in."""
     pk, sk = table.partition.name, table.sort.name if table.sort else None
     if sk is None:
         raise ValueError(f"table {table.name}: aggregating its records needs a sort key for the bookkeeping")
@@ -1027,6 +1027,14 @@ def bookkeeping(table: Table, prefix: str, names: Names) -> dict[str, Entity]:
             (Field("ShardId", text), Field("First", text), Field("Last", text)),
             "APPLIED#{First}",
             "the stream records one batch journaled (a redrive applies the rest)",
+        ),
+        "change": engine_entity(
+            table,
+            names,
+            "AggregationChange",
+            (Field("Change", text),),
+            {pk: prefix + "CHANGE#{Change}", sk: "CHANGE"},
+            "a change read from Kinesis that a journal folded in, so its duplicates are not (kds.html)",
         ),
         "shard": engine_entity(
             table,

@@ -41,6 +41,8 @@ without it (`_apply_chunk`): no single record stops a shard, and every other row
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import logging
 import os
@@ -56,6 +58,7 @@ from hybridsync.model import placing
 from hybridsync.model.convert import WIDE, marshal, to_values, unmarshal, writer_version
 from hybridsync.model.declare import PERIOD, Aggregate, Entity, Model, Table
 from hybridsync.model.limits import ARITHMETIC, DIGITS
+from hybridsync.streams import kinesis
 from hybridsync.streams.records import DeadLetter, Rejected, sequence, stream_data, table_of_arn, triage
 
 SOURCE = "aggregate"
@@ -63,6 +66,8 @@ MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems limit
 CONCURRENT_RETRIES = 3
 CHUNK = MAX_TRANSACTION_ITEMS - 1  # aggregate items per transaction, beside the cursor
 JOURNAL_PART_BYTES = 300_000  # a journal item stays well under DynamoDB's 400 KB
+# changes read from Kinesis per journal: each one's marker joins the journal's transaction
+CHANGES_PER_JOURNAL = MAX_TRANSACTION_ITEMS - 10
 log = logging.getLogger(__name__)
 
 
@@ -83,6 +88,7 @@ class RecordDelta:
     sequence: int
     deltas: dict[Key, tuple[Decimal, ...]]
     record: dict[str, Any] = field(repr=False, compare=False)
+    change: str | None = None  # what identifies a change read from Kinesis across its duplicates
 
 
 @dataclass
@@ -162,6 +168,21 @@ def _exact_runs(records: list[RecordDelta]) -> list[tuple[list[RecordDelta], dic
     return runs
 
 
+def _with_markers(records: list[RecordDelta]) -> list[list[RecordDelta]]:
+    """The records in slices of at most CHANGES_PER_JOURNAL changes read from Kinesis: each
+    slice's markers fit its journal's transaction."""
+    slices: list[list[RecordDelta]] = [[]]
+    marked = 0
+    for record in records:
+        if record.change and record.deltas:
+            if marked == CHANGES_PER_JOURNAL:
+                slices.append([])
+                marked = 0
+            marked += 1
+        slices[-1].append(record)
+    return slices
+
+
 def _journal_letter(shard: str, journal: str, row: list[Any], refusal: str) -> DeadLetter:
     """A journal row DynamoDB refused, as a dead letter naming the aggregate item and its delta."""
     name, key, delta = row
@@ -205,7 +226,7 @@ class Aggregation:
                 self.sources[source.entity.name] = (entity, (*feeding, aggregate))
         book = model.bookkeeping(self.table)
         self.cursor, self.journal_entity, self.range_entity = book["cursor"], book["journal"], book["range"]
-        self.registry = book["shard"]
+        self.registry, self.change_entity = book["shard"], book["change"]
         self.pk, self.sk = self.table.partition.name, self.table.sort.name  # type: ignore[union-attr]
 
     def event_filters(self) -> list[dict[str, Any]]:
@@ -248,6 +269,7 @@ class Aggregation:
     def parse(self, record: dict[str, Any]) -> RecordDelta | None:
         """The measure deltas of one record (new contribution minus old); None if no source's.
         Raises Rejected for a record that can never be applied."""
+        record = kinesis.as_change(record)
         data = stream_data(record)
         old, new = data.get("OldImage"), data.get("NewImage")
         image = new or old
@@ -274,7 +296,9 @@ class Aggregation:
             raise Rejected(f"a measure of this record needs more than DynamoDB's {DIGITS} digits") from None
         except (TypeError, ValueError, KeyError, AttributeError) as error:
             raise Rejected(f"undecodable source record: {type(error).__name__}: {error}") from None
-        return RecordDelta(number, deltas, record)
+        identity = kinesis.change_identity(record)
+        change = hashlib.sha256(identity.encode()).hexdigest()[:40] if identity else None
+        return RecordDelta(number, deltas, record, change)
 
     # --- folding a batch -------------------------------------------------------------------------
 
@@ -345,9 +369,10 @@ class Aggregation:
                 watermark = int(cursor.get("Watermark", 0))
                 pending = [d for d in deltas if d.sequence > watermark]
                 outcome.duplicates = sum(1 for d in deltas if d.deltas and d.sequence <= watermark)
+                pending = self._unseen(client, table, pending, outcome)
                 if pending:
                     new_shard = "Watermark" not in cursor
-                    for run, totals in _exact_runs(pending):
+                    for run, totals in (r for part in _with_markers(pending) for r in _exact_runs(part)):
                         self._journal(client, table, shard, cursor, run, totals, outcome)
                         self._apply_journal(client, table, shard, cursor, outcome, dead_letter)
                     if new_shard:
@@ -356,6 +381,26 @@ class Aggregation:
             except ConcurrentUpdate:
                 if attempt == CONCURRENT_RETRIES:
                     raise
+
+    def _unseen(self, client: Any, table: str, pending: list[RecordDelta],
+                outcome: Outcome) -> list[RecordDelta]:  # fmt: skip
+        """Changes read from Kinesis that a journal folded in already (a duplicate: kds.html), or
+        that come twice in this batch, changing nothing: journaled so the watermark passes them."""
+        ids = sorted({d.change for d in pending if d.change and d.deltas})
+        if not ids:
+            return pending
+        keys = [self.change_entity.key({"Change": change}) for change in ids]
+        seen = {item["Change"] for item in store.batch_get(client, table, keys)}
+        outcome.calls += -(-len(keys) // 100)
+        out = []
+        for delta in pending:
+            if delta.change and delta.deltas and delta.change in seen:
+                outcome.duplicates += 1
+                delta = dataclasses.replace(delta, deltas={}, change=None)
+            elif delta.change:
+                seen.add(delta.change)
+            out.append(delta)
+        return out
 
     def _cursor_key(self, shard: str) -> dict[str, Any]:
         return marshal(self.cursor.key({"ShardId": shard}))
@@ -424,6 +469,12 @@ class Aggregation:
             values = {"ShardId": shard, "JournalId": journal, "Part": number, "Deltas": body}
             items.append({"Put": {"TableName": table, "Item": marshal(self.journal_entity.item(values))}})
             units += _units(len(body) + 100)
+        for delta in pending:  # changes read from Kinesis: marked, once (another writer raises)
+            if delta.change and delta.deltas:
+                marker = marshal(self.change_entity.item({"Change": delta.change}) | expiry)
+                fresh = f"attribute_not_exists({self.pk})"
+                items.append({"Put": {"TableName": table, "Item": marker, "ConditionExpression": fresh}})
+                units += _units(100)
         previous = cursor.get("Watermark")
         sets = {
             "Watermark": str(pending[-1].sequence),

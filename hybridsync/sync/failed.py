@@ -28,8 +28,8 @@ import sqlalchemy as sa
 
 from hybridsync.model.declare import Model
 from hybridsync.sql import deadletters
-from hybridsync.streams import filters
-from hybridsync.streams.records import DeadLetter, lambda_record, sequence
+from hybridsync.streams import filters, kinesis
+from hybridsync.streams.records import DeadLetter, Rejected, lambda_record, sequence
 from hybridsync.sync import aggregate, writeback
 
 # A queue or function named after its consumer's construct (`WriteBackFailures`, `Aggregate...`).
@@ -69,7 +69,8 @@ class FailedBatch:
     @classmethod
     def parse(cls, place: str, ident: str, receipt: str, body: dict[str, Any]) -> FailedBatch:
         """From an invocation record (recorded: on_failure_sqs_function_error, ..._s3_...)."""
-        info, context = body["DDBStreamBatchInfo"], body.get("requestContext", {})
+        info = body.get("DDBStreamBatchInfo") or body["KinesisBatchInfo"]  # a Kinesis mapping's (recorded)
+        context = body.get("requestContext", {})
         names = f"{place} {context.get('functionArn', '')}"
         consumer = next((source for name, source in CONSUMERS.items() if name in names), None)
         return cls(
@@ -157,6 +158,11 @@ def store_at(place: str, aws: Callable[[str], Any]) -> Store:
 
 def stream_records(streams: Any, batch: FailedBatch) -> list[dict[str, Any]]:
     """The batch's records, first to last, in the shape the mapping delivers them."""
+    if ":kinesis:" in batch.stream_arn:
+        raise Gone(
+            "a Kinesis mapping's batch is redriven from the records its S3 destination stored "
+            "(the stacks' failure bucket keeps them); this destination kept none"
+        )
     try:
         iterator = streams.get_shard_iterator(
             StreamArn=batch.stream_arn,
@@ -181,6 +187,14 @@ def stream_records(streams: Any, batch: FailedBatch) -> list[dict[str, Any]]:
     return records
 
 
+def _readable(record: dict[str, Any]) -> dict[str, Any]:
+    """A Kinesis record as its change; one that holds none stays as it is (its consumer refuses it)."""
+    try:
+        return kinesis.as_change(record)
+    except Rejected:
+        return record
+
+
 @dataclass
 class Redriven:
     batches: int = 0
@@ -200,12 +214,13 @@ def apply(
 ) -> int:
     """Hand a failed batch's records to its consumer (as its mapping's filters deliver them); how
     many changed something. `tables`: logical -> physical names of the model's tables."""
+    records = [_readable(record) for record in records]  # a Kinesis record as the change it carries
     if batch.consumer == writeback.SOURCE:
         delivered = [r for r in records if filters.admits(writeback.event_filters(model), r)]
         # a batch of any age, from any shard: every change settled from the table as it is now
         truth = writeback.Truth(client, tables)
         return writeback.write_back(delivered, engine, model, truth=truth, verify=True).changed
-    logical = aggregate.source_table(model, tables, batch.stream_arn)
+    logical = aggregate.source_table(model, tables, kinesis.table_arn(records, batch.stream_arn))
     folding = aggregate.Aggregation(model, logical)
     delivered = [r for r in records if filters.admits(folding.event_filters(), r)]
 

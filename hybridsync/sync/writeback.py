@@ -38,6 +38,7 @@ from hybridsync.model.convert import attribute_value, to_row, unmarshal, writer_
 from hybridsync.model.declare import Entity, Model
 from hybridsync.sql import deadletters
 from hybridsync.sql.schema import table_of
+from hybridsync.streams import kinesis
 from hybridsync.streams.records import (
     EVENT_NAMES,
     DeadLetter,
@@ -169,8 +170,7 @@ def decode(record: dict[str, Any], model: Model, table: str | None = None) -> Ch
             except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError):
                 shown = json.dumps(raw[a], default=str)[:80]
                 raise Rejected(f"undecodable {a}: {shown} is not a DynamoDB value") from None
-        number = data.get("SequenceNumber")
-        position = int(number) if number is not None else None
+        position = kinesis.position(record)
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
         raise Rejected(f"undecodable image: {type(error).__name__}: {error}") from None
     if image.get(names.origin) == names.origin_sql:
@@ -225,6 +225,7 @@ def _columns(entity: Entity) -> tuple[list[str], list[str], list[str]]:
 # transaction holds (settled from the item read); NEW, never over a row (one that appeared since);
 # LOAD, a row no stream record has reached yet (a load of what the table holds).
 STREAM, LOCKED, NEW, LOAD = "stream", "locked", "new", "load"
+KP = kinesis.KINESIS_POSITIONS
 
 
 def _on_conflict(entity: Entity, mode: str) -> str:
@@ -235,7 +236,9 @@ def _on_conflict(entity: Entity, mode: str) -> str:
     updates = ", ".join(f"{c} = excluded.{c}" for c in columns if c not in key)
     content = [c for c in columns if c not in key and c != POSITION]
     where = {
-        STREAM: f" WHERE {table}.{POSITION} < excluded.{POSITION}",
+        # ... and of the same change source: positions of two sources are never compared
+        STREAM: f" WHERE {table}.{POSITION} < excluded.{POSITION} AND ({table}.{POSITION} >= {KP}) = "
+        f"(excluded.{POSITION} >= {KP})",
         # only a row whose content differs: a row the item already holds keeps its position
         LOCKED: f" WHERE ({', '.join(f'{table}.{c}' for c in content)}) IS DISTINCT FROM "
         f"({', '.join(f'excluded.{c}' for c in content)})",
@@ -378,9 +381,12 @@ def positions(
     return [(n in found, None if found.get(n) is None else int(found[n])) for n in range(len(changes))]
 
 
-def _latest(*values: int | None) -> int | None:
-    known = [v for v in values if v is not None]
-    return max(known) if known else None
+def _latest(row: int | None, record: int | None) -> int | None:
+    """The position a settled row takes: the newer of its own and the record's; the record's when
+    the two come from different change sources (they are not comparable)."""
+    if row is None or record is None:
+        return record if row is None else row
+    return record if kinesis.from_kinesis(row) != kinesis.from_kinesis(record) else max(row, record)
 
 
 Held = Mapping[int, tuple[bool, int | None]]  # id of a change -> (its row exists, its position)
@@ -442,7 +448,8 @@ def _advance_sql(entity: Entity) -> str:
     on = " AND ".join(f"t.{c} = k.{c}" for c in key)
     return (
         f"UPDATE {table} AS t SET {POSITION} = k.{POSITION} FROM json_to_recordset(%(rows)s) AS k({typed}) "
-        f"WHERE {on} AND (t.{POSITION} IS NULL OR t.{POSITION} < k.{POSITION})"
+        f"WHERE {on} AND (t.{POSITION} IS NULL OR t.{POSITION} < k.{POSITION} "
+        f"OR (t.{POSITION} >= {KP}) <> (k.{POSITION} >= {KP}))"
     )
 
 
@@ -503,6 +510,7 @@ def triage(records: Sequence[dict[str, Any]], model: Model,
     changes = []
     for record in records:
         try:
+            record = kinesis.as_change(record)  # a Kinesis record, read as the change it carries
             decoded = decode(record, model, _table(record, logical))
         except Rejected as error:
             outcome.rejected.append(DeadLetter(record, error.reason))
@@ -520,16 +528,42 @@ def _unsettled(conn: sa.Connection, changes: Sequence[Change], done: Applied,
                held: dict[int, tuple[bool, int | None]]) -> list[Change]:  # fmt: skip
     """Of the changes a stream merge did not write, those its row's position cannot order: a row no
     stream record made, or one at a position past the record's (sequence numbers are ordered
-    within a shard, not across a shard's children). At the same position it is a replay: done.
+    within a shard, not across a shard's children). At the same position it is a replay: done;
+    unless read from Kinesis, whose positions are microsecond times: two changes of one item may
+    share one (the tie rule: settled from the item, which is right whichever came last).
     What each row held is kept in `held` (the rows stay locked) for `settle`."""
     refused = {id(letter.record) for letter in done.refused}
     out = []
     for entity, group in _by_entity(c for c in changes if id(c.record) not in refused):
-        for change, (exists, position) in zip(group, positions(conn, entity, group), strict=True):
-            if exists and position != change.position:
+        found = positions(conn, entity, group)
+        tied = [c for c, (_, p) in zip(group, found, strict=True)
+                if p == c.position and kinesis.changed_from_kinesis(c.record)]  # fmt: skip
+        differs = {id(c) for c, same in zip(tied, _holds(conn, entity, tied), strict=True) if not same}
+        for change, (exists, position) in zip(group, found, strict=True):
+            if exists and (position != change.position or id(change) in differs):
                 out.append(change)
                 held[id(change)] = (exists, position)
     return out
+
+
+def _holds(conn: sa.Connection, entity: Entity, changes: Sequence[Change]) -> list[bool]:
+    """Per change, whether its row holds its content already (a duplicate, or the change itself)."""
+    if not changes:
+        return []
+    columns, types, key = _columns(entity)
+    typed = ", ".join(f"{c} {'text' if t == 'jsonb' else t}" for c, t in zip(columns, types, strict=True))
+    content = [(c, t) for c, t in zip(columns, types, strict=True) if c not in key and c != POSITION]
+    mine = ", ".join(f"k.{c}::jsonb" if t == "jsonb" else f"k.{c}" for c, t in content)
+    on = " AND ".join(f"t.{c} = k.{c}" for c in key)
+    table = table_of(entity).name
+    same = dict(
+        conn.exec_driver_sql(
+            f"SELECT k.n_, ({', '.join(f't.{c}' for c, _ in content)}) IS NOT DISTINCT FROM ({mine}) "
+            f"FROM json_to_recordset(%(rows)s) AS k(n_ int, {typed}) JOIN {table} AS t ON {on}",
+            {"rows": _rows_json(entity, changes, numbered=True)},
+        ).all()
+    )
+    return [bool(same.get(n)) for n in range(len(changes))]
 
 
 def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Model, truth: Truth | None,

@@ -77,8 +77,9 @@ SETTINGS: dict[str, Setting] = {
                                          "included, goes to the failure bucket"),
     "stream_max_record_age_h": Setting(24, "the oldest record a mapping delivers (a stream keeps 24 h)"),
     "change_source": Setting("dynamodb", "where the stream consumers read a table's changes: `dynamodb` "
-                             "(its DynamoDB stream) or `kinesis` (Kinesis Data Streams for DynamoDB: room for "
-                             "your own consumers, up to a year of history); a table's `change_source` wins"),
+                             "(its DynamoDB stream) or `kinesis` (Kinesis Data Streams for DynamoDB: "
+                             "room for your own consumers, up to a year of history); a table's "
+                             "`change_source` wins"),
     "kinesis_shards": Setting(None, "kinesis: the stream's provisioned shards; unset: on-demand capacity"),
     "kinesis_retention_h": Setting(24, "kinesis: how long the stream keeps records (24-8760 hours)"),
     "kinesis_fan_out": Setting(True, "kinesis: each engine consumer reads through an enhanced fan-out "

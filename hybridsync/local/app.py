@@ -18,6 +18,7 @@ from typing import Any
 
 from hybridsync.cdk import rules
 from hybridsync.local import apigateway, create_table, iam, mappings, network
+from hybridsync.local import kinesis as kds
 from hybridsync.local.alarms import Alarm, Alarms, Metrics, Topic
 from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
@@ -146,6 +147,13 @@ class LocalApp:
             raise ValueError("the alarm period must be at least 1 s")
         self.alarm_period_s = alarm_period_s
         self.failed_batches_bucket: str | None = None  # the stream mappings' on-failure bucket
+        # Kinesis Data Streams for DynamoDB (local/kinesis.py): each table's destination and its pump
+        self._destinations: dict[str, dict[str, Any]] = {}  # table -> its KinesisStreamSpecification
+        self.pumps: dict[str, kds.Pump] = {}  # Kinesis stream ARN -> the pump that fills it
+        self._fresh_streams: set[str] = set()  # Kinesis streams made by this run: saved positions void
+        self._kinesis_mappings: set[str] = set()
+        self._kinesis = aws.client("kinesis", services_endpoint, region)
+        self.checkpoints = Checkpoints(state_dir / "positions.json")  # one for the file: pumps and mappings
         self._rule_templates: Any = None  # the deploy rules' view of the templates (network())
         self._customer_keys: dict[str, str] | None = None  # resource -> its customer key (keys_for())
         self._stores: tuple[dict[str, int], int] | None = None  # the last _sample_stores()
@@ -169,6 +177,15 @@ class LocalApp:
             self.tables[table.construct] = name
             self.table_names[name.removeprefix(f"{self.prefix}-")] = name
             a.set(table, Ref=name, Arn=f"arn:aws:dynamodb:{self.region}:{ACCOUNT}:table/{name}")
+        for stream in a.resources("AWS::Kinesis::Stream"):
+            name = (
+                a.resolve(stream.stack, stream.properties.get("Name")) or f"{self.prefix}-{stream.construct}"
+            )
+            a.set(stream, Ref=name, Arn=f"arn:aws:kinesis:{self.region}:{ACCOUNT}:stream/{name}")
+        for consumer in a.resources("AWS::Kinesis::StreamConsumer"):  # as moto names it (AWS adds `:<time>`)
+            name = a.resolve(consumer.stack, consumer.properties["ConsumerName"])
+            arn = f"{a.resolve(consumer.stack, consumer.properties['StreamARN'])}/consumer/{name}"
+            a.set(consumer, Ref=arn, ConsumerARN=arn, ConsumerName=name)
         for queue in a.resources("AWS::SQS::Queue"):
             name = f"{self.prefix}-{queue.construct}"
             a.set(
@@ -399,6 +416,7 @@ class LocalApp:
 
     def start(self, *, http_port: int | None = 0, schedules: bool = True, mappings: bool = True) -> None:
         self._create_tables()
+        self._create_kinesis()
         self._create_queues()
         self._create_buckets()
         self.lambda_api = LambdaApi(self)  # before the functions: the operations function calls it
@@ -414,6 +432,8 @@ class LocalApp:
         self.streams_server = StreamsServer(self.topologies, self.dynamodb_endpoint, self.expiries)
         for sweeper in self.sweepers:
             self._spawn(sweeper.run, self._stop, name=f"ttl-{sweeper.table}")
+        for pump in self.pumps.values():
+            self._spawn(pump.run, self._stop, name=f"kinesis-{pump.table}")
         for stream_arn, topology in self.topologies.items():
             self._spawn(self._supervise, stream_arn, topology, name=f"shards-{stream_arn[-12:]}")
         if http_port is not None:
@@ -454,14 +474,25 @@ class LocalApp:
         existing = set(self.client.get_paginator("list_tables").paginate().build_full_result()["TableNames"])
         for table in (t for kind in TABLE_TYPES for t in self.assembly.resources(kind)):
             name = self.tables[table.construct]
+            properties = table.properties
+            destination = (properties.get("Replicas") or [{}])[0].get("KinesisStreamSpecification") or (
+                properties.get("KinesisStreamSpecification")
+            )
+            if destination:  # the Kinesis destination's pump reads the table's own stream (local/kinesis.py)
+                self._destinations[table.construct] = destination
+                properties = {"StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"}} | properties
             if name not in existing:
                 ttl = table.properties.get("TimeToLiveSpecification") or {}
                 create_table(
                     self.client,
-                    _create_request(name, table.properties),
+                    _create_request(name, properties),
                     ttl.get("AttributeName") if ttl.get("Enabled") else None,
                 )
             description = self.client.describe_table(TableName=name)["Table"]
+            if destination and "LatestStreamArn" not in description:
+                self.client.update_table(TableName=name, StreamSpecification={
+                    "StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"})  # fmt: skip
+                description = self.client.describe_table(TableName=name)["Table"]
             ttl = table.properties.get("TimeToLiveSpecification") or {}
             if ttl.get("Enabled"):
                 keys = [k["AttributeName"] for k in description["KeySchema"]]
@@ -470,6 +501,52 @@ class LocalApp:
                 self.assembly.set(table, StreamArn=description["LatestStreamArn"])
                 partition = next(k for k in description["KeySchema"] if k["KeyType"] == "HASH")
                 self._partition_keys[description["LatestStreamArn"]] = partition["AttributeName"]
+
+    def _create_kinesis(self) -> None:
+        """The templates' Kinesis streams and enhanced fan-out consumers on moto server, and each
+        table's streaming destination (its pump). An on-demand stream gets 4 shards, as AWS starts
+        one (Kinesis: "on-demand mode" starts at 4 MB/s write capacity, 4 shards); a stream allows
+        20 consumers (Kinesis quotas)."""
+        a, client = self.assembly, self._kinesis
+        existing = set(client.list_streams().get("StreamNames", []))
+        for stream in a.resources("AWS::Kinesis::Stream"):
+            name = a.resolve(stream.stack, {"Ref": stream.logical_id})
+            if name not in existing:
+                mode = (stream.properties.get("StreamModeDetails") or {}).get("StreamMode", "PROVISIONED")
+                count = (
+                    kds.ON_DEMAND_SHARDS
+                    if mode == "ON_DEMAND"
+                    else int(stream.properties.get("ShardCount", 1))
+                )
+                client.create_stream(StreamName=name, ShardCount=count)
+                self._fresh_streams.add(a.resolve(stream.stack, {"Fn::GetAtt": [stream.logical_id, "Arn"]}))
+        consumers: dict[str, list[str]] = {}
+        for consumer in a.resources("AWS::Kinesis::StreamConsumer"):
+            arn = a.resolve(consumer.stack, {"Fn::GetAtt": [consumer.logical_id, "ConsumerARN"]})
+            consumers.setdefault(kds.stream_of(arn), []).append(arn)
+            if len(consumers[kds.stream_of(arn)]) > kds.CONSUMERS_PER_STREAM:
+                raise TemplateError(f"{consumer.path}: LimitExceededException: a stream has at most "
+                                    f"{kds.CONSUMERS_PER_STREAM} enhanced fan-out consumers")  # fmt: skip
+            try:
+                client.describe_stream_consumer(ConsumerARN=arn)
+            except client.exceptions.ResourceNotFoundException:
+                client.register_stream_consumer(
+                    StreamARN=kds.stream_of(arn), ConsumerName=arn.rpartition("/")[2]
+                )
+        streams = aws.client("dynamodbstreams", self.dynamodb_endpoint, self.region)
+        for table in (t for kind in TABLE_TYPES for t in a.resources(kind)):
+            if (spec := self._destinations.get(table.construct)) is None:
+                continue
+            target = a.resolve(table.stack, spec["StreamArn"])
+            name = self.tables[table.construct]
+            source = a.resolve(table.stack, {"Fn::GetAtt": [table.logical_id, "StreamArn"]})
+            self.pumps[target] = kds.Pump(
+                streams, client, stream_arn=source,
+                table=name, kinesis_arn=target, checkpoints=self.checkpoints, mark=self.expiries.mark,
+                precision=spec.get("ApproximateCreationDateTimePrecision", "MILLISECOND"),
+                start="TRIM_HORIZON" if target in self._fresh_streams else "LATEST",
+                faults=self.faults.pump_faults(name) if self.faults else None,
+            )  # fmt: skip
 
     def _create_buckets(self) -> None:
         s3 = aws.client("s3", self.services_endpoint, self.region)
@@ -627,14 +704,15 @@ class LocalApp:
         start as it would fail a deploy; recorded: api_errors): a filter Lambda refuses, a second
         mapping of one function on one stream, a stream that does not exist."""
         streams = aws.client("dynamodbstreams", self.dynamodb_endpoint, self.region)
-        checkpoints = Checkpoints(self.state_dir / "positions.json")
+        checkpoints = self.checkpoints
         readers: dict[tuple[str, str], ShardReader] = {}
         mapped: dict[tuple[str, str], str] = {}  # (stream, function) -> the mapping
         for mapping in self.assembly.resources("AWS::Lambda::EventSourceMapping"):
             function = self.assembly.function_of(mapping.stack, mapping.properties["FunctionName"])
             stream_arn = self.assembly.resolve(mapping.stack, mapping.properties["EventSourceArn"])
-            if not stream_arn or ":table/" not in stream_arn:
-                log.warning("%s: only DynamoDB stream mappings run locally", mapping.path)
+            kinesis = ":kinesis:" in str(stream_arn)
+            if not stream_arn or (":table/" not in stream_arn and not kinesis):
+                log.warning("%s: only DynamoDB stream and Kinesis mappings run locally", mapping.path)
                 continue
             name = f"{function.construct}:{mapping.logical_id[-8:]}"
             assert self.lambda_api is not None
@@ -652,8 +730,17 @@ class LocalApp:
                 )
             mapped[(stream_arn, function.construct)] = mapping.path
             try:
-                shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
-            except streams.exceptions.ResourceNotFoundException:
+                if kinesis:
+                    listed = self._kinesis.list_shards(StreamName=kds.stream_name(stream_arn))["Shards"]
+                    if "/consumer/" in stream_arn:
+                        self._kinesis.describe_stream_consumer(ConsumerARN=stream_arn)
+                    shards = [{"ShardId": shard["ShardId"]} for shard in listed]
+                else:
+                    shards = streams.describe_stream(StreamArn=stream_arn)["StreamDescription"]["Shards"]
+            except (
+                streams.exceptions.ResourceNotFoundException,
+                self._kinesis.exceptions.ResourceNotFoundException,
+            ):
                 raise TemplateError(
                     f"{mapping.path}: InvalidParameterValueException: Stream not found: {stream_arn}"
                 ) from None
@@ -661,12 +748,19 @@ class LocalApp:
                 mapping.stack, mapping.properties.get("DestinationConfig", {}).get("OnFailure", {})
             ).get("Destination")
             # the mapping reads the stream and sends failure records with the function's role
-            for action in STREAM_READ:
-                if not self.may(function, f"dynamodb:{action}", stream_arn):
+            needed = [(f"dynamodb:{action}", stream_arn) for action in STREAM_READ]
+            listed = "GetRecords, GetShardIterator, DescribeStream, and ListStreams"
+            if kinesis:  # Lambda: services-kinesis-create.html; SubscribeToShard on a fan-out consumer
+                needed = [(f"kinesis:{action}", kds.stream_of(stream_arn)) for action in kds.KINESIS_READ]
+                needed += [(f"kinesis:{a}", stream_arn) for a in kds.EFO_READ if "/consumer/" in stream_arn]
+                listed = ", ".join(action.partition(":")[2] for action, _ in needed[:-1]) + (
+                    f", and {needed[-1][0].partition(':')[2]}")  # fmt: skip
+            for action, resource in needed:
+                if not self.may(function, action, resource):
                     raise TemplateError(
                         f"{mapping.path}: InvalidParameterValueException: Cannot access stream "
-                        f"{stream_arn}. Please ensure the role can perform the GetRecords, "
-                        "GetShardIterator, DescribeStream, and ListStreams Actions on your stream in IAM."
+                        f"{stream_arn}. Please ensure the role can perform the {listed} "
+                        "Actions on your stream in IAM."
                     )
             send = {"sqs": "sqs:SendMessage", "sns": "sns:Publish", "s3": "s3:PutObject"}
             if destination and not self.may(
@@ -701,6 +795,9 @@ class LocalApp:
                 ),
                 "metric": self._mapping_metric(function.construct, mapping_id),
             }
+            if kinesis:
+                self._plan_kinesis(plan, stream_arn, [s["ShardId"] for s in shards], function)
+                continue
             if self.sharded:
                 self._plan_sharded(mapping.path, plan, streams)
                 continue
@@ -710,6 +807,34 @@ class LocalApp:
                     ShardReader(streams, stream_arn, shard["ShardId"], self.expiries.mark),
                 )  # one reader per shard, shared by its mappings
                 self.pollers.append(ShardPoller(streams=reader, shard=shard["ShardId"], **plan))
+
+    def _plan_kinesis(self, plan: dict[str, Any], source: str, shards: list[str], function: Resource) -> None:
+        """A mapping on a Kinesis stream or fan-out consumer: a poller per shard, each reading its
+        own copy (local/kinesis.py). A stream this run made anew holds none of the saved positions."""
+        name, stream_arn = plan["settings"].name, kds.stream_of(source)
+        self._kinesis_mappings.add(name)
+        pump = self.pumps.get(stream_arn)
+        role = f"arn:aws:iam::{ACCOUNT}:role/{self.role(function)[0]}"
+        for shard in shards:
+            if stream_arn in self._fresh_streams:
+                plan["checkpoints"].forget(name, stream_arn, shard)
+            reader = kds.KinesisShardReader(
+                self._kinesis, stream_arn, shard, role=role, efo="/consumer/" in source,
+                source_through=(lambda pump=pump: pump.read_through) if pump else time.time,
+            )  # fmt: skip
+            self.pollers.append(
+                ShardPoller(streams=reader, shard=shard, **(plan | {"stream_arn": stream_arn}))
+            )
+
+    def _lag(self, name: str, stats: MappingStats) -> int:
+        """A mapping's records not delivered yet. A Kinesis mapping's: in its pollers' buffers, in
+        its shards unread, and the changes its pump has read and not yet put."""
+        if name not in self._kinesis_mappings:
+            return self._backlog(name) if self.sharded else stats.lag_records
+        pump = self.pumps.get(kds.stream_of(self.mapping_sources[name]))
+        latest = pump.latest if pump else {}
+        pollers = [p for p in self.pollers if p.settings.name == name]
+        return sum(len(p.buffer) + p.reader.backlog(latest) for p in pollers) + (pump.waiting if pump else 0)
 
     # --- shards as production has them (local/shards.py) ----------------------------------------
 
@@ -808,7 +933,7 @@ class LocalApp:
     def _read_through(self, name: str) -> float:
         """The wall time before which every record written to a mapping's stream has been read,
         so its lag counts them (0 before the first read): a lag of 0 alone may predate a write."""
-        if self.sharded:
+        if self.sharded and name not in self._kinesis_mappings:
             times = [t.read_through for arn, t in self.topologies.items()
                      if any(p["settings"].name == name for p in self._plans.get(arn, []))]  # fmt: skip
         else:
@@ -1009,7 +1134,7 @@ class LocalApp:
                     "filtered": s.filtered,
                     "batches": s.batches,
                     "retries": s.retries,
-                    "lag_records": self._backlog(name) if self.sharded else s.lag_records,
+                    "lag_records": self._lag(name, s),
                     "read_through": self._read_through(name),
                     "lag_s": round(s.lag_s, 3),
                     "sent_to_failure_queue": s.sent_to_failure_queue,
@@ -1031,6 +1156,10 @@ class LocalApp:
             "streams": {
                 arn.split(":table/")[1].split("/")[0]: topology.figures()
                 for arn, topology in self.topologies.items()
+            },
+            "kinesis_destinations": {
+                pump.table: {"stream": arn, "put": pump.put, "waiting": pump.waiting}
+                for arn, pump in self.pumps.items()
             },
         }
 

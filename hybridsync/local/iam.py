@@ -23,6 +23,7 @@ loads `dynamodb_faults.py`, beside the library its asset ships.
 
 from __future__ import annotations
 
+import base64
 import fnmatch
 import json
 from collections.abc import Iterable
@@ -184,6 +185,8 @@ def _requested(
             arn = name if name.startswith("arn:") else f"arn:aws:lambda:{region}:{account}:function:{name}"
             return [("lambda:InvokeFunction", arn, {})]
         return [(f"lambda:{operation}", "*", {})]
+    if service == "kinesis":
+        return [(f"kinesis:{operation}", _kinesis(params, f"arn:aws:kinesis:{region}:{account}:stream/"), {})]
     if service == "secretsmanager":
         secret = params.get("SecretId", "*")
         return [(f"secretsmanager:{operation}", secret if secret.startswith("arn:") else "*", {})]
@@ -216,6 +219,19 @@ def _dynamodb(operation: str, params: dict[str, Any], tables: str) -> list[Reque
     if params.get("IndexName"):
         resource += f"/index/{params['IndexName']}"
     return [(f"dynamodb:{operation}", resource, {})]
+
+
+def _kinesis(params: dict[str, Any], streams: str) -> str:
+    """The stream (or consumer) a Kinesis request acts on; GetRecords on its iterator's stream (moto's
+    iterators are base64 of `<stream name>:<shard>:<sequence number>`)."""
+    if arn := params.get("ConsumerARN") or params.get("StreamARN"):
+        return str(arn)
+    if name := params.get("StreamName"):
+        return streams + str(name)
+    try:
+        return streams + base64.b64decode(str(params["ShardIterator"])).decode().split(":")[0]
+    except (KeyError, ValueError):
+        return "*"
 
 
 # --- evaluation ---------------------------------------------------------------------------------

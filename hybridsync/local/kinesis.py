@@ -53,10 +53,9 @@ EFO_POLL_S = 0.07
 # moto numbers a shard's records 1, 2, ...; AWS's sequence numbers are 56 digits (49...): the
 # mappings see them shaped so, in the same order
 SEQUENCE_BASE = 49 * 10**54
-# what a Kinesis mapping needs of the function's role (AWSLambdaKinesisExecutionRole; Lambda:
-# with-kinesis.html "Execution role permissions"); SubscribeToShard on the consumer for fan-out
-KINESIS_READ = ("GetRecords", "GetShardIterator", "DescribeStream", "DescribeStreamSummary", "ListShards",
-                "ListStreams")  # fmt: skip
+# what a Kinesis mapping needs of the function's role (Lambda: services-kinesis-create.html,
+# "Lambda needs the following permissions"); SubscribeToShard on the consumer, for fan-out
+KINESIS_READ = ("DescribeStream", "DescribeStreamSummary", "GetRecords", "GetShardIterator", "ListShards")
 EFO_READ = ("SubscribeToShard",)
 
 
@@ -133,6 +132,7 @@ class Pump:
         kind = "AFTER_SEQUENCE_NUMBER" if position else start
         self.cursor = ShardCursor(streams, stream_arn, self.shard, kind, position)
         self._lock = threading.Lock()
+        self.read: deque[_Change] = deque()  # read, not yet put (a failed put is tried again)
         self.held: deque[_Change] = deque()  # reordered: it goes after the next one
         self.copies: deque[_Change] = deque()  # duplicated: the copy goes after the next one
         self.last_time = 0
@@ -143,7 +143,7 @@ class Pump:
     @property
     def waiting(self) -> int:
         """Changes read but not yet put: held back, or a copy still to come."""
-        return len(self.held) + len(self.copies)
+        return len(self.read) + len(self.held) + len(self.copies)
 
     def pump(self) -> int:
         """Put what is new; how many changes came."""
@@ -151,11 +151,13 @@ class Pump:
             began, came = time.time(), 0
             while True:
                 raw, _ = self.cursor.page(PAGE)
-                for record in raw:
-                    self._emit(self._change(record))
+                self.read.extend(self._change(record) for record in raw)
                 came += len(raw)
                 if len(raw) < PAGE:
                     break
+            while self.read:
+                self._emit(self.read[0])
+                self.read.popleft()
             flushed = 0
             for queue in (self.held, self.copies):  # nothing waits for a next change for ever
                 while queue and time.monotonic() - queue[0].held_at >= self.hold_s:
@@ -185,16 +187,17 @@ class Pump:
         return _Change(json.dumps(record).encode(), key, raw["dynamodb"]["SequenceNumber"])
 
     def _emit(self, change: _Change) -> None:
-        if not self.held and self.faults("reorder"):
+        if not self.held and not change.copy and self.faults("reorder"):
             self.held.append(change)
             return
-        earlier = list(self.copies)
-        self.copies.clear()
+        earlier = len(self.copies)  # copies of changes before this one: they go after it
         self._put(change)
         while self.held:
-            self._put(self.held.popleft())
-        for copy in earlier:
-            self._put(copy)
+            self._put(self.held[0])
+            self.held.popleft()
+        for _ in range(earlier):
+            self._put(self.copies[0])
+            self.copies.popleft()
 
     def _put(self, change: _Change) -> None:
         put = self.kinesis.put_record(StreamName=self.kinesis_name, Data=change.data, PartitionKey=change.key)

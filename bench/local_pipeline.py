@@ -7,6 +7,12 @@ Two phases in one run, each on tables of its own in the same embedded services:
             functions in their worker processes, the HTTP API, the schedules), its batching windows
             as deployed; then the pipeline drains and reconcile checks PostgreSQL row by row
 
+With `--source both` (the default) a third phase, `kinesis`, runs the same writes on the app
+synthesized with `-c change_source=kinesis` (`--kinesis-assembly`; synthesized when not given):
+changes reach the consumers through the local Kinesis stream (DynamoDB's streaming destination,
+played by the app) and its enhanced fan-out consumers. `kinesis_vs_dynamodb_ratio` is its write
+rate over the pipeline phase's, and each source's lag is printed beside the other's.
+
 `pipeline_vs_raw_ratio` is the pipeline phase's write rate over the raw one (>= 0.8: running the
 pipeline beside the writer costs it little; on 2 cores they share the CPU, so the ratio is
 CPU-bound on both sides and travels). Lag is each record's time from its write to its delivery
@@ -20,6 +26,7 @@ so growth in the second half (`rss_growth_second_half_mb`) against the first tel
 mark (flat) from a leak (still climbing).
 
 Usage: python bench/local_pipeline.py [--quick | --smoke] [--seconds N] [--assembly DIR]
+                                     [--source both|dynamodb|kinesis] [--kinesis-assembly DIR]
   (--quick: 10 s per phase; --smoke: 2 s per phase and no batching windows, seconds in all: the same
   code path and JSON keys)
 """
@@ -30,12 +37,14 @@ import argparse
 import json
 import os
 import statistics
+import subprocess
 import sys
 import tempfile
 import threading
 import time
 from decimal import Decimal
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -46,7 +55,7 @@ from hybridsync.local.process import rss_mb, tuned_assembly  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.reconcile import reconcile  # noqa: E402
-from hybridsync.workloads import Writer  # noqa: E402
+from hybridsync.workloads import Writer, wait_caught_up  # noqa: E402
 from shop.model import MODEL  # noqa: E402
 from shop_workloads.demo import place_order  # noqa: E402
 
@@ -87,6 +96,34 @@ def write_for(writer: Writer, seconds: float, tag: str) -> tuple[int, float]:
     return n, n / (time.monotonic() - started)
 
 
+def synth_kinesis(out: Path) -> Path:
+    """The app synthesized with every streamed table on Kinesis Data Streams for DynamoDB."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
+    command = [str(ROOT / "node_modules" / ".bin" / "cdk"), "synth", "--quiet", "--no-notices",
+               "-c", "change_source=kinesis", "--output", str(out)]  # fmt: skip
+    subprocess.run(command, cwd=ROOT, env=env, check=True, capture_output=True, timeout=600)
+    return out
+
+
+def measure(app: LocalApp, tag: str, seconds: float, emulator: int, engine: Any) -> dict[str, Any]:
+    """One source's phase: writes while the app consumes them, the drain, its lag and drift."""
+    sampler = Sampler(app, emulator)
+    sampler.start()
+    orders, rate = write_for(Writer(app.client, app.table_names["main"]), seconds, tag[0])
+    print(f"{tag:<9} {orders:>6} orders in {seconds:g} s: {rate:7.1f} orders/s (while consuming)", flush=True)
+    wait_caught_up(lambda: app.status()["mappings"], engine, timeout_s=180)
+    sampler.done.set()
+    sampler.join()
+    _, rss_start, workers_start, emulator_start = sampler.samples[0]
+    _, rss_mid, workers_mid, _ = sampler.at(seconds / 2)
+    _, rss_end, workers_end, emulator_end = sampler.at(seconds)
+    report = reconcile(app.client, app.table_names, engine, MODEL)
+    return {"rate": rate, "lags": sorted(lag for p in app.pollers for _, lag in p.stats.lags),
+            "drift": sum(d.total for d in report.values()), "rss": (rss_start, rss_mid, rss_end),
+            "workers": (workers_start, workers_mid, workers_end),
+            "emulator": (emulator_start, emulator_end)}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="example: python bench/local_pipeline.py --quick")  # fmt: skip
@@ -94,52 +131,53 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="2 s per phase, no batching windows: seconds")
     parser.add_argument("--seconds", type=float, help="seconds of writes per phase")
     parser.add_argument("--assembly", type=Path, help="a synthesized app (default: cdk.out)")
+    parser.add_argument("--source", choices=["both", "dynamodb", "kinesis"], default="both",
+                        help="the change source(s) the pipeline reads, side by side with both")  # fmt: skip
+    parser.add_argument("--kinesis-assembly", type=Path,
+                        help="the app synthesized with -c change_source=kinesis (default: made)")  # fmt: skip
     args = parser.parse_args()
     seconds = args.seconds or (2 if args.smoke else 10 if args.quick else 60)
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     assembly_dir = args.assembly or synth_if_stale(ROOT / "cdk.out")
     state = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    kinesis_dir = None
+    if args.source != "dynamodb":
+        kinesis_dir = args.kinesis_assembly or synth_kinesis(state / "kinesis.out")
     if args.smoke:  # nothing waits for a batching window to fill
         assembly_dir = tuned_assembly(assembly_dir, state / "assembly", MaximumBatchingWindowInSeconds=0)
+        if kinesis_dir is not None:
+            kinesis_dir = tuned_assembly(kinesis_dir, state / "kinesis", MaximumBatchingWindowInSeconds=0)
+    sources = {"dynamodb": assembly_dir, "kinesis": kinesis_dir}
+    measured = ["dynamodb", "kinesis"] if args.source == "both" else [args.source]
     with local.start(state, tables=False) as stack:  # DynamoDB Local in a process of its own
         assert stack.dynamodb_process is not None, "measured on the embedded DynamoDB Local"
         emulator = stack.dynamodb_process
         engine = db.create_engine(stack.database_url)
-        apps = {}
-        for phase in ("raw", "pipeline"):
-            assembly = Assembly.load(assembly_dir)
-            app = LocalApp(assembly, **stack.endpoints(), state_dir=state / phase, prefix=phase)
-            app.start(http_port=None, schedules=phase == "pipeline", mappings=phase == "pipeline")
-            apps[phase] = app
-        pipeline = apps["pipeline"]
-        warm = Writer(pipeline.client, pipeline.table_names["main"])
-        write_for(warm, 1, "warm")  # cold starts of the functions happen here, not in the measure
-        time.sleep(1 if args.smoke else 6)
-        raw_orders, raw_rate = write_for(
-            Writer(apps["raw"].client, apps["raw"].table_names["main"]), seconds, "r"
-        )
+
+        def started(phase: str) -> LocalApp:
+            app = LocalApp(Assembly.load(sources.get(phase) or assembly_dir), **stack.endpoints(),
+                           state_dir=state / phase, prefix=phase)  # fmt: skip
+            app.start(http_port=None, schedules=phase != "raw", mappings=phase != "raw")
+            return app
+
+        raw = started("raw")
+        raw_orders, raw_rate = write_for(Writer(raw.client, raw.table_names["main"]), seconds, "r")
+        raw.stop()
         print(f"raw       {raw_orders:>6} orders in {seconds:g} s: {raw_rate:7.1f} orders/s", flush=True)
-        sampler = Sampler(pipeline, emulator.pid)
-        sampler.start()
-        orders, rate = write_for(Writer(pipeline.client, pipeline.table_names["main"]), seconds, "p")
-        print(
-            f"pipeline  {orders:>6} orders in {seconds:g} s: {rate:7.1f} orders/s (while consuming)",
-            flush=True,
-        )
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not all(p.stats.caught_up for p in pipeline.pollers):
-            time.sleep(0.5)
-        sampler.done.set()
-        sampler.join()
-        _, rss_start, workers_start, emulator_start = sampler.samples[0]
-        _, rss_mid, workers_mid, _ = sampler.at(seconds / 2)
-        _, rss_end, workers_end, emulator_end = sampler.at(seconds)
-        lags = sorted(lag for p in pipeline.pollers for _, lag in p.stats.lags)
-        report = reconcile(pipeline.client, pipeline.table_names, engine, MODEL)
-        drift = sum(d.total for d in report.values())
-        for app in apps.values():
+        runs = {}
+        for phase in measured:  # one app at a time: neither polls while the other is measured
+            app = started(phase)
+            write_for(Writer(app.client, app.table_names["main"]), 1, f"warm-{phase}")  # cold starts here
+            time.sleep(1 if args.smoke else 6)
+            runs[phase] = measure(app, phase, seconds, emulator.pid, engine)
             app.stop()
         engine.dispose()
+    first = runs[measured[0]]  # the DynamoDB Streams pipeline's, or the only source's
+    rate, lags = first["rate"], first["lags"]
+    rss_start, rss_mid, rss_end = first["rss"]
+    workers_start, workers_mid, workers_end = first["workers"]
+    emulator_start, emulator_end = first["emulator"]
+    drift = sum(run["drift"] for run in runs.values())
     result = {
         "seconds_per_phase": seconds,
         "raw_orders_per_s": round(raw_rate, 1),
@@ -149,6 +187,7 @@ def main() -> None:
         "lag_p50_s": round(statistics.median(lags), 2),
         "lag_p99_s": round(lags[int(len(lags) * 0.99)], 2),
         "drift": drift,
+        "sources": measured,
         "rss_mb_start": rss_start,
         "rss_mb_mid": rss_mid,
         "rss_mb_end": rss_end,
@@ -164,6 +203,16 @@ def main() -> None:
           f"drift {drift}; pipeline RSS {rss_start} -> {rss_mid} -> {rss_end} MB (start, halfway, end; "
           f"function workers {workers_start} -> {workers_mid} -> {workers_end}); embedded DynamoDB "
           f"{emulator_start} -> {emulator_end} MB")  # fmt: skip
+    for phase, run in runs.items():
+        result[f"{phase}_orders_per_s"] = round(run["rate"], 1)
+        result[f"{phase}_lag_p50_s"] = round(statistics.median(run["lags"]), 2)
+        result[f"{phase}_lag_p99_s"] = round(run["lags"][int(len(run["lags"]) * 0.99)], 2)
+        result[f"{phase}_drift"] = run["drift"]
+    if len(runs) == 2:
+        result["kinesis_vs_dynamodb_ratio"] = round(runs["kinesis"]["rate"] / runs["dynamodb"]["rate"], 3)
+        print(f"kinesis / dynamodb streams: {result['kinesis_vs_dynamodb_ratio']}x the write rate; lag p50 "
+              f"{result['kinesis_lag_p50_s']} s vs {result['dynamodb_lag_p50_s']} s, p99 "
+              f"{result['kinesis_lag_p99_s']} s vs {result['dynamodb_lag_p99_s']} s")  # fmt: skip
     print(json.dumps(result))
 
 

@@ -88,6 +88,19 @@ def cloud_assembly(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> 
     return shared
 
 
+@pytest.fixture(scope="session")
+def kinesis_assembly(tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> Path:
+    """The app synthesized with every streamed table on Kinesis Data Streams for DynamoDB
+    (`-c change_source=kinesis`), once per run as `cloud_assembly` is."""
+    if worker_id == "master":
+        return synth(tmp_path_factory.mktemp("kinesis.out"), "change_source=kinesis")
+    shared = tmp_path_factory.getbasetemp().parent / "kinesis.out"
+    with FileLock(f"{shared}.lock"):
+        if not (shared / "manifest.json").is_file():
+            synth(shared, "change_source=kinesis")
+    return shared
+
+
 def load_template(assembly: Path, stack_suffix: str) -> dict[str, Any]:
     (path,) = assembly.glob(f"*-{stack_suffix}.template.json")
     return json.loads(path.read_text())

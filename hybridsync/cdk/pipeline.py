@@ -252,12 +252,13 @@ class PipelineStack(Stack):
                 iam.PolicyStatement(
                     actions=[
                         "dynamodb:GetItem",
+                        "dynamodb:BatchGetItem",
                         "dynamodb:Query",
                         "dynamodb:UpdateItem",
                         "dynamodb:PutItem",
                         "dynamodb:BatchWriteItem",
                         "dynamodb:DeleteItem",
-                    ],  # cursor, journal, aggregates
+                    ],  # cursor, journal, aggregates; the changes read from Kinesis folded in
                     resources=[data.tables[name].table_arn for name in aggregated],
                 )
             )

@@ -40,7 +40,8 @@ KEYS = {  # the figures each benchmark must print (it may print more)
                       "index_keys_out_of_date", "dead_letters", "write_back_items_read",
                       "engine_api_fallbacks"},
     "local_pipeline": {"raw_orders_per_s", "pipeline_orders_per_s", "pipeline_vs_raw_ratio", "drift",
-                       "lag_p99_s", "rss_mb_start", "rss_mb_end"},
+                       "lag_p99_s", "rss_mb_start", "rss_mb_end", "kinesis_vs_dynamodb_ratio",
+                       "kinesis_lag_p99_s", "dynamodb_lag_p99_s"},
     "operate": {"alarm_period_s", "all_alarmed_and_cleared", "detect_s", "clear_s", "detect_over_period_max",
                 "records", "s3_records_per_s", "stream_records_per_s", "s3_vs_stream_fetch_ratio"},
     "posture": {"tls_connect_ms", "socket_connect_ms", "connect_ratio", "roundtrip_ratio", "rows_ratio",
@@ -78,8 +79,13 @@ def smoke(name: str, assembly: Path, *extra: str) -> dict:
 # chaos and fuzz: tests/reliability/test_chaos.py and tests/fuzz run their smoke modes, longer, and
 # check what they find
 @pytest.mark.parametrize("name", sorted(set(KEYS) - {"chaos", "fuzz"}))
-def test_benchmark_smoke_run_prints_its_figures(name, cloud_assembly):
-    figures = smoke(name, cloud_assembly)
+def test_benchmark_smoke_run_prints_its_figures(name, cloud_assembly, request):
+    extra: tuple[str, ...] = ()
+    if name == "local_pipeline":  # on both change sources, side by side
+        extra = ("--kinesis-assembly", str(request.getfixturevalue("kinesis_assembly")))
+    figures = smoke(name, cloud_assembly, *extra)
+    if name == "local_pipeline":  # either source: every change in PostgreSQL
+        assert (figures["dynamodb_drift"], figures["kinesis_drift"]) == (0, 0), figures
     if name == "adopt":  # correctness holds at any size: nothing lost, resumed, the rebuild exact
         assert (figures["drift"], figures["undone"], figures["resumed"]) == (0, 0, True), figures
         assert (

@@ -161,7 +161,8 @@ class Pump:
             flushed = 0
             for queue in (self.held, self.copies):  # nothing waits for a next change for ever
                 while queue and time.monotonic() - queue[0].held_at >= self.hold_s:
-                    self._put(queue.popleft())
+                    self._put(queue[0])
+                    queue.popleft()
                     flushed += 1
             if came or flushed:
                 self._save()

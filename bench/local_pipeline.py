@@ -54,6 +54,7 @@ from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.process import rss_mb, tuned_assembly  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
+from hybridsync.sql.schema import table_of  # noqa: E402
 from hybridsync.sync.reconcile import reconcile  # noqa: E402
 from hybridsync.workloads import Writer, wait_caught_up  # noqa: E402
 from shop.model import MODEL  # noqa: E402
@@ -118,6 +119,9 @@ def measure(app: LocalApp, tag: str, seconds: float, emulator: int, engine: Any)
     _, rss_mid, workers_mid, _ = sampler.at(seconds / 2)
     _, rss_end, workers_end, emulator_end = sampler.at(seconds)
     report = reconcile(app.client, app.table_names, engine, MODEL)
+    with engine.begin() as conn:  # the next phase's rows start empty: its drift is its own
+        for entity in MODEL.written_back():
+            conn.execute(table_of(entity).delete())
     return {"rate": rate, "lags": sorted(lag for p in app.pollers for _, lag in p.stats.lags),
             "drift": sum(d.total for d in report.values()), "rss": (rss_start, rss_mid, rss_end),
             "workers": (workers_start, workers_mid, workers_end),

@@ -11,8 +11,10 @@ milliseconds, `Keys`, the images and `SizeBytes`; no `SequenceNumber`, no `Strea
 
 What AWS does not document, so chosen: the partition key is the item's table keys, md5 in upper-case
 hex (a real record's is 32 hex digits), so one item's changes share a shard. DynamoDB Local rounds
-creation times down to the minute: the time is the microsecond the pump read the change, increasing
-for each change of one pump.
+creation times down to the minute: the time is that minute plus the change's stream sequence number
+in microseconds (modulo a minute), so it increases change by change and is the same every time the
+change is put: a pump killed before it saved its position puts its last changes again on restart,
+each with its own time, as AWS's duplicates carry theirs (kds.html).
 
 `KinesisShardReader` is a `ShardPoller`'s reader over one Kinesis shard (GetShardIterator,
 GetRecords), each record in Lambda's Kinesis event shape (recorded: test_lambda_integration_kinesis).
@@ -36,6 +38,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 from hybridsync.local.mappings import Checkpoints, Shape
@@ -135,7 +138,6 @@ class Pump:
         self.read: deque[_Change] = deque()  # read, not yet put (a failed put is tried again)
         self.held: deque[_Change] = deque()  # reordered: it goes after the next one
         self.copies: deque[_Change] = deque()  # duplicated: the copy goes after the next one
-        self.last_time = 0
         self.put = 0
         self.latest: dict[str, int] = {}  # Kinesis shard -> the highest (moto) sequence number put
         self.read_through = 0.0  # wall time: every change made before it is in the Kinesis stream
@@ -179,11 +181,13 @@ class Pump:
                 stop.wait(1.0)
 
     def _change(self, raw: dict[str, Any]) -> _Change:
-        now = int(time.time() * self.unit)
-        self.last_time = max(now, self.last_time + 1)  # never two changes at one time
+        data = raw["dynamodb"]
+        made = data["ApproximateCreationDateTime"]
+        minute = int(made.timestamp() if isinstance(made, datetime) else float(made)) // 60 * 60
+        created = minute * self.unit + int(data["SequenceNumber"]) % (60 * self.unit)
         region = self.streams.meta.region_name
         delivered = as_delivered(self.mark(self.stream_arn, raw), self.stream_arn, region, time.time())
-        record = change_record(delivered, self.table, region, self.last_time)
+        record = change_record(delivered, self.table, region, created)
         key = partition_key(record["dynamodb"]["Keys"])
         return _Change(json.dumps(record).encode(), key, raw["dynamodb"]["SequenceNumber"])
 

@@ -21,3 +21,16 @@ def test_nothing_lost_duplicated_or_stale_under_chaos(cloud_assembly):
     assert figures["faults"]["sigkill"] == 2 and figures["faults"]["postgresql_stopped"] == 3
     assert figures["probes_never_arrived"] == 0
     assert figures["changes"] > 300
+
+
+def test_nothing_lost_duplicated_or_stale_under_chaos_on_kinesis(kinesis_assembly):
+    """The same on the app synthesized with `-c change_source=kinesis`: every change also put into
+    Kinesis twice or out of order (`duplicate_put`, `reorder`), the pump SIGKILLed with the app."""
+    figures = smoke("chaos", kinesis_assembly, "--seconds", "15", "--outage", "2")
+    print({k: v for k, v in figures.items() if k != "changes_by_kind"})
+    assert figures["caught_up"]
+    assert (figures["lost"], figures["duplicated"], figures["stale"], figures["drift"]) == (0, 0, 0, 0)
+    assert figures["aggregates_equal_recount"] and figures["aggregates"] > 0
+    assert figures["failed_batches_left"] == 0
+    assert figures["faults"]["duplicate_put"] > 0 and figures["faults"]["reorder"] > 0
+    assert figures["faults"]["sigkill"] == 2

@@ -66,7 +66,7 @@ from shop_workloads import demo
 
 FAULTS = (
     "duplicate=0.2,fail_before=0.1,fail_after=0.1,throttle=0.03,server_error=0.02,"
-    "server_error_after=0.02,drop_notify=0.3"
+    "server_error_after=0.02,drop_notify=0.3,duplicate_put=0.1,reorder=0.1"
 )
 OPS = {  # weight of each kind of change
     "order": 22,

@@ -74,6 +74,7 @@ class MonitoringStack(Stack):
         self._api(api)
         self._database(database)
         self._tables(model, data)
+        self._change_streams(data)
         self._canary()
         self.dashboard = self._dashboard(model, data, database, pipeline, api)
 
@@ -383,6 +384,42 @@ class MonitoringStack(Stack):
                 errors,
                 0,
                 f"DynamoDB answered 500 on {table.name}: the SDK retried; if it persists, AWS Health",
+            )
+
+    def _change_streams(self, data: DataStack) -> None:
+        """A Kinesis change stream DynamoDB stopped writing to (a key policy that no longer lets it, a
+        stream that throttles it): no consumer fails and no iterator ages, so it is measured where the
+        changes go. The table took writes and the stream took no record for 15 minutes; and the
+        stream refusing DynamoDB's puts (Kinesis guide, "Monitoring the Amazon Kinesis Data Streams
+        service with CloudWatch": IncomingRecords, WriteProvisionedThroughputExceeded per StreamName).
+        DynamoDB's own replication metrics need a `DelegatedOperation` value its guide does not give."""
+        for name, stream in sorted(data.kinesis_streams.items()):
+            table = data.tables[name].table_name
+            writes = cloudwatch.Metric(namespace="AWS/DynamoDB", metric_name="ConsumedWriteCapacityUnits",
+                                       dimensions_map={"TableName": table}, statistic="Sum",
+                                       period=FIVE_MINUTES)  # fmt: skip
+            incoming = stream.metric_incoming_records(statistic="Sum", period=FIVE_MINUTES)
+            stalled = cloudwatch.MathExpression(
+                expression="IF(FILL(writes, 0) > 0 AND FILL(incoming, 0) == 0, 1, 0)",
+                using_metrics={"writes": writes, "incoming": incoming},
+                label="writes that reached no Kinesis record",
+                period=FIVE_MINUTES,
+            )
+            self.alarm(
+                f"{title(name)}ChangesNotReachingKinesis",
+                stalled,
+                0,
+                f"{name} took writes and its Kinesis change stream no record for 15 minutes: check the "
+                "table's streaming destination (DescribeKinesisStreamingDestination) and the stream key's "
+                "policy; `hybridsync reconcile --repair` catches up what was missed",
+                periods=3,
+            )
+            self.alarm(
+                f"{title(name)}ChangeStreamThrottled",
+                stream.metric_write_provisioned_throughput_exceeded(statistic="Sum", period=FIVE_MINUTES),
+                0,
+                f"{name}'s Kinesis change stream refused DynamoDB's puts: add shards (`kinesis_shards`, "
+                "`hybridsync plan`) or use on-demand; DynamoDB retries them, late",
             )
 
     def _system_errors(self, table: dynamodb.TableV2) -> cloudwatch.MathExpression:

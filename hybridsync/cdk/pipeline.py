@@ -15,7 +15,6 @@ from typing import Any
 
 import jsii
 from aws_cdk import ArnFormat, CfnOutput, CustomResource, Duration, Stack
-from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
@@ -340,13 +339,13 @@ class PipelineStack(Stack):
                 resources=[t.table_arn for t in tables],
             )
         )
+        # It reads a table's DynamoDB stream (a rebuild's window, a queued failed batch), whatever the
+        # change source: nothing of it reads Kinesis (a Kinesis batch is redriven from the failure
+        # bucket's copy), and the data stack keeps exporting every stream ARN, so switching the
+        # source never removes an export in use (CloudFormation, Fn::ImportValue).
         for name in sorted(self.data.tables):
-            if name in streams:  # it reads the stream the consumers read
-                grant_kinesis_read(ops.function, streams[name])
-            elif self.model.table(name).stream is not None:  # a table without one has no StreamArn
+            if self.model.table(name).stream is not None:  # a table without one has no StreamArn
                 self.data.tables[name].grant_stream_read(ops.function)
-        if streams:
-            self._kinesis_endpoint()
         self.migrate.function.grant_invoke(ops.function)
         # failed batches: read, and deleted once redriven
         grant_prefix(
@@ -713,23 +712,6 @@ class PipelineStack(Stack):
             **options,
         )
         return mapping.event_source_mapping_id
-
-    def _kinesis_endpoint(self) -> None:
-        """The operations function reads Kinesis streams from the VPC: Kinesis Data Streams' interface
-        endpoint, with private DNS (Kinesis guide, "Use Kinesis Data Streams with interface VPC
-        endpoints"), in the functions' subnets, admitting their group. The team's own routes
-        (`-c existing_db_endpoints=false`) must reach Kinesis themselves."""
-        if context.read(self, "existing_db_secret_arn") and not context.read(self, "existing_db_endpoints"):
-            return
-        endpoint = ec2.InterfaceVpcEndpoint(
-            self,
-            "KinesisStreamsEndpoint",
-            vpc=self.database.vpc,
-            service=ec2.InterfaceVpcEndpointAwsService.KINESIS_STREAMS,
-            subnets=self.database.subnets,
-            open=False,
-        )
-        endpoint.connections.allow_default_port_from(self.database.client_security_group)
 
     def _grant_bodies(
         self, handler: HandlerFunction, actions: list[str], *, prefix: str, listing: bool = False

@@ -129,6 +129,18 @@ PUBLISHED: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "ConsumedWriteCapacityUnits": _TABLE,
         "SystemErrors": [("Operation", "TableName")],
     },
+    # Kinesis: "Monitoring the Amazon Kinesis Data Streams service with Amazon CloudWatch", basic
+    # stream-level metrics (streams/latest/dev/monitoring-with-cloudwatch.html)
+    "AWS/Kinesis": {
+        m: [("StreamName",)]
+        for m in (
+            "IncomingRecords",
+            "IncomingBytes",
+            "WriteProvisionedThroughputExceeded",
+            "ReadProvisionedThroughputExceeded",
+            "GetRecords.IteratorAgeMilliseconds",
+        )
+    },
 }
 SECRET_TYPES = ("AWS::SecretsManager::Secret", "AWS::SecretsManager::SecretTargetAttachment")
 # Dimensions whose values AWS names (DynamoDB's metrics page: `Operation` is the API operation)

@@ -126,8 +126,10 @@ class Table:
 
     def __post_init__(self) -> None:
         if self.change_source not in (None, *CHANGE_SOURCES):
-            raise ValueError(f"table {self.name!r}: change_source must be one of {CHANGE_SOURCES}, "
-                             f"not {self.change_source!r}")
+            raise ValueError(
+                f"table {self.name!r}: change_source must be one of {CHANGE_SOURCES}, "
+                f"not {self.change_source!r}"
+            )
 
     def index(self, name: str) -> Index:
         for index in self.indexes:

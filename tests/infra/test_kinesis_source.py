@@ -74,6 +74,12 @@ def kinesis_app():
     return stacks
 
 
+@pytest.fixture(scope="module")
+def dynamodb_app():
+    """The same app on DynamoDB Streams, with the team's consumer: (templates, findings)."""
+    return synthesize("dynamodb")
+
+
 def one(template: dict, kind: str) -> tuple[str, dict]:
     (found,) = of_type(template, kind).items()
     return found
@@ -169,17 +175,56 @@ def test_the_consumers_roles_read_the_stream_and_subscribe_through_their_consume
         assert actions == ["kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard"]
 
 
-def test_the_operations_function_reads_the_kinesis_stream_it_is_told_of(kinesis_app):
+def test_the_operations_function_is_told_of_the_kinesis_stream_and_calls_none(kinesis_app):
+    """It reads no Kinesis stream (a Kinesis batch is redriven from the failure bucket's copy, a
+    rebuild refuses a Kinesis-sourced table): no Kinesis grant, and no Kinesis endpoint in the VPC
+    to pay for by the hour."""
     pipeline = kinesis_app["pipeline"]
     variable = functions(pipeline)["Operations"]["CHANGE_STREAMS"]
     assert "main" in json.dumps(variable) and "MainChangeStream" in json.dumps(variable)
     granted = statements(pipeline, "OperationsFunctionServiceRole")
     actions = {a for s in granted for a in (s["Action"] if isinstance(s["Action"], list) else [s["Action"]])}
-    assert {"kinesis:GetRecords", "kinesis:GetShardIterator", "kinesis:ListShards"} <= actions
-    assert not any(a in rules.STREAM_READ and a.startswith("dynamodb:") for a in actions)
+    assert not any(a.startswith("kinesis:") for a in actions)
     assert {"lambda:GetEventSourceMapping", "lambda:UpdateEventSourceMapping"} <= actions
-    _, endpoint = one(pipeline, "AWS::EC2::VPCEndpoint")  # it reads from the VPC
-    assert "kinesis-streams" in json.dumps(endpoint["Properties"]["ServiceName"])
+    assert "kinesis-streams" not in json.dumps(of_type(pipeline, "AWS::EC2::VPCEndpoint"))
+
+
+def imports(value: object) -> set[str]:
+    """Every export name a template imports (`Fn::ImportValue`)."""
+    if isinstance(value, dict):
+        if isinstance(value.get("Fn::ImportValue"), str):
+            return {value["Fn::ImportValue"]}
+        return {name for v in value.values() for name in imports(v)}
+    if isinstance(value, list):
+        return {name for v in value for name in imports(v)}
+    return set()
+
+
+def exports(template: dict) -> set[str]:
+    return {o["Export"]["Name"] for o in template.get("Outputs", {}).values() if "Export" in o}
+
+
+def test_switching_to_kinesis_removes_no_export_the_deployed_pipeline_imports(kinesis_app, dynamodb_app):
+    """`cdk deploy` updates the data stack first; CloudFormation refuses to remove an export another
+    stack imports (Fn::ImportValue). Every export the DynamoDB-mode pipeline and monitoring import
+    is still exported in Kinesis mode. (Back from Kinesis, the Kinesis stream's export goes: deploy
+    the pipeline and monitoring stacks first, docs/deploying.md.)"""
+    dynamodb_stacks, _ = dynamodb_app
+    needed = {name for stack in ("pipeline", "monitoring") for name in imports(dynamodb_stacks[stack])}
+    from_data = needed & exports(dynamodb_stacks["data"])
+    assert any("StreamArn" in name for name in from_data)
+    assert from_data <= exports(kinesis_app["data"]), sorted(from_data - exports(kinesis_app["data"]))
+
+
+def test_a_change_stream_dynamodb_stopped_writing_to_alarms(kinesis_app):
+    """No consumer fails and no iterator ages when DynamoDB stops putting into the stream (a key
+    policy, a throttling stream): the writes that reached no record alarm, and the throttles."""
+    alarms = of_type(kinesis_app["monitoring"], "AWS::CloudWatch::Alarm")
+    stalled = next(a for logical, a in alarms.items() if "ChangesNotReachingKinesis" in logical)
+    expression = json.dumps(stalled["Properties"]["Metrics"])
+    assert "ConsumedWriteCapacityUnits" in expression and "IncomingRecords" in expression
+    assert stalled["Properties"]["EvaluationPeriods"] == 3
+    assert any("ChangeStreamThrottled" in logical for logical in alarms)
 
 
 def test_every_kinesis_mapping_has_its_failed_batches_alarm(kinesis_app):
@@ -190,13 +235,13 @@ def test_every_kinesis_mapping_has_its_failed_batches_alarm(kinesis_app):
 
 
 def test_a_teams_own_consumer_on_the_kinesis_stream_passes_and_on_the_dynamodb_stream_is_refused(
-    kinesis_app,
+    kinesis_app, dynamodb_app
 ):
     """The write-back and the aggregation read the table's Kinesis stream through consumers of their
     own: a team's third consumer fits (the fixture's synth has it, with no finding). On the DynamoDB
     stream it is the third reader, refused, pointing at the Kinesis change source."""
     assert len(of_type(kinesis_app["Search"], "AWS::Kinesis::StreamConsumer")) == 1
-    _, findings = synthesize("dynamodb")
+    _, findings = dynamodb_app
     (finding,) = [f for f in findings if f.rule == "stream-readers"]
     assert "3 readers" in finding.message and "-c change_source=kinesis" in finding.message
 

@@ -51,5 +51,6 @@ SAMPLES: dict[str, list[dict[str, Any]]] = {
     "AggregationJournal": [{"ShardId": "shardId-0001", "JournalId": "100", "Part": 0, "Deltas": "[]"}],
     "AggregationRange": [{"ShardId": "shardId-0001", "First": f"{90:040d}", "Last": "100"}],
     "AggregationShard": [{"ShardId": "shardId-00000001700000000000-0f1e2d3c"}],
+    "AggregationChange": [{"Change": "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b"}],
     "CustomerSpend": [{"CustomerId": "c-1", "Period": "2026-11", "Spend": Decimal("49.98"), "Points": 49}],
 }  # fmt: skip

@@ -202,7 +202,7 @@ def test_aggregate_consumes_only_order_lines_and_may_only_update_the_table(pipel
     table_actions = {a for s in statements for a in s["Action"] if a.startswith("dynamodb:")}
     assert table_actions == {
         "dynamodb:GetItem", "dynamodb:Query", "dynamodb:UpdateItem", "dynamodb:PutItem",
-        "dynamodb:BatchWriteItem", "dynamodb:DeleteItem",
+        "dynamodb:BatchWriteItem", "dynamodb:DeleteItem", "dynamodb:BatchGetItem",
         "dynamodb:DescribeStream", "dynamodb:GetRecords", "dynamodb:GetShardIterator", "dynamodb:ListStreams",
     }  # fmt: skip
 

@@ -263,3 +263,54 @@ def test_aggregates_count_each_change_once_however_kinesis_delivers_it(
                 assert first.rejected == []
                 assert AGGREGATION.aggregate(batch, agg, out, f"shardId-{shard:012d}").applied == 0  # retried
     assert stored(agg, out, shop.tag, shop) == recount(dynamodb, stack.table_names["main"], shop.tag)
+
+
+# --- failed batches ------------------------------------------------------------------------------
+
+
+def test_failed_kinesis_batches_are_redriven_from_the_bucket_once(
+    stack, dynamodb, engine, workload, stream, truth, aggregates
+):
+    """What a Kinesis mapping gave up on lands in the failure bucket (`KinesisBatchInfo`, the
+    records as `payload`: recorded). Redriven, each consumer applies it once: the write-back's row
+    is the item, the aggregates equal a recount, and a second redrive (a copy of the batch) changes
+    nothing."""
+    from hybridsync.local.kinesis import KINESIS
+    from hybridsync.local.mappings import destination, failure_record
+    from hybridsync.sync import failed
+
+    oid = workload.id("redrive")
+    workload.order(oid, Total=Decimal("5.00"))
+    orders_batch = as_kinesis(stream.read())
+    shop, agg = Shop(workload), aggregates.client("dynamodb")
+    shop.line("o1", 1, product=1, quantity=3)
+    lines_batch = as_kinesis(stream.read())
+    s3 = stack.client("s3")
+    bucket = f"kin-redrive-{shop.tag}"
+    s3.create_bucket(Bucket=bucket)
+    for name, batch in (("WriteBack", orders_batch), ("Aggregate", lines_batch)):
+        send = destination(f"arn:aws:s3:::{bucket}", stack.client, f"{name}-mapping")
+        for _ in range(2):  # the batch given up twice (a copy): applied once
+            info = failure_record(batch, stream_arn=STREAM, shard="shardId-000000000000", invokes=11,
+                                  function_arn=f"arn:aws:lambda:us-east-1:0:function:HybridSync-{name}",
+                                  condition="RetryAttemptsExhausted", shape=KINESIS)  # fmt: skip
+            send(info, batch)
+    store = failed.BucketStore(s3, bucket)
+    assert sorted(b.consumer for b in store.pending()) == [
+        "aggregate",
+        "aggregate",
+        "write_back",
+        "write_back",
+    ]
+    tables = {"main": aggregates.table_names["main"]}
+    for consumer, client, names in (("write_back", dynamodb, stack.table_names), ("aggregate", agg, tables)):
+        batches = [b for b in store.pending() if b.consumer == consumer]
+        first = failed.apply(batches[0], batches[0].records or [], client=client, tables=names, engine=engine,
+                             model=MODEL)  # fmt: skip
+        again = failed.apply(batches[1], batches[1].records or [], client=client, tables=names, engine=engine,
+                             model=MODEL)  # fmt: skip
+        assert (first > 0, again) == (True, 0), consumer
+    assert orders(engine, oid)[oid].total == Decimal("5.00")
+    assert stored(agg, tables["main"], shop.tag, shop) == recount(
+        dynamodb, stack.table_names["main"], shop.tag
+    )

@@ -821,6 +821,7 @@ class LocalApp:
             reader = kds.KinesisShardReader(
                 self._kinesis, stream_arn, shard, role=role, efo="/consumer/" in source,
                 source_through=(lambda pump=pump: pump.read_through) if pump else time.time,
+                latest=(lambda pump=pump, shard=shard: pump.latest.get(shard, 0)) if pump else None,
             )  # fmt: skip
             self.pollers.append(
                 ShardPoller(streams=reader, shard=shard, **(plan | {"stream_arn": stream_arn}))

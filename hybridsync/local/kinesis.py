@@ -52,6 +52,7 @@ HOLD_S = 1.0  # a change held back (`reorder`) goes out after the next one, or a
 ON_DEMAND_SHARDS = 4  # an on-demand stream starts with 4 shards (Kinesis: "How on-demand mode works")
 CONSUMERS_PER_STREAM = 20  # Kinesis quota: enhanced fan-out consumers per stream
 STANDARD_POLL_S = 1.0
+PUT_RECORDS = 500  # records per PutRecords request
 EFO_POLL_S = 0.07
 # moto numbers a shard's records 1, 2, ...; AWS's sequence numbers are 56 digits (49...): the
 # mappings see them shaped so, in the same order
@@ -138,6 +139,7 @@ class Pump:
         self.read: deque[_Change] = deque()  # read, not yet put (a failed put is tried again)
         self.held: deque[_Change] = deque()  # reordered: it goes after the next one
         self.copies: deque[_Change] = deque()  # duplicated: the copy goes after the next one
+        self.outbox: deque[_Change] = deque()  # to put, in order, with the cycle's PutRecords
         self.put = 0
         self.latest: dict[str, int] = {}  # Kinesis shard -> the highest (moto) sequence number put
         self.read_through = 0.0  # wall time: every change made before it is in the Kinesis stream
@@ -145,7 +147,7 @@ class Pump:
     @property
     def waiting(self) -> int:
         """Changes read but not yet put: held back, or a copy still to come."""
-        return len(self.read) + len(self.held) + len(self.copies)
+        return len(self.read) + len(self.held) + len(self.copies) + len(self.outbox)
 
     def pump(self) -> int:
         """Put what is new; how many changes came."""
@@ -166,6 +168,7 @@ class Pump:
                     self._put(queue[0])
                     queue.popleft()
                     flushed += 1
+            self._flush()  # raises when a put failed: the position is not saved past it
             if came or flushed:
                 self._save()
             if not self.held:
@@ -205,11 +208,28 @@ class Pump:
             self.copies.popleft()
 
     def _put(self, change: _Change) -> None:
-        put = self.kinesis.put_record(StreamName=self.kinesis_name, Data=change.data, PartitionKey=change.key)
-        self.latest[put["ShardId"]] = max(self.latest.get(put["ShardId"], 0), int(put["SequenceNumber"]))
-        self.put += 1
+        self.outbox.append(change)
         if not change.copy and self.faults("duplicate_put"):
             self.copies.append(_Change(change.data, change.key, change.number, copy=True))
+
+    def _flush(self) -> None:
+        """The cycle's changes in PutRecords of up to 500 (Kinesis API reference, PutRecords), in
+        order: the destination promises no order anyway (kds.html), and moto keeps it. What a put
+        refused stays, first, for the next cycle."""
+        while self.outbox:
+            batch = list(self.outbox)[:PUT_RECORDS]
+            answer = self.kinesis.put_records(
+                StreamName=self.kinesis_name, Records=[{"Data": c.data, "PartitionKey": c.key} for c in batch]
+            )
+            for put in answer["Records"]:
+                if "ErrorCode" in put:
+                    raise RuntimeError(
+                        f"PutRecords refused a change: {put['ErrorCode']} {put.get('ErrorMessage')}"
+                    )
+                shard = put["ShardId"]
+                self.latest[shard] = max(self.latest.get(shard, 0), int(put["SequenceNumber"]))
+                self.outbox.popleft()
+                self.put += 1
 
     def _save(self) -> None:
         """Position: the last change read, unless one is held back (then the one before it)."""
@@ -240,10 +260,14 @@ class KinesisShardReader:
     shape = KINESIS
 
     def __init__(self, kinesis: Any, stream_arn: str, shard: str, *, role: str, efo: bool = False,
-                 source_through: Callable[[], float] = time.time):  # fmt: skip
+                 source_through: Callable[[], float] = time.time,
+                 latest: Callable[[], int] | None = None):  # fmt: skip
         self.kinesis, self.stream_arn, self.shard, self.role = kinesis, stream_arn, shard, role
         self.poll_interval_s = EFO_POLL_S if efo else STANDARD_POLL_S
         self.source_through = source_through
+        # A push is a record put: what the pump put in this shard (`latest`) tells a fan-out reader
+        # whether to ask moto at all; it still asks once a second (what an earlier run put).
+        self.latest, self.asked_at = latest, 0.0
         self.iterator: str | None = None
         self.start: tuple[str, str | None] = ("TRIM_HORIZON", None)
         self.last: int | None = None  # moto's number of the last record taken
@@ -268,6 +292,11 @@ class KinesisShardReader:
 
     def take(self, poller: object) -> tuple[list[dict[str, Any]], bool]:
         through = self.source_through()
+        idle = self.latest is not None and self.latest() <= (self.last or 0)
+        if idle and time.monotonic() - self.asked_at < STANDARD_POLL_S:
+            self.read_through = through  # everything the pump put, it has taken
+            return [], False
+        self.asked_at = time.monotonic()
         try:
             self.iterator = self.iterator or self._open()
             page = self.kinesis.get_records(ShardIterator=self.iterator, Limit=PAGE)

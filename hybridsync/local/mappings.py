@@ -287,6 +287,7 @@ class ShardPoller:
             return 0
         if records:
             self.metric("PolledEventCount", len(records))
+        done = None  # the last filtered-out record with nothing waiting before it: done once read
         for record in records:
             if filters.admits(self.settings.patterns, self.shape.filterable(record)):
                 if not self.buffer:
@@ -298,7 +299,9 @@ class ShardPoller:
                 if self.buffer:
                     self.passed.append(record)
                 else:
-                    self._checkpoint(record)
+                    done = record
+        if done is not None:  # one position saved per page, not one per record
+            self._checkpoint(done)
         self._measure_lag()
         if not records:  # the lag just measured counts every record written before this
             self.read_through = self.reader.read_through

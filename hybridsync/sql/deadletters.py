@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
+from hybridsync.streams import kinesis
 from hybridsync.streams.records import DeadLetter, as_json
 
 if TYPE_CHECKING:
@@ -35,6 +36,10 @@ def store(conn: sa.Connection, source: str, letters: Iterable[DeadLetter]) -> in
 
 
 def _event_id(record: dict[str, Any]) -> str | None:
+    """A record's identity: its eventID, or for a change read from Kinesis its change (each copy of
+    a change has a Kinesis sequence number of its own: one dead letter for all of them)."""
+    if isinstance(record, dict) and (change := kinesis.change_of(record)):
+        return f"kinesis:{change}"
     event_id = record.get("eventID") if isinstance(record, dict) else None
     return str(event_id) if event_id else None
 

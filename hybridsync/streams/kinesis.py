@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import hashlib
 import json
 from collections.abc import Iterable
 from typing import Any
@@ -86,12 +87,22 @@ def as_change(record: dict[str, Any]) -> dict[str, Any]:
     parts = str(record.get("eventSourceARN", "")).split(":")
     partition, region, account = (parts[1], parts[3], parts[4]) if len(parts) >= 6 else ("aws", "", "")
     shaped = {key: value for key, value in change.items() if key not in ("dynamodb", "recordFormat")}
-    return shaped | {
+    read = shaped | {
         "eventSourceARN": f"arn:{partition}:dynamodb:{region}:{account}:table/{table}",
         "dynamodb": data | {"SequenceNumber": number, "ApproximateCreationDateTime": created / 1_000_000},
         "kinesis": {k: v for k, v in kinesis.items() if k != "data"}
         | {"createdMicros": created, "eventID": record.get("eventID"), "arn": record.get("eventSourceARN")},
     }
+    read["kinesis"]["change"] = hashlib.sha256(change_identity(read).encode()).hexdigest()[:40]  # type: ignore[union-attr]
+    return read
+
+
+def readable(record: dict[str, Any]) -> dict[str, Any]:
+    """`as_change`, or the record as it is when it carries no change (its consumer refuses it)."""
+    try:
+        return as_change(record)
+    except Rejected:
+        return record
 
 
 def table_arn(records: Iterable[dict[str, Any]], default: str) -> str:
@@ -123,6 +134,12 @@ def position(record: dict[str, Any]) -> int | None:
 
 def from_kinesis(position: int) -> bool:
     return position >= KINESIS_POSITIONS
+
+
+def change_of(record: dict[str, Any]) -> str | None:
+    """A change read from Kinesis: the digest of its `change_identity`, the same for each of its
+    copies (the aggregation's marker, a dead letter's identity); None for any other record."""
+    return record["kinesis"].get("change") if changed_from_kinesis(record) else None
 
 
 def change_identity(record: dict[str, Any]) -> str | None:

@@ -42,7 +42,6 @@ without it (`_apply_chunk`): no single record stops a shard, and every other row
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
 import logging
 import os
@@ -296,9 +295,7 @@ class Aggregation:
             raise Rejected(f"a measure of this record needs more than DynamoDB's {DIGITS} digits") from None
         except (TypeError, ValueError, KeyError, AttributeError) as error:
             raise Rejected(f"undecodable source record: {type(error).__name__}: {error}") from None
-        identity = kinesis.change_identity(record)
-        change = hashlib.sha256(identity.encode()).hexdigest()[:40] if identity else None
-        return RecordDelta(number, deltas, record, change)
+        return RecordDelta(number, deltas, record, kinesis.change_of(record))
 
     # --- folding a batch -------------------------------------------------------------------------
 
@@ -315,6 +312,7 @@ class Aggregation:
         the platform retries the batch, and the retry resumes where this call stopped."""
         if not shard:
             raise ValueError("the shard id is required (the event source mapping needs a tumbling window)")
+        records = [kinesis.readable(record) for record in records]  # its dead letters name the change
         parsed, rejected, skipped = triage(records, self.parse)
         outcome = Outcome(received=len(records), skipped=skipped)
         refused = [
@@ -338,6 +336,7 @@ class Aggregation:
         duplicates, the rest are folded under a cursor named after the batch, which skips them on
         a second redrive. A journal's range spans only the records it folded in: a rejected record
         inside it was never applied, and its dead letter (stored once per record) may still be owed."""
+        records = [kinesis.readable(record) for record in records]
         parsed, rejected, skipped = triage(records, self.parse)
         outcome = Outcome(received=len(records), skipped=skipped)
         if parsed:

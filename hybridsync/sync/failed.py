@@ -29,7 +29,7 @@ import sqlalchemy as sa
 from hybridsync.model.declare import Model
 from hybridsync.sql import deadletters
 from hybridsync.streams import filters, kinesis
-from hybridsync.streams.records import DeadLetter, Rejected, lambda_record, sequence
+from hybridsync.streams.records import DeadLetter, lambda_record, sequence
 from hybridsync.sync import aggregate, writeback
 
 # A queue or function named after its consumer's construct (`WriteBackFailures`, `Aggregate...`).
@@ -187,14 +187,6 @@ def stream_records(streams: Any, batch: FailedBatch) -> list[dict[str, Any]]:
     return records
 
 
-def _readable(record: dict[str, Any]) -> dict[str, Any]:
-    """A Kinesis record as its change; one that holds none stays as it is (its consumer refuses it)."""
-    try:
-        return kinesis.as_change(record)
-    except Rejected:
-        return record
-
-
 @dataclass
 class Redriven:
     batches: int = 0
@@ -214,7 +206,7 @@ def apply(
 ) -> int:
     """Hand a failed batch's records to its consumer (as its mapping's filters deliver them); how
     many changed something. `tables`: logical -> physical names of the model's tables."""
-    records = [_readable(record) for record in records]  # a Kinesis record as the change it carries
+    records = [kinesis.readable(record) for record in records]  # a Kinesis record as its change
     if batch.consumer == writeback.SOURCE:
         delivered = [r for r in records if filters.admits(writeback.event_filters(model), r)]
         # a batch of any age, from any shard: every change settled from the table as it is now

@@ -314,3 +314,35 @@ def test_failed_kinesis_batches_are_redriven_from_the_bucket_once(
     assert stored(agg, tables["main"], shop.tag, shop) == recount(
         dynamodb, stack.table_names["main"], shop.tag
     )
+
+
+def test_a_poison_change_put_twice_is_one_dead_letter_of_each_consumer_naming_its_item(
+    stack, dynamodb, engine, workload, stream, truth, aggregates
+):
+    """Its copies have sequence numbers of their own (and maybe eventIDs); the dead letter is the
+    change's, stored once, and holds the change (its keys and images), not the Kinesis envelope."""
+    shop, agg = Shop(workload), aggregates.client("dynamodb")
+    shop.line("o1", 1, product=1, quantity=2)
+    carrier = Carrier()
+    (change,) = [carrier.data(r) for r in stream.read()]
+    change["dynamodb"]["NewImage"]["Quantity"] = {"S": "two"}
+    # AWS does not say a copy keeps the change's eventID: this one has another
+    first, copy_ = carrier.deliver(change, 0), carrier.deliver(change | {"eventID": "another"}, 1)
+    before = last_dead_letter_id(engine)
+    writeback.write_back([first], engine, MODEL, truth=truth)
+    writeback.write_back([copy_], engine, MODEL, truth=truth)
+
+    def store(letters):
+        from hybridsync.sql import deadletters
+
+        with engine.begin() as conn:
+            deadletters.store(conn, "aggregate", letters)
+
+    out = aggregates.table_names["main"]
+    AGGREGATION.aggregate([first], agg, out, "shardId-000000000000", dead_letter=store)
+    AGGREGATION.aggregate([copy_], agg, out, "shardId-000000000001", dead_letter=store)
+    letters = dead_letters(engine, before)
+    assert sorted(letter.source for letter in letters) == ["aggregate", "write_back"]
+    for letter in letters:
+        assert letter.record["dynamodb"]["Keys"] == change["dynamodb"]["Keys"]
+        assert "Quantity" in letter.reason

@@ -1,4 +1,4 @@
-"""bench/chaos.py in its smoke mode, stretched to half a minute so CI sees every fault: seeded
+"""bench/chaos.py in its smoke mode, stretched to 20 seconds so CI sees every fault: seeded
 changes on both sides through `hybridsync up` (a process of its own) under every fault, two
 SIGKILLs and three PostgreSQL outages, then the failed batches redriven and both sides checked row
 by row. (It is also the chaos benchmark's smoke test: the script, its flags and its JSON.)"""
@@ -9,7 +9,7 @@ from tests.integration.test_benchmarks import smoke
 
 
 def test_nothing_lost_duplicated_or_stale_under_chaos(cloud_assembly):
-    figures = smoke("chaos", cloud_assembly, "--seconds", "30", "--outage", "4")
+    figures = smoke("chaos", cloud_assembly, "--seconds", "20", "--outage", "3")
     print({k: v for k, v in figures.items() if k != "changes_by_kind"})  # shown with -s
     assert figures["caught_up"]
     assert (figures["lost"], figures["duplicated"], figures["stale"], figures["drift"]) == (0, 0, 0, 0)
@@ -26,7 +26,7 @@ def test_nothing_lost_duplicated_or_stale_under_chaos(cloud_assembly):
 def test_nothing_lost_duplicated_or_stale_under_chaos_on_kinesis(kinesis_assembly):
     """The same on the app synthesized with `-c change_source=kinesis`: every change also put into
     Kinesis twice or out of order (`duplicate_put`, `reorder`), the pump SIGKILLed with the app."""
-    figures = smoke("chaos", kinesis_assembly, "--seconds", "15", "--outage", "2")
+    figures = smoke("chaos", kinesis_assembly, "--seconds", "10", "--outage", "2")
     print({k: v for k, v in figures.items() if k != "changes_by_kind"})
     assert figures["caught_up"]
     assert (figures["lost"], figures["duplicated"], figures["stale"], figures["drift"]) == (0, 0, 0, 0)

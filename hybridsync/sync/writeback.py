@@ -367,18 +367,27 @@ def positions(
 ) -> list[tuple[bool, int | None]]:
     """Per change, whether its row exists and the stream position it last applied, the rows
     locked until the transaction ends (so what is settled from a read cannot be overtaken)."""
-    table = table_of(entity).name
+    found = _joined(
+        conn, entity, changes, f"t.{POSITION}", keys_only=True, suffix="ORDER BY k.n_ FOR UPDATE OF t"
+    )
+    return [(n in found, None if found.get(n) is None else int(found[n])) for n in range(len(changes))]
+
+
+def _joined(conn: sa.Connection, entity: Entity, changes: Sequence[Change], select: str, *,
+            keys_only: bool, suffix: str = "") -> dict[int, Any]:  # fmt: skip
+    """`select` over each change's row (`k`, typed: its keys, or all its columns) joined to the
+    table's (`t`), by the change's place in `changes`; changes without a row are absent."""
     columns, types, key = _columns(entity)
-    typed = ", ".join(f"{c} {t}" for c, t in zip(columns, types, strict=True) if c in key)
+    pairs = [(c, t) for c, t in zip(columns, types, strict=True) if c in key or not keys_only]
+    typed = ", ".join(f"{c} {'text' if t == 'jsonb' else t}" for c, t in pairs)
     on = " AND ".join(f"t.{c} = k.{c}" for c in key)
-    found = dict(
+    return dict(
         conn.exec_driver_sql(
-            f"SELECT k.n_, t.{POSITION} FROM json_to_recordset(%(rows)s) AS k(n_ int, {typed}) "
-            f"JOIN {table} AS t ON {on} ORDER BY k.n_ FOR UPDATE OF t",
+            f"SELECT k.n_, {select} FROM json_to_recordset(%(rows)s) AS k(n_ int, {typed}) "
+            f"JOIN {table_of(entity).name} AS t ON {on} {suffix}",
             {"rows": _rows_json(entity, changes, numbered=True)},
         ).all()
     )
-    return [(n in found, None if found.get(n) is None else int(found[n])) for n in range(len(changes))]
 
 
 def _latest(row: int | None, record: int | None) -> int | None:
@@ -551,18 +560,10 @@ def _holds(conn: sa.Connection, entity: Entity, changes: Sequence[Change]) -> li
     if not changes:
         return []
     columns, types, key = _columns(entity)
-    typed = ", ".join(f"{c} {'text' if t == 'jsonb' else t}" for c, t in zip(columns, types, strict=True))
     content = [(c, t) for c, t in zip(columns, types, strict=True) if c not in key and c != POSITION]
     mine = ", ".join(f"k.{c}::jsonb" if t == "jsonb" else f"k.{c}" for c, t in content)
-    on = " AND ".join(f"t.{c} = k.{c}" for c in key)
-    table = table_of(entity).name
-    same = dict(
-        conn.exec_driver_sql(
-            f"SELECT k.n_, ({', '.join(f't.{c}' for c, _ in content)}) IS NOT DISTINCT FROM ({mine}) "
-            f"FROM json_to_recordset(%(rows)s) AS k(n_ int, {typed}) JOIN {table} AS t ON {on}",
-            {"rows": _rows_json(entity, changes, numbered=True)},
-        ).all()
-    )
+    theirs = ", ".join(f"t.{c}" for c, _ in content)
+    same = _joined(conn, entity, changes, f"({theirs}) IS NOT DISTINCT FROM ({mine})", keys_only=False)
     return [bool(same.get(n)) for n in range(len(changes))]
 
 

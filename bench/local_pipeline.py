@@ -7,11 +7,13 @@ Two phases in one run, each on tables of its own in the same embedded services:
             functions in their worker processes, the HTTP API, the schedules), its batching windows
             as deployed; then the pipeline drains and reconcile checks PostgreSQL row by row
 
-With `--source both` (the default) a third phase, `kinesis`, runs the same writes on the app
+With `--source both` (the default) the two phases run again, on services of their own, for the app
 synthesized with `-c change_source=kinesis` (`--kinesis-assembly`; synthesized when not given):
 changes reach the consumers through the local Kinesis stream (DynamoDB's streaming destination,
-played by the app) and its enhanced fan-out consumers. `kinesis_vs_dynamodb_ratio` is its write
-rate over the pipeline phase's, and each source's lag is printed beside the other's.
+played by the app) and its enhanced fan-out consumers. `kinesis_vs_dynamodb_ratio` is its pipeline
+phase's write rate over the DynamoDB Streams one's, and each source's lag is printed beside the
+other's. (On shared services the later source ran on a DynamoDB Local holding the earlier one's
+data and stream records, and wrote at a fraction of its rate alone.)
 
 `pipeline_vs_raw_ratio` is the pipeline phase's write rate over the raw one (>= 0.8: running the
 pipeline beside the writer costs it little; on 2 cores they share the CPU, so the ratio is
@@ -54,7 +56,6 @@ from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.process import rss_mb, tuned_assembly  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
-from hybridsync.sql.schema import table_of  # noqa: E402
 from hybridsync.sync.reconcile import reconcile  # noqa: E402
 from hybridsync.workloads import Writer, wait_caught_up  # noqa: E402
 from shop.model import MODEL  # noqa: E402
@@ -119,13 +120,47 @@ def measure(app: LocalApp, tag: str, seconds: float, emulator: int, engine: Any)
     _, rss_mid, workers_mid, _ = sampler.at(seconds / 2)
     _, rss_end, workers_end, emulator_end = sampler.at(seconds)
     report = reconcile(app.client, app.table_names, engine, MODEL)
-    with engine.begin() as conn:  # the next phase's rows start empty: its drift is its own
-        for entity in MODEL.written_back():
-            conn.execute(table_of(entity).delete())
     return {"rate": rate, "lags": sorted(lag for p in app.pollers for _, lag in p.stats.lags),
             "drift": sum(d.total for d in report.values()), "rss": (rss_start, rss_mid, rss_end),
             "workers": (workers_start, workers_mid, workers_end),
             "emulator": (emulator_start, emulator_end)}  # fmt: skip
+
+
+def run_source(source: str, assembly_dir: Path, raw_assembly: Path, state: Path, seconds: float,
+               smoke: bool) -> tuple[float, dict[str, Any]]:  # fmt: skip
+    """On fresh services: raw writes (tables nothing reads, no Kinesis destination) beside the
+    source's idle pipeline, then the same writes with it consuming them; (raw orders/s, the
+    pipeline's measure)."""
+    with local.start(state, tables=False) as stack:  # DynamoDB Local in a process of its own
+        assert stack.dynamodb_process is not None, "measured on the embedded DynamoDB Local"
+        engine = db.create_engine(stack.database_url)
+
+        def started(phase: str, assembly: Path) -> LocalApp:
+            app = LocalApp(
+                Assembly.load(assembly), **stack.endpoints(), state_dir=state / phase, prefix=phase
+            )
+            app.start(http_port=None, schedules=phase != "raw", mappings=phase != "raw")
+            return app
+
+        raw, pipeline = started("raw", raw_assembly), started(source, assembly_dir)
+        write_for(Writer(pipeline.client, pipeline.table_names["main"]), 1, "warm")  # cold starts here
+        time.sleep(1 if smoke else 6)
+        raw_orders, raw_rate = write_for(Writer(raw.client, raw.table_names["main"]), seconds, "r")
+        raw.stop()
+        print(f"raw       {raw_orders:>6} orders in {seconds:g} s: {raw_rate:7.1f} orders/s", flush=True)
+        run = measure(pipeline, source, seconds, stack.dynamodb_process.pid, engine)
+        pipeline.stop()
+        engine.dispose()
+    return raw_rate, run
+
+
+def apart(source: str, flags: list[str]) -> dict[str, Any]:
+    """This benchmark for one source in a process of its own: its lines shown, its JSON figures."""
+    command = [sys.executable, str(Path(__file__).resolve()), *flags, "--source", source]
+    ran = subprocess.run(command, stdout=subprocess.PIPE, text=True, check=True)
+    lines = ran.stdout.strip().splitlines()
+    print("\n".join(lines[:-1]), flush=True)
+    return json.loads(lines[-1])
 
 
 def main() -> None:
@@ -151,37 +186,23 @@ def main() -> None:
         assembly_dir = tuned_assembly(assembly_dir, state / "assembly", MaximumBatchingWindowInSeconds=0)
         if kinesis_dir is not None:
             kinesis_dir = tuned_assembly(kinesis_dir, state / "kinesis", MaximumBatchingWindowInSeconds=0)
-    sources = {"dynamodb": assembly_dir, "kinesis": kinesis_dir}
-    measured = ["dynamodb", "kinesis"] if args.source == "both" else [args.source]
-    with local.start(state, tables=False) as stack:  # DynamoDB Local in a process of its own
-        assert stack.dynamodb_process is not None, "measured on the embedded DynamoDB Local"
-        emulator = stack.dynamodb_process
-        engine = db.create_engine(stack.database_url)
-
-        def started(phase: str) -> LocalApp:
-            app = LocalApp(Assembly.load(sources.get(phase) or assembly_dir), **stack.endpoints(),
-                           state_dir=state / phase, prefix=phase)  # fmt: skip
-            app.start(http_port=None, schedules=phase != "raw", mappings=phase != "raw")
-            return app
-
-        def warmed(phase: str) -> LocalApp:
-            app = started(phase)
-            write_for(Writer(app.client, app.table_names["main"]), 1, f"warm-{phase}")  # cold starts here
-            time.sleep(1 if args.smoke else 6)
-            return app
-
-        raw, first = started("raw"), warmed(measured[0])  # raw writes beside an idle pipeline, as ever
-        raw_orders, raw_rate = write_for(Writer(raw.client, raw.table_names["main"]), seconds, "r")
-        raw.stop()
-        print(f"raw       {raw_orders:>6} orders in {seconds:g} s: {raw_rate:7.1f} orders/s", flush=True)
-        runs = {measured[0]: measure(first, measured[0], seconds, emulator.pid, engine)}
-        first.stop()
-        for phase in measured[1:]:  # one pipeline at a time: neither polls while the other is measured
-            app = warmed(phase)
-            runs[phase] = measure(app, phase, seconds, emulator.pid, engine)
-            app.stop()
-        engine.dispose()
-    first = runs[measured[0]]  # the DynamoDB Streams pipeline's, or the only source's
+    if args.source == "both":  # each source in a process and on services of its own
+        given = [a for a in sys.argv[1:] if a not in ("--source", "both")]
+        dirs = ["--assembly", str(args.assembly or ROOT / "cdk.out"), "--kinesis-assembly", str(kinesis_dir)]
+        both = [apart(source, [*given, *dirs]) for source in ("dynamodb", "kinesis")]
+        result = both[0] | {k: v for k, v in both[1].items() if k.startswith("kinesis_")}
+        result |= {"sources": ["dynamodb", "kinesis"], "drift": both[0]["drift"] + both[1]["drift"],
+                   "kinesis_vs_dynamodb_ratio": round(both[1]["kinesis_orders_per_s"]
+                                                      / both[0]["dynamodb_orders_per_s"], 3)}  # fmt: skip
+        print(f"kinesis / dynamodb streams: {result['kinesis_vs_dynamodb_ratio']}x the write rate; lag p50 "
+              f"{result['kinesis_lag_p50_s']} s vs {result['dynamodb_lag_p50_s']} s, p99 "
+              f"{result['kinesis_lag_p99_s']} s vs {result['dynamodb_lag_p99_s']} s")  # fmt: skip
+        print(json.dumps(result))
+        return
+    source = args.source
+    raw_rate, first = run_source(source, kinesis_dir if source == "kinesis" else assembly_dir, assembly_dir,
+                                 state, seconds, args.smoke)  # fmt: skip
+    runs, raws, measured = {source: first}, {source: raw_rate}, [source]
     rate, lags = first["rate"], first["lags"]
     rss_start, rss_mid, rss_end = first["rss"]
     workers_start, workers_mid, workers_end = first["workers"]
@@ -213,15 +234,11 @@ def main() -> None:
           f"function workers {workers_start} -> {workers_mid} -> {workers_end}); embedded DynamoDB "
           f"{emulator_start} -> {emulator_end} MB")  # fmt: skip
     for phase, run in runs.items():
+        result[f"{phase}_raw_orders_per_s"] = round(raws[phase], 1)
         result[f"{phase}_orders_per_s"] = round(run["rate"], 1)
         result[f"{phase}_lag_p50_s"] = round(statistics.median(run["lags"]), 2)
         result[f"{phase}_lag_p99_s"] = round(run["lags"][int(len(run["lags"]) * 0.99)], 2)
         result[f"{phase}_drift"] = run["drift"]
-    if len(runs) == 2:
-        result["kinesis_vs_dynamodb_ratio"] = round(runs["kinesis"]["rate"] / runs["dynamodb"]["rate"], 3)
-        print(f"kinesis / dynamodb streams: {result['kinesis_vs_dynamodb_ratio']}x the write rate; lag p50 "
-              f"{result['kinesis_lag_p50_s']} s vs {result['dynamodb_lag_p50_s']} s, p99 "
-              f"{result['kinesis_lag_p99_s']} s vs {result['dynamodb_lag_p99_s']} s")  # fmt: skip
     print(json.dumps(result))
 
 

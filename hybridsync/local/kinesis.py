@@ -47,7 +47,7 @@ from hybridsync.local.streams import PAGE, Mark, ShardCursor, as_delivered, unma
 log = logging.getLogger(__name__)
 
 PUMP = "kinesis-destination"  # the pump's name among the saved positions
-PUMP_INTERVAL_S = 0.1
+PUMP_INTERVAL_S = 0.25  # the destination reads the table's changes as a mapping polls a DynamoDB stream
 HOLD_S = 1.0  # a change held back (`reorder`) goes out after the next one, or after this at the latest
 ON_DEMAND_SHARDS = 4  # an on-demand stream starts with 4 shards (Kinesis: "How on-demand mode works")
 CONSUMERS_PER_STREAM = 20  # Kinesis quota: enhanced fan-out consumers per stream

@@ -90,6 +90,18 @@ def private_bucket(
     return bucket
 
 
+class ChangeStreams(dict[str, "kinesis.Stream"]):
+    """The Kinesis change streams by table; a table without one is named with what would give it one
+    (an app.py reaching for it, docs/deploying.md: "Your own consumer of a table's changes")."""
+
+    def __missing__(self, table: str) -> kinesis.Stream:
+        raise KeyError(
+            f"table {table!r} has no Kinesis change stream: it reads its DynamoDB stream. Synthesize "
+            f'with -c change_source=kinesis, or declare it with change_source="kinesis" '
+            f"(tables with one: {', '.join(sorted(self)) or 'none'})"
+        )
+
+
 def title(name: str) -> str:
     """A table's name in construct ids and outputs: `main` -> `Main`, `order-lines` -> `OrderLines`."""
     return "".join(part.title() for part in name.replace("_", "-").split("-"))
@@ -102,7 +114,7 @@ class DataStack(Stack):
         super().__init__(scope, id, **kwargs)
         self._dev = dev
         self.tables: dict[str, dynamodb.TableV2] = {}
-        self.kinesis_streams: dict[str, kinesis.Stream] = {}  # table -> its change stream (kinesis tables)
+        self.kinesis_streams = ChangeStreams()  # table -> its change stream (kinesis tables)
         known = {
             "*",
             *(t.name for t in model.tables),

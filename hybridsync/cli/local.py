@@ -80,7 +80,8 @@ def add_up(cli: Commands) -> None:
         default=None,
         metavar="PLAN",
         help="inject faults into stream deliveries, seeded: e.g. "
-        "duplicate=0.2,fail_before=0.05,fail_after=0.05,conflict=0.5,seed=7",
+        "duplicate=0.2,fail_before=0.05,fail_after=0.05,conflict=0.5,seed=7 (a Kinesis-sourced "
+        "table's changes also: duplicate_put=0.1,reorder=0.1)",
     )
     up.add_argument(
         "--shards",
@@ -249,6 +250,15 @@ def _fault_plan(text: str) -> Any:
         raise argparse.ArgumentTypeError(str(error)) from None
 
 
+def _kinesis_source(arn: str) -> str:
+    """A Kinesis mapping's source as the banner names it: the stream, and its fan-out consumer."""
+    if ":kinesis:" not in arn:
+        return ""
+    stream = arn.split(":stream/", 1)[1].split("/")[0]
+    consumer = arn.split("/consumer/", 1)[1].split(":")[0] if "/consumer/" in arn else ""
+    return f"on Kinesis {stream}" + (f" through fan-out consumer {consumer}" if consumer else "")
+
+
 def _banner(stack: Any, app: Any, env_file: Path) -> None:
     def origin(service: str) -> str:
         return "embedded" if service in stack.embedded else "from the environment"
@@ -292,15 +302,23 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
             f"  function   {name}: {function.handler}, timeout {function.timeout_s:.0f}s, "
             f"{function.memory_mb} MB, from {function.asset.name[:18]}..."
         )
+    for pump in app.pumps.values():
+        shards = app._kinesis.list_shards(StreamName=pump.kinesis_name)["Shards"]
+        print(f"  kinesis    {pump.table} -> {pump.kinesis_name}: {len(shards)} shards (moto server), filled "
+              "by the app as DynamoDB's streaming destination (times in microseconds)")  # fmt: skip
     for s in app.mapping_settings.values():
+        source = app.mapping_sources.get(s.name, "")
         extras = [
+            f"{len(s.patterns)} filters",
+            f"{s.max_retries} retries" if s.max_retries >= 0 else "retries until a record expires",
             f"tumbling {s.tumbling_window_s}s" if s.tumbling_window_s else "",
             "bisect" if s.bisect else "",
             "partial failures" if s.report_failures else "",
+            _kinesis_source(source),
         ]
         print(
             f"  mapping    {s.name}: batch {s.batch_size}, window {s.batching_window_s:g}s, "
-            f"{len(s.patterns)} filters, {s.max_retries} retries, " + ", ".join(e for e in extras if e)
+            + ", ".join(e for e in extras if e)
         )
     if app.http is not None:
         print(

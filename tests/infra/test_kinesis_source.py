@@ -272,3 +272,11 @@ def test_too_many_fan_out_consumers_or_shared_readers_on_a_kinesis_stream_are_re
     pipeline["Shared0"]["Properties"]["Enabled"] = False  # a paused mapping polls nothing
     assert found("kinesis-shared-readers") == []
     assert consumer_id
+
+
+def test_a_table_without_a_change_stream_says_how_to_give_it_one():
+    """A team's app.py reaching for a Kinesis stream the table does not have (docs/deploying.md)."""
+    flags = json.loads((ROOT / "cdk.json").read_text())["context"]
+    stacks = build(App(context={**flags, "aws:cdk:bundling-stacks": []}))
+    with pytest.raises(KeyError, match='change_source=kinesis, or declare it with change_source="kinesis"'):
+        stacks["data"].kinesis_streams["main"]

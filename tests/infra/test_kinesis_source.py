@@ -49,7 +49,7 @@ def own_consumer(stacks: dict, source: str) -> None:
         )
 
 
-def synthesize(source: str) -> tuple[dict[str, dict], list[rules.Finding]]:
+def synthesize(source: str) -> tuple[dict[str, dict], list[rules.Finding], DataStack]:
     """The shop with `-c change_source=<source>` and a team's own consumer: every stack's template (no
     cdk-nag error in any) and the deploy truth's findings."""
     flags = json.loads((ROOT / "cdk.json").read_text())["context"]
@@ -64,19 +64,19 @@ def synthesize(source: str) -> tuple[dict[str, dict], list[rules.Finding]]:
         assert Annotations.from_stack(stack).find_error("*", Match.any_value()) == []  # type: ignore[arg-type]
     templates = {s.stack_name: Template.from_stack(s).to_json() for s in every}  # type: ignore[attr-defined]
     findings = rules.check(rules.Templates(templates))
-    return {name.split("-")[-1]: t for name, t in templates.items()}, findings
+    return {name.split("-")[-1]: t for name, t in templates.items()}, findings, stacks["data"]
 
 
 @pytest.fixture(scope="module")
 def kinesis_app():
-    stacks, findings = synthesize("kinesis")
+    stacks, findings, _ = synthesize("kinesis")
     assert findings == [], "\n".join(map(str, findings))
     return stacks
 
 
 @pytest.fixture(scope="module")
 def dynamodb_app():
-    """The same app on DynamoDB Streams, with the team's consumer: (templates, findings)."""
+    """The same app on DynamoDB Streams, with the team's consumer: (templates, findings, data stack)."""
     return synthesize("dynamodb")
 
 
@@ -209,7 +209,7 @@ def test_switching_to_kinesis_removes_no_export_the_deployed_pipeline_imports(ki
     stack imports (Fn::ImportValue). Every export the DynamoDB-mode pipeline and monitoring import
     is still exported in Kinesis mode. (Back from Kinesis, the Kinesis stream's export goes: deploy
     the pipeline and monitoring stacks first, docs/deploying.md.)"""
-    dynamodb_stacks, _ = dynamodb_app
+    dynamodb_stacks, _, _ = dynamodb_app
     needed = {name for stack in ("pipeline", "monitoring") for name in imports(dynamodb_stacks[stack])}
     from_data = needed & exports(dynamodb_stacks["data"])
     assert any("StreamArn" in name for name in from_data)
@@ -241,7 +241,7 @@ def test_a_teams_own_consumer_on_the_kinesis_stream_passes_and_on_the_dynamodb_s
     own: a team's third consumer fits (the fixture's synth has it, with no finding). On the DynamoDB
     stream it is the third reader, refused, pointing at the Kinesis change source."""
     assert len(of_type(kinesis_app["Search"], "AWS::Kinesis::StreamConsumer")) == 1
-    _, findings = dynamodb_app
+    _, findings, _ = dynamodb_app
     (finding,) = [f for f in findings if f.rule == "stream-readers"]
     assert "3 readers" in finding.message and "-c change_source=kinesis" in finding.message
 
@@ -274,9 +274,8 @@ def test_too_many_fan_out_consumers_or_shared_readers_on_a_kinesis_stream_are_re
     assert consumer_id
 
 
-def test_a_table_without_a_change_stream_says_how_to_give_it_one():
+def test_a_table_without_a_change_stream_says_how_to_give_it_one(dynamodb_app):
     """A team's app.py reaching for a Kinesis stream the table does not have (docs/deploying.md)."""
-    flags = json.loads((ROOT / "cdk.json").read_text())["context"]
-    stacks = build(App(context={**flags, "aws:cdk:bundling-stacks": []}))
+    _, _, data = dynamodb_app
     with pytest.raises(KeyError, match='change_source=kinesis, or declare it with change_source="kinesis"'):
-        stacks["data"].kinesis_streams["main"]
+        data.kinesis_streams["main"]

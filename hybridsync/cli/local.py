@@ -252,11 +252,12 @@ def _fault_plan(text: str) -> Any:
 
 def _kinesis_source(arn: str) -> str:
     """A Kinesis mapping's source as the banner names it: the stream, and its fan-out consumer."""
+    from hybridsync.local.kinesis import stream_name
+
     if ":kinesis:" not in arn:
         return ""
-    stream = arn.split(":stream/", 1)[1].split("/")[0]
     consumer = arn.split("/consumer/", 1)[1].split(":")[0] if "/consumer/" in arn else ""
-    return f"on Kinesis {stream}" + (f" through fan-out consumer {consumer}" if consumer else "")
+    return f"on Kinesis {stream_name(arn)}" + (f" through fan-out consumer {consumer}" if consumer else "")
 
 
 def _banner(stack: Any, app: Any, env_file: Path) -> None:

@@ -109,6 +109,8 @@ def table_arn(records: Iterable[dict[str, Any]], default: str) -> str:
     """The table a batch of Kinesis records is of (its first readable change's), else `default`
     (the batch's own `eventSourceARN`: a DynamoDB stream's names its table)."""
     for record in records:
+        if changed_from_kinesis(record):  # read already (a redriven batch)
+            return str(record["eventSourceARN"])
         if not is_kinesis(record):
             return default
         try:
@@ -116,11 +118,6 @@ def table_arn(records: Iterable[dict[str, Any]], default: str) -> str:
         except Rejected:
             continue
     return default
-
-
-def as_changes(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """`as_change` for a batch whose records are known to be good (tests, tools)."""
-    return [as_change(record) for record in records]
 
 
 def position(record: dict[str, Any]) -> int | None:

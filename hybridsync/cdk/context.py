@@ -64,13 +64,21 @@ SETTINGS: dict[str, Setting] = {
     "backup_retention_days": Setting(7, "how long Aurora keeps its automated backups (1-35)"),
     "aurora_min_acu": Setting(0.5, "Aurora Serverless v2's minimum capacity (ACU)"),
     "aurora_max_acu": Setting(4.0, "Aurora Serverless v2's maximum capacity (ACU: `hybridsync plan`)"),
+    # freshness: how soon a change is seen on the other side, against what it costs
+    "freshness": Setting("realtime", "`realtime`: every consumer takes a change as soon as Lambda reads it "
+                         "(no batching windows) and the outbox drain polls PostgreSQL for its whole "
+                         "run; `economy`: windows of 5 s (write-back) and 30 s (aggregation) fill "
+                         "bigger batches and the drain runs once a minute (`hybridsync plan` prices "
+                         "both; docs: Freshness)"),
     # the stream mappings
     "stream_batch_size": Setting(1000, "write-back: records per invocation (DynamoDB streams allow 10,000)"),
-    "stream_batching_window_s": Setting(5, "write-back: wait up to this long to fill a batch"),
+    "stream_batching_window_s": Setting(None, "write-back: wait up to this long to fill a batch; unset: 0 "
+                                        "with freshness=realtime, 5 with economy"),
     "aggregate_batch_size": Setting(5000, "aggregation: records per invocation (deltas collapse per item "
                                           "before any write; 5,000 stay under Lambda's 6 MB payload)"),
-    "aggregate_batching_window_s": Setting(30, "aggregation: wait up to this long to fill a batch "
-                                               "(top-N may lag by it)"),
+    "aggregate_batching_window_s": Setting(None, "aggregation: wait up to this long to fill a batch "
+                                           "(top-N may lag by it); unset: 0 with freshness=realtime, "
+                                           "30 with economy"),
     "aggregate_tumbling_window_s": Setting(60, "aggregation: the tumbling window (it makes Lambda pass the "
                                                "shard id, the key of the exactly-once cursor)"),
     "stream_retry_attempts": Setting(10, "retries of a failing batch, then the batch, its records "
@@ -89,13 +97,18 @@ SETTINGS: dict[str, Setting] = {
     "failed_batch_retention_days": Setting(30, "failed batches (their records) kept in the failure "
                                               "bucket this long, then expired"),
     # the functions
-    "outbox_drain_minutes": Setting(1, "how often the SQL -> DynamoDB drain runs (it can also be invoked)"),
+    "outbox_drain_minutes": Setting(1, "how often the schedule starts the SQL -> DynamoDB drain (it can "
+                                       "also be invoked); with freshness=realtime each run polls the "
+                                       "outbox until the next one takes over"),
+    "outbox_poll_ms": Setting(250, "freshness=realtime: how often the running drain looks at the outbox"),
     "outbox_age_alarm_s": Setting(300, "alarm when a PostgreSQL change waited this long"),
     "sweep_hours": Setting(24, "how often orphaned large bodies are swept"),
     "sweep_grace_s": Setting(900, "a body younger than this may belong to a write in progress"),
     "api_reserved_concurrency": Setting(20, "the API's share of the account's concurrency (it must not "
                                             "starve PostgreSQL); 0: none reserved"),
-    "sql_sync_reserved_concurrency": Setting(1, "one outbox drain at a time; 0: none reserved"),
+    "sql_sync_reserved_concurrency": Setting(None, "the drain's reserved concurrency; unset: 2 with "
+                                                   "freshness=realtime (the running drain and the one "
+                                                   "taking over from it), 1 with economy; 0: none"),
     "rotate_hours": Setting(6, "how often the time-series tables are rotated (each period's is made ahead)"),
     "migration_lock_timeout_s": Setting(10, "a migration waits this long for a table's lock, then fails "
                                             "(and the deploy with it) instead of queueing the app's writes"),
@@ -110,6 +123,9 @@ SETTINGS: dict[str, Setting] = {
     "proxy_borrow_latency_alarm_ms": Setting(100, "alarm when RDS Proxy takes this long to lend a "
                                                   "connection (average, 5 minutes)"),
     "acu_utilization_alarm_pct": Setting(90, "alarm when Aurora runs at this share of its ACU cap"),
+    "freshness_p99_alarm_s": Setting(None, "alarm when a direction's p99 freshness (a write, until the "
+                                           "other side holds it) passes this many seconds over 5 minutes; "
+                                           "unset: 5 with freshness=realtime, 120 with economy"),
 }  # fmt: skip
 
 
@@ -125,6 +141,31 @@ def read(scope: Any, name: str) -> Any:
     if isinstance(default, float):
         return float(value)
     return int(value) if isinstance(default, int) else value
+
+
+FRESHNESS = ("realtime", "economy")
+# what an unset setting is under each freshness: realtime at the platform's own cadence (Lambda polls a
+# DynamoDB stream shard 4 times a second, with-ddb.html), economy buying bigger batches with waits
+BY_FRESHNESS: dict[str, dict[str, int]] = {
+    "stream_batching_window_s": {"realtime": 0, "economy": 5},
+    "aggregate_batching_window_s": {"realtime": 0, "economy": 30},
+    "sql_sync_reserved_concurrency": {"realtime": 2, "economy": 1},
+    "freshness_p99_alarm_s": {"realtime": 5, "economy": 120},
+}
+
+
+def freshness(scope: Any) -> str:
+    """`-c freshness`: "realtime" or "economy"."""
+    value = str(read(scope, "freshness")).lower()
+    if value not in FRESHNESS:
+        raise ValueError(f"-c freshness={value}: one of {', '.join(FRESHNESS)}")
+    return value
+
+
+def by_freshness(scope: Any, name: str) -> int:
+    """A setting of `BY_FRESHNESS`: as given, else what the freshness setting makes it."""
+    value = read(scope, name)
+    return int(value) if value is not None else BY_FRESHNESS[name][freshness(scope)]
 
 
 def names(scope: Any) -> str:

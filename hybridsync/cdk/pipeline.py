@@ -192,6 +192,8 @@ class PipelineStack(Stack):
             {"HYBRIDSYNC_ROUTES": ",".join(routes)} if routes else {}
         )
         self.variables |= {"HYBRIDSYNC_MIGRATIONS": PROJECT_MIGRATIONS} if apart else {}
+        # what the deploy truth's freshness rule holds the mappings and the drain to
+        self.variables["HYBRIDSYNC_FRESHNESS"] = context.freshness(self)
         self.variables |= {f"BUCKET_{name.upper()}": b.bucket_name for name, b in data.buckets.items()}
         self.scheduled_failures = self.failure_queue("ScheduledFailures")  # what schedules fail past retries
         self.failed_batches = self.failure_bucket()
@@ -476,15 +478,23 @@ class PipelineStack(Stack):
         )
 
     def outbox_drain(self) -> None:
-        """SQL -> DynamoDB: drain the outbox on a schedule, into the tables of the entities mastered
-        in PostgreSQL."""
+        """SQL -> DynamoDB: drain the outbox into the tables of the entities mastered in PostgreSQL.
+        An EventBridge schedule starts the drain each minute, the finest any schedule runs ("60 second
+        precision": EventBridge Scheduler's schedule types). Under freshness=realtime each run then
+        polls the outbox every `outbox_poll_ms` until the next run takes over (one at a time: an
+        advisory lock; hybridsync.sync.outbox.poll), so a commit waits a poll, not a minute; the
+        reserved concurrency leaves room for that next run. Under economy a run drains once."""
+        realtime = context.freshness(self) == "realtime"
+        period = Duration.minutes(self.setting("outbox_drain_minutes"))
         self.sql_sync = self.function(
             "SqlSync",
             name="sql_sync",
             role="writer",
-            timeout=Duration.minutes(1),
+            # a run outlives its period: the next one takes over, or it goes on if that one is late
+            timeout=Duration.seconds(period.to_seconds() * 2 + 60) if realtime else Duration.minutes(1),
             dead_letter_queue=self.scheduled_failures,
-            reserved_concurrency=self.setting("sql_sync_reserved_concurrency"),
+            reserved_concurrency=context.by_freshness(self, "sql_sync_reserved_concurrency"),
+            environment={"OUTBOX_POLL_MS": str(self.setting("outbox_poll_ms"))} if realtime else None,
         )
         tables = sorted({e.table.name for e in self.model.mastered_in(Side.POSTGRESQL)})
         self.sql_sync.function.add_to_role_policy(
@@ -496,7 +506,7 @@ class PipelineStack(Stack):
         events.Rule(
             self,
             "SqlSyncSchedule",
-            schedule=events.Schedule.rate(Duration.minutes(self.setting("outbox_drain_minutes"))),
+            schedule=events.Schedule.rate(period),
             targets=[targets.LambdaFunction(self.sql_sync.alias, retry_attempts=0)],
             enabled=context.read(self, "pipeline_enabled"),  # paused with the mappings
         )
@@ -674,7 +684,9 @@ class PipelineStack(Stack):
         options: dict[str, Any] = dict(
             starting_position=lambda_.StartingPosition.TRIM_HORIZON,
             batch_size=self.setting(f"{batching}_batch_size"),
-            max_batching_window=Duration.seconds(self.setting(f"{batching}_batching_window_s")),
+            # 0 under freshness=realtime: Lambda invokes as soon as a poll finds records, and under
+            # load a batch fills itself while the previous one runs (services-ddb-params: "default 0")
+            max_batching_window=Duration.seconds(context.by_freshness(self, f"{batching}_batching_window_s")),
             bisect_batch_on_error=True,
             retry_attempts=self.setting("stream_retry_attempts"),
             max_record_age=Duration.hours(age),

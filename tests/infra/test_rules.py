@@ -40,6 +40,7 @@ def variants(bundle):
             **existing, existing_db_proxy="true", existing_db_instance_id="legacy-pg"
         ),
         "existing_routes": synthesize(**existing, existing_db_endpoints="false"),
+        "economy": synthesize(freshness="economy"),
     }
 
 
@@ -358,6 +359,29 @@ def test_a_third_reader_of_a_tables_stream_is_refused(variants):
     assert "HybridSync-pipeline/TeamsOwnConsumer" in finding.message
     own["Properties"]["Enabled"] = False
     assert found(stacks, "stream-readers") == []
+
+
+def test_a_wait_under_freshness_realtime_is_refused(variants):
+    """freshness=realtime promises a change on the other side within a second: a mapping that waits
+    to fill a batch, or a drain that runs once a minute without polling until the next run, breaks
+    it and is refused; the same under economy passes, and economy's own windows are its choice."""
+    stacks = copy.deepcopy(variants["default"])
+    mappings = of_type(stacks["pipeline"], "AWS::Lambda::EventSourceMapping")
+    writing = next(m for k, m in mappings.items() if k.startswith("WriteBack"))
+    writing["Properties"]["MaximumBatchingWindowInSeconds"] = 5
+    drain = resource(stacks, "pipeline", "SqlSync", "AWS::Lambda::Function")
+    del drain["Properties"]["Environment"]["Variables"]["OUTBOX_POLL_MS"]
+    findings = found(stacks, "freshness")
+    assert len(findings) == 2 and "waits up to 5 s" in findings[0].message
+    assert findings[1].resource.startswith("HybridSync-pipeline/SqlSync")
+    assert "every 60 s" in findings[1].message
+    for function in of_type(stacks["pipeline"], "AWS::Lambda::Function").values():
+        variables = function["Properties"].get("Environment", {}).get("Variables", {})
+        if variables.get("HYBRIDSYNC_FRESHNESS") == "realtime":
+            variables["HYBRIDSYNC_FRESHNESS"] = "economy"
+    assert found(stacks, "freshness") == []
+    economy = of_type(variants["economy"]["pipeline"], "AWS::Lambda::EventSourceMapping").values()
+    assert sorted(m["Properties"]["MaximumBatchingWindowInSeconds"] for m in economy) == [5, 30]
 
 
 def test_the_synth_refuses_an_app_that_breaks_a_rule():

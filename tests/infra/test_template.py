@@ -148,7 +148,7 @@ def test_write_back_consumes_the_stream_with_safe_retry_settings(pipeline):
     template = Template.from_json(pipeline)
     template.has_resource_properties(
         "AWS::Lambda::EventSourceMapping",
-        {"StartingPosition": "TRIM_HORIZON", "BatchSize": 1000, "MaximumBatchingWindowInSeconds": 5,
+        {"StartingPosition": "TRIM_HORIZON", "BatchSize": 1000, "MaximumBatchingWindowInSeconds": 0,
          "BisectBatchOnFunctionError": True, "MaximumRetryAttempts": 10, "MaximumRecordAgeInSeconds": 86400,
          "FunctionResponseTypes": ["ReportBatchItemFailures"], "ParallelizationFactor": 1,
          "DestinationConfig": {"OnFailure": {"Destination": {"Fn::GetAtt": [Match.string_like_regexp(
@@ -188,7 +188,7 @@ def test_aggregate_consumes_only_order_lines_and_may_only_update_the_table(pipel
     template.has_resource_properties(
         "AWS::Lambda::EventSourceMapping",
         {"BisectBatchOnFunctionError": True, "FunctionResponseTypes": ["ReportBatchItemFailures"],
-         "BatchSize": 5000, "MaximumBatchingWindowInSeconds": 30, "StartingPosition": "TRIM_HORIZON",
+         "BatchSize": 5000, "MaximumBatchingWindowInSeconds": 0, "StartingPosition": "TRIM_HORIZON",
          "TumblingWindowInSeconds": 60,
          "FilterCriteria": {"Filters": [{"Pattern": json.dumps(f, separators=(",", ":"))}
                                         for f in AGGREGATION.event_filters()]}},

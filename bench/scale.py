@@ -129,12 +129,10 @@ def run_one(assembly_dir: Path, stack: local.LocalStack, state: Path, shards: in
     engine = db.create_engine(stack.database_url)
     stop, peak = threading.Event(), [0]
     sampler = threading.Thread(target=peak_connections, args=(stack.database_url, stop, peak), daemon=True)
-    drainer = app.outbox_drainer(stop)
     logged = sum(p.stat().st_size for p in log_dir.glob("*.log"))
     splitter = threading.Timer(lifetime_s * 1.5, lambda: app.split("main"))
     try:
-        app.start(http_port=0, schedules=False)
-        drainer.start()
+        app.start(http_port=0, schedules={"SqlSync"})  # the outbox drain's schedule alone
         sampler.start()
         splitter.start()
         figures = demo.run(app, engine, state, Console(quiet=True), work, timeout_s=300)
@@ -146,7 +144,6 @@ def run_one(assembly_dir: Path, stack: local.LocalStack, state: Path, shards: in
         splitter.cancel()
         app.stop()
         stop.set()
-        drainer.join(timeout=10)
         sampler.join(timeout=5)
         engine.dispose()
     differences = verdict.aggregate_differences().values()

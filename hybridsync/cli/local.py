@@ -126,8 +126,6 @@ def add_up(cli: Commands) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
-    import threading
-
     from hybridsync import local
     from hybridsync.local.app import LocalApp
     from hybridsync.local.template import Assembly, synth_if_stale
@@ -152,14 +150,11 @@ def _up(args: argparse.Namespace) -> int:
             retention_s=args.retention,
             alarm_period_s=args.alarm_period,
         )
-        stop = threading.Event()
-        drainer = app.outbox_drainer(stop)
         status_file = state / "status.json"
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with Ctrl-C ignored
         try:
             app.start(http_port=args.port)
-            drainer.start()
             stack.table_names = dict(app.table_names)
             stack.bucket_names = {c.removesuffix("Bucket").lower(): name for c, name in app.buckets.items()}
             env_file = state / "env"
@@ -204,10 +199,7 @@ def _up(args: argparse.Namespace) -> int:
         except KeyboardInterrupt:
             print("stopping: delivering what was read, then stopping the functions")
         finally:
-            app.stop()
-            stop.set()  # let the drainer finish before PostgreSQL goes away
-            if drainer.is_alive():
-                drainer.join(timeout=10)
+            app.stop()  # its functions first (a drain polling), then PostgreSQL goes away
             status_file.unlink(missing_ok=True)
     return 0
 
@@ -348,11 +340,22 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
         )
     if app.faults:
         print(f"  faults     {app.faults.plan} injected into stream deliveries")
-    print("  outbox     PostgreSQL changes reach DynamoDB on NOTIFY, and on the drain's schedule")
+    _drain_line(app)
     if app.streams_server is not None:
         print(f"  streams    {app.streams_server.endpoint}  (the app's DynamoDB Streams API, for any reader)")
     print(f"  env        source {env_file}  (for other shells, the hybridsync commands, plain boto3 and the "
           "AWS CLI); `hybridsync status` for lag and the outbox")  # fmt: skip
+
+
+def _drain_line(app: Any) -> None:
+    """How PostgreSQL's changes reach DynamoDB, as the template says (what AWS would run)."""
+    function = app.functions.get("SqlSync")
+    if function is None:
+        return
+    poll_ms = function.environment.get("OUTBOX_POLL_MS")
+    how = (f"each run polls the outbox every {poll_ms} ms until the next one takes over" if poll_ms
+           else "each run drains once (freshness=economy)")  # fmt: skip
+    print(f"  outbox     PostgreSQL -> DynamoDB: the SqlSync schedule starts the drain; {how}")
 
 
 def add_status(cli: Commands) -> None:
@@ -414,7 +417,24 @@ def _status(args: argparse.Namespace) -> int:
             f"dead-lettered, {drained['deferred']} deferred, {drained['errors']} failed drain(s)"
             + (f"; last error: {drained['last_error']}" if drained["last_error"] else "")
         )
+    _freshness(status.get("freshness") or {})
     return 0
+
+
+FRESHNESS_DIRECTIONS = {"write_back": "DynamoDB -> PostgreSQL row", "aggregate": "DynamoDB -> aggregate",
+                        "sql_sync": "PostgreSQL -> DynamoDB"}  # fmt: skip
+
+
+def _freshness(freshness: dict[str, dict[str, Any]]) -> None:
+    """Per direction: how long a write took to reach the other side (p50, p99 of the last 5
+    minutes' batches, each its oldest change's), as the freshness alarms evaluate it."""
+    if not freshness:
+        return
+    print(f"{'freshness, last 5 minutes':<42} {'p50 s':>7} {'p99 s':>7} {'batches':>7}")
+    for direction, f in freshness.items():
+        shown = [f"{f[k]:.3f}" if f[k] is not None else "-" for k in ("p50_s", "p99_s")]
+        where = f"{FRESHNESS_DIRECTIONS.get(direction, direction)} ({direction})"
+        print(f"  {where:<40} {shown[0]:>7} {shown[1]:>7} {f['count']:>7}")
 
 
 def add_invoke(cli: Commands) -> None:

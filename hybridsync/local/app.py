@@ -4,22 +4,23 @@ app's parts a second time: all of it is read from the templates."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import os
-import re
 import threading
 import time
 import uuid
+from collections.abc import Collection
 from datetime import UTC, datetime
 from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from hybridsync.cdk import rules
-from hybridsync.local import apigateway, create_table, iam, mappings, network
+from hybridsync.local import apigateway, create_table, iam, mappings
 from hybridsync.local import kinesis as kds
-from hybridsync.local.alarms import Alarm, Alarms, Metrics, Topic
+from hybridsync.local.alarms import Alarm, Alarms, Metrics, Topic, percentiles_s
 from hybridsync.local.faults import FaultPlan, Faults
 from hybridsync.local.functions import FunctionError, LocalFunction
 from hybridsync.local.lambda_api import LambdaApi, Switch
@@ -47,8 +48,12 @@ STREAM_READ = (
     "ListStreams",
 )  # what a stream mapping needs
 ASYNC_RETRIES = 2  # Lambda's default for asynchronous invocations (MaximumRetryAttempts)
-RATE = re.compile(r"rate\((\d+) (minute|minutes|hour|hours|day|days)\)")
+RATE = rules.RATE  # an EventBridge rate expression
 DEPLOYED_ENDPOINTS = "AWS_ENDPOINT_URL_"  # botocore's per-service endpoints: deployed VPC endpoint names
+# each direction's freshness (the `Freshness` metric, ms), by the function that emits it: DynamoDB ->
+# PostgreSQL row, DynamoDB -> aggregate, PostgreSQL -> DynamoDB
+FRESHNESS = {"write_back": "WriteBack", "aggregate": "Aggregate", "sql_sync": "SqlSync"}
+FRESHNESS_WINDOW_S = 300  # what `status` summarizes: the alarms' period
 
 
 def table_name(prefix: str, table: Resource) -> str:
@@ -140,7 +145,6 @@ class LocalApp:
         self.buckets: dict[str, str] = {}  # construct -> physical name
         self.http: ThreadingHTTPServer | None = None
         self.faults = Faults(faults) if faults and faults.active else None  # on stream deliveries
-        self.outbox: Any = None  # the local outbox drainer's figures, once it is made
         self.metrics = Metrics()  # what CloudWatch would hold (local/alarms.py)
         self.alarms: Alarms | None = None
         if alarm_period_s is not None and alarm_period_s < 1:
@@ -414,7 +418,10 @@ class LocalApp:
 
     # --- starting -----------------------------------------------------------------------------
 
-    def start(self, *, http_port: int | None = 0, schedules: bool = True, mappings: bool = True) -> None:
+    def start(self, *, http_port: int | None = 0, schedules: bool | Collection[str] = True,
+              mappings: bool = True) -> None:  # fmt: skip
+        """Provision and run the app. `schedules`: every EventBridge schedule, none, or only those
+        that invoke these functions (construct ids: `{"SqlSync"}` runs the outbox drain alone)."""
         self._create_tables()
         self._create_kinesis()
         self._create_queues()
@@ -439,7 +446,7 @@ class LocalApp:
         if http_port is not None:
             self._start_http(http_port)
         if schedules:
-            self._start_schedules()
+            self._start_schedules(None if schedules is True else set(schedules))
 
     def _run_custom_resources(self, only: set[str] | None = None) -> list[str]:
         """What a deploy runs once (the database's logins, the schema migration, today's time-series
@@ -647,10 +654,6 @@ class LocalApp:
 
     def _watch(self) -> None:
         logs = self.state_dir / "logs"
-        dead_lettered = 0
-        drain = self.functions["SqlSync"].environment if "SqlSync" in self.functions else {}
-        namespace = drain.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync")  # the stack's own
-        service = {"service": drain.get("POWERTOOLS_SERVICE_NAME", "hybridsync-sql_sync")}
         while not self._stop.wait(1.0):
             try:
                 for function in self.functions:
@@ -659,14 +662,6 @@ class LocalApp:
                     self.metrics.put(
                         "AWS/SQS", "ApproximateNumberOfMessagesVisible", {"QueueName": name}, depth
                     )
-                if self.outbox is not None:  # the drain beside the app does SqlSync's work: its metrics too
-                    self.metrics.put(namespace, "OutboxAge", service, self.outbox.oldest_age_s)
-                    self.metrics.put(namespace, "OutboxDepth", service, self.outbox.depth)
-                    if self.outbox.dead_lettered > dead_lettered:
-                        self.metrics.put(
-                            namespace, "DeadLetters", service, self.outbox.dead_lettered - dead_lettered
-                        )
-                        dead_lettered = self.outbox.dead_lettered
                 assert self.alarms is not None
                 for alarm in self.alarms.evaluate():
                     level = logging.WARNING if alarm.state == "ALARM" else logging.INFO
@@ -984,7 +979,7 @@ class LocalApp:
 
     # --- schedules ----------------------------------------------------------------------------
 
-    def _start_schedules(self) -> None:
+    def _start_schedules(self, only: set[str] | None = None) -> None:
         for rule in self.assembly.resources("AWS::Events::Rule"):
             expression = rule.properties.get("ScheduleExpression", "")
             matched = RATE.fullmatch(expression)  # a disabled rule (pipeline_enabled=false) never runs
@@ -995,11 +990,19 @@ class LocalApp:
             unit = {"minute": 60, "hour": 3600, "day": 86400}[matched[2].rstrip("s")]
             targets = [self.assembly.function_of(rule.stack, t["Arn"]) for t in rule.properties["Targets"]]
             functions = [self.functions[t.construct] for t in targets]
+            if only is not None and not only & {f.name for f in functions}:
+                continue
             every = int(matched[1]) * unit
             self._spawn(self._every, every, functions, rule, name=f"schedule-{rule.construct}")
 
     def _every(self, seconds: int, functions: list[LocalFunction], rule: Resource) -> None:
-        while not self._stop.wait(seconds):
+        """A rate schedule: its first run at once (EventBridge runs a new rule's first within its
+        period), then one every period, whatever a run lasts: each invocation is asynchronous,
+        its own thread ("All schedule types on EventBridge Scheduler invoke their targets with 60
+        second precision": the local clock is exact, which no test may rely on)."""
+        ticks = itertools.count()
+        started = time.monotonic()
+        while not self._stop.wait(max(0.0, started + next(ticks) * seconds - time.monotonic())):
             arn = f"arn:aws:events:{self.region}:{ACCOUNT}:rule/{rule.construct}"
             event = {
                 "version": "0",
@@ -1013,7 +1016,8 @@ class LocalApp:
                 "resources": [arn],
             }
             for function in functions:  # EventBridge invokes asynchronously
-                self.invoke_async(function, event)
+                threading.Thread(target=self.invoke_async, args=(function, event), daemon=True,
+                                 name=f"{rule.construct}-run").start()  # fmt: skip
 
     def invoke_async(self, function: LocalFunction, event: Any) -> None:
         """An asynchronous invocation as Lambda runs it: retried twice when it fails, then its event
@@ -1028,6 +1032,8 @@ class LocalApp:
                 function.invoke(event)
                 return
             except FunctionError as failed:
+                if self._stop.is_set():
+                    return  # the app stopped under a running invocation: nothing to retry
                 error = failed
                 if failed.error_type != "TooManyRequestsException":
                     failures += 1
@@ -1078,34 +1084,6 @@ class LocalApp:
                 return f"the execution role may not {action} on {resource}"
         return None
 
-    def outbox_drainer(self, stop: threading.Event) -> threading.Thread:
-        """The SQL -> DynamoDB drain on NOTIFY, as `hybridsync up` runs it beside the app (on a
-        client of its own, exposed to the plan's DynamoDB faults and dropped NOTIFYs, with the
-        SqlSync function's role: it does that function's work); start it."""
-        from hybridsync.sync import outbox
-
-        client = aws.client("dynamodb", self.dynamodb_endpoint, self.region)
-        faults = {"dropped": self.faults.notify_dropped} if self.faults else {}
-        if self.faults:
-            self.faults.on_client(client)
-        sql_sync = next((f for f in self.python_functions() if f.construct == "SqlSync"), None)
-        environment = self.function_environment(sql_sync) if sql_sync is not None else {}
-        if "HYBRIDSYNC_NETWORK" in environment:  # SqlSync's routes first: no route, no authorization
-            network.install(client.meta.events, environment["HYBRIDSYNC_NETWORK"])
-        if "HYBRIDSYNC_IAM" in environment:
-            iam.install(client.meta.events, environment["HYBRIDSYNC_IAM"])
-        from hybridsync.model import config
-
-        args = (self.database_url, client, config.model(), self.table_names, stop)
-        self.outbox = outbox.DrainerFigures()
-        return threading.Thread(
-            target=outbox.listen_and_drain,
-            args=args,
-            kwargs=faults | {"figures": self.outbox},
-            daemon=True,
-            name="outbox-drain",
-        )
-
     # --- status and stopping ------------------------------------------------------------------
 
     def _sample_stores(self) -> tuple[dict[str, int], int]:
@@ -1121,6 +1099,25 @@ class LocalApp:
         }
         self._stores = (depths, self.failed_batches_stored())
         return self._stores
+
+    def freshness_values(self, since: float) -> dict[str, list[float]]:
+        """Each direction's `Freshness` values (ms) since `since`, oldest first, as the alarms read them:
+        from the EMF lines of its function's log, in the function's namespace and `service`. Only the
+        directions whose function the app has."""
+        found = {}
+        for direction, construct in FRESHNESS.items():
+            if (function := self.functions.get(construct)) is None:
+                continue
+            environment = function.environment
+            namespace = str(environment.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync"))
+            service = str(environment.get("POWERTOOLS_SERVICE_NAME", f"{namespace}-{direction}"))
+            found[direction] = self.metrics.values(namespace, "Freshness", {"service": service}, since)
+        return found
+
+    def freshness(self, window_s: float = FRESHNESS_WINDOW_S) -> dict[str, dict[str, Any]]:
+        """Per direction, p50 and p99 (s) and the count of the freshness values of the last `window_s`."""
+        since = time.time() - window_s
+        return {d: percentiles_s(values) for d, values in self.freshness_values(since).items()}
 
     def status(self) -> dict[str, Any]:
         queues, stored = self._stores or self._sample_stores()
@@ -1148,9 +1145,10 @@ class LocalApp:
             },
             "functions": {name: vars(f.stats) for name, f in self.functions.items()},
             "alarms": self.alarms.status() if self.alarms else {},
+            "freshness": self.freshness(),
             "failure_queues": queues,
             "failed_batches": stored,
-            "outbox": vars(self.outbox) if self.outbox else None,
+            "outbox": self._outbox(),
             "faults_injected": dict(self.faults.counts) if self.faults else {},
             # items whose keys fit no entity of the model, in the last hour: a writer outside it
             "unplaced": int(self.metrics.total("WriteBackUnplaced")),
@@ -1162,6 +1160,28 @@ class LocalApp:
                 pump.table: {"stream": arn, "put": pump.put, "waiting": pump.waiting}
                 for arn, pump in self.pumps.items()
             },
+        }
+
+    def _outbox(self) -> dict[str, Any] | None:
+        """The drain's figures as its metrics tell them (the outbox as the last run left it; rows
+        since the app started), and its function's failures."""
+        function = self.functions.get("SqlSync")
+        if function is None:
+            return None
+        namespace = function.environment.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync")
+        service = {"service": function.environment.get("POWERTOOLS_SERVICE_NAME", "hybridsync-sql_sync")}
+
+        def values(name: str) -> list[float]:
+            return self.metrics.values(namespace, name, service, 0)
+
+        figures = {key: int(sum(values(name))) for key, name in (
+            ("applied", "OutboxApplied"), ("superseded", "OutboxSuperseded"),
+            ("dead_lettered", "DeadLetters"), ("deferred", "OutboxDeferred"))}  # fmt: skip
+        return figures | {
+            "depth": int((values("OutboxDepth") or [0])[-1]),
+            "oldest_age_s": round((values("OutboxAge") or [0.0])[-1], 3),
+            "errors": function.stats.errors,
+            "last_error": function.stats.last_error or None,
         }
 
     def stop(self) -> None:

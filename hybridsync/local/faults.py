@@ -6,17 +6,13 @@ Lambda may do to a batch under at-least-once delivery, on purpose and often.
   fail_after    the function runs to the end, then the invocation is reported failed (a timeout
                 after the work was done): the platform retries what was already applied
 
-  throttle      a DynamoDB request of a function or of the outbox drain answered with a throttle
-                (400) before it is sent
+  throttle      a DynamoDB request of a function answered with a throttle (400) before it is sent
   server_error  ... with an InternalServerError (500)
   server_error_after  a DynamoDB write sent and applied, then answered with a 500: the SDK retries
                 what DynamoDB already did (see dynamodb_faults.py)
 
   conflict      a transaction (TransactWriteItems) updating an item another invocation's transaction
                 is writing at that moment, cancelled with TransactionConflict (dynamodb_faults.py)
-
-  drop_notify   a PostgreSQL NOTIFY of the outbox channel is lost: the drain's idle timer must
-                find the change anyway
 
   duplicate_put a table's change put into its Kinesis stream twice, the copy after the next
                 change (a producer's retry: each copy has its own sequence number; Kinesis
@@ -25,9 +21,8 @@ Lambda may do to a batch under at-least-once delivery, on purpose and often.
                 of order)
 
 The first three are probabilities per invocation, the next three per DynamoDB request (injected in
-the function's worker, `bootstrap.py`, and on the outbox drain's client), `drop_notify` per NOTIFY,
-the last two per change of a Kinesis-sourced table (local/kinesis.py, each table its own seeded
-rolls).
+the function's worker, `bootstrap.py`: the outbox drain's too), the last two per change of a
+Kinesis-sourced table (local/kinesis.py, each table its own seeded rolls).
 `./scripts/up --faults duplicate=0.2,throttle=0.05` runs the app with them; the mapping's own
 retries, bisection and failure destination do the rest.
 """
@@ -60,7 +55,6 @@ class FaultPlan:
     server_error: float = 0.0
     server_error_after: float = 0.0
     conflict: float = 0.0
-    drop_notify: float = 0.0
     duplicate_put: float = 0.0
     reorder: float = 0.0
 
@@ -113,12 +107,6 @@ class Faults:
                 self.counts[kind] += 1
             return hit
 
-    def on_client(self, client: Any) -> Any:
-        """The per-request faults on a client of this process (the outbox drain's), counted here."""
-        if self.plan.dynamodb_spec:
-            dynamodb_faults.inject(client.meta.events, self.plan.dynamodb_spec, self._count)
-        return client
-
     def _count(self, kind: str) -> None:
         with self._lock:
             self.counts[kind] += 1
@@ -129,9 +117,6 @@ class Faults:
 
         rates = {kind: getattr(self.plan, kind) for kind in ("duplicate_put", "reorder")}
         return seeded(self.plan.seed, table, rates, self._count)
-
-    def notify_dropped(self) -> bool:
-        return self._roll("drop_notify")
 
     def wrap(self, name: str, invoke: Callable[[dict[str, Any]], Any]) -> Callable[[dict[str, Any]], Any]:
         def faulty(event: dict[str, Any]) -> Any:

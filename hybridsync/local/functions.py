@@ -106,6 +106,7 @@ class LocalFunction:
         self._lock = threading.Lock()
         self._busy = 0
         self._free = threading.Condition(self._lock)
+        self._containers: set[_Container] = set()  # every live one, busy or idle: close() ends them all
 
     def _container(self) -> _Container:
         while True:
@@ -115,9 +116,11 @@ class LocalFunction:
                 break
             if container.alive():
                 return container
+        container = _Container(self)
         with self._lock:
             self.stats.cold_starts += 1
-        return _Container(self)
+            self._containers = {c for c in self._containers if c.alive()} | {container}
+        return container
 
     def throttled(self) -> FunctionError:
         self.metric("Throttles", 1)
@@ -165,6 +168,13 @@ class LocalFunction:
                 self._free.notify()
 
     def close(self) -> None:
+        """End every container, a running invocation's too (a drain polling for minutes), as
+        deleting a function ends its execution environments."""
+        with self._lock:
+            containers, self._containers = self._containers, set()
+        for container in containers:
+            if container.alive():
+                container.process.kill()
         while True:
             try:
                 self._idle.get_nowait().kill()

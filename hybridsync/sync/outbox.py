@@ -15,11 +15,9 @@ from __future__ import annotations
 
 import contextlib
 import json
-import logging
-import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -35,7 +33,6 @@ from hybridsync.model.declare import Entity, Model, Side
 from hybridsync.sql import deadletters
 from hybridsync.streams.records import DeadLetter, Rejected
 
-CHANNEL = "hybridsync_outbox"
 WRITERS = 16  # concurrent DynamoDB writes per drain
 
 
@@ -67,12 +64,14 @@ class Drained:
     dead_lettered: int = 0  # rows no write can apply: in the dead-letter store, out of the outbox
     deferred: int = 0  # rows whose write failed for now (throttled, unreachable): left for the next drain
     oldest_age_s: float = 0.0  # how long the oldest claimed change waited
+    freshness_s: float = 0.0  # how long the oldest claimed change took until its view was written
     rejected: list[DeadLetter] = field(default_factory=list)  # this drain's dead letters (for the logs)
 
     def add(self, step: Drained) -> Drained:
         for name in ("claimed", "applied", "superseded", "dead_lettered", "deferred"):
             setattr(self, name, getattr(self, name) + getattr(step, name))
         self.oldest_age_s = max(self.oldest_age_s, step.oldest_age_s)
+        self.freshness_s = max(self.freshness_s, step.freshness_s)
         self.rejected += step.rejected
         return step
 
@@ -85,11 +84,12 @@ class Backlog:
     oldest_age_s: float
 
 
+BACKLOG = sa.text("SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM outbox")
+
+
 def backlog(engine: sa.Engine) -> Backlog:
     with engine.connect() as conn:
-        depth, age = conn.execute(
-            sa.text("SELECT count(*), coalesce(extract(epoch FROM now() - min(created_at)), 0) FROM outbox")
-        ).one()
+        depth, age = conn.execute(BACKLOG).one()
     return Backlog(int(depth), float(age))
 
 
@@ -213,15 +213,28 @@ def _settle(client: Any, model: Model, tables: Mapping[str, str], rows: list[Cha
     return settled
 
 
-def drain(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str], *,
+@contextlib.contextmanager
+def _transaction(bind: sa.Engine | sa.Connection) -> Iterator[sa.Connection]:
+    """A transaction of a new connection of an engine, or of a connection given."""
+    if isinstance(bind, sa.Engine):
+        with bind.begin() as conn:
+            yield conn
+    else:
+        with bind.begin():
+            yield bind
+
+
+def drain(engine: sa.Engine | sa.Connection, client: Any, model: Model, tables: Mapping[str, str], *,
           limit: int = 500) -> Drained:  # fmt: skip
     """Apply up to `limit` outbox rows, oldest first; returns what happened. A row no write can
     apply (a view over DynamoDB's 400 KB, a number past its 38 digits) goes to the dead-letter store
     with its reason and leaves the outbox; the rest are applied all the same. A write DynamoDB
     refuses for now leaves its key's rows for the next drain. A misconfigured drain (no access to
-    its table) or an unexpected failure raises, and the claim rolls back whole."""
+    its table) or an unexpected failure raises, and the claim rolls back whole. On a connection
+    (the polling drain's own session), one transaction of it."""
     result = Drained()
-    with engine.begin() as conn:
+    with _transaction(engine) as conn:
+        claimed_at = time.monotonic()
         rows = conn.execute(
             sa.text(
                 "SELECT id, table_name, operation, row_key::text AS row_key, version, "
@@ -255,6 +268,9 @@ def drain(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str
         result.deferred = sum(o.deferred for o in outcomes)
         result.dead_lettered = len(letters)
         result.rejected = [DeadLetter(change.record(), reason) for change, reason in letters]
+        # the oldest change's trip: from its transaction's start (the row's created_at, now() in the
+        # trigger) until its view was written
+        result.freshness_s = result.oldest_age_s + (time.monotonic() - claimed_at)
     return result
 
 
@@ -314,86 +330,64 @@ def redrive(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, s
     return len(landed), still
 
 
-@dataclass
-class DrainerFigures:
-    """What the local drainer has done since it started, and the outbox as it last saw it (the
-    local app's status shows it; in AWS the drain's metrics say the same)."""
-
-    drains: int = 0
-    applied: int = 0
-    superseded: int = 0
-    dead_lettered: int = 0
-    deferred: int = 0
-    errors: int = 0  # drains that failed whole (and were tried again)
-    last_error: str | None = None
-    depth: int = 0
-    oldest_age_s: float = 0.0
-
-    def count(self, drained: Drained) -> None:
-        self.drains += 1
-        for name in ("applied", "superseded", "dead_lettered", "deferred"):
-            setattr(self, name, getattr(self, name) + getattr(drained, name))
+# The running drain's advisory lock (two int4 keys: "hysy", "outb"): one polling drain at a time
+LOCK = (0x68797379, 0x6F757462)
+_WAITING = sa.text(
+    "SELECT EXISTS (SELECT 1 FROM outbox) AS pending, EXISTS (SELECT 1 FROM pg_locks WHERE locktype = "
+    "'advisory' AND classid = :a AND objid = :b AND objsubid = 2 AND NOT granted) AS successor"
+)
 
 
-def listen_and_drain(
-    url: str,
-    client: Any,
-    model: Model,
-    tables: Mapping[str, str],
-    stop: threading.Event,
-    *,
-    idle_s: float = 5.0,
-    dropped: Callable[[], bool] = lambda: False,
-    figures: DrainerFigures | None = None,
-) -> None:
-    """Locally: drain whenever PostgreSQL NOTIFYs the outbox channel (and every `idle_s` anyway:
-    a NOTIFY is lost when the listener is reconnecting), until `stop` is set; reconnects if
-    PostgreSQL restarts, and outlives any error a drain raises (logged, tried again after
-    `idle_s`). `dropped()` says whether to ignore a NOTIFY (a fault, injected); `figures` is kept
-    up to date. In AWS the schedule (and an invoke after commit) does this."""
-    import psycopg
-
-    from hybridsync.runtime import db
-
-    log = logging.getLogger(__name__)
-    figures = figures or DrainerFigures()
-    engine = db.create_engine(url)
-
-    def drain_once() -> None:
+def poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str], *,
+         seconds_left: Callable[[], float], every_s: float = 0.25,
+         drained: Callable[[Drained], None] = lambda step: None,
+         waiting: Callable[[Backlog], None] = lambda backlog: None,
+         report_s: float = 1.0) -> Drained:  # fmt: skip
+    """Drain, then look at the outbox every `every_s` and drain what it holds, until
+    `seconds_left()` runs out or the next run waits for the lock; returns what was drained. One
+    run at a time: a session-level advisory lock, which the next run waits for (up to its own
+    time) and this run gives up as soon as it sees that run waiting. The lock is a cost choice,
+    not a safety one: drains never share rows (`FOR UPDATE SKIP LOCKED`). Each drain step is
+    reported to `drained` as it lands, and the outbox's backlog to `waiting` every `report_s`
+    (the function's metrics). A change waits one poll at most, whatever the schedule's period:
+    nothing wakes the drain but its own clock, as in AWS, where no NOTIFY reaches a Lambda
+    function. Through RDS Proxy, the lock pins the session to one database connection (RDS guide,
+    "Avoiding pinning"): the one connection the run holds anyway."""
+    total = Drained()
+    lock = {"a": LOCK[0], "b": LOCK[1]}
+    with engine.connect() as conn:
+        wait_ms = max(int((seconds_left() - every_s) * 1000), 1)
+        conn.execute(sa.text(f"SET lock_timeout = {wait_ms}"))  # SET takes no bind parameters
         try:
-            drained = drain_all(engine, client, model, tables)
-            figures.count(drained)
-            for letter in drained.rejected:
-                log.warning("outbox row %s dead-lettered: %s", letter.record["outbox_id"], letter.reason)
-        except (psycopg.OperationalError, sa.exc.OperationalError):
-            raise  # PostgreSQL is gone: reconnect
-        except Exception as error:
-            figures.errors += 1
-            figures.last_error = f"{type(error).__name__}: {error}"[:500]
-            log.exception("outbox drain failed; trying again in %.0f s", idle_s)
-        with contextlib.suppress(Exception):
-            waiting = backlog(engine)
-            figures.depth, figures.oldest_age_s = waiting.depth, round(waiting.oldest_age_s, 3)
-
-    try:
-        while not stop.is_set():
-            try:
-                with psycopg.connect(db.sqlalchemy_url(url).replace("+psycopg", ""), autocommit=True) as conn:
-                    conn.execute(f"LISTEN {CHANNEL}")
-                    while not stop.is_set():
-                        drain_once()
-                        deadline = time.monotonic() + idle_s
-                        while (left := deadline - time.monotonic()) > 0:
-                            heard = next(iter(conn.notifies(timeout=left, stop_after=1)), None)
-                            if heard is None or not dropped():
-                                break
-            except Exception as error:
-                if stop.is_set():
+            conn.execute(sa.text("SELECT pg_advisory_lock(:a, :b)"), lock)
+        except sa.exc.OperationalError as error:
+            if getattr(error.orig, "sqlstate", None) != "55P03":  # lock_not_available: the run
+                raise  # before us kept it all our time (it goes on polling)
+            conn.rollback()
+            return total
+        conn.execute(sa.text("RESET lock_timeout"))
+        conn.commit()
+        try:
+            pending, successor, reported = True, False, 0.0
+            while not successor:
+                while pending:
+                    step = total.add(drain(conn, client, model, tables))
+                    if step.claimed:
+                        drained(step)
+                    pending = bool(step.claimed) and not step.deferred  # empty, or refused for now
+                if time.monotonic() - reported >= report_s:
+                    depth, age = conn.execute(BACKLOG).one()
+                    conn.commit()
+                    waiting(Backlog(int(depth), float(age)))
+                    reported = time.monotonic()
+                if seconds_left() <= every_s:
                     break
-                if isinstance(error, psycopg.OperationalError | sa.exc.OperationalError):
-                    log.warning("outbox drainer lost PostgreSQL; retrying in 2 s")
-                else:
-                    log.exception("outbox drainer failed; starting again in 2 s")
-                stop.wait(2)
-    finally:
-        engine.dispose()
+                time.sleep(every_s)
+                pending, successor = conn.execute(_WAITING, lock).one()
+                conn.commit()
+        finally:
+            with contextlib.suppress(Exception):
+                conn.rollback()
+                conn.execute(sa.text("SELECT pg_advisory_unlock(:a, :b)"), lock)
+                conn.commit()
+    return total

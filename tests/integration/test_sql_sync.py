@@ -23,6 +23,9 @@ def product_id():
     return f"p-{uuid.uuid4().hex[:8]}"
 
 
+INSERT = "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, :n, :n)"
+
+
 def sql(engine, statement, **params):
     with engine.begin() as conn:
         conn.execute(sa.text(statement), params)
@@ -171,30 +174,73 @@ def test_handler_drains_everything_and_reports(handler_env, stack, engine, dynam
     assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 3
 
 
-def test_notify_wakes_the_local_drainer(stack, engine, dynamodb, product_id):
-    stop = threading.Event()
-    drainer = threading.Thread(
-        target=outbox.listen_and_drain,
-        args=(stack.database_url, stack.client(), MODEL, stack.table_names, stop),
-        kwargs={"idle_s": 30.0},  # longer than the wait below: only the NOTIFY can explain a prompt drain
+def polling(stack, engine, stopped: threading.Event, runs: list[outbox.Drained], seconds: float = 60):
+    """A polling drain (freshness=realtime's scheduled run) in a thread, until `stopped` or `seconds`."""
+    deadline = time.monotonic() + seconds
+    left = lambda: 0 if stopped.is_set() else deadline - time.monotonic()  # noqa: E731
+    thread = threading.Thread(
+        target=lambda: runs.append(outbox.poll(engine, stack.client(), MODEL, stack.table_names,
+                                               seconds_left=left, every_s=0.1)),
         daemon=True,
-    )
-    drainer.start()
+    )  # fmt: skip
+    thread.start()
+    return thread
+
+
+def test_a_running_drain_applies_each_commit_while_it_polls(stack, engine, dynamodb, product_id):
+    """Nothing wakes the drain but its own clock (no NOTIFY reaches a Lambda function): a commit
+    made while a run polls is in DynamoDB before that run ends, however long it has left."""
+    stopped, runs = threading.Event(), []
+    run = polling(stack, engine, stopped, runs)
     try:
-        time.sleep(0.5)  # listening
-        sql(
-            engine,
-            "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 7, 7)",
-            p=product_id,
-        )
-        deadline = time.monotonic() + 10
+        time.sleep(0.5)  # the run took the lock and drained what waited
+        sql(engine, INSERT, p=product_id, n=7)
+        deadline = time.monotonic() + 20
         while view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id) is None and time.monotonic() < deadline:
-            time.sleep(0.1)
+            time.sleep(0.05)
         assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 7
+        assert run.is_alive()  # the run that polls applied it, not one that started after the commit
     finally:
-        stop.set()
-        sql(engine, "SELECT pg_notify('hybridsync_outbox', 'stop')")  # wake it so it sees stop
-        drainer.join(timeout=10)
+        stopped.set()
+        run.join(timeout=10)
+    assert not run.is_alive() and runs[0].applied >= 1 and runs[0].freshness_s > 0
+
+
+def test_the_next_run_takes_over_from_the_running_drain(stack, engine, dynamodb, product_id):
+    """One polling run at a time: the next one waits for the lock, the running one sees it waiting
+    and hands over at once (not at the end of its time), and the next one drains from then on."""
+    first_stop, second_stop, runs = threading.Event(), threading.Event(), []
+    first = polling(stack, engine, first_stop, runs)
+    try:
+        time.sleep(0.5)
+        second = polling(stack, engine, second_stop, runs)
+        first.join(timeout=20)
+        assert not first.is_alive() and second.is_alive()  # handed over, with most of its minute left
+        sql(engine, INSERT, p=product_id, n=9)
+        deadline = time.monotonic() + 20
+        while view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 9
+    finally:
+        first_stop.set()
+        second_stop.set()
+        first.join(timeout=10)
+        second.join(timeout=10)
+    assert len(runs) == 2 and runs[1].applied >= 1
+
+
+def test_the_scheduled_handler_polls_and_an_invoke_drains_once(handler_env, stack, engine, dynamodb,
+                                                               product_id, monkeypatch):  # fmt: skip
+    monkeypatch.setenv("OUTBOX_POLL_MS", "100")
+    drain = load("sql_sync")
+    sql(engine, INSERT, p=product_id, n=4)
+    started = time.monotonic()
+    assert drain.handler({}, LambdaContext(deadline=time.time() + 60))["claimed"] >= 1
+    assert time.monotonic() - started < 30  # an invoke drains once, it does not poll for its minute
+    scheduled = {"detail-type": "Scheduled Event", "source": "aws.events", "detail": {}}
+    result = drain.handler(scheduled, LambdaContext(deadline=time.time() + 17))  # 2 s to poll, then SAFETY_MS
+    assert result["depth"] == 0
+    assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 4
 
 
 def test_reconcile_views_finds_stale_and_extra_views(stack, engine, dynamodb, product_id):
@@ -396,29 +442,16 @@ def test_the_drain_reports_its_dead_letters(handler_env, engine, capsys, product
     assert figures["DeadLetters"] >= 1 and figures["OutboxDepth"] == 0
 
 
-def test_the_local_drainer_survives_a_failed_drain_and_keeps_draining(stack, engine, dynamodb, product_id):
-    """An error no row is to blame for (here: its table is missing) is logged and counted; the
-    drainer goes on, and drains once the cause is gone."""
-    stop, figures = threading.Event(), outbox.DrainerFigures()
-    tables = dict(stack.table_names)
-    tables["main"] = "no-such-table"
-    drainer = threading.Thread(
-        target=outbox.listen_and_drain,
-        args=(stack.database_url, stack.client(), MODEL, tables, stop),
-        kwargs={"idle_s": 0.3, "figures": figures},
-        daemon=True,
-    )
-    sql(engine, "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 6, 6)", p=product_id)
-    drainer.start()
-    try:
-        deadline = time.monotonic() + 10
-        while figures.errors < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert figures.errors >= 2 and "ResourceNotFound" in figures.last_error and drainer.is_alive()
-        tables["main"] = stack.table_names["main"]  # the fix
-        while view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id) is None and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 6
-    finally:
-        stop.set()
-        drainer.join(timeout=10)
+def test_a_polling_run_that_cannot_drain_fails_whole_and_the_next_run_drains(stack, engine, dynamodb,
+                                                                              product_id):  # fmt: skip
+    """An error no row is to blame for (here: its table is missing) fails the run, as a function
+    error (Lambda retries it, then its dead-letter queue: the ScheduledFailures alarm); the row
+    stays in the outbox, the run's lock is let go, and the next run drains it once the cause is gone."""
+    tables = dict(stack.table_names) | {"main": "no-such-table"}
+    sql(engine, INSERT, p=product_id, n=6)
+    with pytest.raises(Exception, match="ResourceNotFound"):
+        outbox.poll(engine, stack.client(), MODEL, tables, seconds_left=lambda: 30, every_s=0.1)
+    assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id) is None
+    ends = iter([5.0, 0.0])  # the next run: drains at once, then its time is up
+    run = outbox.poll(engine, stack.client(), MODEL, stack.table_names, seconds_left=lambda: next(ends, 0.0))
+    assert run.applied >= 1 and view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 6

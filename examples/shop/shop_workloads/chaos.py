@@ -12,7 +12,7 @@ batching windows and 3 retries per batch so that failed batches do reach the fai
              items; and the HTTP catalogue of bad requests sent to the running API
   faults     every stream delivery: duplicated, failed before and after the function ran; every
              DynamoDB request of a function and of the outbox drain: throttled, a 500 before it
-             and a 500 after DynamoDB applied a write; outbox NOTIFYs dropped
+             and a 500 after DynamoDB applied a write
   chaos      the app killed with SIGKILL and started again (at 20 % and 40 % of the run);
              PostgreSQL stopped for `--outage` seconds and started again (at 10 %, 30 %, 70 %)
   probes     an order and a price change each second, timed from the write until the other side
@@ -66,7 +66,7 @@ from shop_workloads import demo
 
 FAULTS = (
     "duplicate=0.2,fail_before=0.1,fail_after=0.1,throttle=0.03,server_error=0.02,"
-    "server_error_after=0.02,drop_notify=0.3,duplicate_put=0.1,reorder=0.1"
+    "server_error_after=0.02,duplicate_put=0.1,reorder=0.1"
 )
 OPS = {  # weight of each kind of change
     "order": 22,

@@ -36,6 +36,19 @@ LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
 # takes at most 10 metrics)
 ENGINE_OPERATIONS = ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
                      "BatchWriteItem", "TransactWriteItems")  # fmt: skip
+# each direction's function (construct id) -> its service and what it carries, and where its runbook
+# looks when its freshness passes the threshold
+FRESHNESS = {
+    "WriteBack": ("write_back", "DynamoDB -> PostgreSQL row",
+                  "WriteBack's IteratorAge (behind its stream?), its errors and duration (PostgreSQL slow, "
+                  "retries)"),
+    "Aggregate": ("aggregate", "DynamoDB -> aggregate",
+                  "Aggregate's IteratorAge (behind its stream?), its errors and duration (conflicts "
+                  "retried, throttles)"),
+    "SqlSync": ("sql_sync", "PostgreSQL -> DynamoDB",
+                "the drain's listener (is a SqlSync run polling the outbox? its invocations, errors "
+                "and duration), the outbox (OutboxAge, OutboxDepth)"),
+}  # fmt: skip
 
 
 def mapping_metric(mapping_id: str, name: str) -> cloudwatch.Metric:
@@ -71,6 +84,7 @@ class MonitoringStack(Stack):
         self._functions(pipeline)
         self._consumers(pipeline)
         self._scheduled(pipeline)
+        self._freshness(pipeline)
         self._api(api)
         self._database(database)
         self._tables(model, data)
@@ -286,6 +300,28 @@ class MonitoringStack(Stack):
                 "--source sql_sync`, fix the row, redrive",
             )
 
+    def _freshness(self, pipeline: PipelineStack) -> None:
+        """Per direction present, the p99 of `Freshness` (each batch's apply time minus its oldest
+        change's creation, ms) over 5 minutes: a percentile of the period's values, which CloudWatch
+        computes from an EMF metric's raw values (CloudWatch guide, "Percentiles"):
+        https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch_concepts.html#Percentiles
+        A direction emits nothing without traffic, and no traffic is not stale: missing data does
+        not breach (CloudWatch guide, "Configuring how CloudWatch alarms treat missing data"):
+        https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/alarms-and-missing-data.html"""
+        # in ms, the unit `Freshness` is emitted in; unset: 5 s under freshness=realtime, 120 s economy
+        threshold = context.by_freshness(self, "freshness_p99_alarm_s") * 1000
+        for id, (name, direction, look) in FRESHNESS.items():
+            if id not in pipeline.handlers:
+                continue
+            self.alarm(
+                f"{id}FreshnessP99",
+                self.service_metric(name, "Freshness", "p99"),
+                threshold,
+                f"{name}: the slowest 1% of {direction} changes took over {threshold / 1000:g} s to reach "
+                f"the other side: {look}; `hybridsync status`",
+                missing=cloudwatch.TreatMissingData.NOT_BREACHING,
+            )
+
     def _api(self, api: ApiStack) -> None:
         http = api.api
         self.alarm(
@@ -485,12 +521,19 @@ class MonitoringStack(Stack):
             for i in ("", *(x.name for x in t.indexes))
             for kind in ("Read", "Write")
         ]
+        fresh = [
+            self.service_metric(name, "Freshness", s).with_(label=f"{name} {s} (ms)")
+            for id, (name, _, _) in FRESHNESS.items()
+            if id in handlers
+            for s in ("p50", "p99")
+        ]
         rows: list[list[cloudwatch.IWidget]] = [
             [
                 cloudwatch.AlarmStatusWidget(
                     title="Alarms", alarms=list(self.alarms.values()), width=24, height=4
                 )
             ],
+            *([[graph("Freshness (p50, p99)", fresh, width=24)]] if fresh else []),
             [
                 graph(
                     "Lag per consumer (IteratorAge, ms)",

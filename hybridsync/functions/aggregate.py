@@ -3,6 +3,7 @@ declared aggregates, exactly once (hybridsync.sync.aggregate).
 One function for every table with aggregates: each batch names its stream, hence its table."""
 
 import functools
+import time
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -60,6 +61,9 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     metrics.add_metric("DuplicateRecords", MetricUnit.Count, outcome.duplicates)
     metrics.add_metric("AggregateTransactions", MetricUnit.Count, outcome.transactions)
     metrics.add_metric("AggregateConflictsRetried", MetricUnit.Count, outcome.conflicts_retried)
+    # a change's trip, from its write in DynamoDB until the aggregates count it (the batch's first)
+    if (freshness := kinesis.freshness_ms(records, time.time())) is not None:
+        metrics.add_metric("Freshness", MetricUnit.Milliseconds, round(freshness))
     if outcome.conflicts_retried or outcome.shards_pruned:  # another shard's batch wrote a hot item at once
         logger.info("batch aggregated", extra={"shardId": event.get("shardId"),
                                                "conflicts_retried": outcome.conflicts_retried,

@@ -1,6 +1,7 @@
 """A table's changes (its DynamoDB stream, or Kinesis Data Streams for DynamoDB) -> PostgreSQL
 write-back of the model's DynamoDB-mastered entities (hybridsync.sync.writeback does the work)."""
 
+import time
 from typing import Any
 
 from aws_lambda_powertools import Logger, Metrics
@@ -9,6 +10,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from hybridsync.runtime import clients, doctor
 from hybridsync.runtime.clients import engine, model
 from hybridsync.sql import deadletters
+from hybridsync.streams import kinesis
 from hybridsync.sync import writeback
 
 logger = Logger()
@@ -31,6 +33,9 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     metrics.add_metric("WriteBackUnplaced", MetricUnit.Count, outcome.unplaced)
     # items read to settle what the stream could not order (replays, a shard's children)
     metrics.add_metric("WriteBackItemsRead", MetricUnit.Count, outcome.read)
+    # a change's trip, from its write in DynamoDB until PostgreSQL holds it (the batch's first change)
+    if (freshness := kinesis.freshness_ms(event["Records"], time.time())) is not None:
+        metrics.add_metric("Freshness", MetricUnit.Milliseconds, round(freshness))
     if outcome.unplaced:
         logger.warning("items of no entity of the model", extra={"unplaced": outcome.unplaced})
     deadletters.report(metrics, logger, outcome.rejected)

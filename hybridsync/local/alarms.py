@@ -88,8 +88,9 @@ class Metrics:
                 points.popleft()
 
     def values(
-        self, namespace: str, name: str, dimensions: dict[str, str], start: float, end: float
+        self, namespace: str, name: str, dimensions: dict[str, str], start: float, end: float = math.inf
     ) -> list[float]:
+        """A metric's values from `start` (on: since then) to `end`, oldest first."""
         with self._lock:
             points = list(self._points.get((namespace, name, frozenset(dimensions.items())), ()))
         return [v for t, v in points if start <= t < end]
@@ -148,10 +149,22 @@ def statistic(values: list[float], name: str) -> float:
         return min(values)
     if name == "SampleCount":
         return float(len(values))
-    if found := PERCENTILE.fullmatch(name):  # nearest rank
+    if found := PERCENTILE.fullmatch(name):
+        # pNN: the value NN% of the period's values are at or below (nearest rank), CloudWatch's
+        # percentile over the raw values of an EMF metric; CloudWatch guide, "Percentiles":
+        # https://docs.aws.amazon.com/AmazonCloudWatch/latest/monitoring/cloudwatch_concepts.html#Percentiles
         ordered = sorted(values)
         return ordered[max(0, math.ceil(float(found[1]) / 100 * len(ordered)) - 1)]
     raise ValueError(f"statistic {name!r} is not evaluated locally")
+
+
+def percentiles_s(values_ms: list[float]) -> dict[str, Any]:
+    """p50 and p99 in seconds (as the alarms evaluate them) and the count of a metric's values in
+    milliseconds; no values: the percentiles are None."""
+    if not values_ms:
+        return {"p50_s": None, "p99_s": None, "count": 0}
+    p50, p99 = (round(statistic(values_ms, p) / 1000, 3) for p in ("p50", "p99"))
+    return {"p50_s": p50, "p99_s": p99, "count": len(values_ms)}
 
 
 BREACHES = {

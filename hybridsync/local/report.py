@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
+from hybridsync.local.alarms import percentiles_s
+
 if TYPE_CHECKING:
     from rich.console import Console
 
@@ -19,6 +21,9 @@ if TYPE_CHECKING:
     from hybridsync.model.declare import Model
 
 WIDTH, HEIGHT, PAD = 640, 220, 40
+# the directions a change travels, by the function whose `Freshness` measures it
+DIRECTIONS = {"write_back": "DynamoDB -> PostgreSQL row", "aggregate": "DynamoDB -> aggregate",
+              "sql_sync": "PostgreSQL -> DynamoDB"}  # fmt: skip
 
 
 def _axes(title: str, x_label: str, y_label: str, y_max: float) -> list[str]:
@@ -75,6 +80,37 @@ def throughput_chart(timeline: list[tuple[float, float]]) -> str:
     return "\n".join([*parts, "</svg>"])
 
 
+def freshness_chart(values_ms: list[float], bins: int = 20) -> str:
+    """A direction's freshness values (each batch's oldest change, from its write until the other side
+    held it) as a histogram: batches per bin of seconds, from 0 to the slowest."""
+    if not values_ms:
+        return "<p>no batches applied</p>"
+    seconds = [v / 1000 for v in values_ms]
+    top_s = max(seconds) or 1.0
+    counts = Counter(min(int(v / top_s * bins), bins - 1) for v in seconds)
+    top = max(counts.values())
+    parts = _axes("freshness", f"seconds from the write (0-{top_s:.2f})", "batches", top)
+    bar = (WIDTH - PAD - 20) / bins
+    for k, count in counts.items():
+        height = count / top * (HEIGHT - PAD - 20)
+        parts.append(
+            f'<rect x="{PAD + k * bar:.1f}" y="{HEIGHT - PAD - height:.1f}" '
+            f'width="{max(bar - 1, 1):.1f}" height="{height:.1f}" fill="#109618"/>'
+        )
+    return "\n".join([*parts, "</svg>"])
+
+
+def _freshness_sections(freshness: dict[str, list[float]]) -> list[str]:
+    """One histogram per direction, its heading with the p50 and p99 the alarms would evaluate."""
+    sections = []
+    for direction, values in freshness.items():
+        p = percentiles_s(values)
+        said = f"p50 {p['p50_s']} s, p99 {p['p99_s']} s over {p['count']} batches" if values else "no batches"
+        heading = f"freshness {DIRECTIONS.get(direction, direction)} ({direction}): {said}"
+        sections.append(f"<h2>{html.escape(heading)}</h2>" + freshness_chart(values))
+    return sections
+
+
 def _table(title: str, header: list[str], rows: list[list[Any]]) -> str:
     head = "".join(f"<th>{html.escape(h)}</th>" for h in header)
     body = "".join("<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in row) + "</tr>" for row in rows)
@@ -95,6 +131,7 @@ def html_report(f: dict[str, Any], extra: list[Section] = ()) -> str:  # type: i
         f"p99 {f['lag_p99_s']} s; {f['throughput_records_s']} records/s delivered.</p>",
         "<h2>lag of each delivered record</h2>" + lag_chart(f["timeline"]),
         "<h2>records delivered per second</h2>" + throughput_chart(f["timeline"]),
+        *_freshness_sections(f.get("freshness", {})),
         _table("DynamoDB items", ["entity", "items"], [list(i) for i in f["dynamodb_items"].items()]),
         _table("PostgreSQL rows", ["table", "live rows"], [list(i) for i in f["postgresql_rows"].items()]),
         *(_table(*section) for section in extra),
@@ -127,7 +164,8 @@ def figures(
     caught_up: bool,
 ) -> dict[str, Any]:
     """A run's figures: what each side holds, drift both ways, the aggregates against a clean
-    recount, this run's dead letters, and every delivered record's lag."""
+    recount, this run's dead letters, every delivered record's lag, and each direction's freshness
+    values of the run (ms, from the metrics the alarms read)."""
     from hybridsync import workloads
     from hybridsync.dynamodb import views
     from hybridsync.model.declare import Side
@@ -170,6 +208,7 @@ def figures(
         "faults_injected": dict(app.faults.counts) if app.faults else {},
         "failed_batches_stored": app.failed_batches_stored(),
         "alarms": app.alarms.status() if app.alarms else {},
+        "freshness": {d: [round(v, 1) for v in vs] for d, vs in app.freshness_values(started).items()},
     }
 
 
@@ -224,6 +263,17 @@ def show(console: Console, f: dict[str, Any], extra: list[Section] = ()) -> None
         f"records; {f['throughput_records_s']} records/s delivered"
         + ("" if f["caught_up"] else " [red](did not catch up in time)[/red]")
     )
+    if freshness := f.get("freshness"):
+        shown = [(d, percentiles_s(v)) for d, v in freshness.items()]
+        console.print(
+            "freshness (s, each batch's oldest change until the other side held it): "
+            + "; ".join(
+                f"{d} p50 {p['p50_s']}, p99 {p['p99_s']} ({p['count']} batches)"
+                if p["count"]
+                else f"{d}: none"
+                for d, p in shown
+            )
+        )
     if alarms := f.get("alarms"):
         firing = sorted(name for name, a in alarms.items() if a["state"] == "ALARM")
         counts = {state: sum(a["state"] == state for a in alarms.values()) for state in ("OK", "ALARM")}

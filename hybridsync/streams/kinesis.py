@@ -59,6 +59,23 @@ def microseconds(value: Any) -> int:
     return number * 1000 if number >= 10**12 else number * 1_000_000
 
 
+def freshness_ms(records: list[dict[str, Any]], now: float) -> float | None:
+    """How long ago the batch's first change was made, in ms (None for no readable change): what a
+    consumer publishes as its `Freshness`. In shard order the first is the oldest (a Kinesis stream
+    may reorder a little). From DynamoDB Streams `ApproximateCreationDateTime` is rounded down to
+    the second (StreamRecord API reference), so the figure may be up to 1 s more than the trip;
+    from Kinesis it is the change's microsecond."""
+    for record in records[:1]:
+        change = readable(record)
+        data = change.get("dynamodb")
+        if isinstance(data, dict) and data.get("ApproximateCreationDateTime") is not None:
+            micros = (change.get("kinesis") or {}).get("createdMicros") or microseconds(
+                data["ApproximateCreationDateTime"]
+            )
+            return max(now * 1000 - int(micros) / 1000, 0.0)
+    return None
+
+
 def as_change(record: dict[str, Any]) -> dict[str, Any]:
     """The DynamoDB change a Lambda Kinesis record carries, in a DynamoDB stream record's shape
     (see the module); any other record is returned as it is. Rejected when `data` holds no

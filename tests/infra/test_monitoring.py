@@ -5,8 +5,14 @@ its throttles; the dashboard shows each part; every function is a version behind
 import json
 from collections import defaultdict
 
+from aws_cdk import App
+
+from hybridsync.cdk import build
 from shop.model import MODEL
-from tests.conftest import load_template
+from tests.conftest import ROOT, load_template
+
+# each direction's function -> its service (the `service` dimension is `hybridsync-<service>`)
+DIRECTIONS = {"WriteBack": "write_back", "Aggregate": "aggregate", "SqlSync": "sql_sync"}
 
 
 def of_type(template, kind):
@@ -125,3 +131,49 @@ def test_mappings_api_and_schedules_invoke_the_alias_and_sql_functions_wait_for_
     assert sorted(waiting) == sorted(k for k in sql if not k.startswith(("Migrate", "Users")))
     functions = of_type(pipeline, "AWS::Lambda::Function").values()
     assert all(f.get("TracingConfig") == {"Mode": "Active"} for f in functions if "Layers" in f)
+
+
+def test_each_direction_alarms_when_its_p99_freshness_passes_5_s_and_no_traffic_is_not_stale(monitoring):
+    """freshness=realtime (the default): a write reaches the other side within 5 s at p99 over 5
+    minutes, each of the three directions alarmed on its own function's `Freshness` (ms); a quiet
+    period emits nothing, and that is not stale."""
+    alarms = of_type(monitoring, "AWS::CloudWatch::Alarm")
+    fresh = {k: a for k, a in alarms.items() if a.get("MetricName") == "Freshness"}
+    assert sorted(k.split("FreshnessP99")[0] for k in fresh) == sorted(DIRECTIONS)
+    (topic,) = of_type(monitoring, "AWS::SNS::Topic")
+    for logical, alarm in fresh.items():
+        service = DIRECTIONS[logical.split("FreshnessP99")[0]]
+        assert alarm["Dimensions"] == [{"Name": "service", "Value": f"hybridsync-{service}"}]
+        assert (alarm["Namespace"], alarm["ExtendedStatistic"], alarm["Period"]) == ("hybridsync", "p99", 300)
+        assert "Statistic" not in alarm
+        assert (alarm["Threshold"], alarm["ComparisonOperator"]) == (5000, "GreaterThanThreshold")
+        assert (alarm["EvaluationPeriods"], alarm["TreatMissingData"]) == (1, "notBreaching")
+        assert alarm["AlarmActions"] == alarm["OKActions"] == [{"Ref": topic}]
+        assert alarm["AlarmDescription"].startswith(f"{service}: ")  # its runbook: where to look
+    runbooks = {k.split("FreshnessP99")[0]: a["AlarmDescription"] for k, a in fresh.items()}
+    assert "IteratorAge" in runbooks["WriteBack"] and "IteratorAge" in runbooks["Aggregate"]
+    assert "OutboxAge" in runbooks["SqlSync"] and "errors and duration" in runbooks["SqlSync"]
+
+
+def test_the_dashboard_shows_each_directions_freshness_p50_and_p99(monitoring):
+    (dashboard,) = of_type(monitoring, "AWS::CloudWatch::Dashboard").values()
+    body = json.dumps(dashboard["DashboardBody"])
+    assert "Freshness (p50, p99)" in body
+    for service in DIRECTIONS.values():
+        for stat in ("p50", "p99"):
+            assert f"{service} {stat} (ms)" in body, (service, stat)
+
+
+def test_the_freshness_threshold_follows_its_setting_and_the_freshness_mode():
+    """`-c freshness_p99_alarm_s=3` makes it 3 s; unset under `-c freshness=economy`, 120 s. Built in
+    process, read from the alarms' own properties: no synth."""
+    flags = json.loads((ROOT / "cdk.json").read_text())["context"]
+    cases = (({"freshness_p99_alarm_s": "3"}, 3000), ({"freshness": "economy"}, 120_000))
+    for context, threshold_ms in cases:
+        monitoring = build(App(context={**flags, **context, "aws:cdk:bundling-stacks": []}))["monitoring"]
+        thresholds = {
+            id: alarm.node.default_child.threshold  # type: ignore[attr-defined]
+            for id, alarm in monitoring.alarms.items()  # type: ignore[attr-defined]
+            if "Freshness" in id
+        }
+        assert thresholds == {f"{d}FreshnessP99": threshold_ms for d in DIRECTIONS}, context

@@ -1,11 +1,13 @@
 """The local alarm evaluation (hybridsync/local/alarms.py), as CloudWatch documents it ("Evaluating an
 alarm", "Configuring how CloudWatch alarms treat missing data"), on a clock of its own."""
 
+import argparse
 import json
+import time
 
 import pytest
 
-from hybridsync.local.alarms import KEY_REFUSED, Alarm, Alarms, Metrics, Topic, statistic
+from hybridsync.local.alarms import KEY_REFUSED, Alarm, Alarms, Metrics, Topic, percentiles_s, statistic
 
 pytestmark = pytest.mark.unit
 T0 = 1_800_000_000.0  # a period boundary for periods of 10 s
@@ -246,3 +248,109 @@ def test_set_state_runs_the_actions_and_the_next_evaluation_brings_the_alarm_bac
         alarms.status()[canary.name]["history"][0]["HistorySummary"]
         == f"Successfully executed action {TOPIC}"
     )
+
+
+# --- freshness: a percentile alarm on an EMF metric, and what `hybridsync status` shows -----------
+
+
+def freshness_line(at: float, *values_ms: float, service: str = "hybridsync-write_back") -> str:
+    """An EMF line as Powertools Metrics writes it: `Freshness` in Milliseconds, its `service`."""
+    return json.dumps(
+        {
+            "_aws": {
+                "Timestamp": int(at * 1000),
+                "CloudWatchMetrics": [
+                    {
+                        "Namespace": "hybridsync",
+                        "Dimensions": [["service"]],
+                        "Metrics": [{"Name": "Freshness", "Unit": "Milliseconds"}],
+                    }
+                ],
+            },
+            "service": service,
+            "Freshness": list(values_ms),
+        }
+    )
+
+
+def freshness_alarm() -> Alarm:
+    """WriteBackFreshnessP99 as CDK renders `statistic="p99"`: an ExtendedStatistic (no Statistic),
+    5 s in ms."""
+    return alarm(
+        MetricName="Freshness",
+        Statistic=None,
+        ExtendedStatistic="p99",
+        Threshold=5000,
+        AlarmDescription="write_back: the slowest 1% ...",
+    )
+
+
+def test_a_p99_freshness_alarm_fires_on_its_slowest_percent_and_no_traffic_is_not_stale(tmp_path):
+    """The p99 of the period's values (nearest rank), read from the function's EMF lines: 99 fresh
+    batches and one slow one stay under it, two slow ones of 100 pass it; a period without a batch is
+    not breaching."""
+    fresh = freshness_alarm()
+    alarms, metrics = evaluator(fresh, tmp_path=tmp_path)
+    log = tmp_path / "WriteBack.log"
+    log.write_text(freshness_line(T0 + 1, *[800.0] * 99, 9000.0) + "\n")
+    metrics.tail(log)
+    alarms.evaluate(T0 + 11)
+    assert fresh.state == "OK" and "[800]" in fresh.reason
+    with log.open("a") as more:
+        more.write(freshness_line(T0 + 12, *[800.0] * 98, 9000.0, 9500.0) + "\n")
+    metrics.tail(log)
+    alarms.evaluate(T0 + 21)
+    assert fresh.state == "ALARM" and fresh.reason.startswith("Threshold Crossed: 1 datapoint(s) [9000]")
+    assert "(p99, 10 s)" in fresh.reason
+    alarms.evaluate(T0 + 31)  # no batch in the period: no traffic, not stale
+    assert fresh.state == "OK"
+
+
+def test_percentiles_in_seconds_of_values_in_milliseconds():
+    assert percentiles_s([float(v) for v in range(1, 101)]) == {"p50_s": 0.05, "p99_s": 0.099, "count": 100}
+    assert percentiles_s([1234.0]) == {"p50_s": 1.234, "p99_s": 1.234, "count": 1}
+    assert percentiles_s([]) == {"p50_s": None, "p99_s": None, "count": 0}
+
+
+def test_status_shows_each_directions_freshness_of_the_last_five_minutes(tmp_path, capsys):
+    """What `hybridsync status` prints and `--json` holds, from the values the functions' EMF lines
+    put in the metrics: only the last 5 minutes', per direction, a direction without a batch shown so."""
+    from hybridsync.cli.local import _status
+
+    metrics, now = Metrics(), time.time()
+    log = tmp_path / "logs.log"
+    log.write_text(
+        "\n".join(
+            [
+                freshness_line(now - 600, 60_000.0),  # older than 5 minutes: not counted
+                freshness_line(now - 30, 400.0, 600.0, 2500.0),
+                freshness_line(now - 20, 1500.0, service="hybridsync-sql_sync"),
+            ]
+        )
+        + "\n"
+    )
+    metrics.tail(log)
+    since = now - 300
+    services = {"write_back": "hybridsync-write_back", "aggregate": "hybridsync-aggregate",
+                "sql_sync": "hybridsync-sql_sync"}  # fmt: skip
+    freshness = {
+        d: percentiles_s(metrics.values("hybridsync", "Freshness", {"service": s}, since))
+        for d, s in services.items()
+    }
+    assert freshness == {
+        "write_back": {"p50_s": 0.6, "p99_s": 2.5, "count": 3},
+        "aggregate": {"p50_s": None, "p99_s": None, "count": 0},
+        "sql_sync": {"p50_s": 1.5, "p99_s": 1.5, "count": 1},
+    }
+    status = {"at": now, "mappings": {}, "functions": {}, "failure_queues": {}, "alarms": {},
+              "freshness": freshness}  # fmt: skip
+    (tmp_path / "status.json").write_text(json.dumps(status))
+    assert _status(argparse.Namespace(state_dir=str(tmp_path), json=False)) == 0
+    shown = capsys.readouterr().out
+    assert "freshness, last 5 minutes" in shown
+    lines = [line for line in shown.splitlines() if "->" in line]  # a direction's
+    rows = {line.split("(")[1].split(")")[0]: line.split()[-3:] for line in lines}
+    assert rows == {"write_back": ["0.600", "2.500", "3"], "aggregate": ["-", "-", "0"],
+                    "sql_sync": ["1.500", "1.500", "1"]}  # fmt: skip
+    assert _status(argparse.Namespace(state_dir=str(tmp_path), json=True)) == 0
+    assert json.loads(capsys.readouterr().out)["freshness"] == freshness

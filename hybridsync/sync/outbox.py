@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Mapping
@@ -33,6 +34,7 @@ from hybridsync.model.declare import Entity, Model, Side
 from hybridsync.sql import deadletters
 from hybridsync.streams.records import DeadLetter, Rejected
 
+log = logging.getLogger(__name__)
 WRITERS = 16  # concurrent DynamoDB writes per drain
 
 
@@ -352,8 +354,24 @@ def poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str]
     (the function's metrics). A change waits one poll at most, whatever the schedule's period:
     nothing wakes the drain but its own clock, as in AWS, where no NOTIFY reaches a Lambda
     function. Through RDS Proxy, the lock pins the session to one database connection (RDS guide,
-    "Avoiding pinning"): the one connection the run holds anyway."""
+    "Avoiding pinning"): the one connection the run holds anyway. A lost connection (a failover,
+    a restart) is made again while time is left; any other failure fails the run."""
     total = Drained()
+    while True:
+        try:
+            _poll(engine, client, model, tables, total, seconds_left, every_s, drained, waiting, report_s)
+            return total
+        except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
+            if error.connection_invalidated is False and getattr(error.orig, "sqlstate", None) is not None:
+                raise  # PostgreSQL answered (a refused statement, not a lost connection)
+            raise
+            log.warning("the outbox drain lost PostgreSQL (%s); connecting again", type(error.orig).__name__)
+            time.sleep(1)
+
+
+def _poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str], total: Drained,
+          seconds_left: Callable[[], float], every_s: float, drained: Callable[[Drained], None],
+          waiting: Callable[[Backlog], None], report_s: float) -> None:  # fmt: skip
     lock = {"a": LOCK[0], "b": LOCK[1]}
     with engine.connect() as conn:
         wait_ms = max(int((seconds_left() - every_s) * 1000), 1)
@@ -364,7 +382,7 @@ def poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str]
             if getattr(error.orig, "sqlstate", None) != "55P03":  # lock_not_available: the run
                 raise  # before us kept it all our time (it goes on polling)
             conn.rollback()
-            return total
+            return
         conn.execute(sa.text("RESET lock_timeout"))
         conn.commit()
         try:
@@ -381,7 +399,7 @@ def poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str]
                     waiting(Backlog(int(depth), float(age)))
                     reported = time.monotonic()
                 if seconds_left() <= every_s:
-                    break
+                    return
                 time.sleep(every_s)
                 pending, successor = conn.execute(_WAITING, lock).one()
                 conn.commit()
@@ -390,4 +408,3 @@ def poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str]
                 conn.rollback()
                 conn.execute(sa.text("SELECT pg_advisory_unlock(:a, :b)"), lock)
                 conn.commit()
-    return total

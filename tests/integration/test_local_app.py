@@ -213,6 +213,22 @@ def test_a_postgresql_change_reaches_dynamodb_through_the_drain_function(app, en
     assert (item["Item"]["Stock"], item["Item"]["Origin"]) == ({"N": "7"}, {"S": "sql"})
 
 
+def test_a_postgresql_change_reaches_dynamodb_by_no_path_the_deployed_app_lacks(app, engine):
+    """In AWS only the drain function carries a PostgreSQL change to DynamoDB, and only while a
+    run of it is going (no NOTIFY reaches Lambda). Here no schedule runs and nothing is invoked: the
+    change stays in PostgreSQL however long one waits (a listener or a wake-up of the local app's
+    own would bring it over), until the function runs."""
+    product = f"p-{uuid.uuid4().hex[:8]}"
+    with engine.begin() as conn:
+        conn.execute(sa.text("INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 5, 3)"),
+                     {"p": product})  # fmt: skip
+    key = marshal(PRODUCT_AVAILABILITY.key({"ProductId": product}))
+    time.sleep(3)  # 12 of Lambda's polls, 30 of the drain's: long enough for any local wake-up
+    assert "Item" not in app.client.get_item(TableName=app.tables["MainTable"], Key=key)
+    assert app.function("sql_sync").invoke({})["claimed"] >= 1
+    assert app.client.get_item(TableName=app.tables["MainTable"], Key=key)["Item"]["Stock"] == {"N": "3"}
+
+
 def test_every_password_rotated_under_the_running_app_loses_nothing(app, engine):
     """Each login's password rotated as Secrets Manager's single-user rotation does it (the database
     first, then the secret's current value) while orders stream in, and every session of the old

@@ -229,6 +229,27 @@ def test_the_next_run_takes_over_from_the_running_drain(stack, engine, dynamodb,
     assert len(runs) == 2 and runs[1].applied >= 1
 
 
+def test_a_running_drain_that_loses_its_connection_connects_again(stack, engine, dynamodb, product_id):
+    """A failover or a restart cuts the running drain's session (its lock goes with it): the run
+    connects again, takes the lock again and drains what came meanwhile, within the same run."""
+    stopped, runs = threading.Event(), []
+    run = polling(stack, engine, stopped, runs)
+    try:
+        time.sleep(0.5)
+        cut = "SELECT pg_terminate_backend(l.pid) FROM pg_locks l WHERE l.locktype = 'advisory' AND l.granted"
+        sql(engine, cut)
+        sql(engine, INSERT, p=product_id, n=8)
+        deadline = time.monotonic() + 20
+        while view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id) is None and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 8
+        assert run.is_alive()
+    finally:
+        stopped.set()
+        run.join(timeout=10)
+    assert runs and runs[0].applied >= 1
+
+
 def test_the_scheduled_handler_polls_and_an_invoke_drains_once(handler_env, stack, engine, dynamodb,
                                                                product_id, monkeypatch):  # fmt: skip
     monkeypatch.setenv("OUTBOX_POLL_MS", "100")

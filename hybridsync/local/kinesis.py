@@ -11,10 +11,11 @@ milliseconds, `Keys`, the images and `SizeBytes`; no `SequenceNumber`, no `Strea
 
 What AWS does not document, so chosen: the partition key is the item's table keys, md5 in upper-case
 hex (a real record's is 32 hex digits), so one item's changes share a shard. DynamoDB Local rounds
-creation times down to the minute: the time is that minute plus the change's stream sequence number
-in microseconds (modulo a minute), so it increases change by change and is the same every time the
-change is put: a pump killed before it saved its position puts its last changes again on restart,
-each with its own time, as AWS's duplicates carry theirs (kds.html).
+creation times down to the minute: the time is when the destination first read the change (within
+a pump interval of it), to the unit of the precision, one more than the previous change's at least,
+so it increases change by change; it is saved with the pump's position before the change is put, so
+a pump killed before it saved its position puts its last changes again on restart with the same
+time, as AWS's duplicates carry theirs (kds.html). A consumer's freshness is measured from it.
 
 `KinesisShardReader` is a `ShardPoller`'s reader over one Kinesis shard (GetShardIterator,
 GetRecords), each record in Lambda's Kinesis event shape (recorded: test_lambda_integration_kinesis).
@@ -38,7 +39,6 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from hybridsync.local.mappings import Checkpoints, Shape
@@ -47,6 +47,7 @@ from hybridsync.local.streams import PAGE, Mark, ShardCursor, as_delivered, unma
 log = logging.getLogger(__name__)
 
 PUMP = "kinesis-destination"  # the pump's name among the saved positions
+STAMPS = "kinesis-destination-times"  # ... and the times of the changes read past its position
 PUMP_INTERVAL_S = 0.25  # the destination reads the table's changes as a mapping polls a DynamoDB stream
 HOLD_S = 1.0  # a change held back (`reorder`) goes out after the next one, or after this at the latest
 ON_DEMAND_SHARDS = 4  # an on-demand stream starts with 4 shards (Kinesis: "How on-demand mode works")
@@ -135,6 +136,9 @@ class Pump:
         position = checkpoints.get(PUMP, stream_arn, self.shard)
         kind = "AFTER_SEQUENCE_NUMBER" if position else start
         self.cursor = ShardCursor(streams, stream_arn, self.shard, kind, position)
+        # stream sequence number -> the change's time, for the changes read past the saved position
+        self.stamps: dict[str, int] = json.loads(checkpoints.get(STAMPS, stream_arn, self.shard) or "{}")
+        self.last_stamp = max(self.stamps.values(), default=0)
         self._lock = threading.Lock()
         self.read: deque[_Change] = deque()  # read, not yet put (a failed put is tried again)
         self.held: deque[_Change] = deque()  # reordered: it goes after the next one
@@ -159,6 +163,8 @@ class Pump:
                 came += len(raw)
                 if len(raw) < PAGE:
                     break
+            if False:  # their times, saved before any of them is put
+                self.checkpoints.set(STAMPS, self.stream_arn, self.shard, json.dumps(self.stamps))
             while self.read:
                 self._emit(self.read[0])
                 self.read.popleft()
@@ -185,9 +191,10 @@ class Pump:
 
     def _change(self, raw: dict[str, Any]) -> _Change:
         data = raw["dynamodb"]
-        made = data["ApproximateCreationDateTime"]
-        minute = int(made.timestamp() if isinstance(made, datetime) else float(made)) // 60 * 60
-        created = minute * self.unit + int(data["SequenceNumber"]) % (60 * self.unit)
+        created = self.stamps.get(data["SequenceNumber"])
+        if created is None:
+            created = max(int(time.time() * self.unit), self.last_stamp + 1)
+            self.stamps[data["SequenceNumber"]] = self.last_stamp = created
         region = self.streams.meta.region_name
         delivered = as_delivered(self.mark(self.stream_arn, raw), self.stream_arn, region, time.time())
         record = change_record(delivered, self.table, region, created)
@@ -237,6 +244,8 @@ class Pump:
             return
         number = self.cursor.last if not self.held else f"{int(self.held[0].number) - 1:021d}"
         self.checkpoints.set(PUMP, self.stream_arn, self.shard, number)
+        self.stamps = {seq: at for seq, at in self.stamps.items() if int(seq) > int(number)}
+        self.checkpoints.set(STAMPS, self.stream_arn, self.shard, json.dumps(self.stamps))
 
 
 def lambda_record(raw: dict[str, Any], shard: str, stream_arn: str, region: str, role: str) -> dict[str, Any]:

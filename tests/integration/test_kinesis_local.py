@@ -144,3 +144,24 @@ def test_reorder_puts_a_change_after_the_next_one(stack, source, tmp_path):
     times = [c["dynamodb"]["ApproximateCreationDateTime"] for c in changes(function)]
     assert len(set(times)) == 3 and times != sorted(times)  # each once, one out of order
     assert [c["dynamodb"]["Keys"]["PK"]["S"][-1] for c in changes(function)] == ["b", "a", "c"]
+
+
+def test_a_change_put_again_after_a_restart_keeps_its_time(stack, source, tmp_path, monkeypatch):
+    """A change's time is when the destination first read it (DynamoDB Local rounds its own down to
+    the minute), to the microsecond and increasing; a pump killed after its put, before it saved its
+    position, puts the change again on restart with the same time, as AWS's duplicates carry theirs."""
+    import time
+
+    before = time.time()
+    put_scores(source[0], source[1], ["a", "b"])
+    crashed = pump(stack, source, tmp_path)
+    monkeypatch.setattr(crashed, "_save", lambda: None)  # killed between its put and its position
+    crashed.pump()
+    pump(stack, source, tmp_path).pump()  # the restart: the same checkpoints, read again
+    function = Scripted()
+    p = poller(stack, source, function, tmp_path)
+    p.read()
+    p.deliver_due(draining=True)
+    times = [c["dynamodb"]["ApproximateCreationDateTime"] for c in changes(function)]
+    assert len(times) == 4 and times[:2] == times[2:] and times[0] < times[1]  # each put twice, same time
+    assert before * 1e6 <= times[0] <= time.time() * 1e6  # the read's own microsecond, not its minute

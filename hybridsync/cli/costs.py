@@ -16,10 +16,11 @@ def add_plan(cli: Commands) -> None:
     planned = cli.add(
         "plan",
         "the pipeline for a described workload, on paper: shards, concurrency, PostgreSQL connections, "
-        "GSI write shards, where warm and burst capacity matter, the monthly cost by component, and "
+        "GSI write shards, where warm and burst capacity matter, the monthly cost by component, "
         "each change source priced side by side (DynamoDB Streams, Kinesis Data Streams for DynamoDB) "
-        "with which is cheaper and why",
-        "hybridsync plan --writes-per-s 1000 --item-kb 1 --change-source both --own-consumers 1",
+        "with which is cheaper and why, and each freshness setting side by side (realtime, economy) "
+        "with the difference, at this rate and idle",
+        "hybridsync plan --writes-per-s 1000 --change-source both --freshness both",
         _plan,
     )
     planned.add_argument(
@@ -47,6 +48,11 @@ def add_plan(cli: Commands) -> None:
     planned.add_argument("--no-fan-out", action="store_true",
                          help="kinesis: consumers share each shard's reads instead of one enhanced "
                               "fan-out consumer each")  # fmt: skip
+    planned.add_argument("--freshness", choices=["both", "realtime", "economy"], default="both",
+                         help="which `-c freshness` setting to price: realtime (no batching windows, the "
+                              "drain polling all month), economy (5 s and 30 s windows, a drain a minute), "
+                              "or both side by side with realtime minus economy (default both; the "
+                              "plan's aggregation is priced at realtime then)")  # fmt: skip
     planned.add_argument("--json", action="store_true", help="one JSON object instead of the table")
 
 
@@ -61,24 +67,31 @@ def _plan(args: argparse.Namespace) -> int:
         order_line_share=args.order_line_share, retention_days=args.retention_days,
         settled_share=args.settled_share,
     )  # fmt: skip
-    result = plan.plan(work)
+    result = plan.plan(work, freshness="realtime" if args.freshness == "both" else args.freshness)
     if args.own_consumers < 0:
         raise SystemExit("plan: --own-consumers must be 0 or more")
+    # freshness is priced on the source the consumers read: DynamoDB Streams unless Kinesis alone
+    source = "kinesis" if args.change_source == "kinesis" else "dynamodb"
     try:
         sources = plan.change_sources(work, args.change_source, args.kinesis_shards, args.retention_h,
                                       args.own_consumers, not args.no_fan_out)  # fmt: skip
+        fresh = plan.freshness_costs(work, args.freshness, source, args.kinesis_shards, not args.no_fan_out)
     except ValueError as error:
         raise SystemExit(f"plan: {error}") from None
     if args.json:
         print(json.dumps(vars(result) | {"change_sources": {
             name: {"label": c.label, "monthly_usd": c.items | {"total": c.total}, "notes": c.notes}
-            for name, c in sources.items()}, "stream_prices_as_of": plan.STREAM_PRICES_AS_OF}))  # fmt: skip
+            for name, c in sources.items()}, "stream_prices_as_of": plan.STREAM_PRICES_AS_OF,
+            "freshness_costs": {name: {"source": source, "shards": c.shards, "idle_usd": c.idle,
+                                       "monthly_usd": c.items | {"total": c.total}, "notes": c.notes}
+                                for name, c in fresh.items()}}))  # fmt: skip
         return 0
     table = Table("", "", title=f"{args.writes_per_s:,.0f} writes/s of {args.item_kb:g} KB, "
                   f"{args.reads_per_s:,.0f} reads/s (prices of {result.prices_as_of}, us-east-1)")  # fmt: skip  # noqa: E501
     rows = {"write units/s": f"{result.write_units_per_s:,.0f}", "partitions": result.partitions,
             "stream shards": result.shards, "PostgreSQL connections": result.pg_connections,
-            "Aurora ACU": result.aurora_acu, "Lambda GB-s / month": f"{result.lambda_gb_s_month:,}"}  # fmt: skip  # noqa: E501
+            "Aurora ACU": result.aurora_acu, "Lambda GB-s / month": f"{result.lambda_gb_s_month:,}",
+            "freshness (of the aggregation's writes)": result.freshness}  # fmt: skip
     rows |= {f"concurrency: {k}": v for k, v in result.concurrency.items()}
     rows |= {f"GSI write shards: {k}": v for k, v in result.gsi_shards.items()}
     rows |= {f"$/month: {k}": f"{v:,.2f}" for k, v in result.monthly_usd.items()}
@@ -88,6 +101,7 @@ def _plan(args: argparse.Namespace) -> int:
     for note in result.notes:
         print(f"- {note}")
     _print_sources(sources)
+    _print_freshness(fresh, source)
     return 0
 
 
@@ -113,6 +127,42 @@ def _print_sources(sources: dict) -> None:
         for note in cost.notes:
             print(f"- {names[cost.source]}: {note}")
     if sentence := plan.cheaper(sources):
+        print(sentence)
+
+
+def _print_freshness(costs: dict, source: str) -> None:
+    """The freshness settings side by side: a $/month figure per line item, the total, the idle cost
+    (no traffic at all) on a line of its own, and realtime minus economy when both are shown."""
+    from rich.console import Console
+    from rich.table import Table
+
+    from hybridsync.sizing import plan
+
+    names = {"realtime": "realtime (no windows)", "economy": "economy (5 s, 30 s windows)"}
+    shards = next(iter(costs.values())).shards
+    stream = {"dynamodb": "DynamoDB stream", "kinesis": "Kinesis"}[source]
+    table = Table(title=f"freshness, $/month ({shards} {stream} shard{'s' * (shards != 1)}; "
+                        f"prices of {plan.PRICES_AS_OF}, us-east-1)")  # fmt: skip
+    table.add_column("line item", no_wrap=True)
+    for name in costs:
+        table.add_column(names[name], justify="right")
+    both = len(costs) == 2  # realtime, then economy
+    if both:
+        table.add_column("realtime - economy", justify="right")
+
+    def row(label: str, values: list[float], style: str | None = None) -> None:
+        difference = [f"{values[0] - values[1]:+,.2f}"] if both else []
+        table.add_row(label, *(f"{v:,.2f}" for v in values), *difference, style=style)
+
+    for item in next(iter(costs.values())).items:
+        row(item, [c.items[item] for c in costs.values()])
+    row("total", [c.total for c in costs.values()], style="bold")
+    row("idle: no traffic at all (the drain alone)", [c.idle for c in costs.values()], style="bold")
+    Console(width=None if sys.stdout.isatty() else 130).print(table)
+    for cost in costs.values():
+        for note in cost.notes:
+            print(f"- {cost.freshness}: {note}")
+    if sentence := plan.freshness_difference(costs):
         print(sentence)
 
 

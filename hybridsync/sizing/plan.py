@@ -16,20 +16,28 @@ check them before you quote one):
 - The change source: DynamoDB Streams' reads are free for Lambda triggers; Kinesis Data Streams for
   DynamoDB charges a change data capture unit per write and the stream's own prices
   (`change_sources`, `STREAM_PRICES`; docs/change-sources.md).
+- Freshness (`-c freshness`): realtime's consumers are invoked as often as Lambda reads a shard and
+  its outbox drain runs all month; economy's wait out batching windows and drain once a minute
+  (`freshness_costs`; the aggregation's write units at each, `AGGREGATE_UNITS_RATIO`).
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 PRICES_AS_OF = "2026-11-01"  # us-east-1 list prices
 PRICES = {
     "dynamodb_write_request_unit": 0.625 / 1e6,  # on demand, per write request unit
     "dynamodb_read_request_unit": 0.125 / 1e6,  # on demand, per read request unit
+    # https://aws.amazon.com/lambda/pricing/: x86_64, the architecture the stacks deploy
+    # (hybridsync/cdk/assets.py ARCHITECTURE; arm64's is 0.0000133334), first 6 billion GB-s a month
     "lambda_gb_s": 0.0000166667,
     "lambda_request": 0.20 / 1e6,
+    # https://aws.amazon.com/cloudwatch/pricing/: logs ingested, Standard class (Lambda's logs, tiered
+    # since 2025-05-01, pay this for their first 10 TB a month)
+    "cloudwatch_logs_gb": 0.50,
     "aurora_acu_hour": 0.12,  # Aurora Serverless v2, PostgreSQL, standard
     "rds_proxy_acu_hour": 0.015,  # per ACU-hour of the database it fronts (Serverless v2)
     "s3_gb_month": 0.023,
@@ -73,16 +81,41 @@ class Plan:
     lambda_gb_s_month: float = 0.0
     monthly_usd: dict[str, float] = field(default_factory=dict)
     prices_as_of: str = PRICES_AS_OF
+    freshness: str = "realtime"  # the setting the aggregation's write units are priced at
 
 
-def plan(work: Workload, declared_shards: dict[str, int] | None = None) -> Plan:
-    """The pipeline at `work`'s rate; `declared_shards` (a GSI key's name -> its `Sharded(n)`)
-    are checked against what the rate needs."""
+# The aggregation's write units: a naive per-record ADD updates each aggregate an order line feeds
+# (the shop's 3) at 1 unit for its ~200-byte item and 2 more when its Rankings GSI entry moves
+# (bench/aggregate.py, NAIVE_UNITS_PER_UPDATE); the handler sums a batch's deltas per item first,
+# journal and watermark included, so it writes a share of that: the bigger the batches, the smaller.
+AGGREGATES_PER_LINE = 3
+NAIVE_UNITS_PER_ADD = 1 + 2
+# measured by bench/freshness.py (the shop's workload, 1,000 changes/s over 4 shards); to be updated
+AGGREGATE_UNITS_RATIO = {"realtime": 0.6, "economy": 0.12}
+
+
+def aggregation_write_units(work: Workload, freshness: str = "realtime",
+                            ratios: dict[str, float] = AGGREGATE_UNITS_RATIO) -> float:  # fmt: skip
+    """The aggregation's DynamoDB write units a second: a naive per-record ADD's, times the share
+    that `freshness`'s batches leave (`ratios`)."""
+    lines_per_s = work.writes_per_s * work.order_line_share
+    return lines_per_s * AGGREGATES_PER_LINE * NAIVE_UNITS_PER_ADD * ratios[freshness]
+
+
+def partitions(work: Workload) -> int:
+    """The table's partitions at `work`'s rate: its writes and its reads, each at a partition's limit."""
+    return max(1, math.ceil(work.writes_per_s * math.ceil(work.item_kb) / PARTITION_WRITE_UNITS),
+               math.ceil(work.reads_per_s / PARTITION_READ_UNITS))  # fmt: skip
+
+
+def plan(work: Workload, declared_shards: dict[str, int] | None = None, freshness: str = "realtime",
+         ratios: dict[str, float] = AGGREGATE_UNITS_RATIO) -> Plan:  # fmt: skip
+    """The pipeline at `work`'s rate, its aggregation priced at `freshness`; `declared_shards` (a
+    GSI key's name -> its `Sharded(n)`) are checked against what the rate needs."""
     wu = math.ceil(work.item_kb)  # write units per write
     write_units = work.writes_per_s * wu
-    partitions = max(1, math.ceil(write_units / PARTITION_WRITE_UNITS),
-                     math.ceil(work.reads_per_s / PARTITION_READ_UNITS))  # fmt: skip
-    shards = partitions  # at least one stream shard per partition
+    table_partitions = partitions(work)
+    shards = table_partitions  # at least one stream shard per partition
     concurrency = {"write_back": shards * work.parallelization, "aggregate": shards * work.parallelization}
     api = math.ceil(work.reads_per_s * 0.01)  # ~10 ms an invocation
     concurrency["api"] = api
@@ -116,13 +149,14 @@ def plan(work: Workload, declared_shards: dict[str, int] | None = None) -> Plan:
     gb_s = work.writes_per_s * 0.002 * 0.5 + lines_per_s * 0.0005 * 0.5 + work.reads_per_s * 0.01 * 0.25
     gb_s_month = gb_s * SECONDS_PER_MONTH
     invocations = (work.writes_per_s / 100 * 2 + work.reads_per_s) * SECONDS_PER_MONTH
-    aggregate_wu = lines_per_s / 50 * 3 * 2  # per ~50-record batch: journal, chunk, cleanup; transactional
     month = SECONDS_PER_MONTH
     monthly = {
         "dynamodb_writes": write_units * month * PRICES["dynamodb_write_request_unit"],
         "dynamodb_reads": work.reads_per_s * month * PRICES["dynamodb_read_request_unit"] * 0.5,
         "gsi_writes": write_units * work.gsi_count * month * PRICES["dynamodb_write_request_unit"],
-        "aggregation_overhead": aggregate_wu * month * PRICES["dynamodb_write_request_unit"],
+        "aggregation_writes": aggregation_write_units(work, freshness, ratios)
+        * month
+        * PRICES["dynamodb_write_request_unit"],
         # a strongly consistent read: 1 read unit per 4 KB (BatchGetItem, developerguide: read-write units)
         "write_back_settling": work.writes_per_s
         * work.settled_share
@@ -142,8 +176,8 @@ def plan(work: Workload, declared_shards: dict[str, int] | None = None) -> Plan:
     }
     monthly = {k: round(v, 2) for k, v in monthly.items()}
     monthly["total"] = round(sum(monthly.values()), 2)
-    return Plan(asdict(work), write_units, partitions, shards, concurrency, pg_connections, acu, gsi_shards,
-                notes, round(gb_s_month), monthly)  # fmt: skip
+    return Plan(asdict(work), write_units, table_partitions, shards, concurrency, pg_connections, acu,
+                gsi_shards, notes, round(gb_s_month), monthly, freshness=freshness)  # fmt: skip
 
 
 # The change source: where the stream consumers read a table's changes (`-c change_source`).
@@ -201,6 +235,12 @@ def kinesis_record_kb(work: Workload) -> float:
     """A change record's size in Kinesis: the item's old and new images and the record's own
     fields (an insert or a delete carries one image: this is the update's, the larger)."""
     return 2 * work.item_kb + RECORD_OVERHEAD_KB
+
+
+def kinesis_shards_needed(work: Workload) -> int:
+    """The Kinesis shards `work`'s change records need: each takes 1 MB/s or 1,000 records/s."""
+    mb_per_s = work.writes_per_s * kinesis_record_kb(work) / 1024
+    return max(1, math.ceil(mb_per_s / SHARD_WRITE_MB), math.ceil(work.writes_per_s / SHARD_WRITE_RECORDS))
 
 
 def _consumer_lambda(work: Workload) -> float:
@@ -282,8 +322,7 @@ def kinesis_cost(
         items["retention past 7 days (GB-month)"] = stored * price["kinesis_long_term_gb_month"]
     items["Lambda: the stream consumers"] = _consumer_lambda(work)
     cost = SourceCost("kinesis", label, {k: round(v, 2) for k, v in items.items()})
-    mb_per_s = work.writes_per_s * record_kb / 1024
-    needed = max(1, math.ceil(mb_per_s / SHARD_WRITE_MB), math.ceil(work.writes_per_s / SHARD_WRITE_RECORDS))
+    needed = kinesis_shards_needed(work)
     if shards is not None and shards < needed:
         cost.notes.append(
             f"{shards} provisioned shard(s) take 1 MB/s or 1,000 records/s each: "
@@ -329,4 +368,150 @@ def cheaper(costs: dict[str, SourceCost]) -> str:
     return (
         f"The two cost the same for this workload (${streams.total:,.2f}/month): nothing but the "
         "Lambda invocations, which both pay."
+    )
+
+
+# Freshness (`-c freshness`), priced where its two settings differ: the stream consumers'
+# invocations and the outbox drain's runs (Lambda requests, duration, their logs), and the
+# aggregation's write units. Prices: PRICES (Lambda's and CloudWatch's pages, above). The settings'
+# figures are hybridsync/cdk/context.py's (FRESHNESS, BY_FRESHNESS, SETTINGS), repeated here: sizing
+# sits below the CDK app (tests/unit/test_layout.py), and a test holds the two equal.
+FRESHNESS = ("realtime", "economy")
+# With no batching window Lambda invokes a consumer each time a read of a shard finds records: it
+# reads a DynamoDB stream shard 4 times a second (lambda/latest/dg/with-ddb.html), a Kinesis shard
+# once a second with a shared iterator (with-kinesis.html); an enhanced fan-out consumer is pushed
+# records as they come (taken as up to 5 times a second). A batching window waits out its seconds,
+# or a full batch, whichever comes first.
+READS_PER_S = {"dynamodb": 4.0, "kinesis": 5.0, "kinesis shared": 1.0}
+KINESIS_ON_DEMAND_SHARDS = 4  # an on-demand stream starts at 4 MB/s and 4,000 records/s: 4 shards
+
+
+@dataclass(frozen=True)
+class Consumer:
+    window_s: dict[str, int]  # its batching window by freshness (`<setting>_batching_window_s`)
+    batch: int  # its batch size (`<setting>_batch_size`)
+    record_s: float  # a record's time as `plan` prices it (write-back ~2 ms, aggregation ~0.5 ms)
+    memory_gb: float  # its memory (hybridsync/cdk/pipeline.py)
+
+
+CONSUMERS = {
+    "write_back": Consumer({"realtime": 0, "economy": 5}, 1000, 0.002, 1.0),  # `stream_...`; 1,024 MB
+    "aggregate": Consumer({"realtime": 0, "economy": 30}, 5000, 0.0005, 0.5),  # HandlerFunction's 512 MB
+}
+INVOCATION_S = 0.010  # an assumption: a batch's own work whatever its size (its transaction, its
+# cursor or positions read: a few round trips of 1-5 ms within a region), beside `plan`'s per record
+# An invocation's log lines: its EMF line (Powertools: the consumers' metrics measured 525-574 bytes)
+# and Lambda's START, END and REPORT lines (~350 bytes in their formats, X-Ray's trace id included).
+INVOCATION_LOG_BYTES = 900
+# The outbox drain (SqlSync): a schedule starts a run each `outbox_drain_minutes`. Under realtime a run
+# polls until the next one takes over (hybridsync.sync.outbox.poll): one runs all month, publishing an
+# EMF line a second (functions/sql_sync.py `published`: OutboxDepth, OutboxAge; measured 270 bytes).
+DRAIN_PERIOD_S = 60  # `outbox_drain_minutes`: 1
+DRAIN_MEMORY_GB = 0.25  # SqlSync's 256 MB (hybridsync/cdk/pipeline.py DRAIN_MEMORY_MB)
+DRAIN_RUN_S = 1.0  # economy: a run drains once, ~1 s
+DRAIN_LINE_BYTES = 271  # the EMF line and its newline
+DRAIN_LINES_PER_S = 1.0
+GB_BYTES = 1024**3
+
+
+@dataclass
+class FreshnessCost:
+    """One freshness setting's monthly cost where the settings differ: line item -> $/month, and
+    the same with no traffic at all (`idle`: what the setting costs before a single change)."""
+
+    freshness: str  # "realtime" or "economy"
+    shards: int  # the stream shards priced
+    items: dict[str, float]
+    idle: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def total(self) -> float:
+        return round(sum(self.items.values()), 2)
+
+
+def _invocations(rate: float, shards: int, window_s: float, batch: int, reads_per_s: float,
+                 record_s: float) -> float:  # fmt: skip
+    """A consumer's invocations a second over `shards` taking `rate` changes a second in all: on a
+    shard, one a read that finds records (no window) or one a window, at most one a change and no
+    more than one at a time allows (each takes `record_s` a record and INVOCATION_S), and one a
+    full batch when batches fill sooner."""
+    per_shard = rate / shards
+    cadence = 1 / window_s if window_s else reads_per_s
+    one_at_a_time = max(0.0, 1 - per_shard * record_s) / INVOCATION_S  # a shard's time left for batches
+    return shards * max(min(per_shard, cadence, one_at_a_time), per_shard / batch)
+
+
+def freshness_cost(work: Workload, freshness: str, shards: int = 1,
+                   reads_per_s: float = READS_PER_S["dynamodb"],
+                   ratios: dict[str, float] = AGGREGATE_UNITS_RATIO,
+                   drain_memory_gb: float = DRAIN_MEMORY_GB) -> FreshnessCost:  # fmt: skip
+    """`freshness`'s monthly cost at `work`'s rate over `shards` stream shards, each read
+    `reads_per_s` times a second: the consumers' and the drain's Lambda requests, duration and logs,
+    and the aggregation's write units; `idle`: the same with no traffic at all."""
+    month, price = SECONDS_PER_MONTH, PRICES
+    lines_per_s = work.writes_per_s * work.order_line_share
+    gb_s = calls = 0.0
+    for consumer, rate in zip(CONSUMERS.values(), (work.writes_per_s, lines_per_s), strict=True):
+        invoked = _invocations(rate, shards, consumer.window_s[freshness], consumer.batch, reads_per_s,
+                               consumer.record_s)  # fmt: skip
+        calls += invoked
+        # per record as `plan` prices it (at 512 MB), then per batch at the function's memory
+        gb_s += rate * consumer.record_s * 0.5 + invoked * INVOCATION_S * consumer.memory_gb
+    runs = month / DRAIN_PERIOD_S
+    realtime = freshness == "realtime"
+    per_byte = price["cloudwatch_logs_gb"] / GB_BYTES  # $ a byte
+    drain_log_bytes = runs * INVOCATION_LOG_BYTES + realtime * month * DRAIN_LINES_PER_S * DRAIN_LINE_BYTES
+    items = {
+        "Lambda requests: the stream consumers": calls * month * price["lambda_request"],
+        "Lambda duration: the stream consumers": gb_s * month * price["lambda_gb_s"],
+        "logs: the stream consumers": calls * month * INVOCATION_LOG_BYTES * per_byte,
+        "Lambda requests: the drain": runs * price["lambda_request"],
+        "Lambda duration: the drain": (month if realtime else runs * DRAIN_RUN_S) * drain_memory_gb
+        * price["lambda_gb_s"],
+        "logs: the drain": drain_log_bytes * per_byte,
+        "DynamoDB: the aggregation's write units": aggregation_write_units(work, freshness, ratios) * month
+        * price["dynamodb_write_request_unit"],
+    }  # fmt: skip
+    cost = FreshnessCost(freshness, shards, {k: round(v, 2) for k, v in items.items()})
+    cost.idle = freshness_cost(replace(work, writes_per_s=0.0), freshness, shards, reads_per_s, ratios,
+                               drain_memory_gb).total if work.writes_per_s else cost.total  # fmt: skip
+    if realtime:
+        cost.notes.append("its drain holds a PostgreSQL connection all month (two while the next run "
+                          "takes over), one of the connections above")  # fmt: skip
+    cost.notes.append(f"the aggregation writes {ratios[freshness]:g} of a naive per-record ADD's units "
+                      "(bench/freshness.py: the shop's workload, 1,000 changes/s over 4 shards)")  # fmt: skip
+    return cost
+
+
+def freshness_costs(work: Workload, settings: str = "both", source: str = "dynamodb",
+                    kinesis_shards: int | None = None, fan_out: bool = True,
+                    ratios: dict[str, float] = AGGREGATE_UNITS_RATIO,
+                    ) -> dict[str, FreshnessCost]:  # fmt: skip
+    """Each freshness setting's monthly cost for `work` (`settings`: "both", "realtime" or
+    "economy") on the change source the consumers read: a DynamoDB stream has a shard per
+    partition; a Kinesis stream the shards given, or on demand at least 4."""
+    if settings not in ("both", *FRESHNESS):
+        raise ValueError(f"freshness {settings!r}: both, {' or '.join(FRESHNESS)}")
+    if source == "kinesis":
+        shards = kinesis_shards or max(KINESIS_ON_DEMAND_SHARDS, kinesis_shards_needed(work))
+        reads_per_s = READS_PER_S["kinesis" if fan_out else "kinesis shared"]
+    else:
+        shards, reads_per_s = partitions(work), READS_PER_S["dynamodb"]
+    names = FRESHNESS if settings == "both" else (settings,)
+    return {name: freshness_cost(work, name, shards, reads_per_s, ratios) for name in names}
+
+
+def freshness_difference(costs: dict[str, FreshnessCost]) -> str:
+    """One sentence: what realtime costs beyond economy at this rate, its largest line, and idle."""
+    if set(costs) != set(FRESHNESS):
+        return ""
+    realtime, economy = costs["realtime"], costs["economy"]
+    top, top_usd = max(
+        ((k, realtime.items[k] - economy.items[k]) for k in realtime.items), key=lambda kv: kv[1]
+    )
+    return (
+        f"realtime minus economy: ${realtime.total - economy.total:,.2f}/month at this rate (its largest "
+        f"line: {top}, ${top_usd:,.2f}); idle, with no traffic at all, ${realtime.idle - economy.idle:,.2f}"
+        "/month: the drain running all month."
     )

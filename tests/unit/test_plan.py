@@ -9,7 +9,7 @@ def test_the_plan_grows_with_the_rate_and_prices_every_component():
     small, large = plan.plan(plan.Workload(1000)), plan.plan(plan.Workload(100_000))
     assert (small.shards, large.shards) == (1, 100)
     assert large.concurrency["write_back"] == 100 and large.pg_connections > small.pg_connections
-    assert set(large.monthly_usd) >= {"dynamodb_writes", "gsi_writes", "aggregation_overhead", "lambda",
+    assert set(large.monthly_usd) >= {"dynamodb_writes", "gsi_writes", "aggregation_writes", "lambda",
                                       "aurora_acu", "rds_proxy", "s3", "total"}  # fmt: skip
     assert large.monthly_usd["total"] > 50 * small.monthly_usd["total"]
     assert any("warm throughput" in n for n in large.notes) and not any("warm" in n for n in small.notes)
@@ -119,9 +119,105 @@ def test_the_plan_command_prints_each_source_side_by_side(capsys):
     )
     assert "enhanced fan-out: 3 consumers' shard hours" in out and "total" in out
     assert "no room for 1 more reader" in out
-    assert out.rstrip().splitlines()[-1].startswith("DynamoDB Streams is $")
+    assert any(line.startswith("DynamoDB Streams is $") for line in out.splitlines())
     cli.main(["plan", "--writes-per-s", "1000", "--change-source", "kinesis", "--json"])
     data = json.loads(capsys.readouterr().out)
     assert list(data["change_sources"]) == ["kinesis"]
     kinesis = data["change_sources"]["kinesis"]
     assert kinesis["label"] == "on-demand" and kinesis["monthly_usd"]["stream hours"] == 29.2
+
+
+# Freshness, priced by hand: a 730-hour month at us-east-1's prices (x86_64 Lambda, as deployed).
+MONTH = 730 * 3600
+GB_S, REQUEST, WRITE_UNIT, LOGS_GB = 0.0000166667, 0.20 / 1e6, 0.625 / 1e6, 0.50
+
+
+def test_the_aggregation_writes_its_freshness_share_of_a_naive_per_record_add():
+    naive = 1000 * 0.6 * 3 * (1 + 2)  # order lines/s x 3 aggregates x (the item + its Rankings entry)
+    for freshness, ratio in (("realtime", 0.6), ("economy", 0.12)):
+        priced = plan.plan(plan.Workload(1000), freshness=freshness).monthly_usd["aggregation_writes"]
+        assert priced == round(naive * ratio * MONTH * WRITE_UNIT, 2)
+    measured = {"realtime": 0.5, "economy": 0.1}  # a benchmark's figures, given as an input
+    assert plan.plan(plan.Workload(1000), ratios=measured).monthly_usd["aggregation_writes"] == round(
+        naive * 0.5 * MONTH * WRITE_UNIT, 2
+    )
+    assert plan.plan(plan.Workload(1000), freshness="economy").freshness == "economy"
+
+
+def test_idle_realtime_costs_the_drain_running_all_month():
+    costs = plan.freshness_costs(plan.Workload(1000))
+    realtime, economy = costs["realtime"], costs["economy"]
+    always_on = MONTH * 0.25 * GB_S  # one 256 MB SqlSync invocation at all times
+    assert realtime.items["Lambda duration: the drain"] == round(always_on, 2) == 10.95
+    runs = MONTH / 60  # the schedule's runs: one a minute under both settings
+    assert realtime.items["Lambda requests: the drain"] == economy.items["Lambda requests: the drain"]
+    assert economy.items["Lambda duration: the drain"] == round(runs * 1.0 * 0.25 * GB_S, 2)  # ~1 s a run
+    one_line_a_second = MONTH * 271 / 1024**3 * LOGS_GB  # its EMF line
+    idle = realtime.idle - economy.idle
+    assert abs(idle - (always_on - runs * 0.25 * GB_S + one_line_a_second)) < 0.02
+    # no traffic: nothing but the drain, whose always-on duration is almost all of the difference:
+    # the issue's budget, "idle cost up by at most about $10 a month"
+    assert realtime.idle == plan.freshness_cost(plan.Workload(0), "realtime").total
+    assert idle > 0.95 * always_on and idle < 11.5
+    # the lever: the drain's memory (its duration is priced per GB-second)
+    half = plan.freshness_cost(plan.Workload(0), "realtime", drain_memory_gb=0.125).idle
+    assert abs(half - (realtime.idle - always_on / 2)) < 0.01
+
+
+def test_economy_invokes_less_at_load():
+    costs = plan.freshness_costs(plan.Workload(1000))  # one DynamoDB stream shard
+    realtime, economy = costs["realtime"], costs["economy"]
+    # realtime: the aggregation is invoked at each of the 4 reads a second; the write-back's 1,000
+    # records/s at ~2 ms each leave no time for more than full batches, one a second (as economy)
+    assert realtime.items["Lambda requests: the stream consumers"] == round((1 + 4) * MONTH * REQUEST, 2)
+    # economy: the write-back's 1,000-record batch fills each second; the aggregation's 30 s window
+    # closes before its 5,000 records (600 lines/s: a batch every 8.3 s)
+    assert economy.items["Lambda requests: the stream consumers"] == round(
+        (1 + 600 / 5000) * MONTH * REQUEST, 2
+    )
+    for item in ("Lambda requests: the stream consumers", "Lambda duration: the stream consumers",
+                 "logs: the stream consumers", "DynamoDB: the aggregation's write units"):  # fmt: skip
+        assert economy.items[item] < realtime.items[item], item
+    assert economy.total < realtime.total
+    assert plan.freshness_difference(costs).startswith(
+        f"realtime minus economy: ${realtime.total - economy.total:,.2f}/month"
+    )
+    # Kinesis on demand: 4 shards, an enhanced fan-out consumer pushed records up to 5 times a second
+    kinesis = plan.freshness_costs(plan.Workload(1000), "realtime", "kinesis")["realtime"]
+    assert kinesis.shards == 4
+    assert kinesis.items["Lambda requests: the stream consumers"] == round(4 * 2 * 5 * MONTH * REQUEST, 2)
+    with pytest.raises(ValueError):
+        plan.freshness_costs(plan.Workload(1000), "eventually")
+
+
+def test_the_plan_command_prints_the_freshness_asked(capsys):
+    from hybridsync import cli
+
+    cli.main(["plan", "--writes-per-s", "1000"])
+    out = capsys.readouterr().out
+    assert "realtime (no windows)" in out and "economy (5 s, 30 s windows)" in out
+    assert "realtime - economy" in out and "idle: no traffic at all (the drain alone)" in out
+    assert out.rstrip().splitlines()[-1].startswith("realtime minus economy: $")
+    cli.main(["plan", "--writes-per-s", "1000", "--freshness", "realtime"])
+    out = capsys.readouterr().out
+    assert "realtime (no windows)" in out and "idle: no traffic at all" in out
+    assert "economy" not in out and "realtime minus economy" not in out
+    cli.main(["plan", "--writes-per-s", "1000", "--freshness", "economy", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert list(data["freshness_costs"]) == ["economy"] and data["freshness"] == "economy"
+    assert data["freshness_costs"]["economy"]["idle_usd"] < 1
+
+
+def test_the_plan_prices_the_settings_the_stacks_deploy():
+    """sizing sits below the CDK app, so the plan repeats the settings it prices: they must agree."""
+    from hybridsync.cdk import context
+
+    assert plan.FRESHNESS == context.FRESHNESS
+    for name, prefix in (("write_back", "stream"), ("aggregate", "aggregate")):
+        assert plan.CONSUMERS[name].window_s == context.BY_FRESHNESS[f"{prefix}_batching_window_s"]
+        assert plan.CONSUMERS[name].batch == context.SETTINGS[f"{prefix}_batch_size"].default
+    minutes = context.SETTINGS["outbox_drain_minutes"].default
+    assert minutes * 60 == plan.DRAIN_PERIOD_S
+    from hybridsync.cdk.pipeline import DRAIN_MEMORY_MB
+
+    assert plan.DRAIN_MEMORY_GB == DRAIN_MEMORY_MB / 1024

@@ -364,7 +364,8 @@ def poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str]
         except (sa.exc.OperationalError, sa.exc.InterfaceError) as error:
             if error.connection_invalidated is False and getattr(error.orig, "sqlstate", None) is not None:
                 raise  # PostgreSQL answered (a refused statement, not a lost connection)
-            raise
+            if seconds_left() <= every_s + 1:
+                raise
             log.warning("the outbox drain lost PostgreSQL (%s); connecting again", type(error.orig).__name__)
             time.sleep(1)
 

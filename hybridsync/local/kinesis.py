@@ -163,7 +163,7 @@ class Pump:
                 came += len(raw)
                 if len(raw) < PAGE:
                     break
-            if False:  # their times, saved before any of them is put
+            if came:  # their times, saved before any of them is put
                 self.checkpoints.set(STAMPS, self.stream_arn, self.shard, json.dumps(self.stamps))
             while self.read:
                 self._emit(self.read[0])

@@ -18,6 +18,15 @@ SCALE_KEYS = {
     "batches_failed_by_conflict", "rollovers", "rollovers_per_shard_count", "cursor_items_end",
     "pg_connections_peak", "pg_connection_cap", "pinning_statements", "lag_p99_s",
 }  # fmt: skip
+FRESHNESS_KEYS = {
+    f"{source}_{freshness}_{direction}_{q}_s" for source in ("dynamodb", "kinesis")
+    for freshness in ("realtime", "economy") for direction in ("row", "aggregate", "item")
+    for q in ("p50", "p99")
+} | {
+    "aggregate_realtime_units_ratio", "aggregate_economy_units_ratio", "aggregate_conflicts_retried",
+    "aggregate_exact", "writeback_realtime_vs_copy_ratio", "writeback_full_batch_vs_copy_ratio",
+    "invocations_per_change_realtime", "invocations_per_change_economy", "realtime_goals_met",
+}  # fmt: skip
 KEYS = {  # the figures each benchmark must print (it may print more)
     "adopt": {"rows_pg_to_ddb", "rows_ddb_to_pg", "pg_to_ddb_vs_batch_write_ratio", "ddb_to_pg_vs_copy_ratio",
               "lost", "stale", "extra", "drift", "aggregates_equal_recount", "resumed",
@@ -33,6 +42,7 @@ KEYS = {  # the figures each benchmark must print (it may print more)
               "fault_kinds", "lag_p99_s", "aggregates_equal_recount", "failed_batches_left",
               "rate_first_minute", "rate_last_minute"},
     "cold_start": {"aggregate_ratio", "api_ratio", "write_back_ratio", "max_ratio"},
+    "freshness": FRESHNESS_KEYS,
     "fuzz": {"requests", "server_errors", "dropped", "schema_violations", "accepted_then_poisoned", "routes",
              "accepted", "poison_replayed", "seed"},
     "mixed_writers": {"mixes", "engine_changes_per_s", "plain_changes_per_s", "mixed_changes_per_s",
@@ -56,7 +66,7 @@ KEYS = {  # the figures each benchmark must print (it may print more)
                "place_order_vs_put_ratio", "history_ok", "review_put_wu", "review_put_wu_before",
                "static_conflicts_one_customer", "static_conflicts_two_customers"},
 }  # fmt: skip
-NEEDS_ASSEMBLY = {"chaos", "fuzz", "local_pipeline", "mixed_writers", "operate", "scale"}
+NEEDS_ASSEMBLY = {"chaos", "freshness", "fuzz", "local_pipeline", "mixed_writers", "operate", "scale"}
 
 
 def test_every_benchmark_is_covered():
@@ -81,11 +91,14 @@ def smoke(name: str, assembly: Path, *extra: str) -> dict:
 @pytest.mark.parametrize("name", sorted(set(KEYS) - {"chaos", "fuzz"}))
 def test_benchmark_smoke_run_prints_its_figures(name, cloud_assembly, request):
     extra: tuple[str, ...] = ()
-    if name == "local_pipeline":  # on both change sources, side by side
+    if name in ("local_pipeline", "freshness"):  # on both change sources, side by side
         extra = ("--kinesis-assembly", str(request.getfixturevalue("kinesis_assembly")))
     figures = smoke(name, cloud_assembly, *extra)
     if name == "local_pipeline":  # either source: every change in PostgreSQL
         assert (figures["dynamodb_drift"], figures["kinesis_drift"]) == (0, 0), figures
+    if name == "freshness":  # on either source every write reached the other side, the aggregates exact
+        assert (figures["dynamodb_realtime_unseen"], figures["kinesis_realtime_unseen"]) == (0, 0), figures
+        assert figures["aggregate_exact"], figures
     if name == "adopt":  # correctness holds at any size: nothing lost, resumed, the rebuild exact
         assert (figures["drift"], figures["undone"], figures["resumed"]) == (0, 0, True), figures
         assert (

@@ -38,6 +38,7 @@ ENGINE_OPERATIONS = ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", 
                      "BatchWriteItem", "TransactWriteItems")  # fmt: skip
 # each direction's function (construct id) -> its service and what it carries, and where its runbook
 # looks when its freshness passes the threshold
+FRESHNESS_PERIODS = 3  # 5-minute periods in a row over the threshold before a freshness alarm fires
 FRESHNESS = {
     "WriteBack": ("write_back", "DynamoDB -> PostgreSQL row",
                   "WriteBack's IteratorAge (behind its stream?), its errors and duration (PostgreSQL slow, "
@@ -46,7 +47,7 @@ FRESHNESS = {
                   "Aggregate's IteratorAge (behind its stream?), its errors and duration (conflicts "
                   "retried, throttles)"),
     "SqlSync": ("sql_sync", "PostgreSQL -> DynamoDB",
-                "the drain's listener (is a SqlSync run polling the outbox? its invocations, errors "
+                "the drain's runs (is a SqlSync run polling the outbox? its invocations, errors "
                 "and duration), the outbox (OutboxAge, OutboxDepth)"),
 }  # fmt: skip
 
@@ -313,12 +314,16 @@ class MonitoringStack(Stack):
         for id, (name, direction, look) in FRESHNESS.items():
             if id not in pipeline.handlers:
                 continue
+            # one value per batch, so a quiet period holds few: its p99 is its slowest batch
+            # (CloudWatch guide, "Percentile-based alarms and low data samples": a p99 of fewer than
+            # 1,000 samples). Three periods in a row, so one slow batch (a cold start, a retry) pages no one.
             self.alarm(
                 f"{id}FreshnessP99",
                 self.service_metric(name, "Freshness", "p99"),
                 threshold,
-                f"{name}: the slowest 1% of {direction} changes took over {threshold / 1000:g} s to reach "
-                f"the other side: {look}; `hybridsync status`",
+                f"{name}: the slowest 1% of {direction} batches took over {threshold / 1000:g} s to reach "
+                f"the other side, 15 minutes in a row: {look}; `hybridsync status`",
+                periods=FRESHNESS_PERIODS,
                 missing=cloudwatch.TreatMissingData.NOT_BREACHING,
             )
 

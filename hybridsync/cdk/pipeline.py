@@ -132,6 +132,7 @@ KINESIS_READ = [
     "kinesis:GetShardIterator",
 ]
 FAN_OUT_READ = ["kinesis:SubscribeToShard", "kinesis:DescribeStreamConsumer"]
+MAX_TIMEOUT_S = 900  # a Lambda function's longest run (Lambda guide, "Configure Lambda function timeout")
 DRAIN_MEMORY_MB = 256  # the outbox drain's (hybridsync.sizing.plan prices it)
 MAX_RECORD_AGE_H = 168  # MaximumRecordAgeInSeconds: at most 604,800 s (Lambda's stream mapping parameters)
 
@@ -487,12 +488,19 @@ class PipelineStack(Stack):
         reserved concurrency leaves room for that next run. Under economy a run drains once."""
         realtime = context.freshness(self) == "realtime"
         period = Duration.minutes(self.setting("outbox_drain_minutes"))
+        if realtime and period.to_seconds() + 60 > MAX_TIMEOUT_S:  # a run must outlive its period
+            raise ValueError(
+                f"-c outbox_drain_minutes={self.setting('outbox_drain_minutes')}: under freshness=realtime a "
+                f"run polls until the next one, and Lambda runs at most {MAX_TIMEOUT_S} s: at most 14 minutes"
+            )
         self.sql_sync = self.function(
             "SqlSync",
             name="sql_sync",
             role="writer",
             # a run outlives its period: the next one takes over, or it goes on if that one is late
-            timeout=Duration.seconds(period.to_seconds() * 2 + 60) if realtime else Duration.minutes(1),
+            timeout=Duration.seconds(min(period.to_seconds() * 2 + 60, MAX_TIMEOUT_S))
+            if realtime
+            else Duration.minutes(1),
             # it runs all month under realtime: 256 MB keeps that near $11 a month (`hybridsync plan`);
             # its work is waiting on PostgreSQL and DynamoDB, 16 puts at a time
             memory_size=DRAIN_MEMORY_MB,

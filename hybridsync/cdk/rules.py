@@ -58,6 +58,9 @@ PAGES = {
     # invoke their targets with 60 second precision": under freshness=realtime no consumer waits
     "batching-window": f"{DOCS}/lambda/latest/dg/services-ddb-params.html",
     "schedule-precision": f"{DOCS}/scheduler/latest/UserGuide/schedule-types.html",
+    # "For throttling errors (429) ... Lambda returns the event to the queue and attempts to run the
+    # function again for up to 6 hours"
+    "async-throttle": f"{DOCS}/lambda/latest/dg/invocation-async-error-handling.html",
 }
 STREAM_READERS = 2  # a DynamoDB stream's shard: more readers are throttled, and every one lags
 FAN_OUT_CONSUMERS = 20  # enhanced fan-out consumers a Kinesis stream may register
@@ -1078,6 +1081,12 @@ def freshness_rules(templates: Templates) -> list[Finding]:
             unit = {"minute": 60, "hour": 3600, "day": 86400}[matched[2].rstrip("s")]
             period = int(matched[1]) * unit
             polls = "OUTBOX_POLL_MS" in properties.get("Environment", {}).get("Variables", {})
+            if properties.get("ReservedConcurrentExecutions") == 1:  # 0 or none: not held to one
+                findings.append(Finding(
+                    "freshness", f"{function[0]}/{function[1]}",  # type: ignore[index]
+                    "reserves one concurrent run, under freshness=realtime: the next run is throttled "
+                    "while the running one polls, so it cannot take over (leave "
+                    "`sql_sync_reserved_concurrency` unset: 2)", PAGES["async-throttle"]))  # fmt: skip
             if not polls or int(properties.get("Timeout", 3)) <= period:
                 findings.append(Finding(
                     "freshness", f"{function[0]}/{function[1]}",  # type: ignore[index]

@@ -388,20 +388,22 @@ def _poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str
         conn.commit()
         try:
             pending, successor, reported = True, False, 0.0
-            while not successor:
-                while pending:
+            # one drain step (up to `limit` rows) at a time, then the time left and the next run
+            # are looked at again: a backlog never keeps a run past its time or from handing over
+            while not successor and seconds_left() > every_s:
+                more = False
+                if pending:
                     step = total.add(drain(conn, client, model, tables))
                     if step.claimed:
                         drained(step)
-                    pending = bool(step.claimed) and not step.deferred  # empty, or refused for now
+                    more = bool(step.claimed) and not step.deferred  # else empty, or refused for now
                 if time.monotonic() - reported >= report_s:
                     depth, age = conn.execute(BACKLOG).one()
                     conn.commit()
                     waiting(Backlog(int(depth), float(age)))
                     reported = time.monotonic()
-                if seconds_left() <= every_s:
-                    return
-                time.sleep(every_s)
+                if not more:
+                    time.sleep(every_s)
                 pending, successor = conn.execute(_WAITING, lock).one()
                 conn.commit()
         finally:
@@ -409,3 +411,6 @@ def _poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str
                 conn.rollback()
                 conn.execute(sa.text("SELECT pg_advisory_unlock(:a, :b)"), lock)
                 conn.commit()
+            # closed, not pooled: a session that took a lock stays pinned to its RDS Proxy connection
+            # until the client drops it (RDS guide, "Avoiding pinning"), not until it is idle
+            conn.invalidate()

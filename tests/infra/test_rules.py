@@ -371,8 +371,11 @@ def test_a_wait_under_freshness_realtime_is_refused(variants):
     writing["Properties"]["MaximumBatchingWindowInSeconds"] = 5
     drain = resource(stacks, "pipeline", "SqlSync", "AWS::Lambda::Function")
     del drain["Properties"]["Environment"]["Variables"]["OUTBOX_POLL_MS"]
+    drain["Properties"]["ReservedConcurrentExecutions"] = 1  # the next run cannot take over
     findings = found(stacks, "freshness")
-    assert len(findings) == 2 and "waits up to 5 s" in findings[0].message
+    assert len(findings) == 3 and "waits up to 5 s" in findings[0].message
+    assert "reserves one concurrent run" in findings[1].message
+    findings.pop(1)
     assert findings[1].resource.startswith("HybridSync-pipeline/SqlSync")
     assert "every 60 s" in findings[1].message
     for function in of_type(stacks["pipeline"], "AWS::Lambda::Function").values():
@@ -382,6 +385,13 @@ def test_a_wait_under_freshness_realtime_is_refused(variants):
     assert found(stacks, "freshness") == []
     economy = of_type(variants["economy"]["pipeline"], "AWS::Lambda::EventSourceMapping").values()
     assert sorted(m["Properties"]["MaximumBatchingWindowInSeconds"] for m in economy) == [5, 30]
+
+
+def test_a_realtime_drain_period_no_run_can_outlive_is_refused():
+    """A run polls until the next one starts, and Lambda runs at most 900 s: under realtime the
+    drain's period is at most 14 minutes, and its timeout never past 900 s."""
+    with pytest.raises(ValueError, match="at most 14 minutes"):
+        synthesize(outbox_drain_minutes="15")
 
 
 def test_the_synth_refuses_an_app_that_breaks_a_rule():

@@ -250,6 +250,18 @@ def test_a_running_drain_that_loses_its_connection_connects_again(stack, engine,
     assert runs and runs[0].applied >= 1
 
 
+def test_a_backlog_never_keeps_a_run_past_its_time(stack, engine, dynamodb, product_id):
+    """A run drains a backlog one step (500 rows) at a time and looks at its time between steps:
+    it stops when its time is up, leaving the rest to the next run, never past its timeout."""
+    sql(engine, "INSERT INTO product_availability (product_id, price, stock) "
+                "SELECT :p || '-' || n, 1, n FROM generate_series(1, 600) n", p=product_id)  # fmt: skip
+    ends = iter([5.0, 5.0, 0.0])  # its lock, one drain step, then its time is up
+    run = outbox.poll(engine, stack.client(), MODEL, stack.table_names, seconds_left=lambda: next(ends, 0.0))
+    left = outbox.backlog(engine).depth
+    assert run.claimed == 500 and left >= 100  # the next run's
+    assert outbox.drain_all(engine, stack.client(), MODEL, stack.table_names).claimed == left
+
+
 def test_the_scheduled_handler_polls_and_an_invoke_drains_once(handler_env, stack, engine, dynamodb,
                                                                product_id, monkeypatch):  # fmt: skip
     monkeypatch.setenv("OUTBOX_POLL_MS", "100")
@@ -473,6 +485,6 @@ def test_a_polling_run_that_cannot_drain_fails_whole_and_the_next_run_drains(sta
     with pytest.raises(Exception, match="ResourceNotFound"):
         outbox.poll(engine, stack.client(), MODEL, tables, seconds_left=lambda: 30, every_s=0.1)
     assert view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id) is None
-    ends = iter([5.0, 0.0])  # the next run: drains at once, then its time is up
+    ends = iter([5.0, 5.0, 0.0])  # the next run: its lock, one drain step, then its time is up
     run = outbox.poll(engine, stack.client(), MODEL, stack.table_names, seconds_left=lambda: next(ends, 0.0))
     assert run.applied >= 1 and view(dynamodb, stack, PRODUCT_AVAILABILITY, product_id)["Stock"] == 6

@@ -70,14 +70,17 @@ def throughput_chart(timeline: list[tuple[float, float]]) -> str:
     seconds = max(per_second) + 1
     top = max(per_second.values())
     parts = _axes("throughput", f"seconds into the run (0-{seconds})", "records/s", top)
-    bar = (WIDTH - PAD - 20) / seconds
-    for second, count in per_second.items():
-        height = count / top * (HEIGHT - PAD - 20)
-        parts.append(
-            f'<rect x="{PAD + second * bar:.1f}" y="{HEIGHT - PAD - height:.1f}" '
-            f'width="{max(bar - 1, 1):.1f}" height="{height:.1f}" fill="#dc3912"/>'
-        )
-    return "\n".join([*parts, "</svg>"])
+    return "\n".join([*parts, *_bars(per_second, seconds, top, "#dc3912"), "</svg>"])
+
+
+def _bars(counts: Counter, slots: int, top: int, fill: str) -> list[str]:
+    """A bar per slot of a chart's `slots`, as tall as its count against `top`."""
+    bar = (WIDTH - PAD - 20) / slots
+    return [
+        f'<rect x="{PAD + slot * bar:.1f}" y="{HEIGHT - PAD - count / top * (HEIGHT - PAD - 20):.1f}" '
+        f'width="{max(bar - 1, 1):.1f}" height="{count / top * (HEIGHT - PAD - 20):.1f}" fill="{fill}"/>'
+        for slot, count in counts.items()
+    ]
 
 
 def freshness_chart(values_ms: list[float], bins: int = 20) -> str:
@@ -90,14 +93,7 @@ def freshness_chart(values_ms: list[float], bins: int = 20) -> str:
     counts = Counter(min(int(v / top_s * bins), bins - 1) for v in seconds)
     top = max(counts.values())
     parts = _axes("freshness", f"seconds from the write (0-{top_s:.2f})", "batches", top)
-    bar = (WIDTH - PAD - 20) / bins
-    for k, count in counts.items():
-        height = count / top * (HEIGHT - PAD - 20)
-        parts.append(
-            f'<rect x="{PAD + k * bar:.1f}" y="{HEIGHT - PAD - height:.1f}" '
-            f'width="{max(bar - 1, 1):.1f}" height="{height:.1f}" fill="#109618"/>'
-        )
-    return "\n".join([*parts, "</svg>"])
+    return "\n".join([*parts, *_bars(counts, bins, top, "#109618"), "</svg>"])
 
 
 def _freshness_sections(freshness: dict[str, list[float]]) -> list[str]:

@@ -52,6 +52,7 @@ from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.model import config  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.aggregate import Aggregation  # noqa: E402
+from hybridsync.sync.outbox import PINS_ON_PURPOSE  # noqa: E402
 from shop_workloads import demo  # noqa: E402
 from tests.integration.test_pinning import PINNING  # noqa: E402
 
@@ -168,7 +169,8 @@ def run_one(assembly_dir: Path, stack: local.LocalStack, state: Path, shards: in
         "range_items_end": bookkeeping["ranges"],
         "pg_connections_peak": peak[0],
         "statements_checked": len(sent),
-        "pinning_statements": sum(1 for s in sent if PINNING.search(s)),
+        # the polling drain's run lock pins its one session on purpose (hybridsync.sync.outbox)
+        "pinning_statements": sum(1 for s in sent if PINNING.search(s) and PINS_ON_PURPOSE not in s),
         "lag_p99_s": figures["lag_p99_s"],
         "seconds": figures["seconds"],
     }  # fmt: skip

@@ -334,6 +334,10 @@ def redrive(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, s
 
 # The running drain's advisory lock (two int4 keys: "hysy", "outb"): one polling drain at a time
 LOCK = (0x68797379, 0x6F757462)
+# What marks the only statements of the engine that pin an RDS Proxy connection, on purpose: a
+# polling run's session lock. The run needs one connection all its minute anyway, and closes it at
+# its end (tests/integration/test_pinning.py holds every other statement to pinning nothing).
+PINS_ON_PURPOSE = "/* hybridsync: the polling drain's run lock pins its session on purpose */"
 _WAITING = sa.text(
     "SELECT EXISTS (SELECT 1 FROM outbox) AS pending, EXISTS (SELECT 1 FROM pg_locks WHERE locktype = "
     "'advisory' AND classid = :a AND objid = :b AND objsubid = 2 AND NOT granted) AS successor"
@@ -376,16 +380,16 @@ def _poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str
     lock = {"a": LOCK[0], "b": LOCK[1]}
     with engine.connect() as conn:
         wait_ms = max(int((seconds_left() - every_s) * 1000), 1)
-        conn.execute(sa.text(f"SET lock_timeout = {wait_ms}"))  # SET takes no bind parameters
+        # the wait for the lock, for this transaction only (SET takes no bind parameters)
+        conn.execute(sa.text(f"SET LOCAL lock_timeout = {wait_ms}"))
         try:
-            conn.execute(sa.text("SELECT pg_advisory_lock(:a, :b)"), lock)
+            conn.execute(sa.text(f"{PINS_ON_PURPOSE} SELECT pg_advisory_lock(:a, :b)"), lock)
         except sa.exc.OperationalError as error:
             if getattr(error.orig, "sqlstate", None) != "55P03":  # lock_not_available: the run
                 raise  # before us kept it all our time (it goes on polling)
             conn.rollback()
             return
-        conn.execute(sa.text("RESET lock_timeout"))
-        conn.commit()
+        conn.commit()  # the lock is the session's: it outlives the transaction
         try:
             pending, successor, reported = True, False, 0.0
             # one drain step (up to `limit` rows) at a time, then the time left and the next run
@@ -409,7 +413,7 @@ def _poll(engine: sa.Engine, client: Any, model: Model, tables: Mapping[str, str
         finally:
             with contextlib.suppress(Exception):
                 conn.rollback()
-                conn.execute(sa.text("SELECT pg_advisory_unlock(:a, :b)"), lock)
+                conn.execute(sa.text(f"{PINS_ON_PURPOSE} SELECT pg_advisory_unlock(:a, :b)"), lock)
                 conn.commit()
             # closed, not pooled: a session that took a lock stays pinned to its RDS Proxy connection
             # until the client drops it (RDS guide, "Avoiding pinning"), not until it is idle

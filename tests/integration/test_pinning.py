@@ -2,7 +2,8 @@
 "Avoiding pinning an RDS Proxy"): no temporary table, session `SET`, `PREPARE` or server-side
 prepared statement, advisory lock, `LISTEN`, or holdable cursor. Every statement of a write-back
 batch, an outbox drain and a cache-aside read is recorded on the engine the functions build
-(`hybridsync.runtime.clients`), then checked; the session is asked what it holds."""
+(`hybridsync.runtime.clients`), then checked; the session is asked what it holds. One exception, on
+purpose and marked: a polling drain's run lock, whose session the run closes at its end."""
 
 from __future__ import annotations
 
@@ -57,3 +58,24 @@ def test_what_the_functions_send_postgresql_never_pins_a_proxy_connection(stack,
 def test_the_pinning_check_catches_what_pins():
     assert all(PINNING.search(s) for s in PINS)
     assert not any(PINNING.search(s) for s in HARMLESS)
+
+
+def test_a_polling_drain_pins_only_its_marked_run_lock_and_closes_that_session(stack, engine):
+    """freshness=realtime's drain run holds one session all its minute (it polls every 250 ms: a
+    proxy could not share it anyway) and locks it so one run polls at a time: that lock pins,
+    marked, and nothing else; at its end the session is closed, so no pinned proxy connection
+    outlives the run."""
+    functions = db.create_engine(stack.database_url, pool_size=1, max_overflow=0)  # as runtime.engine()
+    sent: list[str] = []
+    sa.event.listen(functions, "before_cursor_execute", lambda *args: sent.append(args[2]))
+    closed: list[object] = []
+    sa.event.listen(functions.pool, "invalidate", lambda *args: closed.append(args[0]))
+    ends = iter([5.0, 5.0, 5.0, 0.0])
+    outbox.poll(functions, stack.client(), MODEL, stack.table_names, seconds_left=lambda: next(ends, 0.0),
+                every_s=0.05)  # fmt: skip
+    pinning = [s for s in sent if PINNING.search(s)]
+    assert len(pinning) == 1 and outbox.PINS_ON_PURPOSE in pinning[0], pinning  # the lock (unlocking: no)
+    with engine.connect() as conn:
+        held = conn.execute(sa.text("SELECT count(*) FROM pg_locks WHERE locktype = 'advisory'")).scalar_one()
+    assert held == 0 and len(closed) == 1  # its session closed, not pooled
+    functions.dispose()

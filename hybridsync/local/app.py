@@ -1104,15 +1104,15 @@ class LocalApp:
         """Each direction's `Freshness` values (ms) since `since`, oldest first, as the alarms read them:
         from the EMF lines of its function's log, in the function's namespace and `service`. Only the
         directions whose function the app has."""
-        found = {}
-        for direction, construct in FRESHNESS.items():
-            if (function := self.functions.get(construct)) is None:
-                continue
-            environment = function.environment
-            namespace = str(environment.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync"))
-            service = str(environment.get("POWERTOOLS_SERVICE_NAME", f"{namespace}-{direction}"))
-            found[direction] = self.metrics.values(namespace, "Freshness", {"service": service}, since)
-        return found
+        functions = {direction: self.functions.get(construct) for direction, construct in FRESHNESS.items()}
+        return {d: self.emitted(f, "Freshness", since) for d, f in functions.items() if f is not None}
+
+    def emitted(self, function: LocalFunction, name: str, since: float = 0) -> list[float]:
+        """A metric's values a function emitted (Powertools EMF: its namespace and `service`), oldest
+        first, from `since` (the stacks set both variables on every engine function)."""
+        namespace = str(function.environment.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync"))
+        service = str(function.environment.get("POWERTOOLS_SERVICE_NAME", namespace))
+        return self.metrics.values(namespace, name, {"service": service}, since)
 
     def freshness(self, window_s: float = FRESHNESS_WINDOW_S) -> dict[str, dict[str, Any]]:
         """Per direction, p50 and p99 (s) and the count of the freshness values of the last `window_s`."""
@@ -1168,11 +1168,9 @@ class LocalApp:
         function = self.functions.get("SqlSync")
         if function is None:
             return None
-        namespace = function.environment.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync")
-        service = {"service": function.environment.get("POWERTOOLS_SERVICE_NAME", "hybridsync-sql_sync")}
 
         def values(name: str) -> list[float]:
-            return self.metrics.values(namespace, name, service, 0)
+            return self.emitted(function, name)
 
         figures = {key: int(sum(values(name))) for key, name in (
             ("applied", "OutboxApplied"), ("superseded", "OutboxSuperseded"),

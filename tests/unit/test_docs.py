@@ -145,3 +145,12 @@ def test_each_command_is_handled_beside_its_arguments_in_its_groups_module():
         name = add.__name__.removeprefix("add_").replace("_", "-")
         assert by_name[name].get_default("run").__module__ == module, name
     assert len(cli.COMMANDS) == len(by_name)
+
+
+def test_the_test_command_builds_the_docs_strictly_and_never_quietly():
+    """`--quiet` drops the warnings `--strict` counts: with it a dead link passes (mkdocs 1.6)."""
+    script = (ROOT / "scripts" / "test").read_text()
+    build = next(line for line in script.splitlines() if "mkdocs build" in line and not line.startswith("#"))
+    options = build.split()
+    assert "--strict" in options, build
+    assert not {"--quiet", "-q"} & set(options), build

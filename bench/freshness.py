@@ -46,7 +46,10 @@ tables of its own:
                Lambda retries it. Write units (DynamoDB's rules, every transaction that applied, a
                failed attempt's too), transactions and batches per change, the ratio to a naive
                per-record ADD (bench/aggregate.py's count: 3 write units per update; goal <= 0.15x),
-               and whether each equals a clean recount.
+               and whether each equals a clean recount. Beside them the floor: what any folding
+               scheme pays if a change must reach its aggregates within 0.25, 1, 2 or 5 s (each
+               aggregate item the window's changes move, all shards' summed, written once at a
+               naive update's price): the workload's keys bound the cost at a given freshness.
   write-back   `writeback.write_back` (as bench/write_back.py calls it) on 1,000 plain records
                (orders and lines) in realtime-sized batches (62: one shard's poll at 1,000/s over 4
                shards) and in 1,000-record batches (what economy's 5 s window, or a busy shard,
@@ -466,6 +469,19 @@ def cut(records: list[dict[str, Any]], economy: bool) -> dict[int, list[tuple[fl
 
 
 FOLDED = ("calls", "write_units", "transactions", "applied", "conflicts_retried")
+FLOOR_WINDOWS_S = (0.25, 1.0, 2.0, 5.0)
+
+
+def floor(records: list[dict[str, Any]], window_s: float) -> float:
+    """The least any folding scheme can pay, as a share of the naive ADD, when a change must reach
+    its aggregates within `window_s`: every aggregate item the changes of a window (all shards'
+    changes, record i arriving at i / RATE s) move written once, at a naive update's own price (no
+    transaction, no bookkeeping). It depends on the workload's keys alone: how many distinct items
+    a window's changes touch."""
+    size = max(1, round(window_s * RATE))
+    deltas = [set(d.deltas) if (d := AGGREGATION.parse(r)) else set() for r in records]
+    written = sum(len(set().union(*deltas[i : i + size])) for i in range(0, len(deltas), size))
+    return written / max(1, sum(len(d) for d in deltas))
 
 
 def fold_shard(endpoint: str, table: str, shard: int, batches: list[tuple[float, list[dict]]],
@@ -581,6 +597,11 @@ def part2(stack: local.LocalStack, state: Path, changes: int, write_back_records
                  f"the timeline, started a batch up to {figures['aggregate_realtime_fold_behind_s']} s "
                  "after its moment.)")  # fmt: skip
     figures["aggregate_naive_units_per_change"] = round(naive / changes, 3)
+    floors = {w: round(floor(records, w), 3) for w in FLOOR_WINDOWS_S}
+    figures |= {f"aggregate_floor_{w:g}s_ratio": ratio for w, ratio in floors.items()}
+    lines.append("floor, vs naive: each aggregate item a window's changes move written once at a naive "
+                 "update's price, all shards' changes summed: "
+                 + ", ".join(f"{w:g} s {ratio:.3f}x" for w, ratio in floors.items()))  # fmt: skip
     figures["aggregate_conflicts_retried"] = sum(
         figures[f"aggregate_{n}_conflicts_retried"] for n in FRESHNESS
     )

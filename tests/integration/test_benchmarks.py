@@ -24,7 +24,8 @@ FRESHNESS_KEYS = {
     for q in ("p50", "p99")
 } | {
     "aggregate_realtime_units_ratio", "aggregate_economy_units_ratio", "aggregate_conflicts_retried",
-    "aggregate_exact", "writeback_realtime_vs_copy_ratio", "writeback_full_batch_vs_copy_ratio",
+    "aggregate_exact", "aggregate_floor_1s_ratio", "aggregate_floor_5s_ratio",
+    "writeback_realtime_vs_copy_ratio", "writeback_full_batch_vs_copy_ratio",
     "invocations_per_change_realtime", "invocations_per_change_economy", "realtime_goals_met",
 }  # fmt: skip
 KEYS = {  # the figures each benchmark must print (it may print more)
@@ -99,6 +100,8 @@ def test_benchmark_smoke_run_prints_its_figures(name, cloud_assembly, request):
     if name == "freshness":  # on either source every write reached the other side, the aggregates exact
         assert (figures["dynamodb_realtime_unseen"], figures["kinesis_realtime_unseen"]) == (0, 0), figures
         assert figures["aggregate_exact"], figures
+        # a floor is a share of the naive ADD: above 0, and no fold beats folding every window's changes
+        assert 0 < figures["aggregate_floor_5s_ratio"] <= figures["aggregate_floor_1s_ratio"] <= 1, figures
     if name == "adopt":  # correctness holds at any size: nothing lost, resumed, the rebuild exact
         assert (figures["drift"], figures["undone"], figures["resumed"]) == (0, 0, True), figures
         assert (

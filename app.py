@@ -3,9 +3,7 @@
 hybridsync builds the stacks of the model `pyproject.toml` names ([tool.hybridsync] model): data,
 database, pipeline, api and monitoring. Constructs of your own go between build and synth."""
 
-from aws_cdk import App
-
-from hybridsync.cdk import build, synth_or_exit
+from hybridsync.cdk import App, build, synth_or_exit  # App: aws_cdk's, Node started quietly
 
 app = App()
 stacks = build(app)  # {"data": ..., "database": ..., "pipeline": ..., "api": ..., "monitoring": ...}

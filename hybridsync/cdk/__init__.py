@@ -3,7 +3,8 @@
 monitoring (every alarm, with its topic, and the dashboard).
 Rendered from the model alone; synth makes no AWS calls.
 
-    cdk.json:  {"app": "python3 app.py"}    # app.py: App(), build(app), synth_or_exit(app)
+    cdk.json:  {"app": "python3 app.py"}    # app.py: App(), build(app), synth_or_exit(app), all three
+                                            # from hybridsync.cdk
 
 `build` makes the stacks of the model pyproject.toml names (or of the one it is given); constructs of
 your own go between it and `synth_or_exit`. (`python -m hybridsync.cdk` does the same, without a
@@ -15,15 +16,41 @@ or certificate that would fail in AWS fails the synth, naming the resource and t
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from typing import Any
 
-__all__ = ["DeployTruthError", "build", "synth", "synth_or_exit"]
+__all__ = ["App", "DeployTruthError", "build", "synth", "synth_or_exit"]
+
+
+def _quiet_node_banners() -> None:
+    """Before aws_cdk starts jsii's Node process: jsii warns when that Node is near or past its end
+    of life, and under `npx cdk synth` the warning comes out as Python bytes (`b'!!!...'`: jsii's
+    Python runtime prints what is not its own JSON as it reads it). The CDK runs on it all the same;
+    the Node versions hybridsync runs on are in the tutorial's "What you need"."""
+    os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+    node = shutil.which("node")
+    if node and "JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION" not in os.environ:
+        try:
+            version = subprocess.run([node, "-p", "process.versions.node"], capture_output=True,
+                                     text=True, timeout=10).stdout  # fmt: skip
+        except (OSError, subprocess.SubprocessError):
+            return
+        os.environ["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = version.strip().split(".")[0]
 
 
 def __getattr__(name: str) -> Any:
-    """`build` and `synth` import aws_cdk, which starts a Node process: only when asked for, so the
-    local app and `hybridsync doctor` read the deploy truth (`hybridsync.cdk.rules`) without it."""
+    """`App`, `build` and `synth` import aws_cdk, which starts a Node process: only when asked for,
+    so the local app and `hybridsync doctor` read the deploy truth (`hybridsync.cdk.rules`) without
+    it. An app imports `App` from here, so jsii's Node starts after `_quiet_node_banners`."""
+    if name == "App":
+        _quiet_node_banners()
+        from aws_cdk import App
+
+        return App
     if name in ("build", "synth", "synth_or_exit"):
+        _quiet_node_banners()
         from hybridsync.cdk import app
 
         return getattr(app, name)

@@ -2,9 +2,7 @@
 "app" of projects made before `hybridsync init` wrote one). Same as app.py: the model's stacks,
 checked against what AWS documents (hybridsync.cdk.rules), one line per finding."""
 
-from aws_cdk import App
-
-from hybridsync.cdk import build, synth_or_exit
+from hybridsync.cdk import App, build, synth_or_exit
 
 build(app := App())
 synth_or_exit(app)

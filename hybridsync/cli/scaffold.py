@@ -51,9 +51,7 @@ APP = '''\
 hybridsync builds the stacks of the model `pyproject.toml` names ([tool.hybridsync] model): data,
 database, pipeline, api and monitoring. Constructs of your own go between build and synth."""
 
-from aws_cdk import App
-
-from hybridsync.cdk import build, synth_or_exit
+from hybridsync.cdk import App, build, synth_or_exit  # App: aws_cdk's, Node started quietly
 
 app = App()
 stacks = build(app)  # {"data": ..., "database": ..., "pipeline": ..., "api": ..., "monitoring": ...}
@@ -231,9 +229,9 @@ from aws_lambda_powertools.event_handler import Response
 
 from hybridsync.api import openapi
 from hybridsync.api.web import (
-    app, as_field, body, cached, error, get, ident, period, respond, route, table, top_n,
+    app, as_field, body, cached, error, get, ident, period, respond, route, shown, table, top_n,
 )
-from hybridsync.dynamodb import store, views, writes
+from hybridsync.dynamodb import store, writes
 from hybridsync.model.convert import from_json
 from hybridsync.reads import cache, rankings
 from hybridsync.runtime.clients import dynamodb, engine
@@ -251,7 +249,7 @@ def put_invoice(customer_id: str, invoice_id: str) -> Response:
     values = from_json(INVOICE, body(), INVOICE_FIELDS)
     values["CustomerId"] = as_field(INVOICE, "CustomerId", customer_id, "customer id")
     values["InvoiceId"] = as_field(INVOICE, "InvoiceId", invoice_id, "invoice id")
-    return respond(writes.put(dynamodb(), table(), INVOICE, values))
+    return respond(shown(INVOICE, writes.put(dynamodb(), table(), INVOICE, values)))
 
 
 @get("/customers/<customer_id>/invoices/<invoice_id>")
@@ -261,7 +259,7 @@ def get_invoice(customer_id: str, invoice_id: str) -> Response:
     item = store.get(dynamodb(), table(), INVOICE.key(key))
     if item is None:
         return error(404, f"no invoice {{invoice_id!r}} of customer {{customer_id!r}}")
-    return respond(views.public(INVOICE, item))
+    return respond(shown(INVOICE, item))
 
 
 @get("/customers/<customer_id>")
@@ -270,7 +268,7 @@ def customer(customer_id: str) -> Response:
     found = cache.get(dynamodb(), table(), engine(), CUSTOMER, key)
     if found.item is None:
         return error(404, f"no customer {{customer_id!r}}", cached([found]))
-    return respond(found.item, cached([found]))
+    return respond(shown(CUSTOMER, found.item), cached([found]))
 
 
 @get("/customers/top")
@@ -279,7 +277,7 @@ def top_customers() -> Response:
     this_month = datetime.now(UTC).strftime("%Y-%m")
     month = period(None, app.current_event.get_query_string_value("month", None) or this_month)
     top = rankings.top_of(dynamodb(), table(), TOTALS, month, top_n())
-    return respond({{"month": month, "customers": top}})
+    return respond({{"month": month, "customers": [shown(TOTALS.entity, row) for row in top]}})
 '''
 
 CONTRACT = '''\

@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+import sys
 from typing import Any
 
 __all__ = ["App", "DeployTruthError", "build", "synth", "synth_or_exit"]
@@ -40,12 +41,37 @@ def _quiet_node_banners() -> None:
         os.environ["JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION"] = version.strip().split(".")[0]
 
 
+def _settings_errors_as_sentences() -> None:
+    """Under `npx cdk synth`, a setting or a model the stacks refuse (`-c freshness=fast`) ends the
+    app with its one sentence, not a traceback: the stacks raise ValueError (or the model's
+    ConfigurationError) naming the setting and what it accepts. Only errors raised by hybridsync's
+    own code and left uncaught; anything else keeps Python's traceback."""
+    from hybridsync.model.errors import ConfigurationError
+
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], error: BaseException, trace: Any) -> None:
+        last = trace
+        while last is not None and last.tb_next is not None:
+            last = last.tb_next
+        raised_here = last is not None and last.tb_frame.f_code.co_filename.startswith(package)
+        if issubclass(kind, ValueError | ConfigurationError) and raised_here:
+            print(f"hybridsync: {error}", file=sys.stderr)
+            sys.exit(1)
+        previous(kind, error, trace)
+
+    if getattr(sys.excepthook, "__qualname__", "") != hook.__qualname__:
+        sys.excepthook = hook
+
+
 def __getattr__(name: str) -> Any:
     """`App`, `build` and `synth` import aws_cdk, which starts a Node process: only when asked for,
     so the local app and `hybridsync doctor` read the deploy truth (`hybridsync.cdk.rules`) without
     it. An app imports `App` from here, so jsii's Node starts after `_quiet_node_banners`."""
     if name == "App":
         _quiet_node_banners()
+        _settings_errors_as_sentences()
         from aws_cdk import App
 
         return App

@@ -3,14 +3,43 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
+# pip's output, shown as progress: the packages collected so far and the time taken, on one line
+# rewritten in place on a terminal (a line every 20 packages in a log)
+progress() {
+  local started=$SECONDS count=0 line
+  while IFS= read -r line; do
+    case "$line" in
+      Collecting*)
+        count=$((count + 1))
+        if [ -t 2 ]; then
+          printf '\r  %3d packages collected (%3ds): %-36.36s' "$count" $((SECONDS - started)) "${line#Collecting }" >&2
+        elif [ $((count % 20)) -eq 0 ]; then
+          echo "  $count packages collected ($((SECONDS - started))s)" >&2
+        fi ;;
+      "Installing collected packages"*)
+        if [ -t 2 ]; then printf '\r%-80s\r' '' >&2; fi
+        echo "  $count packages collected ($((SECONDS - started))s); installing them..." >&2 ;;
+    esac
+  done
+  echo "  installed in $((SECONDS - started))s" >&2
+}
+
 stamp=".venv/.installed-$(cat requirements*.txt pyproject.toml hybridsync/cdk/requirements-runtime.txt examples/shop/pyproject.toml | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
-  echo "setting up .venv (first run or requirements changed)..." >&2
+  echo "setting up .venv (first run or requirements changed): about 120 packages, 4 minutes on a first" \
+    "run (less with pip's cache warm); later runs start in seconds..." >&2
   python3 -m venv .venv
-  # -qq: errors only (pip's warnings about index folders a machine's pip config names but lacks,
-  # and setuptools' notes on editable installs, are not the newcomer's to act on)
+  # -qq, and pip's stderr shown only if it fails: pip's warnings about index folders a machine's pip
+  # config names but lacks, and setuptools' notes on editable installs, are not the newcomer's to act on
   .venv/bin/python -m pip install -qq --disable-pip-version-check --upgrade pip
-  .venv/bin/python -m pip install -qq --disable-pip-version-check -r requirements-dev.txt
+  errors="$(mktemp)"
+  if ! .venv/bin/python -m pip install --disable-pip-version-check --progress-bar off \
+      -r requirements-dev.txt 2>"$errors" | progress; then
+    cat "$errors" >&2
+    rm -f "$errors"
+    exit 1
+  fi
+  rm -f "$errors"
   rm -f .venv/.installed-* && touch "$stamp"
 fi
 if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modules/.package-lock.json ]; then

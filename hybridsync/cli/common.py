@@ -6,11 +6,59 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import re
 from collections.abc import Callable, Iterator
 from typing import Any
 
 from hybridsync.dynamodb.scans import DEFAULT_RATE
 from hybridsync.model import config
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser, which also says what a misspelt flag or command was likely meant to be."""
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:  # type: ignore[override]
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:  # said by the (sub)command they were given to, with its flags' likeliest
+            chain = _chosen(self, parsed)
+            options = [option for parser in chain for option in parser._option_string_actions]
+            chain[-1].error(f"unrecognized arguments: {' '.join(extras)}" + _meant(extras, options))
+        return parsed
+
+    def error(self, message: str) -> Any:  # type: ignore[override]
+        found = re.search(r"invalid choice: '([^']*)' \(choose from (.*)\)$", message)
+        if found:
+            message += _meant([found.group(1)], re.findall(r"'([^']*)'", found.group(2)))
+        return super().error(message)
+
+
+def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> list[argparse.ArgumentParser]:
+    """The parser and the (sub)commands' parsers the command line named, outermost first."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(parsed, action.dest, None)
+            if chosen in action.choices:
+                return [parser, *_chosen(action.choices[chosen], parsed)]
+    return [parser]
+
+
+def _meant(given: list[str], known: list[str]) -> str:
+    import difflib
+
+    for word in given:
+        close = difflib.get_close_matches(word.split("=", 1)[0], known, n=1, cutoff=0.6)
+        if close:
+            return f" (did you mean {close[0]}?)"
+    return ""
+
+
+def version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("hybridsync")
+    except PackageNotFoundError:  # a checkout on the path, not installed
+        return "unknown (not installed)"
 
 
 class Commands:
@@ -44,6 +92,39 @@ def tables() -> dict[str, str]:
             f"no {', '.join(missing)}: set them (e.g. `source .local/env` beside `hybridsync up`)"
         )
     return names
+
+
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1", "[::1]")
+
+
+def unreachable(error: BaseException) -> str | None:
+    """One line for an endpoint that does not answer (DynamoDB, S3, PostgreSQL: a stopped
+    `hybridsync up`, whose `.local/env` a shell still holds), or None for any other error."""
+    from urllib.parse import urlsplit
+
+    from botocore.exceptions import EndpointConnectionError
+
+    if isinstance(error, EndpointConnectionError):
+        url = str(error.kwargs.get("endpoint_url", ""))
+        dynamodb = os.environ.get("DYNAMODB_ENDPOINT") or os.environ.get("AWS_ENDPOINT_URL_DYNAMODB")
+        what = "DynamoDB" if dynamodb and url.startswith(dynamodb.rstrip("/")) else "the AWS endpoint"
+        host, where = urlsplit(url).hostname or "", url
+    else:
+        cause = getattr(error, "orig", None) or error  # SQLAlchemy's wrapper, or psycopg's own
+        if type(cause).__module__.split(".")[0] != "psycopg" or getattr(cause, "sqlstate", True) is not None:
+            return None  # an error the server answered, or not a database's
+        first = str(cause).strip().splitlines()[0] if str(cause).strip() else ""
+        if "connection" not in first:
+            return None
+        found = re.search(r'server at "([^"]+)", port (\d+)', first)
+        host = found.group(1) if found else ""
+        what, where = "PostgreSQL", f"{host}:{found.group(2)}" if found else first
+    if host in LOCAL_HOSTS:
+        return (
+            f"{what} at {where} does not answer: is `hybridsync up` running? (each start picks new "
+            "ports: `source .local/env` again after a restart)"
+        )
+    return f"{what} at {where} does not answer: check the address, the network, and that it runs"
 
 
 def positive(kind: Callable[[str], Any]) -> Callable[[str], Any]:

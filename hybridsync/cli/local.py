@@ -126,13 +126,47 @@ def add_up(cli: Commands) -> None:
 
 
 def _up(args: argparse.Namespace) -> int:
+    from hybridsync.local import running
+
+    started = time.monotonic()
+    state = Path(args.state_dir)
+    try:
+        with running.hold(state, args.state_dir):  # a second app would rewrite the first's TLS and env
+            return _run_up(args, state, started)
+    except running.AlreadyRunning as refused:
+        raise SystemExit(f"hybridsync up: {refused}") from None
+
+
+def _port_free(port: int) -> None:
+    """`--port`, checked before anything starts: one line naming it if it is taken."""
+    import socket
+
+    if not port:
+        return
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as the HTTP API binds it
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError as error:
+            raise SystemExit(
+                f"hybridsync up: --port {port}: 127.0.0.1:{port} is not free ({error.strerror}; another "
+                "`hybridsync up`?): give another port, or leave --port out and a free one is picked"
+            ) from None
+
+
+def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
     from hybridsync import local
     from hybridsync.local.app import LocalApp
     from hybridsync.local.template import Assembly, synth_if_stale
 
-    started = time.monotonic()
-    state = Path(args.state_dir)
     config.hooks("routes")  # a routes module that cannot load would answer every request 500: say so now
+    hook = "demo" if args.demo else "seed" if args.seed else None
+    runs = config.hooks(hook) if hook else []
+    if hook and not runs:  # said before anything starts, not after
+        raise SystemExit(
+            f'--{hook}: name a function in pyproject.toml ([tool.hybridsync] {hook} = "myapp.{hook}:run")'
+        )
+    _port_free(args.port)
     assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
     with local.start(
         state, args.prefix, tables=False, keep_dynamodb=True, pg_max_connections=args.pg_max_connections
@@ -169,19 +203,12 @@ def _up(args: argparse.Namespace) -> int:
             took = time.monotonic() - started
             print(f"hybridsync: the app of {args.assembly}/ running locally, up in {took:.1f}s")
             _banner(stack, app, env_file)
-            if args.demo or args.seed:
+            if runs:
                 from rich.console import Console
 
                 from hybridsync.local import report
                 from hybridsync.runtime import db
 
-                hook = "demo" if args.demo else "seed"
-                runs = config.hooks(hook)
-                if not runs:
-                    raise SystemExit(
-                        f"--{hook}: name a function in pyproject.toml ([tool.hybridsync] {hook} = "
-                        f'"myapp.{hook}:run")'
-                    )
                 engine = db.create_engine(stack.database_url)
                 if args.demo:
                     figures = runs[0](app, engine, state, Console())

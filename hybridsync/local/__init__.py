@@ -62,7 +62,10 @@ def start_services() -> tuple[str, Callable[[], None]]:
     """moto server (S3, SQS, Secrets Manager) on 127.0.0.1 and a free port, in this process."""
     from moto.server import ThreadedMotoServer
 
+    from hybridsync.local import kinesis
+
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one log line per request otherwise
+    kinesis.serialize_shards()  # moto's Kinesis shards race their readers against their writers
     server = ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
     server.start()
     host, port = server.get_host_and_port()

@@ -29,6 +29,7 @@ resharding (the local stream is never resharded, so a shard has no parent or chi
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 import logging
@@ -62,6 +63,40 @@ SEQUENCE_BASE = 49 * 10**54
 # "Lambda needs the following permissions"); SubscribeToShard on the consumer, for fan-out
 KINESIS_READ = ("DescribeStream", "DescribeStreamSummary", "GetRecords", "GetShardIterator", "ListShards")
 EFO_READ = ("SubscribeToShard",)
+
+
+# moto's Kinesis shard is not safe for concurrency (its own note on `Shard.put_record`): a
+# GetRecords iterating a shard's records while a PutRecords adds one fails with "OrderedDict mutated
+# during iteration", a 500 that AWS never answers. The local moto server's shards are serialized.
+_SHARD_METHODS = ("get_records", "put_record", "get_min_sequence_number", "get_max_sequence_number",
+                  "get_sequence_number_at")  # fmt: skip
+_serializing = threading.Lock()
+
+
+def serialize_shards() -> None:
+    """Make each moto Kinesis shard's readers and writers take the shard's lock, one at a time
+    (idempotent; before moto server serves)."""
+    from moto.kinesis.models import Shard
+
+    with _serializing:
+        if getattr(Shard, "_hybridsync_serialized", False):
+            return
+        for name in _SHARD_METHODS:
+            if hasattr(Shard, name):  # a later moto may name them otherwise: then unserialized, not broken
+                setattr(Shard, name, _locked(getattr(Shard, name)))
+        Shard._hybridsync_serialized = True  # type: ignore[attr-defined]
+
+
+def _locked(method: Callable[..., Any]) -> Callable[..., Any]:
+    @functools.wraps(method)
+    def locked(shard: Any, *args: Any, **kwargs: Any) -> Any:
+        lock = shard.__dict__.get("_hybridsync_lock") or shard.__dict__.setdefault(
+            "_hybridsync_lock", threading.RLock()
+        )  # setdefault is atomic: one lock per shard, whoever comes first
+        with lock:
+            return method(shard, *args, **kwargs)
+
+    return locked
 
 
 def partition_key(keys: dict[str, Any]) -> str:

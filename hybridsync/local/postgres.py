@@ -81,10 +81,12 @@ def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Call
     owner = SYSTEM_USER if os.geteuid() == 0 else None
     data_dir.parent.mkdir(parents=True, exist_ok=True)
     tools = _commands_path()
+    sockets = None  # the temporary folder (TMPDIR), where the server's socket folder goes
     if owner is not None:
         pw = utils.ensure_user_exists(owner)
         tools = _reachable_binaries(tools)
         pgdata = _reachable_data(data_dir, pw)
+        sockets = _reachable_sockets(pw)
     else:
         pgdata = data_dir
         pgdata.mkdir(exist_ok=True)
@@ -111,7 +113,8 @@ def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Call
     ca = make_certificates(data_dir.parent / f"{data_dir.name}-tls")  # read by the front, as us
     hba = pgdata / "pg_hba.conf"
     hba.write_text(f"local all {ADMIN} trust\n")  # until the admin has this start's password
-    socket_dir = Path(tempfile.mkdtemp(prefix="hspg-"))  # short: a socket's path has ~100 characters
+    # short: a socket's path has ~100 characters
+    socket_dir = Path(tempfile.mkdtemp(prefix="hspg-", dir=sockets))
     socket_dir.chmod(0o777)
     port = utils.find_suitable_port("127.0.0.1")  # the socket's name only: no TCP listener
     options = [f'-h "" -p {port} -k {socket_dir} -c password_encryption=scram-sha-256']
@@ -237,6 +240,17 @@ def _reachable_data(data_dir: Path, pw: Any) -> Path:
     # the note last: a start pruning meanwhile ignores a folder without one
     (home.parent / f"{home.name}.link").write_text(str(data_dir.absolute()))
     return home
+
+
+def _reachable_sockets(pw: Any) -> Path | None:
+    """Where the server's socket folder goes: the temporary folder (None: TMPDIR's), unless the
+    system user cannot reach it (a TMPDIR inside a private folder, as pytest's own is), then a
+    folder under SYSTEM_DIR that it reaches. The server writes its socket and lock file there."""
+    if _reaches(Path(tempfile.gettempdir()), pw):
+        return None
+    run = _system_dir() / "run"
+    run.mkdir(mode=0o755, exist_ok=True)
+    return run
 
 
 def _system_dir() -> Path:

@@ -245,3 +245,22 @@ def test_dashboard_prints_the_deployed_dashboards_url(env, stack, capsys):
     assert out[0] == url and out[1].startswith("alarms go to arn:aws:sns:")
     with pytest.raises(SystemExit, match="no-such-monitoring"):
         cli.main(["dashboard", "--stack", "no-such-monitoring"])
+
+
+def test_up_on_a_taken_port_says_so_before_it_starts_anything(tmp_path, monkeypatch):
+    import socket
+
+    from hybridsync.local import template
+
+    def synth(*_: object, **__: object) -> None:
+        raise AssertionError("hybridsync up went on to start the app")
+
+    monkeypatch.setattr(template, "synth_if_stale", synth)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        with pytest.raises(SystemExit) as refused:
+            cli.main(["up", "--port", str(port), "--state-dir", str(tmp_path / ".local")])
+    assert str(refused.value).startswith(f"hybridsync up: --port {port}: 127.0.0.1:{port} is not free (")
+    assert str(refused.value).endswith("give another port, or leave --port out and a free one is picked")

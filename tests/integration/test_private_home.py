@@ -96,3 +96,28 @@ def test_postgres_starts_from_a_private_home_and_leaves_it_private(private_home,
     if os.geteuid() == 0 and state_in == "the checkout":  # its data: out of the private home
         assert (state / "postgres").is_symlink()
         assert (state / "postgres").resolve().is_relative_to(system)
+
+
+def test_postgres_starts_with_a_private_temporary_folder_and_leaves_it_private(private_home):
+    """TMPDIR inside a 0700 folder (pytest's own `tmp_path` is in one): the server's socket folder,
+    made in the temporary folder, must still be one the server's user reaches."""
+    home, site, system = private_home
+    tmp = home / "tmp"
+    tmp.mkdir(mode=0o700)
+    state = system / "elsewhere"
+    state.mkdir(mode=0o755)
+    before = {**modes(state), **modes(tmp), **modes(site)}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(site), str(ROOT)]),
+        "HYBRIDSYNC_SYSTEM_DIR": str(system),
+        "TMPDIR": str(tmp),
+    }
+    done = subprocess.run(
+        [sys.executable, "-c", START, str(state / "postgres"), str(site)],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.strip() == "1"
+    assert {**modes(state), **modes(tmp), **modes(site)} == before
+    assert stat.S_IMODE(home.stat().st_mode) == 0o700

@@ -44,6 +44,8 @@ def test_the_cli_reference_has_every_command_with_its_example():
         assert f"## hybridsync {name}\n" in text, name
         assert command.epilog and command.epilog.startswith("example: hybridsync"), name
         assert "".join(command.epilog.split()) in flat, name
+    # every line fits the page's column (and a terminal): no list of choices on one line
+    assert max(map(len, text.splitlines())) <= 100, max(text.splitlines(), key=len)
 
 
 def test_the_settings_reference_has_every_key_the_stacks_read():
@@ -154,3 +156,47 @@ def test_the_test_command_builds_the_docs_strictly_and_never_quietly():
     options = build.split()
     assert "--strict" in options, build
     assert not {"--quiet", "-q"} & set(options), build
+
+
+def test_mermaid_comes_from_the_pinned_npm_package_never_a_cdn(tmp_path):
+    """Offline or behind a proxy, a CDN's Mermaid leaves the diagrams as source: the site serves the
+    pinned package's copy (mkdocs_hooks.py), which Material uses when it is loaded (it fetches from
+    unpkg.com only when no `mermaid` global exists)."""
+    from mkdocs.config import load_config
+    from mkdocs.structure.files import Files
+
+    import mkdocs_hooks
+
+    pinned = json.loads((ROOT / "package.json").read_text())["devDependencies"]["mermaid"]
+    assert re.fullmatch(r"11\.\d+\.\d+", pinned), pinned  # exact, and the major Material drives
+    config = yaml.safe_load(re.sub(r"!!python/\S+(?: \{[^}]*\})?", "null", (ROOT / "mkdocs.yml").read_text()))
+    assert config["extra_javascript"] == [mkdocs_hooks.MERMAID_URI]
+    site = load_config(str(ROOT / "mkdocs.yml"), site_dir=str(tmp_path))
+    files = site.plugins.on_files(Files([]), config=site)  # as a build runs the hook
+    served = files.get_file_from_path(mkdocs_hooks.MERMAID_URI)
+    assert served is not None and Path(served.abs_src_path).stat().st_size > 1_000_000
+
+
+def test_nested_lists_are_indented_as_the_site_renders_them():
+    """Python-Markdown nests a list only under four spaces: two render it flat, one level."""
+    wrong = []
+    for page in [*DOCS.rglob("*.md"), ROOT / "CHANGELOG.md"]:
+        text = re.sub(r"^\s*```.*?^\s*```", "", page.read_text(), flags=re.S | re.M)
+        wrong += [f"{page.name}: {line}" for line in re.findall(r"^( +(?:[-*+]|\d+\.) .*)$", text, re.M)
+                  if (len(line) - len(line.lstrip())) % 4]  # fmt: skip
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_node_requirement_is_stated_one_way():
+    stated = {
+        page: re.findall(r"Node\.js(?: \d+ or newer)?", (ROOT / page).read_text())
+        for page in ("README.md", "docs/index.md", "docs/tutorial/index.md")
+    }
+    assert all(found == ["Node.js 22 or newer"] for found in stated.values()), stated
+
+
+def test_the_readme_shows_the_home_pages_architecture_diagram():
+    """GitHub renders a ```mermaid block; the README's is the site's home page's, kept equal."""
+    block = re.compile(r"^```mermaid\n.*?^```$", re.S | re.M)
+    readme = block.search((ROOT / "README.md").read_text())
+    assert readme and readme[0] == block.search((DOCS / "index.md").read_text())[0]

@@ -116,7 +116,12 @@ class DatabaseStack(Stack):
                                         dbname=DATABASE_NAME, encryption_key=self.key)  # fmt: skip
             _rotated_after_its_login(secret)
             self.role_secrets[role] = secret.attach(cluster)
-        self._rotate(cluster.secret, cluster.connections, "admin")
+        admin_rotation = self._rotate(cluster.secret, cluster.connections, "admin")
+        # the schedule rotates at once when created, and the cluster takes logins only once its writer
+        # instance is up: CloudFormation would otherwise make the schedule beside the cluster, before
+        # the instance (aws-cdk#17265); the deploy truth's rotation-order rule checks it
+        assert admin_rotation is not None
+        admin_rotation.node.add_dependency(cluster.node.find_child("Writer"))
         for role, secret in self.role_secrets.items():
             self._rotate(secret, cluster.connections, role)
         # Every login through the proxy is IAM: the proxy alone holds the passwords.
@@ -270,7 +275,9 @@ class DatabaseStack(Stack):
             "hybridsync:routes", "the VPC's own routes (-c existing_db_endpoints=false)"
         )
 
-    def _rotate(self, secret: Any, database: ec2.Connections, whose: str) -> None:
+    def _rotate(
+        self, secret: Any, database: ec2.Connections, whose: str
+    ) -> secretsmanager.RotationSchedule | None:
         """Single-user rotation every `db_rotation_days`: AWS's hosted function, in the database's
         network (a group the database and the Secrets Manager endpoint admit), sets the login's new
         password with its current one. The admin's is scheduled here (its login comes with the
@@ -282,9 +289,9 @@ class DatabaseStack(Stack):
         elif self.cluster is None and not context.read(self, "existing_db_endpoints"):
             self._routes_given(group)
         if whose == "admin":
-            self._schedule(self, secret, group)
-        else:
-            self.role_rotation_groups[whose] = group
+            return self._schedule(self, secret, group)
+        self.role_rotation_groups[whose] = group
+        return None
 
     def rotate_roles(self, scope: Construct, after: Construct) -> None:
         """Each role's rotation schedule, in `scope`'s stack and after `after` (the Users step, which

@@ -36,6 +36,8 @@ LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
 # takes at most 10 metrics)
 ENGINE_OPERATIONS = ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", "Scan", "BatchGetItem",
                      "BatchWriteItem", "TransactWriteItems")  # fmt: skip
+# the operations that change items, as DynamoDB names them in its metrics' `Operation` dimension
+WRITE_OPERATIONS = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems")
 # each direction's function (construct id) -> its service and what it carries, and where its runbook
 # looks when its freshness passes the threshold
 FRESHNESS_PERIODS = 3  # 5-minute periods in a row over the threshold before a freshness alarm fires
@@ -433,17 +435,29 @@ class MonitoringStack(Stack):
         changes go. The table took writes and the stream took no record for 15 minutes; and the
         stream refusing DynamoDB's puts (Kinesis guide, "Monitoring the Amazon Kinesis Data Streams
         service with CloudWatch": IncomingRecords, WriteProvisionedThroughputExceeded per StreamName).
-        DynamoDB's own replication metrics need a `DelegatedOperation` value its guide does not give."""
+        DynamoDB's own replication metrics need a `DelegatedOperation` value its guide does not give.
+
+        The table's writes are its *successful* write requests (SuccessfulRequestLatency's
+        SampleCount, "the number of successful requests", per write operation), not the write
+        capacity it consumed: a conditional write whose condition fails still consumes write capacity
+        and changes nothing (DynamoDB guide, "Working with items": "Capacity units consumed by
+        conditional writes"), so no record is due, and the engine makes such writes (version guards)."""
         for name, stream in sorted(data.kinesis_streams.items()):
             table = data.tables[name].table_name
-            writes = cloudwatch.Metric(namespace="AWS/DynamoDB", metric_name="ConsumedWriteCapacityUnits",
-                                       dimensions_map={"TableName": table}, statistic="Sum",
-                                       period=FIVE_MINUTES)  # fmt: skip
+            writes = {
+                f"writes{operation.lower()}": cloudwatch.Metric(
+                    namespace="AWS/DynamoDB", metric_name="SuccessfulRequestLatency",
+                    dimensions_map={"TableName": table, "Operation": operation}, statistic="SampleCount",
+                    period=FIVE_MINUTES,
+                )
+                for operation in WRITE_OPERATIONS
+            }  # fmt: skip
             incoming = stream.metric_incoming_records(statistic="Sum", period=FIVE_MINUTES)
             stalled = cloudwatch.MathExpression(
-                expression="IF(FILL(writes, 0) > 0 AND FILL(incoming, 0) == 0, 1, 0)",
-                using_metrics={"writes": writes, "incoming": incoming},
-                label="writes that reached no Kinesis record",
+                # SUM of an array: the operations that had no successful request have no datapoint
+                expression='IF(FILL(SUM(METRICS("writes")), 0) > 0 AND FILL(incoming, 0) == 0, 1, 0)',
+                using_metrics={**writes, "incoming": incoming},
+                label="successful writes that reached no Kinesis record",
                 period=FIVE_MINUTES,
             )
             self.alarm(

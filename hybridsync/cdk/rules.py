@@ -42,6 +42,16 @@ PAGES = {
     "rds-tls": f"{DOCS}/AmazonRDS/latest/UserGuide/UsingWithRDS.SSL.html",
     "rotation-order": f"{DOCS}/AWSCloudFormation/latest/UserGuide/"
     "aws-resource-secretsmanager-rotationschedule.html",
+    # "An explicit deny in any of these policies overrides the allow" (IAM's policy evaluation logic)
+    "deny": f"{DOCS}/IAM/latest/UserGuide/reference_policies_evaluation-logic.html",
+    # a proxy's target group: "Currently, this property must be set to default"; a target's role:
+    # READ_WRITE | READ_ONLY | UNKNOWN (RDS API, DBProxyTarget)
+    "proxy-target-group": f"{DOCS}/AWSCloudFormation/latest/UserGuide/"
+    "aws-resource-rds-dbproxytargetgroup.html",
+    "proxy-target-role": f"{DOCS}/AmazonRDS/latest/APIReference/API_DBProxyTarget.html",
+    # "To use a private hosted zone, you must set the following VPC attributes to true:
+    # enableDnsHostnames and enableDnsSupport" (EC2 API, CreateVpcEndpoint PrivateDnsEnabled)
+    "endpoint-vpc-dns": f"{DOCS}/AWSEC2/latest/APIReference/API_CreateVpcEndpoint.html",
     # "No more than two processes at most should be reading from the same streams shard at the
     # same time" (Change data capture for DynamoDB Streams: reading and processing a stream)
     "stream-readers": f"{DOCS}/amazondynamodb/latest/developerguide/Streams.html#Streams.Processing",
@@ -136,6 +146,8 @@ PUBLISHED: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "ConsumedReadCapacityUnits": _TABLE,
         "ConsumedWriteCapacityUnits": _TABLE,
         "SystemErrors": [("Operation", "TableName")],
+        # its SampleCount is "the number of successful requests"
+        "SuccessfulRequestLatency": [("Operation", "TableName")],
     },
     # Kinesis: "Monitoring the Amazon Kinesis Data Streams service with Amazon CloudWatch", basic
     # stream-level metrics (streams/latest/dev/monitoring-with-cloudwatch.html)
@@ -151,14 +163,22 @@ PUBLISHED: dict[str, dict[str, list[tuple[str, ...]]]] = {
     },
 }
 SECRET_TYPES = ("AWS::SecretsManager::Secret", "AWS::SecretsManager::SecretTargetAttachment")
-# Dimensions whose values AWS names (DynamoDB's metrics page: `Operation` is the API operation)
+# Dimensions whose values AWS names: DynamoDB's metrics page (`Operation` is the API operation); RDS
+# Proxy's `TargetGroup` is its one target group, `default` (AWS::RDS::DBProxyTargetGroup
+# TargetGroupName: "must be set to default"), and `TargetRole` a target's role (DBProxyTarget Role)
 PUBLISHED_VALUES: dict[tuple[str, str], set[str]] = {
     ("AWS/DynamoDB", "Operation"): {
         "PutItem", "DeleteItem", "UpdateItem", "GetItem", "BatchGetItem", "Scan", "Query", "BatchWriteItem",
         "TransactWriteItems", "TransactGetItems", "ExecuteTransaction", "BatchExecuteStatement",
         "ExecuteStatement",
     },
+    ("AWS/RDS", "TargetGroup"): {"default"},
+    ("AWS/RDS", "TargetRole"): {"READ_WRITE", "READ_ONLY"},
 }  # fmt: skip
+VALUE_PAGES = {
+    ("AWS/RDS", "TargetGroup"): "proxy-target-group",
+    ("AWS/RDS", "TargetRole"): "proxy-target-role",
+}
 CANARY = "DoctorCanary"  # the alarm `hybridsync doctor` drives: its metric is never emitted, on purpose
 
 # Interface endpoints of services that have no private DNS: the client must be given the endpoint's
@@ -332,6 +352,78 @@ def _allows(statements: list[tuple[str, dict[str, Any]]], action: str) -> bool:
     )
 
 
+def _names_action(statement: dict[str, Any], action: str) -> bool:
+    """Whether a statement is about `action`: its Action matches it, or its NotAction does not."""
+
+    def matches(patterns: Any) -> bool:
+        return any(
+            re.fullmatch(re.escape(str(p)).replace(r"\*", ".*").replace(r"\?", "."), action, re.I)
+            for p in _listed(patterns)
+        )
+
+    if "NotAction" in statement:
+        return not matches(statement["NotAction"])
+    return matches(statement.get("Action"))
+
+
+# Conditions a Deny may carry that the callers these rules judge never meet: every AWS SDK and
+# service principal calls over TLS (`aws:SecureTransport` true: CDK's `enforce_ssl`), and a Deny of
+# *other* accounts' or sources' calls (the negated operators on aws:SourceAccount / aws:SourceArn,
+# the confused-deputy guard) leaves the stacks' own alarms alone.
+_NEGATED = ("StringNotEquals", "StringNotLike", "ArnNotEquals", "ArnNotLike")
+_SOURCE_KEYS = {"aws:sourceaccount", "aws:sourcearn", "aws:sourceowner"}
+
+
+def _condition_spares(condition: Any) -> bool:
+    """Whether a Deny's condition can be shown never to hold for the stacks' own calls (any other
+    condition may hold: the Deny counts)."""
+    if not isinstance(condition, dict) or not condition:
+        return False
+    for operator, keys in condition.items():
+        if not isinstance(keys, dict):
+            return False
+        for key, value in keys.items():
+            secure = operator == "Bool" and key.lower() == "aws:securetransport"
+            if secure and [str(v).lower() for v in _listed(value)] == ["false"]:
+                return True
+            if operator.removeprefix("ForAnyValue:") in _NEGATED and key.lower() in _SOURCE_KEYS:
+                return True
+    return False
+
+
+def _principal_covers(statement: dict[str, Any], service: str | None) -> bool:
+    """Whether a resource policy's statement applies to `service`'s principal (None: an identity
+    policy's statement, which has none and applies to its role)."""
+    if service is None or "Principal" not in statement:
+        return "NotPrincipal" not in statement
+    principal = statement["Principal"]
+    if principal == "*":
+        return True
+    if not isinstance(principal, dict):
+        return False
+    return "*" in _listed(principal.get("AWS")) or service in _listed(principal.get("Service"))
+
+
+def denials(
+    statements: list[tuple[str, dict[str, Any]]],
+    action: str,
+    service: str | None = None,
+    covers: Any = lambda _stack, _resource: True,
+) -> list[dict[str, Any]]:
+    """The Deny statements that may refuse `action` (to `service`'s principal, on a resource
+    `covers(stack, Resource)` says they name): an explicit deny overrides every allow (IAM's policy
+    evaluation logic), and a condition counts unless it can be shown never to hold."""
+    return [
+        statement
+        for stack, statement in statements
+        if statement.get("Effect") == "Deny"
+        and _names_action(statement, action)
+        and _principal_covers(statement, service)
+        and ("Resource" not in statement or covers(stack, statement["Resource"]))
+        and not _condition_spares(statement.get("Condition"))
+    ]  # fmt: skip
+
+
 # --- routes out of a VPC -------------------------------------------------------------------------
 
 
@@ -438,11 +530,11 @@ def reach(
         if given:
             return {"*": given}
     subnet_ids = {s for s in (templates.target(stack, x) for x in subnets) if s}
-    tables = {
-        templates.target(ident[0], a["Properties"]["RouteTableId"])
-        for ident, a in templates.resources("AWS::EC2::SubnetRouteTableAssociation")
-        if templates.target(ident[0], a["Properties"]["SubnetId"]) in subnet_ids
-    }
+    tables: dict[Id, set[Id | None]] = {s: set() for s in subnet_ids}  # each subnet's route tables
+    for ident, a in templates.resources("AWS::EC2::SubnetRouteTableAssociation"):
+        subnet = templates.target(ident[0], a["Properties"]["SubnetId"])
+        if subnet in tables:
+            tables[subnet].add(templates.target(ident[0], a["Properties"]["RouteTableId"]))
     reached: dict[str, str] = {}
     for ident, endpoint in templates.resources("AWS::EC2::VPCEndpoint"):
         properties = endpoint["Properties"]
@@ -453,8 +545,11 @@ def reach(
             continue
         service, where = _endpoint_service(templates, ident[0], endpoint), f"{ident[0]}/{ident[1]}"
         if properties.get("VpcEndpointType") == "Gateway":
+            # a gateway endpoint is a route: only a subnet whose route table has it reaches the
+            # service, and Lambda may run a function in any of the subnets it is given, so every one
+            # of them must have it, or the calls from the others time out
             routes = {templates.target(ident[0], r) for r in properties.get("RouteTableIds", [])}
-            if tables & routes:
+            if tables and all(found & routes for found in tables.values()):
                 reached[service] = f"gateway endpoint {where}"
             continue
         admitted = any(
@@ -499,6 +594,22 @@ def _alarm_actions(templates: Templates) -> Iterator[tuple[Id, Id | None, Any]]:
             yield ident, templates.target(ident[0], action), action
 
 
+def _names(templates: Templates, stack: str, named: Any, *, resource: Id) -> bool:
+    """Whether a statement's Resource may name `resource`: `*`, a reference to it, or a literal
+    pattern (an ARN this module cannot resolve is taken to name it)."""
+    items = _listed(named)
+    if "*" in items or resource in templates.mentions(stack, named):
+        return True
+    return any(isinstance(item, str) for item in items)
+
+
+def _shown(statements: list[dict[str, Any]]) -> str:
+    return "; ".join(
+        f"Sid {s['Sid']}" if s.get("Sid") else json.dumps(s.get("Condition") or s.get("Action"))[:80]
+        for s in statements
+    )
+
+
 def _principal_services(statement: dict[str, Any]) -> set[str]:
     principal = statement.get("Principal", {})
     return set(_listed(principal.get("Service"))) if isinstance(principal, dict) else set()
@@ -506,7 +617,8 @@ def _principal_services(statement: dict[str, Any]) -> set[str]:
 
 def topic_rules(templates: Templates) -> list[Finding]:
     """Every alarm action reaches its topic: a topic policy replaces SNS's default one, so it must let
-    CloudWatch publish; an encrypted topic's key lets CloudWatch use it, and is never AWS's own."""
+    CloudWatch publish; an encrypted topic's key lets CloudWatch use it, and is never AWS's own; and
+    no Deny in either takes it back (an explicit deny overrides every allow)."""
     findings, seen = [], set()
     for _, topic, _ in _alarm_actions(templates):
         if topic is None or topic in seen:
@@ -518,6 +630,21 @@ def topic_rules(templates: Templates) -> list[Finding]:
                 continue
             statements = [(ident[0], s) for s in _listed(policy["Properties"]["PolicyDocument"]["Statement"])]
             publishers = [s for _, s in statements if "cloudwatch.amazonaws.com" in _principal_services(s)]
+            if denied := denials(
+                statements,
+                "sns:Publish",
+                "cloudwatch.amazonaws.com",
+                functools.partial(_names, templates, resource=topic),
+            ):
+                findings.append(
+                    Finding(
+                        "alarm-topic-policy",
+                        where,
+                        f"its topic policy denies cloudwatch.amazonaws.com sns:Publish ({_shown(denied)}), "
+                        "which no Allow overrides: an alarm may fail to notify",
+                        PAGES["deny"],
+                    )
+                )
             if not _allows([(ident[0], s) for s in publishers], "sns:Publish"):
                 findings.append(
                     Finding(
@@ -555,7 +682,16 @@ def topic_rules(templates: Templates) -> list[Finding]:
         statements = [(key_id[0], s) for s in _listed(resource["Properties"]["KeyPolicy"]["Statement"])]  # type: ignore[index]
         cloudwatch = [(st, s) for st, s in statements if "cloudwatch.amazonaws.com" in _principal_services(s)]
         for needed in ("kms:Decrypt", "kms:GenerateDataKey"):
-            if not _allows(cloudwatch, needed):
+            if denied := denials(statements, needed, "cloudwatch.amazonaws.com"):  # a key policy: its key
+                findings.append(
+                    Finding(
+                        "alarm-topic-key",
+                        where,
+                        f"its key's policy denies cloudwatch.amazonaws.com {needed} ({_shown(denied)})",
+                        PAGES["deny"],
+                    )
+                )
+            elif not _allows(cloudwatch, needed):
                 findings.append(
                     Finding(
                         "alarm-topic-key",
@@ -650,6 +786,65 @@ def _engine_services(templates: Templates) -> set[tuple[str, str]]:
     return found
 
 
+# A dimension whose value names a resource of the stacks: the resource's type, and what of it the
+# value must be (`Ref`, or an attribute): each service's metrics page names the dimension's value (a
+# queue's name, not its URL, which is an SQS queue's Ref; a table's name; a proxy's name...)
+NAMED_BY: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
+    ("AWS/Lambda", "FunctionName"): (("AWS::Lambda::Function",), "Ref"),
+    ("AWS/Lambda", "EventSourceMappingUUID"): (("AWS::Lambda::EventSourceMapping",), "Ref"),
+    ("AWS/SQS", "QueueName"): (("AWS::SQS::Queue",), "QueueName"),
+    ("AWS/ApiGateway", "ApiId"): (("AWS::ApiGatewayV2::Api",), "Ref"),
+    ("AWS/RDS", "ProxyName"): (("AWS::RDS::DBProxy",), "Ref"),
+    ("AWS/RDS", "DBClusterIdentifier"): (("AWS::RDS::DBCluster",), "Ref"),
+    ("AWS/DynamoDB", "TableName"): (("AWS::DynamoDB::Table", "AWS::DynamoDB::GlobalTable"), "Ref"),
+    ("AWS/Kinesis", "StreamName"): (("AWS::Kinesis::Stream",), "Ref"),
+}
+
+
+def _reference(templates: Templates, stack: str, value: Any) -> tuple[Id, str] | None:
+    """The resource a value is a reference to, and how (`Ref`, or the attribute a GetAtt reads),
+    through CDK's exports (None: a literal)."""
+    if not isinstance(value, dict):
+        return None
+    if "Ref" in value and not str(value["Ref"]).startswith("AWS::"):
+        return (stack, value["Ref"]), "Ref"
+    if "Fn::GetAtt" in value:
+        logical, attribute = value["Fn::GetAtt"]
+        return (stack, logical), attribute
+    if "Fn::ImportValue" in value and value["Fn::ImportValue"] in templates.exports:
+        return _reference(templates, *templates.exports[value["Fn::ImportValue"]])
+    return None
+
+
+def _wrong_references(templates: Templates, stack: str, namespace: str, dimensions: dict[str, Any]) -> str:
+    """What is wrong with the dimensions that name a resource of the stacks (empty: nothing): a
+    resource of another type, a reference to something else of it than the metric's name or id, or
+    a global secondary index its table does not have."""
+    wrong = []
+    for dimension, value in sorted(dimensions.items()):
+        expected = NAMED_BY.get((namespace, dimension))
+        found = _reference(templates, stack, value)
+        resource = templates.get(found[0]) if found else None
+        if expected is None or found is None or resource is None:
+            continue
+        kinds, how = expected
+        if resource["Type"] not in kinds or found[1] != how:
+            named = f"{found[0][0]}/{found[0][1]} ({resource['Type']})"
+            wrong.append(f"{dimension} is the {found[1]} of {named}; AWS publishes it with the {how} of "
+                         f"an {' or '.join(kinds)}")  # fmt: skip
+        elif dimension == "TableName" and isinstance(
+            index := dimensions.get("GlobalSecondaryIndexName"), str
+        ):
+            indexes = {
+                i.get("IndexName") for i in resource.get("Properties", {}).get("GlobalSecondaryIndexes", [])
+            }
+            if index not in indexes:
+                wrong.append(
+                    f"GlobalSecondaryIndexName={index}: {found[0][0]}/{found[0][1]} has no such index"
+                )
+    return "; ".join(wrong)
+
+
 def metric_rules(templates: Templates) -> list[Finding]:
     """Every alarm watches a metric stream that exists: a namespace, metric and dimension set AWS
     publishes, or a metric one of the engine's functions emits with the dimensions it emits it with."""
@@ -679,12 +874,21 @@ def metric_rules(templates: Templates) -> list[Finding]:
                     )
                     findings.append(Finding("alarm-metric", where, message, PAGES["mapping-metrics"]))
                     continue
+                elif wrong_reference := _wrong_references(templates, ident[0], namespace, dimensions):
+                    message = f"{namespace} {name}: {wrong_reference}"
                 elif wrong := sorted(
-                    f"{d}={v}"
+                    (d, v)
                     for d, v in dimensions.items()
                     if isinstance(v, str) and v not in PUBLISHED_VALUES.get((namespace, d), {v})
                 ):
-                    message = f"{namespace} {name} is never published with {', '.join(wrong)}"
+                    shown = ", ".join(
+                        f"{d}={v} (AWS's values: {', '.join(sorted(PUBLISHED_VALUES[(namespace, d)]))})"
+                        for d, v in wrong
+                    )
+                    pages = [VALUE_PAGES[(namespace, d)] for d, _ in wrong if (namespace, d) in VALUE_PAGES]
+                    message = f"{namespace} {name} is never published with {shown}"
+                    findings.append(Finding("alarm-metric", where, message, PAGES[(pages or ["metrics"])[0]]))
+                    continue
                 else:
                     continue
                 findings.append(Finding("alarm-metric", where, message, PAGES["metrics"]))
@@ -707,16 +911,34 @@ def metric_rules(templates: Templates) -> list[Finding]:
 
 
 def network_rules(templates: Templates) -> list[Finding]:
-    """Every VPC-attached function and rotation reaches every service it calls; an interface endpoint
-    has private DNS only where its service supports it. Routes the stacks say are the team's
-    (`hybridsync:routes`, `-c existing_db_endpoints=false`) reach everything: no template shows them,
-    so `hybridsync doctor --deployed` checks them instead."""
+    """Every VPC-attached function and rotation reaches every service it calls (a gateway endpoint
+    from every one of its subnets); an interface endpoint has private DNS only where its service
+    supports it, and in a VPC of the templates whose DNS attributes let it answer. Routes the stacks
+    say are the team's (`hybridsync:routes`, `-c existing_db_endpoints=false`) reach everything: no
+    template shows them, so `hybridsync doctor --deployed` checks them instead."""
     findings = []
     for ident, endpoint in templates.resources("AWS::EC2::VPCEndpoint"):
         service = _endpoint_service(templates, ident[0], endpoint)
         if endpoint["Properties"].get("VpcEndpointType") == "Interface" and endpoint["Properties"].get(
             "PrivateDnsEnabled", False
         ):
+            for vpc in templates.mentions(ident[0], endpoint["Properties"].get("VpcId")):
+                attributes = (templates.get(vpc) or {}).get("Properties", {})
+                if (templates.get(vpc) or {}).get("Type") != "AWS::EC2::VPC":
+                    continue
+                # AWS::EC2::VPC's defaults: EnableDnsSupport true, EnableDnsHostnames false
+                off = [name for name, default in (("EnableDnsSupport", True), ("EnableDnsHostnames", False))
+                       if str(attributes.get(name, default)).lower() != "true"]  # fmt: skip
+                if off:
+                    findings.append(
+                        Finding(
+                            "vpc-endpoint-dns",
+                            f"{ident[0]}/{ident[1]}",
+                            f"an interface endpoint with private DNS in VPC {vpc[0]}/{vpc[1]}, whose "
+                            f"{' and '.join(off)} is not true: AWS requires both for private DNS",
+                            PAGES["endpoint-vpc-dns"],
+                        )
+                    )
             if service in NO_PRIVATE_DNS:
                 findings.append(
                     Finding(
@@ -759,7 +981,8 @@ def network_rules(templates: Templates) -> list[Finding]:
                     "vpc-route",
                     found.function,
                     f"calls {service} ({why}) but has no route to it "  # type: ignore[union-attr]
-                    "from its VPC: no gateway endpoint, no interface endpoint admitting its "
+                    "from its VPC: no gateway endpoint on every one of its subnets' route tables, no "
+                    "interface endpoint admitting its "
                     "security group (with private DNS, or its name given to the client), no NAT",
                     PAGES["lambda-vpc"],
                 )
@@ -816,6 +1039,12 @@ KMS_NEEDS: dict[tuple[str, str], tuple[tuple[str, ...], str]] = {
     ("AWS::DynamoDB::GlobalTable", "dynamodb:GetRecords"): (("kms:Decrypt",), "stream-key"),
     ("AWS::Kinesis::Stream", "kinesis:GetRecords"): (("kms:Decrypt",), "kinesis-key"),
 }
+
+
+def _on_key(templates: Templates, key_text: str, key: set[Id], stack: str, named: Any) -> bool:
+    """Whether a statement's Resource names a key: `*`, its ARN, or a reference to it."""
+    named_key = templates.mentions(stack, named) & key
+    return bool(key_text in json.dumps(named) or "*" in _listed(named) or named_key)
 
 
 def _secrets_of(templates: Templates, stack: str, value: Any) -> set[Id]:
@@ -880,18 +1109,26 @@ def kms_rules(templates: Templates) -> list[Finding]:
             if needs is None or key is None:
                 continue
             key_text = templates.text(resource_id[0], key)
+            on_key = functools.partial(_on_key, templates, key_text, templates.mentions(resource_id[0], key))
             for kms in needs[0]:
                 granted = any(
                     s.get("Effect") == "Allow"
                     and any(re.fullmatch(a.replace("*", ".*"), kms, re.I) for a in _listed(s.get("Action")))
-                    and (
-                        key_text in json.dumps(s.get("Resource"))
-                        or "*" in _listed(s.get("Resource"))
-                        or templates.mentions(st, s.get("Resource")) & templates.mentions(resource_id[0], key)
-                    )
+                    and on_key(st, s.get("Resource"))
                     for st, s in statements
                 )
-                if not granted:
+                if denied := denials(statements, kms, covers=on_key):
+                    findings.append(
+                        Finding(
+                            "kms-actions",
+                            who,
+                            f"{action} on {resource_id[0]}/{resource_id[1]} (under {key_text}) needs {kms} "
+                            f"on that key, which its role denies ({_shown(denied)}): an explicit deny "
+                            "overrides every allow",
+                            PAGES["deny"],
+                        )
+                    )
+                elif not granted:
                     findings.append(
                         Finding(
                             "kms-actions",
@@ -954,7 +1191,10 @@ def trust_rules(templates: Templates) -> list[Finding]:
 def order_rules(templates: Templates) -> list[Finding]:
     """A login's password is rotated only once the login exists: a schedule rotates at once when it
     is created, so the schedule of a secret whose login a deploy step makes (a custom resource whose
-    properties name the secret: the Users step) must be in that step's stack and depend on it."""
+    properties name the secret: the Users step) must be in that step's stack and depend on it; and
+    the schedule of a secret attached to a cluster (the admin's, whose login comes with it) must
+    depend on an instance of it, in its stack: a cluster answers no connection before its writer
+    instance is up, and CloudFormation makes the schedule beside the cluster (aws-cdk#17265)."""
     findings = []
     steps: dict[Id, set[Id]] = {}  # a deploy step -> the secrets whose logins it makes
     for ident, step in templates.resources("AWS::CloudFormation::CustomResource"):
@@ -964,6 +1204,19 @@ def order_rules(templates: Templates) -> list[Finding]:
     for ident, schedule in templates.resources("AWS::SecretsManager::RotationSchedule"):
         secrets = _secrets_of(templates, ident[0], schedule["Properties"]["SecretId"])
         after = {(ident[0], d) for d in _listed(schedule.get("DependsOn"))}
+        instances = _instances_of(templates, ident[0], schedule["Properties"]["SecretId"], secrets)
+        if instances and not any(i[0] != ident[0] or i in _depends_on(templates, ident) for i in instances):
+            findings.append(
+                Finding(
+                    "rotation-order",
+                    f"{ident[0]}/{ident[1]}",
+                    "may rotate before "
+                    f"{', '.join(sorted(f'{i[0]}/{i[1]}' for i in instances))} takes logins (a schedule "
+                    "rotates at once when created, and a cluster without its instance answers no "
+                    "connection): the first rotation fails; make the schedule depend on the writer instance",
+                    PAGES["rotation-order"],
+                )
+            )
         for step, named in steps.items():
             if secrets & named and step not in after:
                 findings.append(
@@ -977,6 +1230,41 @@ def order_rules(templates: Templates) -> list[Finding]:
                     )
                 )
     return findings
+
+
+def _instances_of(templates: Templates, stack: str, secret_id: Any, secrets: set[Id]) -> set[Id]:
+    """The DB instances whose logins a rotated secret holds: through its target attachment, the
+    instance it names, or the instances of the cluster it names."""
+    attachments = {a for a in templates.mentions(stack, secret_id)
+                   if (templates.get(a) or {}).get("Type") == SECRET_TYPES[1]}  # fmt: skip
+    for ident, attachment in templates.resources(SECRET_TYPES[1]):
+        if templates.mentions(ident[0], attachment["Properties"]["SecretId"]) & secrets:
+            attachments.add(ident)
+    targets = {
+        t
+        for a in attachments
+        for t in templates.mentions(a[0], (templates.get(a) or {}).get("Properties", {}).get("TargetId"))
+    }
+    found = {t for t in targets if (templates.get(t) or {}).get("Type") == "AWS::RDS::DBInstance"}
+    for ident, instance in templates.resources("AWS::RDS::DBInstance"):
+        if templates.mentions(ident[0], instance["Properties"].get("DBClusterIdentifier")) & targets:
+            found.add(ident)
+    return found
+
+
+def _depends_on(templates: Templates, resource: Id) -> set[Id]:
+    """Every resource of its stack CloudFormation creates before `resource`: its DependsOn and its
+    references, followed through."""
+    seen: set[Id] = set()
+    todo = [resource]
+    while todo:
+        current = templates.get(todo.pop()) or {}
+        stack = resource[0]
+        direct = {(stack, d) for d in _listed(current.get("DependsOn"))}
+        direct |= {m for m in templates.mentions(stack, current.get("Properties", {})) if m[0] == stack}
+        todo += list(direct - seen)
+        seen |= direct
+    return seen
 
 
 def reader_rules(templates: Templates) -> list[Finding]:

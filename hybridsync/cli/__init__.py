@@ -9,13 +9,13 @@ import io
 import os
 import sys
 
-from hybridsync.cli import adopt, costs, doctor, local, operations, reads, schema
-from hybridsync.cli.common import Commands
+from hybridsync.cli import adopt, check, costs, doctor, local, operations, reads, schema
+from hybridsync.cli.common import Commands, Parser, unreachable, version
 
 # `hybridsync --help` lists them in this order
 COMMANDS = (
-    local.add_init, local.add_up, local.add_status, doctor.add_doctor, costs.add_plan, local.add_invoke,
-    schema.add_migrations, adopt.add_load, adopt.add_aggregates, adopt.add_jobs,
+    local.add_init, local.add_up, local.add_status, doctor.add_doctor, check.add_check, costs.add_plan,
+    local.add_invoke, schema.add_migrations, adopt.add_load, adopt.add_aggregates, adopt.add_jobs,
     operations.add_reconcile, operations.add_reindex, reads.add_distinct_keys,
     costs.add_cost, operations.add_timeseries, operations.add_dead_letters,
     operations.add_failed_batches, operations.add_dashboard, reads.add_top, reads.add_model,
@@ -24,17 +24,19 @@ COMMANDS = (
 
 
 def parser() -> argparse.ArgumentParser:
-    top = argparse.ArgumentParser(
+    top = Parser(  # argparse's, which also says "did you mean --once?"
         prog="hybridsync",
         description=__doc__,
         epilog="example: hybridsync up   (then, in another shell: source .local/env && hybridsync reconcile)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    top.add_argument("--version", action="version", version=f"hybridsync {version()}")
     cli = Commands(top.add_subparsers(dest="command", required=True))
     for add in COMMANDS:
         add(cli)
-    # the usage line names the commands, not their old names kept working (`db`: `migrations`)
-    cli.subparsers.metavar = "{" + ",".join(a.dest for a in cli.subparsers._choices_actions) + "}"
+    # one word in the usage line (a list of every command overflows a terminal and the docs'
+    # column); each command is listed under it, not its old names kept working (`db`: `migrations`)
+    cli.subparsers.metavar = "COMMAND"
     return top
 
 
@@ -59,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # `hybridsync status | head`: the reader left; end quietly, as Unix tools do
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # Python's own advice (signal docs)
         return 1
+    except Exception as error:  # an endpoint that does not answer (the local app stopped): one line
+        if (line := unreachable(error)) is None:
+            raise
+        raise SystemExit(f"hybridsync {args.command}: {line}") from None
 
 
 if __name__ == "__main__":

@@ -173,12 +173,11 @@ def add_cost(cli: Commands) -> None:
         "hybridsync cost distinct-keys --keys 2000000 --items-per-key 1000 --item-size 500",
         _cost,
     )
+    patterns = ["all", "distinct-keys", "time-range", "open-orders", "price-change", "order-lines",
+                "write-sharding", "scan"]  # fmt: skip
     cost.add_argument(
-        "pattern",
-        nargs="?",
-        default="all",
-        choices=["all", "distinct-keys", "time-range", "open-orders", "price-change", "order-lines",
-                 "write-sharding", "scan"],
+        "pattern", nargs="?", default="all", choices=patterns, metavar="PATTERN",
+        help=f"one of {', '.join(patterns)} (default: all)",
     )  # fmt: skip
     for flag, default, text in (
         ("--keys", 2_000_000, "item collections (distinct partition keys)"),

@@ -111,6 +111,22 @@ class App:
     def proxies(self) -> list[Id]:
         return [ident for ident, _ in self.templates.resources("AWS::RDS::DBProxy")]
 
+    def private_dns_vpcs(self) -> list[str]:
+        """The team's own VPCs (by their literal id: `-c existing_db_vpc_id=`) that private DNS must
+        answer in: one an interface endpoint of the stacks with private DNS is in, or one whose routes
+        the stacks say are the team's (its own endpoints). Synth cannot read their attributes."""
+        found = [
+            e["Properties"]["VpcId"]
+            for _, e in self.templates.resources("AWS::EC2::VPCEndpoint")
+            if e["Properties"].get("PrivateDnsEnabled") and isinstance(e["Properties"].get("VpcId"), str)
+        ]
+        found += [
+            g["Properties"]["VpcId"]
+            for _, g in self.templates.resources("AWS::EC2::SecurityGroup")
+            if "hybridsync:routes" in g.get("Metadata", {}) and isinstance(g["Properties"].get("VpcId"), str)
+        ]
+        return sorted(set(found))
+
     def alarms(self) -> dict[Id, list[Topic | None]]:
         """Each alarm -> the topics its actions name: one of the stacks', or a team's own by its ARN
         (`-c alarm_topic_arn=`); None for an action that is not a topic."""
@@ -157,6 +173,7 @@ class Target(Protocol):
     def invoke(self, function: Id, event: dict[str, Any]) -> dict[str, Any]: ...
     def secrets(self, function: Id, variables: list[str]) -> list[str]: ...
     def proxy(self, proxy: Id) -> list[Check]: ...
+    def vpc_dns(self, vpc_id: str) -> Check: ...
     def mapping_states(self, function: Id, mappings: list[Id]) -> dict[Id, str | None]: ...
     def enable_hint(self, mapping: Id) -> str: ...
     def subscribers(self, topic: Topic) -> Check: ...
@@ -252,6 +269,31 @@ class Deployed:
                 )
         return checks
 
+    def vpc_dns(self, vpc_id: str) -> Check:
+        """Private DNS answers in a VPC only with its `enableDnsSupport` and `enableDnsHostnames` both
+        true (EC2 API, CreateVpcEndpoint PrivateDnsEnabled: "To use a private hosted zone, you must
+        set the following VPC attributes to true"): else a service's own name does not resolve to its
+        endpoint, and without a NAT the call times out."""
+        ec2, off = self.client("ec2"), []
+        try:
+            for attribute, key in (("enableDnsSupport", "EnableDnsSupport"),
+                                   ("enableDnsHostnames", "EnableDnsHostnames")):  # fmt: skip
+                answer = ec2.describe_vpc_attribute(VpcId=vpc_id, Attribute=attribute)
+                if not answer.get(key, {}).get("Value"):
+                    off.append(attribute)
+        except Exception as error:
+            return Check("network", vpc_id, False, f"cannot read its DNS attributes: {error}",
+                         "may you call ec2:DescribeVpcAttribute?")  # fmt: skip
+        if off:
+            return Check(
+                "network", vpc_id, False, f"{' and '.join(off)} off: private DNS does not answer in it",
+                "aws ec2 modify-vpc-attribute --vpc-id " + vpc_id + " --enable-dns-support / "
+                "--enable-dns-hostnames (one attribute a call)",
+            )  # fmt: skip
+        return Check(
+            "network", vpc_id, True, "enableDnsSupport and enableDnsHostnames on: private DNS answers"
+        )
+
     def mapping_states(self, function: Id, mappings: list[Id]) -> dict[Id, str | None]:
         client = self.client("lambda")
         states: dict[Id, str | None] = {}
@@ -342,6 +384,10 @@ class Local:
                 "(`hybridsync doctor --deployed` checks the proxy's targets)",
             )
         ]
+
+    def vpc_dns(self, vpc_id: str) -> Check:
+        return Check("network", vpc_id, True, "a VPC's DNS attributes are not emulated locally "
+                     "(`hybridsync doctor --deployed` reads them)")  # fmt: skip
 
     def mapping_states(self, function: Id, mappings: list[Id]) -> dict[Id, str | None]:
         # listed in the template's order, as the local app creates them
@@ -507,6 +553,11 @@ def probes(app: App, target: Target, network: Network) -> Iterator[Check]:
             yield from checks
 
 
+def vpcs(app: App, target: Target) -> Iterator[Check]:
+    for vpc_id in app.private_dns_vpcs():
+        yield target.vpc_dns(vpc_id)
+
+
 def proxies(app: App, target: Target) -> Iterator[Check]:
     found = app.proxies()
     if not found:
@@ -655,6 +706,7 @@ def run_checks(
     app: App, target: Target, network: Network, *, canary_wait_s: float = 60, with_canary: bool = True
 ) -> Iterator[Check]:
     yield from probes(app, target, network)
+    yield from vpcs(app, target)
     yield from proxies(app, target)
     yield from mappings(app, target)
     yield from topics(app, target)

@@ -218,11 +218,18 @@ def test_switching_to_kinesis_removes_no_export_the_deployed_pipeline_imports(ki
 
 def test_a_change_stream_dynamodb_stopped_writing_to_alarms(kinesis_app):
     """No consumer fails and no iterator ages when DynamoDB stops putting into the stream (a key
-    policy, a throttling stream): the writes that reached no record alarm, and the throttles."""
+    policy, a throttling stream): the writes that reached no record alarm, and the throttles. The
+    writes are the table's successful write requests: a conditional write refused (the engine's
+    version guards) consumes write capacity and makes no record, so capacity would page for nothing."""
     alarms = of_type(kinesis_app["monitoring"], "AWS::CloudWatch::Alarm")
     stalled = next(a for logical, a in alarms.items() if "ChangesNotReachingKinesis" in logical)
     expression = json.dumps(stalled["Properties"]["Metrics"])
-    assert "ConsumedWriteCapacityUnits" in expression and "IncomingRecords" in expression
+    assert "ConsumedWriteCapacityUnits" not in expression and "IncomingRecords" in expression
+    writes = [q["MetricStat"] for q in stalled["Properties"]["Metrics"] if "MetricStat" in q
+              and q["MetricStat"]["Metric"]["MetricName"] == "SuccessfulRequestLatency"]  # fmt: skip
+    assert {w["Stat"] for w in writes} == {"SampleCount"}
+    operations = {d["Value"] for w in writes for d in w["Metric"]["Dimensions"] if d["Name"] == "Operation"}
+    assert operations == {"PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems"}
     assert stalled["Properties"]["EvaluationPeriods"] == 3
     assert any("ChangeStreamThrottled" in logical for logical in alarms)
 

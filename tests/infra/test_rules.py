@@ -15,33 +15,6 @@ from tests.infra.test_database_access import ADMIN_SECRET, KEY, NETWORK, functio
 
 pytestmark = pytest.mark.infra
 STACKS = ("data", "database", "pipeline", "api", "monitoring")
-TOPIC = "arn:aws:sns:eu-west-1:123456789012:pager"
-
-
-@pytest.fixture(scope="module")
-def bundle(tmp_path_factory):
-    """A CA bundle of the project's (the RDS one, as a team downloads it), beside nothing in a package."""
-    path = tmp_path_factory.mktemp("trust") / "global-bundle.pem"
-    path.write_text("-----BEGIN CERTIFICATE-----\nMIIBtest\n-----END CERTIFICATE-----\n")
-    return str(path)
-
-
-@pytest.fixture(scope="module")
-def variants(bundle):
-    """Every variant the docs offer, synthesized (cdk-nag errors and rule findings fail the synth)."""
-    existing = {"existing_db_secret_arn": ADMIN_SECRET, "db_root_certificates": bundle, **NETWORK}
-    return {
-        "default": synthesize(),
-        "paused": synthesize(pipeline_enabled="false"),
-        "kms": synthesize(kms_key_arn=KEY, alarm_email="ops@example.com"),
-        "topic": synthesize(alarm_topic_arn=TOPIC),
-        "existing": synthesize(**existing),
-        "existing_proxy": synthesize(
-            **existing, existing_db_proxy="true", existing_db_instance_id="legacy-pg"
-        ),
-        "existing_routes": synthesize(**existing, existing_db_endpoints="false"),
-        "economy": synthesize(freshness="economy"),
-    }
 
 
 def templates(stacks: dict[str, dict]) -> rules.Templates:

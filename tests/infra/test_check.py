@@ -1,0 +1,237 @@
+"""`hybridsync check ASSEMBLY_DIR` on synthesized assemblies: every documented variant (and the
+session's real `cdk synth`) reports nothing, and a mutation of each rule's fact, one template copy
+broken on purpose, is reported with that rule (a mutation test of the deploy truth, kept in the
+suite: a rule that stops refusing its mutation fails here)."""
+
+import copy
+import json
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from hybridsync.cdk import rules
+from hybridsync.cli import main
+from tests.infra.test_database_access import of_type
+
+pytestmark = pytest.mark.infra
+Stacks = dict[str, dict]
+
+
+def write(stacks: Stacks, directory: Path) -> Path:
+    directory.mkdir(parents=True, exist_ok=True)
+    for name, template in stacks.items():
+        (directory / f"HybridSync-{name}.template.json").write_text(json.dumps(template))
+    return directory
+
+
+def check(directory: Path, capsys: pytest.CaptureFixture[str]) -> tuple[int, dict]:
+    code = main(["check", str(directory), "--json"])
+    return code, json.loads(capsys.readouterr().out)
+
+
+def named(stacks: Stacks, stack: str, prefix: str, kind: str | None = None) -> dict:
+    return next(r for k, r in stacks[stack]["Resources"].items()
+                if k.startswith(prefix) and (kind is None or r["Type"] == kind))  # fmt: skip
+
+
+def test_every_documented_variant_and_the_real_synth_report_nothing(
+    variants, cloud_assembly, tmp_path, capsys
+):
+    for name, stacks in variants.items():
+        code, report = check(write(stacks, tmp_path / name), capsys)
+        assert (code, report["findings"]) == (0, []), name
+        assert report["stacks"] == 5, name
+    assert main(["check", str(cloud_assembly)]) == 0
+    out, err = capsys.readouterr()
+    assert out == "" and "0 finding(s)" in err
+
+
+# --- the mutations: (variant, what breaks, the rule that must report it, a word of its message) ----
+
+
+def topic_policy_without_cloudwatch(stacks: Stacks) -> None:
+    (policy,) = of_type(stacks["monitoring"], "AWS::SNS::TopicPolicy").values()
+    statements = policy["Properties"]["PolicyDocument"]["Statement"]
+    statements[:] = [s for s in statements if s["Effect"] == "Deny"]  # enforce_ssl's Deny alone
+
+
+def topic_policy_denying_cloudwatch_under_a_condition(stacks: Stacks) -> None:
+    (policy,) = of_type(stacks["monitoring"], "AWS::SNS::TopicPolicy").values()
+    topic = policy["Properties"]["Topics"][0]
+    policy["Properties"]["PolicyDocument"]["Statement"].append({
+        "Sid": "NoAlarmsAtNight", "Effect": "Deny", "Principal": {"Service": "cloudwatch.amazonaws.com"},
+        "Action": "sns:Publish", "Resource": topic,
+        "Condition": {"DateGreaterThan": {"aws:CurrentTime": "2026-01-01T22:00:00Z"}},
+    })  # fmt: skip
+
+
+def topic_under_the_aws_managed_key(stacks: Stacks) -> None:
+    (topic,) = of_type(stacks["monitoring"], "AWS::SNS::Topic").values()
+    topic["Properties"]["KmsMasterKeyId"] = "alias/aws/sns"
+
+
+def proxy_alarm_role_misspelt(stacks: Stacks) -> None:
+    alarm = named(stacks, "monitoring", "ProxyAvailability")["Properties"]
+    next(d for d in alarm["Dimensions"] if d["Name"] == "TargetRole")["Value"] = "READ_WRTIE"
+
+
+def proxy_alarm_group_renamed(stacks: Stacks) -> None:
+    alarm = named(stacks, "monitoring", "ProxyAvailability")["Properties"]
+    next(d for d in alarm["Dimensions"] if d["Name"] == "TargetGroup")["Value"] = "primary"
+
+
+def queue_alarm_on_the_queues_url(stacks: Stacks) -> None:
+    for alarm in of_type(stacks["monitoring"], "AWS::CloudWatch::Alarm").values():
+        for dimension in alarm["Properties"].get("Dimensions", []):
+            if dimension["Name"] == "QueueName":  # the export of its GetAtt QueueName, as its Ref (URL)
+                exported = dimension["Value"]["Fn::ImportValue"]
+                for output in stacks["pipeline"]["Outputs"].values():
+                    if output.get("Export", {}).get("Name") == exported and "Fn::GetAtt" in output["Value"]:
+                        output["Value"] = {"Ref": output["Value"]["Fn::GetAtt"][0]}
+
+
+def index_alarm_on_a_missing_index(stacks: Stacks) -> None:
+    for alarm in of_type(stacks["monitoring"], "AWS::CloudWatch::Alarm").values():
+        for dimension in alarm["Properties"].get("Dimensions", []):
+            if dimension["Name"] == "GlobalSecondaryIndexName":
+                dimension["Value"] = "OrdersByTme"
+
+
+def no_streams_endpoint(stacks: Stacks) -> None:
+    (streams,) = [k for k in of_type(stacks["database"], "AWS::EC2::VPCEndpoint") if "Streams" in k]
+    del stacks["database"]["Resources"][streams]
+
+
+def dynamodb_gateway_on_one_subnet(stacks: Stacks) -> None:
+    gateway = named(stacks, "database", "VpcDynamoDb", "AWS::EC2::VPCEndpoint")["Properties"]
+    assert len(gateway["RouteTableIds"]) == 2
+    gateway["RouteTableIds"] = gateway["RouteTableIds"][:1]
+
+
+def dynamodb_endpoint_with_private_dns(stacks: Stacks) -> None:
+    endpoint = named(stacks, "database", "DynamoDbEndpoint", "AWS::EC2::VPCEndpoint")
+    endpoint["Properties"]["PrivateDnsEnabled"] = True
+
+
+def vpc_without_dns_hostnames(stacks: Stacks) -> None:
+    (vpc,) = of_type(stacks["database"], "AWS::EC2::VPC").values()
+    del vpc["Properties"]["EnableDnsHostnames"]  # CloudFormation's default: false
+
+
+def role_without_kms(stacks: Stacks) -> None:
+    for name, policy in of_type(stacks["pipeline"], "AWS::IAM::Policy").items():
+        if name.startswith("UsersFunction"):
+            statements = policy["Properties"]["PolicyDocument"]["Statement"]
+            statements[:] = [s for s in statements if "kms:" not in json.dumps(s["Action"])]
+
+
+def role_denying_kms_decrypt(stacks: Stacks) -> None:
+    policy = named(stacks, "pipeline", "UsersFunction", "AWS::IAM::Policy")
+    policy["Properties"]["PolicyDocument"]["Statement"].append(
+        {"Effect": "Deny", "Action": "kms:Decrypt", "Resource": "*"}
+    )
+
+
+def direct_connection_on_certifi(stacks: Stacks) -> None:
+    for function in of_type(stacks["pipeline"], "AWS::Lambda::Function").values():
+        function["Properties"].get("Environment", {}).get("Variables", {}).pop("DB_SSLROOTCERT", None)
+
+
+def role_rotated_before_its_login(stacks: Stacks) -> None:
+    for schedule in of_type(stacks["pipeline"], "AWS::SecretsManager::RotationSchedule").values():
+        schedule.pop("DependsOn")
+
+
+def admin_rotated_before_the_writer(stacks: Stacks) -> None:
+    (schedule,) = of_type(stacks["database"], "AWS::SecretsManager::RotationSchedule").values()
+    assert any(d.startswith("ClusterWriter") for d in schedule["DependsOn"])
+    schedule.pop("DependsOn")
+
+
+def third_stream_reader(stacks: Stacks) -> None:
+    mappings = of_type(stacks["pipeline"], "AWS::Lambda::EventSourceMapping")
+    own = copy.deepcopy(next(m for k, m in mappings.items() if k.startswith("WriteBack")))
+    stacks["pipeline"]["Resources"]["TeamsOwnConsumer"] = own
+
+
+def _kinesis_stream(stacks: Stacks) -> dict:
+    resources = stacks["data"]["Resources"]
+    resources["ChangeStream"] = {"Type": "AWS::Kinesis::Stream", "Properties": {}}
+    return resources
+
+
+def twenty_one_fan_out_consumers(stacks: Stacks) -> None:
+    resources = _kinesis_stream(stacks)
+    for i in range(21):
+        resources[f"Consumer{i}"] = {"Type": "AWS::Kinesis::StreamConsumer", "Properties": {
+            "ConsumerName": f"c{i}", "StreamARN": {"Fn::GetAtt": ["ChangeStream", "Arn"]}}}  # fmt: skip
+
+
+def six_shared_readers(stacks: Stacks) -> None:
+    resources = _kinesis_stream(stacks)
+    for i in range(6):
+        resources[f"Reader{i}"] = {"Type": "AWS::Lambda::EventSourceMapping", "Properties": {
+            "FunctionName": f"reader-{i}", "EventSourceArn": {"Fn::GetAtt": ["ChangeStream", "Arn"]},
+        }}  # fmt: skip
+
+
+def realtime_mapping_with_a_window(stacks: Stacks) -> None:
+    mappings = of_type(stacks["pipeline"], "AWS::Lambda::EventSourceMapping")
+    next(m for k, m in mappings.items() if k.startswith("WriteBack"))["Properties"][
+        "MaximumBatchingWindowInSeconds"
+    ] = 5
+
+
+MUTATIONS: dict[str, tuple[str, Callable[[Stacks], None], str, str]] = {
+    "topic policy without CloudWatch": ("default", topic_policy_without_cloudwatch, "alarm-topic-policy",
+                                        "no alarm can notify"),
+    "topic policy denying CloudWatch": ("default", topic_policy_denying_cloudwatch_under_a_condition,
+                                        "alarm-topic-policy", "denies cloudwatch.amazonaws.com sns:Publish"),
+    "topic under AWS's key": ("default", topic_under_the_aws_managed_key, "alarm-topic-key", "AWS-managed"),
+    "proxy alarm's TargetRole": ("default", proxy_alarm_role_misspelt, "alarm-metric",
+                                 "TargetRole=READ_WRTIE"),
+    "proxy alarm's TargetGroup": ("default", proxy_alarm_group_renamed, "alarm-metric",
+                                  "TargetGroup=primary"),
+    "queue alarm on the queue's URL": ("default", queue_alarm_on_the_queues_url, "alarm-metric",
+                                       "AWS publishes it with the QueueName"),
+    "index alarm on a missing index": ("default", index_alarm_on_a_missing_index, "alarm-metric",
+                                       "has no such index"),
+    "no Streams endpoint": ("default", no_streams_endpoint, "vpc-route", "dynamodbstreams"),
+    "DynamoDB gateway on one subnet": ("default", dynamodb_gateway_on_one_subnet, "vpc-route",
+                                       "calls dynamodb"),
+    "DynamoDB private DNS": ("existing", dynamodb_endpoint_with_private_dns, "vpc-endpoint-dns",
+                             "does not support it"),
+    "VPC without DNS hostnames": ("default", vpc_without_dns_hostnames, "vpc-endpoint-dns",
+                                  "EnableDnsHostnames"),
+    "role without KMS": ("kms", role_without_kms, "kms-actions", "which its role lacks"),
+    "role denying kms:Decrypt": ("kms", role_denying_kms_decrypt, "kms-actions", "which its role denies"),
+    "direct connection on certifi": ("existing", direct_connection_on_certifi, "database-trust", "certifi"),
+    "role rotated before its login": ("default", role_rotated_before_its_login, "rotation-order",
+                                      "makes its login"),
+    "admin rotated before the writer": ("default", admin_rotated_before_the_writer, "rotation-order",
+                                        "takes logins"),
+    "third stream reader": ("default", third_stream_reader, "stream-readers", "3 readers"),
+    "21 fan-out consumers": ("default", twenty_one_fan_out_consumers, "kinesis-fan-out", "21 enhanced"),
+    "6 shared readers": ("default", six_shared_readers, "kinesis-shared-readers", "6 shared-throughput"),
+    "realtime window": ("default", realtime_mapping_with_a_window, "freshness", "waits up to 5 s"),
+}  # fmt: skip
+
+
+def test_every_rule_has_a_mutation():
+    source = Path(rules.__file__).read_text()
+    said = set(re.findall(r'Finding\(\s*"([a-z-]+)"', source))
+    assert said == {rule for _, _, rule, _ in MUTATIONS.values()}
+
+
+@pytest.mark.parametrize("mutation", MUTATIONS)
+def test_each_mutation_is_reported_with_its_rule(mutation, variants, tmp_path, capsys):
+    variant, mutate, rule, word = MUTATIONS[mutation]
+    stacks = copy.deepcopy(variants[variant])
+    mutate(stacks)
+    code, report = check(write(stacks, tmp_path), capsys)
+    assert code == 1 and not report["ok"]
+    assert {f["rule"] for f in report["findings"]} == {rule}, report["findings"]
+    assert any(word in f["message"] for f in report["findings"]), report["findings"]
+    assert all(f["source"].startswith("https://") for f in report["findings"])

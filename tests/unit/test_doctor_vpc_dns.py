@@ -1,0 +1,53 @@
+"""`hybridsync doctor --deployed` reads the DNS attributes of the team's own VPC (`-c
+existing_db_vpc_id=`): interface endpoints with private DNS answer only where `enableDnsSupport` and
+`enableDnsHostnames` are both true (EC2 API, CreateVpcEndpoint), and synth cannot read an existing
+VPC. moto stands in for EC2 (a new VPC: DNS support on, DNS hostnames off)."""
+
+from __future__ import annotations
+
+import boto3
+from moto import mock_aws
+
+from hybridsync.cdk import rules
+from hybridsync.cli import doctor as cli
+
+REGION = "us-east-1"
+
+
+def app(vpc_id: str, private_dns: bool = True) -> cli.App:
+    endpoint = {"Type": "AWS::EC2::VPCEndpoint", "Properties": {
+        "VpcId": vpc_id, "VpcEndpointType": "Interface", "PrivateDnsEnabled": private_dns}}  # fmt: skip
+    made = {
+        "Type": "AWS::EC2::VPCEndpoint",
+        "Properties": {"VpcId": {"Ref": "Vpc"}, "PrivateDnsEnabled": True},
+    }
+    return cli.App(rules.Templates({"Shop-database": {"Resources": {"Secrets": endpoint, "Ours": made}}}))
+
+
+def target() -> cli.Deployed:
+    deployed = cli.Deployed.__new__(cli.Deployed)  # no stacks to read: only its EC2 client is asked
+    deployed.client = lambda service, **_: boto3.client(service, region_name=REGION)
+    return deployed
+
+
+@mock_aws
+def test_a_team_vpc_without_dns_hostnames_fails_naming_the_attribute_and_passes_once_set():
+    ec2 = boto3.client("ec2", region_name=REGION)
+    vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    assert app(vpc).private_dns_vpcs() == [vpc]  # the stacks' own VPC (a reference) is synth's to judge
+    (check,) = cli.vpcs(app(vpc), target())
+    assert not check.ok and check.subject == vpc
+    assert check.message.startswith("enableDnsHostnames off") and "modify-vpc-attribute" in check.fix
+    ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
+    (check,) = cli.vpcs(app(vpc), target())
+    assert check.ok, check
+
+
+@mock_aws
+def test_a_vpc_doctor_cannot_read_is_a_failure_not_a_traceback():
+    (check,) = cli.vpcs(app("vpc-0123456789abcdef0"), target())
+    assert not check.ok and "cannot read its DNS attributes" in check.message
+
+
+def test_no_private_dns_no_check():
+    assert app("vpc-0123456789abcdef0", private_dns=False).private_dns_vpcs() == []

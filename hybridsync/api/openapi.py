@@ -17,6 +17,7 @@ from hybridsync.model.declare import ID_LENGTH, Entity, Field, FieldType
 from hybridsync.model.limits import DEPTH
 
 ROUTES: dict[str, dict[str, dict[str, Any]]] = {}  # OpenAPI path -> method -> operation
+SHAPES: dict[str, dict[str, Any]] = {}  # entity name -> the schema of its values in an answer
 ERROR = {
     "type": "object",
     "required": ["statusCode", "message"],
@@ -45,11 +46,13 @@ def describe(
     responses: dict[int, str] | None = None,
     parameters: dict[str, Schema] | None = None,
     path_schemas: dict[str, Schema] | None = None,
+    returns: Schema | None = None,
 ) -> None:
     """Record one route: `query` names (or `(name, schema)` pairs, `(name, schema, True)` for a
     required one) of its query parameters, `parameters` the schemas of the shared ones, `body` its
-    body's JSON schema, `path_schemas` those of path parameters that are not ids (a number). Its tag
-    is its path's first segment (the resource); `summarize` adds its handler's summary."""
+    body's JSON schema, `path_schemas` those of path parameters that are not ids (a number),
+    `returns` the schema of its 2xx answers' body (`shape`, `listing`). Its tag is its path's first
+    segment (the resource); `summarize` adds its handler's summary."""
     path = re.sub(r"<(\w+)>", r"{\1}", rule)
     shared = parameters or {}
     ids = {"type": "string", "minLength": 1, "maxLength": ID_LENGTH}
@@ -74,6 +77,10 @@ def describe(
                     "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}},
         },
     }  # fmt: skip
+    if returns is not None:
+        for status, answer in operation["responses"].items():
+            if status.startswith("2") and status != "204":
+                answer["content"] = {"application/json": {"schema": returns}}
     if body is not None:
         operation["requestBody"] = {"required": True, "content": {"application/json": {"schema": body}}}
     ROUTES.setdefault(path, {})[method.lower()] = operation
@@ -96,7 +103,7 @@ def document(title: str, version: str) -> dict[str, Any]:
         "openapi": "3.1.0",
         "info": {"title": title, "version": version},
         "paths": {path: dict(sorted(methods.items())) for path, methods in sorted(ROUTES.items())},
-        "components": {"schemas": {"Error": ERROR}},
+        "components": {"schemas": {"Error": ERROR} | dict(sorted(SHAPES.items()))},
     }
 
 
@@ -110,6 +117,8 @@ def field_schema(f: Field) -> dict[str, Any]:
         schema = {"type": "string"} | ({"maxLength": f.max_length} if f.max_length else {})
     elif f.type in (FieldType.INTEGER, FieldType.DECIMAL):
         schema = {"type": "integer" if f.type is FieldType.INTEGER else "number"}
+        if f.type is FieldType.DECIMAL:
+            schema["description"] = "read exactly, never as a binary float; an answer gives it as a string"
         if f.min is not None:
             schema["minimum"] = _number(f.min)
         if f.max is not None:
@@ -125,6 +134,55 @@ def field_schema(f: Field) -> dict[str, Any]:
     else:
         schema = {"type": "string", "contentEncoding": "base64"}
     return schema
+
+
+def decimal_pattern(scale: int | None) -> str:
+    """What a DECIMAL field's string is in an answer (`web.decimal_text`, `convert.fixed`)."""
+    if scale is None:
+        return "^-?[0-9]+(\\.[0-9]*[1-9])?$"  # canonical: no exponent, no trailing zeros
+    return "^-?[0-9]+$" if scale == 0 else f"^-?[0-9]+\\.[0-9]{{{scale}}}$"
+
+
+DECIMAL_SHOWN = (
+    'an exact decimal, as a JSON string whatever its value (`"120"`, `"12.5"`): a JSON number '
+    "would be read as a binary float by most clients, which cannot hold `0.1` exactly"
+)
+
+
+def shown_schema(f: Field) -> dict[str, Any]:
+    """What a field is in an answer (`web.shown`): one JSON type per field type. A DECIMAL is an
+    exact decimal string; any other type is what its requests send."""
+    if f.type is not FieldType.DECIMAL:
+        return field_schema(f)
+    scale = "" if f.scale is None else f", with exactly {f.scale} digits after the point"
+    return {"type": "string", "pattern": decimal_pattern(f.scale), "description": DECIMAL_SHOWN + scale}
+
+
+def shape(entity: Entity, extra: dict[str, Schema] | None = None) -> Schema:
+    """The schema of an entity's values in an answer (registered once, in the document's
+    components), with `extra` keys of the route's own (an order's `Lines`)."""
+    properties = shown_properties(entity)
+    SHAPES[entity.name] = {"type": "object", "properties": properties, "additionalProperties": False}
+    if not extra:
+        return {"$ref": f"#/components/schemas/{entity.name}"}
+    return {"type": "object", "properties": properties | extra, "additionalProperties": False}
+
+
+def shown_properties(entity: Entity) -> dict[str, Schema]:
+    """Each of the entity's fields as an answer shows it (`shown_schema`)."""
+    return {f.attribute: shown_schema(f) for f in entity.all_fields}
+
+
+CURSOR = {"type": ["string", "null"], "description": "the next page's cursor; null on the last page"}
+
+
+def listing(**members: Schema) -> Schema:
+    """An answer holding named lists and values: `listing(orders=array(shape(ORDER)), cursor=CURSOR)`."""
+    return {"type": "object", "properties": members, "required": list(members)}
+
+
+def array(items: Schema) -> Schema:
+    return {"type": "array", "items": items}
 
 
 def _number(value: Any) -> int | float:

@@ -14,7 +14,7 @@ import binascii
 import functools
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from datetime import date
 from decimal import Decimal
 from typing import Any
@@ -28,8 +28,8 @@ from aws_lambda_powertools.metrics import MetricUnit
 from hybridsync.api import openapi
 from hybridsync.dynamodb import cursors
 from hybridsync.model import keys, limits
-from hybridsync.model.convert import from_json, jsonable
-from hybridsync.model.declare import ID_LENGTH, Entity
+from hybridsync.model.convert import fixed, from_json, jsonable
+from hybridsync.model.declare import ID_LENGTH, Entity, Field, FieldType
 from hybridsync.model.errors import Invalid
 from hybridsync.reads import cache, rankings
 from hybridsync.runtime import clients
@@ -74,10 +74,12 @@ Handler = Callable[..., Response]
 
 def route(method: str, rule: str, *, query: tuple[Any, ...] = (), body: dict[str, Any] | None = None,
           responses: dict[int, str] | None = None,
-          path: dict[str, dict[str, Any]] | None = None) -> Callable[[Handler], Handler]:  # fmt: skip
+          path: dict[str, dict[str, Any]] | None = None,
+          returns: dict[str, Any] | None = None) -> Callable[[Handler], Handler]:  # fmt: skip
     """Register a route and describe it (`hybridsync.api.openapi`): the query parameters it reads
     (names of `QUERY`, `(name, schema)`, or `(name, schema, True)` when required), the JSON schema
-    of its body, its answers, the schemas of its path parameters that are not ids (`path`); its
+    of its body, its answers, the schemas of its path parameters that are not ids (`path`), the
+    schema of its answers' body (`returns`: `openapi.shape(ENTITY)` for what `shown` renders); its
     summary is its handler's docstring. Its path parameters
     arrive percent-decoded (`Z%C3%BCrich` is `Zürich`, `%23` is a `#` the key checks then refuse),
     as API Gateway leaves them encoded in the path. A path parameter that is not UTF-8 once
@@ -85,7 +87,7 @@ def route(method: str, rule: str, *, query: tuple[Any, ...] = (), body: dict[str
     route runs; a cursor given out by this route, for this query, is the only one it takes."""
     ROUTES.setdefault(rule, set()).add(method)
     openapi.describe(method, rule, query=query, body=body, responses=responses, parameters=QUERY,
-                     path_schemas=path)  # fmt: skip
+                     path_schemas=path, returns=returns)  # fmt: skip
 
     def register(handler: Callable[..., Response]) -> Callable[..., Response]:
         openapi.summarize(method, rule, handler.__doc__)
@@ -188,8 +190,82 @@ def cached(lookups: list[cache.Lookup]) -> dict[str, str]:
 
 
 def respond(body: Any, headers: dict[str, str] | None = None, status: int = 200) -> Response:
-    """JSON, numbers exact: integers as integers, other decimals as strings ("24.99")."""
-    return Response(status, content_types.APPLICATION_JSON, jsonable(body), headers or {})
+    """JSON. An entity's values are rendered by `shown` (one JSON type per field type); any other
+    number stays exact: an integral one as an integer, another as a decimal string."""
+    text = None if body is None else _dumps(jsonable(body))
+    return Response(status, content_types.APPLICATION_JSON, text, headers or {})
+
+
+# --- one JSON type per field type --------------------------------------------------------------
+
+
+class Number(str):
+    """The text of a JSON number, written as it is (`_dumps`): a JSON field's numbers come back as
+    the numbers stored, exactly, never through a binary float."""
+
+
+def shown(entity: Entity, values: Mapping[str, Any]) -> dict[str, Any]:
+    """The entity's declared fields among `values` (never its keys, TTL or sync bookkeeping), each
+    as its type's one JSON type, whichever side it was read from and whatever its value:
+
+    - INTEGER: a JSON integer (`3`);
+    - DECIMAL: a JSON string holding the exact decimal (`"120"`, `"12.5"`; with a declared scale,
+      that many digits after the point: `"12.50"`), never a number a client would parse as a binary
+      float (`openapi.shown_schema` documents it);
+    - JSON: the object or array stored, its numbers as JSON numbers, exactly;
+    - STRING and TIMESTAMP: strings; BOOLEAN: true or false; BINARY: base64.
+
+    `values` may be raw (numbers as Decimal) or already JSON-ready (`views.public`)."""
+    return {
+        f.attribute: field_shown(f, values[f.attribute]) for f in entity.all_fields if f.attribute in values
+    }
+
+
+def field_shown(f: Field, value: Any) -> Any:
+    if value is None:
+        return None
+    if f.type is FieldType.DECIMAL:
+        number = value if isinstance(value, Decimal) else Decimal(str(value))
+        return fixed(number, f.scale) if f.scale is not None else decimal_text(number)
+    if f.type is FieldType.INTEGER:
+        return int(value)
+    if f.type is FieldType.JSON:
+        return _exact(value)
+    if f.type is FieldType.BINARY:
+        data = getattr(value, "value", value)  # boto3 decodes a B as Binary
+        return base64.b64encode(data).decode() if isinstance(data, bytes | bytearray) else data
+    return jsonable(value)
+
+
+def decimal_text(number: Decimal) -> str:
+    """An exact decimal in DynamoDB's canonical form: no exponent, no trailing zeros (`"120"`,
+    `"12.5"`), so a view read from PostgreSQL and the same view read from DynamoDB print alike."""
+    if number == number.to_integral_value():
+        return str(int(number))
+    return format(number, "f").rstrip("0")
+
+
+def _exact(value: Any) -> Any:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, Decimal | int):
+        return Number(decimal_text(Decimal(value)) if value == int(value) else str(value))
+    if isinstance(value, dict):
+        return {k: _exact(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_exact(v) for v in value]
+    return value
+
+
+def _dumps(value: Any) -> str:
+    """Compact JSON, a `Number` written as the number it holds."""
+    if isinstance(value, Number):
+        return str.__str__(value)
+    if isinstance(value, dict):
+        return "{" + ",".join(f"{json.dumps(str(k))}:{_dumps(v)}" for k, v in value.items()) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ",".join(_dumps(v) for v in value) + "]"
+    return json.dumps(value, separators=(",", ":"), default=str)
 
 
 def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:

@@ -240,9 +240,12 @@ from {package}.model import CUSTOMER, INVOICE, TOTALS
 
 INVOICE_FIELDS = ("IssuedAt", "Amount", "Status")
 INVOICE_BODY = openapi.fields(INVOICE, INVOICE_FIELDS)
+# what each route answers, the model's fields only, one JSON type per field type (`shown`)
+INVOICE_SHOWN = openapi.shape(INVOICE)
+TOP = openapi.listing(month={{"type": "string"}}, customers=openapi.array(openapi.shape(TOTALS.entity)))
 
 
-@route("PUT", "/customers/<customer_id>/invoices/<invoice_id>", body=INVOICE_BODY)
+@route("PUT", "/customers/<customer_id>/invoices/<invoice_id>", body=INVOICE_BODY, returns=INVOICE_SHOWN)
 def put_invoice(customer_id: str, invoice_id: str) -> Response:
     """Write an invoice in DynamoDB, its master: the stream carries it to PostgreSQL and into
     CustomerTotals."""
@@ -252,7 +255,7 @@ def put_invoice(customer_id: str, invoice_id: str) -> Response:
     return respond(shown(INVOICE, writes.put(dynamodb(), table(), INVOICE, values)))
 
 
-@get("/customers/<customer_id>/invoices/<invoice_id>")
+@get("/customers/<customer_id>/invoices/<invoice_id>", returns=INVOICE_SHOWN)
 def get_invoice(customer_id: str, invoice_id: str) -> Response:
     """An invoice, read from DynamoDB."""
     key = {{"CustomerId": ident("customer id", customer_id), "InvoiceId": ident("invoice id", invoice_id)}}
@@ -262,7 +265,7 @@ def get_invoice(customer_id: str, invoice_id: str) -> Response:
     return respond(shown(INVOICE, item))
 
 
-@get("/customers/<customer_id>")
+@get("/customers/<customer_id>", returns=openapi.shape(CUSTOMER))
 def customer(customer_id: str) -> Response:
     key = {{"CustomerId": ident("customer id", customer_id)}}
     found = cache.get(dynamodb(), table(), engine(), CUSTOMER, key)
@@ -271,11 +274,11 @@ def customer(customer_id: str) -> Response:
     return respond(shown(CUSTOMER, found.item), cached([found]))
 
 
-@get("/customers/top")
+@get("/customers/top", returns=TOP)
 def top_customers() -> Response:
     """The month's top customers by total (`?month=2026-11`; this month by default)."""
     this_month = datetime.now(UTC).strftime("%Y-%m")
-    month = period(None, app.current_event.get_query_string_value("month", None) or this_month)
+    month = period(None, app.current_event.get_query_string_value("month", this_month))
     top = rankings.top_of(dynamodb(), table(), TOTALS, month, top_n())
     return respond({{"month": month, "customers": [shown(TOTALS.entity, row) for row in top]}})
 '''

@@ -7,12 +7,14 @@ from __future__ import annotations
 import html
 import statistics
 from collections import Counter
+from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
 from hybridsync.local.alarms import percentiles_s
+from hybridsync.model import placing
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -130,8 +132,14 @@ def html_report(f: dict[str, Any], extra: list[Section] = ()) -> str:  # type: i
         *_freshness_sections(f.get("freshness", {})),
         _table("DynamoDB items", ["entity", "items"], [list(i) for i in f["dynamodb_items"].items()]),
         _table("PostgreSQL rows", ["table", "live rows"], [list(i) for i in f["postgresql_rows"].items()]),
+        *(f"<p>{html.escape(gap)}</p>" for gap in f.get("gaps", [])),
         *(_table(*section) for section in extra),
-        _table("dead letters", ["consumer", "reason"], [list(d) for d in f["dead_letters"]]),
+        _table(
+            dead_letters_title(f),
+            ["consumer", "reason", "run"],
+            [[*d, "this"] for d in f["dead_letters"]]
+            + [[*d, "earlier, still pending"] for d in f.get("dead_letters_earlier", [])],
+        ),
         _table(
             "alarms, evaluated locally",
             ["alarm", "state", "reason"],
@@ -147,6 +155,81 @@ def html_report(f: dict[str, Any], extra: list[Section] = ()) -> str:  # type: i
         f'<!doctype html><html lang="en"><head><meta charset="utf-8"><title>hybridsync report</title>'
         f"<style>{style}</style></head><body>{''.join(sections)}</body></html>"
     )
+
+
+def entity_of(model: Model, table: str, item: Mapping[str, Any]) -> str:
+    """The entity an item is, placed by its table keys as reconcile and the write-back place it
+    (`hybridsync.model.placing`: a tag, if any, only confirming them), so an item a plain writer put
+    without the entity tag counts where it belongs. `?`: no entity of the model fits it (another
+    writer's item, another template's table) or it cannot be decided."""
+    from hybridsync.streams.records import Rejected
+
+    tag = item.get(model.names.entity)
+    try:
+        keys = {a.name: item.get(a.name) for a in model.table(table).key_schema()}
+        entity = placing.place(model, keys, tag, table)
+    except (KeyError, Rejected):  # not a table of the model, or keys and tag that decide nothing
+        entity = None
+    if entity is not None:
+        return entity.name
+    return "?" if tag is None else str(tag)
+
+
+def _letter_entity(model: Model, record: Any) -> tuple[str, str] | None:
+    """The entity a dead-lettered stream record's item is (its keys, as `entity_of`) and those keys;
+    None for a record without keys (an outbox row, a load's)."""
+    from hybridsync.model.convert import unmarshal
+
+    change = record.get("dynamodb") if isinstance(record, dict) else None
+    if not isinstance(change, dict) or not isinstance(change.get("Keys"), dict):
+        return None
+    try:
+        keys = unmarshal(change["Keys"])
+        image = unmarshal(change.get("NewImage") or change.get("OldImage") or {})
+    except Exception:  # a record too broken to decode: it names no entity
+        return None
+    for table in model.tables:
+        if {a.name for a in table.key_schema()} == set(keys):
+            name = entity_of(model, table.name, image | keys)
+            if name != "?":
+                return name, repr(sorted(keys.items()))
+    return None
+
+
+def gaps(model: Model, items: Mapping[str, int], rows: Mapping[str, int], waiting: list[Any],
+         since: datetime) -> list[str]:  # fmt: skip
+    """Each entity mastered in DynamoDB whose items and live rows differ, and why: the pending dead
+    letters (of the write-back) whose records are its items, this run's and earlier runs'. Both
+    counts are of the tables as they are, earlier runs' items included, so a gap an earlier run
+    left shows with its letters, not with this run's (none)."""
+    from hybridsync.model.declare import Side
+
+    letters = [
+        (_letter_entity(model, r.record), r.created_at >= since) for r in waiting if r.source == "write_back"
+    ]
+    found = []
+    for synced in model.synced():
+        if synced.master is not Side.DYNAMODB:
+            continue  # a view is a cache: fewer items than rows is normal
+        held, written = items.get(synced.name, 0), rows.get(synced.sql_table, 0)
+        if held == written:
+            continue
+        named: dict[str, bool] = {}  # the items pending write-back letters name -> named this run
+        for placed, recent in letters:
+            if placed is not None and placed[0] == synced.name:
+                named[placed[1]] = named.get(placed[1], False) or recent
+        said = f"{synced.name}: {held} items, {written} live rows in {synced.sql_table}"
+        if named:
+            now = sum(named.values())
+            said += (
+                f"; pending dead letters of the write-back name {len(named)} of its items ({now} of this "
+                f"run, {len(named) - now} of earlier runs): no row until fixed and redriven "
+                "(`hybridsync dead-letters list`)"
+            )
+        if held - written != len(named):
+            said += "; the rest of the difference: not written back yet, or drift (`hybridsync reconcile`)"
+        found.append(said)
+    return found
 
 
 def figures(
@@ -168,11 +251,13 @@ def figures(
     from hybridsync.sql.deadletters import pending
 
     verdict = workloads.verify(app.client, app.table_names, engine, model)
-    entity = model.names.entity
     scanned = verdict.items  # the model's tables, read once; any other of the template's read here
-    items = [i for name in app.table_names.values()
-             for i in (scanned[name] if name in scanned else workloads.scan(app.client, name))]  # fmt: skip
-    dynamodb = Counter(str(i.get(entity, "?")) for i in items if not views.is_missing(i))
+    dynamodb = Counter(
+        entity_of(model, logical, item)
+        for logical, name in app.table_names.items()
+        for item in (scanned[name] if name in scanned else workloads.scan(app.client, name))
+        if not views.is_missing(item)
+    )
     rows = {}
     with engine.connect() as conn:
         for synced in model.synced():
@@ -180,8 +265,10 @@ def figures(
             rows[synced.sql_table] = conn.execute(
                 sa.text(f"SELECT count(*) FROM {synced.sql_table} {live}")
             ).scalar_one()
-        since = datetime.fromtimestamp(started, UTC)  # this run's only: earlier runs' stay in the table
-        letters = [(r.source, r.reason) for r in pending(conn) if r.created_at >= since]
+        since = datetime.fromtimestamp(started, UTC)  # this run's, and what earlier runs left pending
+        waiting = pending(conn)
+    letters = [(r.source, r.reason) for r in waiting if r.created_at >= since]
+    earlier = [(r.source, r.reason) for r in waiting if r.created_at < since]
     delivered = [(at, lag) for stats in app.mapping_stats.values() for at, lag in stats.lags]
     lags = sorted(lag for _, lag in delivered)
     return {
@@ -196,6 +283,8 @@ def figures(
             for k, (a, b) in sorted(verdict.aggregate_differences().items(), key=str)
         ][:20],
         "dead_letters": letters,
+        "dead_letters_earlier": earlier,
+        "gaps": gaps(model, dynamodb, rows, waiting, since),
         "lag_p50_s": round(statistics.median(lags), 3) if lags else None,
         "lag_p99_s": round(lags[int(len(lags) * 0.99)] if lags else 0, 3),
         "records_delivered": len(lags),
@@ -206,6 +295,15 @@ def figures(
         "alarms": app.alarms.status() if app.alarms else {},
         "freshness": {d: [round(v, 1) for v in vs] for d, vs in app.freshness_values(started).items()},
     }
+
+
+def dead_letters_title(f: dict[str, Any]) -> str:
+    """`dead letters (N)`: this run's; with those earlier runs left pending, which still explain
+    items without a row (a replaced item that did not change gives no new record, nor letter)."""
+    earlier = len(f.get("dead_letters_earlier", []))
+    if not earlier:
+        return f"dead letters ({len(f['dead_letters'])})"
+    return f"dead letters ({len(f['dead_letters'])} of this run; {earlier} pending from earlier runs)"
 
 
 def good(f: dict[str, Any]) -> bool:
@@ -226,6 +324,8 @@ def show(console: Console, f: dict[str, Any], extra: list[Section] = ()) -> None
         a, b = left[n] if n < len(left) else ("", ""), right[n] if n < len(right) else ("", "")
         sides.add_row(str(a[0]), str(a[1]), str(b[0]), str(b[1]))
     console.print(sides)
+    for gap in f.get("gaps", []):
+        console.print(f"[yellow]{gap}[/yellow]")
     ok = "[green]{}[/green]", "[red]{}[/red]"
     console.print("reconcile drift: " + (ok[0] if f["drift"] == 0 else ok[1]).format(f["drift"]))
     equal = f["aggregates_equal_recount"]
@@ -247,12 +347,17 @@ def show(console: Console, f: dict[str, Any], extra: list[Section] = ()) -> None
         for row in rows:
             table.add_row(*map(str, row))
         console.print(table)
-    letters = Table(title=f"dead letters ({len(f['dead_letters'])})",
+    earlier = f.get("dead_letters_earlier", [])
+    letters = Table(title=dead_letters_title(f),
                     caption="records a consumer refused, each with its reason: their items have no row "
-                    "(`hybridsync dead-letters list`)" if f["dead_letters"] else None)  # fmt: skip
+                    "(`hybridsync dead-letters list`)" if f["dead_letters"] or earlier else None)  # fmt: skip
     letters.add_column("consumer"), letters.add_column("reason")
+    if earlier:
+        letters.add_column("run")
     for source, reason in f["dead_letters"]:
-        letters.add_row(source, reason)
+        letters.add_row(source, reason, *(["this"] if earlier else []))
+    for source, reason in earlier:
+        letters.add_row(source, reason, "earlier, still pending")
     console.print(letters)
     console.print(
         f"pipeline lag p50 {f['lag_p50_s']} s, p99 {f['lag_p99_s']} s over {f['records_delivered']} "

@@ -23,7 +23,6 @@ from hybridsync.dynamodb.views import (
     is_live,
     is_missing,
     missing_item,
-    public,
     view_item,
 )
 from hybridsync.model.convert import item_values, marshal, unmarshal
@@ -36,7 +35,9 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Lookup:
-    item: dict[str, Any] | None  # the entity's attributes and version; None: no such row
+    # the entity's own attributes and version, numbers as Decimal (a route shows them with
+    # `hybridsync.api.web.shown`: one JSON type per field type); None: no such row
+    item: dict[str, Any] | None
     hit: bool
     conflict: bool = False  # the populate lost to a newer version already in DynamoDB
 
@@ -64,7 +65,7 @@ def get(client: Any, table: str, engine: sa.Engine, entity: Entity, key_values: 
     got = client.get_item(TableName=table, Key=marshal(entity.key(key_values)))
     cached = unmarshal(got["Item"]) if "Item" in got else None
     if cached is not None and is_live(entity, cached, now):
-        return Lookup(None if is_missing(cached) else public(entity, cached), hit=True)
+        return Lookup(None if is_missing(cached) else entity.values(cached), hit=True)
 
     row = _read_row(engine, entity, key_values)
     if row is None:
@@ -81,4 +82,4 @@ def get(client: Any, table: str, engine: sa.Engine, entity: Entity, key_values: 
             raise
         log.warning("served uncached: %s %s: %s", entity.name, key_values, refused)
         return Lookup(values | {entity.names.version: int(row["version"])}, hit=False)
-    return Lookup(public(entity, item), hit=False, conflict=not stored)
+    return Lookup(entity.values(item), hit=False, conflict=not stored)

@@ -10,6 +10,7 @@ tied item is cut off arbitrarily.
 from __future__ import annotations
 
 import heapq
+import re
 from dataclasses import dataclass
 from datetime import datetime
 from decimal import Decimal
@@ -97,10 +98,17 @@ def period_of(
     """`--day 2026-11-22` or `--month 2026-11`, validated against the periods an aggregate keeps."""
     if (day is None) == (month is None):
         raise ValueError("give exactly one of day (YYYY-MM-DD) or month (YYYY-MM)")
-    period, text = (Period.DAY, day) if day else (Period.MONTH, month)
+    period, text = (Period.DAY, day) if day is not None else (Period.MONTH, month)
     if period not in periods:
-        raise ValueError(f"{'day' if day else 'month'}: this aggregate is kept by {', '.join(periods)} only")
+        raise ValueError(f"{period.value}: this aggregate is kept by {', '.join(periods)} only")
+    # the label as the aggregates write it, zero-padded and ASCII (strptime alone takes `2026-1` or
+    # `2026-11-5`, which no partition holds: an empty answer instead of a 400)
+    shape = (
+        re.escape(period.format).replace("%Y", "[0-9]{4}").replace("%m", "[0-9]{2}").replace("%d", "[0-9]{2}")
+    )
     try:
+        if not re.fullmatch(shape, str(text)):
+            raise ValueError
         datetime.strptime(str(text), period.format)
     except ValueError:
         raise ValueError(

@@ -54,7 +54,7 @@ def test_a_price_change_in_postgresql_reaches_the_read_api(handler_env, engine):
             sa.text("INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 4, 10)"),
             {"p": pid},
         )
-    assert http(api, f"/products/{pid}")[1]["Price"] == 4  # a miss populates the cache
+    assert http(api, f"/products/{pid}")[1]["Price"] == "4"  # a miss populates the cache
     with engine.begin() as conn:
         conn.execute(
             sa.text("UPDATE product_availability SET price = 3.50 WHERE product_id = :p"), {"p": pid}

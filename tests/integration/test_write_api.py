@@ -129,16 +129,45 @@ def test_publication_history_over_http(api, tag):
     assert http(api, "GET", f"{path}/titles/t1/tags")[1]["tags"] == ["db"]
 
 
+def test_an_expected_revision_is_0_for_a_new_publication_and_never_negative(api, tag):
+    """Issue 51: the document's minimum is what the route takes; 0 creates only."""
+    path = f"/publications/new-{tag}"
+    code, body, _ = http(api, "PUT", path, {"Name": "N", "Editor": "e", "ExpectedRevision": -1})
+    assert code == 400 and "ExpectedRevision must be an integer of at least 0" in body["message"]
+    assert http(api, "GET", path)[0] == 404
+    assert http(api, "PUT", path, {"Name": "N", "Editor": "e", "ExpectedRevision": 0})[0] == 200
+    code, body, _ = http(api, "PUT", path, {"Name": "Again", "Editor": "e", "ExpectedRevision": 0})
+    assert code == 409 and "revision 1" in body["message"]
+
+
 def test_a_large_review_round_trips_over_http(api, tag):
     body = "Boils fast and quietly. " * 20_000  # 480 KB: gzip in the item
     path = f"/products/p-1/reviews/r-{tag}"
-    review = {"CustomerId": "c-1", "Rating": 5, "Title": "Good", "Body": body}
+    review = {"CustomerId": "c-http", "Rating": 5, "Title": "Good", "Body": body}
     code, stored, _ = http(api, "PUT", path, review)
     assert code == 200 and stored["BodyBytes"] == len(body) and stored["Storage"] == "gzip"
     assert "Body" not in stored and "BodyGz" not in stored
     assert http(api, "GET", path)[1]["Body"] == body
     assert "Rating" in http(api, "PUT", path, review | {"Rating": 9})[1]["message"]
     assert http(api, "DELETE", path)[0] == 204
+    assert http(api, "GET", path)[0] == 404
+
+
+@pytest.mark.parametrize("customer", ["   ", " ", "nobody-x", "0", "null"])
+def test_a_review_by_a_customer_that_does_not_exist_is_a_400(api, tag, customer):
+    """Issue 51: the route checks the review's references as an order's are, for every value."""
+    path = f"/products/p-1/reviews/r-{tag}"
+    review = {"CustomerId": customer, "Rating": 5, "Title": "Good", "Body": "b"}
+    code, answer, _ = http(api, "PUT", path, review)
+    assert (code, answer["message"]) == (400, f"CustomerId: no Customer {customer!r}")
+    assert http(api, "GET", path)[0] == 404
+
+
+def test_a_review_of_a_product_that_does_not_exist_is_a_404(api, tag):
+    path = f"/products/none-{tag}/reviews/r-{tag}"
+    review = {"CustomerId": "c-http", "Rating": 5, "Title": "Good", "Body": "b"}
+    code, answer, _ = http(api, "PUT", path, review)
+    assert (code, answer["message"]) == (404, f"no product 'none-{tag}'")
     assert http(api, "GET", path)[0] == 404
 
 

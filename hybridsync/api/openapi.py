@@ -13,6 +13,7 @@ import re
 from decimal import Decimal
 from typing import Any
 
+from hybridsync.model.convert import DECIMAL_TEXT
 from hybridsync.model.declare import ID_LENGTH, Entity, Field, FieldType
 from hybridsync.model.limits import DEPTH
 
@@ -117,8 +118,11 @@ def field_schema(f: Field) -> dict[str, Any]:
         schema = {"type": "string"} | ({"maxLength": f.max_length} if f.max_length else {})
     elif f.type in (FieldType.INTEGER, FieldType.DECIMAL):
         schema = {"type": "integer" if f.type is FieldType.INTEGER else "number"}
-        if f.type is FieldType.DECIMAL:
-            schema["description"] = "read exactly, never as a binary float; an answer gives it as a string"
+        if f.type is FieldType.DECIMAL:  # a number, or the exact string an answer gives back
+            schema = {"type": ["number", "string"], "pattern": f"^{DECIMAL_TEXT.pattern}$"}
+            schema["description"] = (
+                "read exactly, never as a binary float: a JSON number, or a decimal string as answers give it"
+            )
         if f.min is not None:
             schema["minimum"] = _number(f.min)
         if f.max is not None:

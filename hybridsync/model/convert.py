@@ -7,6 +7,7 @@ from __future__ import annotations
 import base64
 import functools
 import json
+import re
 from collections.abc import Callable, Mapping
 from decimal import Context, Decimal
 from typing import Any
@@ -299,6 +300,10 @@ def jsonable(value: Any) -> Any:
 
 # --- a JSON request body -> item values ------------------------------------------------------
 
+# A DECIMAL as the API writes it (a JSON string: hybridsync.api.web.shown), or as JSON's number
+# grammar has it; nothing Python's Decimal also reads ("NaN", "1_000", " 1", "Infinity").
+DECIMAL_TEXT = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?", re.ASCII)
+
 
 def from_json(
     entity: Entity, body: Any, attributes: tuple[str, ...], *, partial: bool = False
@@ -319,6 +324,8 @@ def from_json(
             if f.required and f.default is None and not partial:
                 raise Invalid(name, f"{name} is required")
             continue  # a default is filled in by the item
+        if f.type is FieldType.DECIMAL and type(value) is str and DECIMAL_TEXT.fullmatch(value):
+            value = Decimal(value)  # what the API answers with (an exact decimal string), sent back
         try:
             converted = CONVERTERS[f.type](f, value)
         except Rejected as error:

@@ -75,3 +75,23 @@ def test_binary_is_base64_and_no_body_is_no_body():
     assert web.shown(THING, {"Blob": Binary(b"\x00\xff")}) == {"Blob": "AP8="}
     assert web.respond(None, status=204).body is None
     assert json.loads(web.respond({"a": Decimal("2.5"), "b": [Decimal(2)]}).body) == {"a": "2.5", "b": [2]}
+
+
+def test_a_decimal_an_answer_gives_is_taken_back_exactly_and_nothing_else_that_python_reads():
+    from hybridsync.model.convert import from_json
+    from hybridsync.model.errors import Invalid
+
+    answered = web.shown(THING, {"ThingId": "t", "Count": Decimal(2), "Amount": Decimal("12.5"),
+                                 "Price": Decimal("3.10")})  # fmt: skip
+    body = json.loads(json.dumps(answered), parse_float=Decimal, parse_int=Decimal)  # as a request's
+    sent = from_json(THING, body, ("ThingId", "Count", "Amount", "Price"))
+    assert (sent["Amount"], sent["Price"]) == (Decimal("12.5"), Decimal("3.10"))
+    schema = openapi.field_schema(THING.field("Amount"))
+    for text in ("12.5", "-0.01", "1E+3", "120"):
+        jsonschema.validate(text, schema)
+        assert from_json(THING, {"Amount": text}, ("Amount",), partial=True)["Amount"] == Decimal(text)
+    for text in ("NaN", "Infinity", "1_000", " 1", "0x10", "1.", ".5", "twelve"):  # Decimal reads some
+        with pytest.raises(Invalid, match="Amount"):
+            from_json(THING, {"Amount": text}, ("Amount",), partial=True)
+        with pytest.raises(jsonschema.ValidationError):
+            jsonschema.validate(text, schema)

@@ -162,6 +162,8 @@ def example_value(name: str, schema: dict[str, Any]) -> Any:
     if schema.get("enum"):
         return schema["enum"][0]
     kind = schema.get("type")
+    if isinstance(kind, list):  # one of several types (a DECIMAL: number or string): the first
+        return example_value(name, schema | {"type": kind[0]})
     if kind in ("integer", "number"):
         low, high = schema.get("minimum"), schema.get("maximum")
         wanted = 1 if kind == "integer" else 10
@@ -172,8 +174,6 @@ def example_value(name: str, schema: dict[str, Any]) -> Any:
         return [example_value(name, schema.get("items", {}))]
     if kind == "object":
         return example_body(schema)
-    if isinstance(kind, list):
-        return {}
     if schema.get("format") == "date" or "ISO-8601" in schema.get("description", ""):
         return "2026-11-22"
     if schema.get("format") == "date-time":

@@ -117,9 +117,9 @@ class DatabaseStack(Stack):
             _rotated_after_its_login(secret)
             self.role_secrets[role] = secret.attach(cluster)
         admin_rotation = self._rotate(cluster.secret, cluster.connections, "admin")
-        # the schedule rotates at once when created, and the cluster takes logins only once its writer
-        # instance is up: CloudFormation would otherwise make the schedule beside the cluster, before
-        # the instance (aws-cdk#17265); the deploy truth's rotation-order rule checks it
+        # the schedule rotates at once when created (RotateImmediatelyOnUpdate, true by default), and the
+        # cluster takes logins only once its writer instance is up: CloudFormation would otherwise make
+        # the schedule beside the cluster, before the instance; the rotation-order rule checks it
         assert admin_rotation is not None
         admin_rotation.node.add_dependency(cluster.node.find_child("Writer"))
         for role, secret in self.role_secrets.items():

@@ -371,7 +371,7 @@ def _names_action(statement: dict[str, Any], action: str) -> bool:
 # *other* accounts' or sources' calls (the negated operators on aws:SourceAccount / aws:SourceArn,
 # the confused-deputy guard) leaves the stacks' own alarms alone.
 _NEGATED = ("StringNotEquals", "StringNotLike", "ArnNotEquals", "ArnNotLike")
-_SOURCE_KEYS = {"aws:sourceaccount", "aws:sourcearn", "aws:sourceowner"}
+_ACCOUNT_KEYS = {"aws:sourceaccount", "aws:sourceowner"}  # CloudWatch sends both to SNS
 
 
 def _condition_spares(condition: Any) -> bool:
@@ -386,7 +386,11 @@ def _condition_spares(condition: Any) -> bool:
             secure = operator == "Bool" and key.lower() == "aws:securetransport"
             if secure and [str(v).lower() for v in _listed(value)] == ["false"]:
                 return True
-            if operator.removeprefix("ForAnyValue:") in _NEGATED and key.lower() in _SOURCE_KEYS:
+            # a negated test of the source spares the stacks' own calls only when it names their own
+            # account: with any other value, or a key the call lacks, it holds ("the condition is
+            # true" when the key is absent: IAM condition operators)
+            own = all(v == {"Ref": "AWS::AccountId"} for v in _listed(value))
+            if operator in _NEGATED and key.lower() in _ACCOUNT_KEYS and own:
                 return True
     return False
 
@@ -394,6 +398,11 @@ def _condition_spares(condition: Any) -> bool:
 def _principal_covers(statement: dict[str, Any], service: str | None) -> bool:
     """Whether a resource policy's statement applies to `service`'s principal (None: an identity
     policy's statement, which has none and applies to its role)."""
+    if service is not None and "NotPrincipal" in statement:  # every principal it does not name
+        excluded = statement["NotPrincipal"]
+        return excluded != "*" and not (
+            isinstance(excluded, dict) and service in _listed(excluded.get("Service"))
+        )
     if service is None or "Principal" not in statement:
         return "NotPrincipal" not in statement
     principal = statement["Principal"]
@@ -1194,7 +1203,9 @@ def order_rules(templates: Templates) -> list[Finding]:
     properties name the secret: the Users step) must be in that step's stack and depend on it; and
     the schedule of a secret attached to a cluster (the admin's, whose login comes with it) must
     depend on an instance of it, in its stack: a cluster answers no connection before its writer
-    instance is up, and CloudFormation makes the schedule beside the cluster (aws-cdk#17265)."""
+    instance is up, and CloudFormation makes the schedule beside the cluster: Secrets Manager
+    rotates a secret at once when its schedule is made (RotationSchedule's RotateImmediatelyOnUpdate,
+    true by default), and a cluster takes no login before it has an instance."""
     findings = []
     steps: dict[Id, set[Id]] = {}  # a deploy step -> the secrets whose logins it makes
     for ident, step in templates.resources("AWS::CloudFormation::CustomResource"):

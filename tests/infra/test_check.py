@@ -67,6 +67,23 @@ def topic_policy_denying_cloudwatch_under_a_condition(stacks: Stacks) -> None:
     })  # fmt: skip
 
 
+def topic_policy_denying_all_but_s3(stacks: Stacks) -> None:
+    (policy,) = of_type(stacks["monitoring"], "AWS::SNS::TopicPolicy").values()
+    policy["Properties"]["PolicyDocument"]["Statement"].append({
+        "Effect": "Deny", "NotPrincipal": {"Service": "s3.amazonaws.com"}, "Action": "sns:Publish",
+        "Resource": policy["Properties"]["Topics"][0],
+    })  # fmt: skip
+
+
+def topic_policy_denying_other_accounts_but_naming_the_wrong_one(stacks: Stacks) -> None:
+    (policy,) = of_type(stacks["monitoring"], "AWS::SNS::TopicPolicy").values()
+    policy["Properties"]["PolicyDocument"]["Statement"].append({
+        "Effect": "Deny", "Principal": "*", "Action": "sns:Publish",
+        "Resource": policy["Properties"]["Topics"][0],
+        "Condition": {"StringNotEquals": {"aws:SourceAccount": "111122223333"}},
+    })  # fmt: skip
+
+
 def topic_under_the_aws_managed_key(stacks: Stacks) -> None:
     (topic,) = of_type(stacks["monitoring"], "AWS::SNS::Topic").values()
     topic["Properties"]["KmsMasterKeyId"] = "alias/aws/sns"
@@ -189,6 +206,11 @@ MUTATIONS: dict[str, tuple[str, Callable[[Stacks], None], str, str]] = {
                                         "no alarm can notify"),
     "topic policy denying CloudWatch": ("default", topic_policy_denying_cloudwatch_under_a_condition,
                                         "alarm-topic-policy", "denies cloudwatch.amazonaws.com sns:Publish"),
+    "topic policy denying all but S3": ("default", topic_policy_denying_all_but_s3, "alarm-topic-policy",
+                                        "denies cloudwatch.amazonaws.com sns:Publish"),
+    "topic policy denying another account's": ("default",
+                                               topic_policy_denying_other_accounts_but_naming_the_wrong_one,
+                                               "alarm-topic-policy", "denies cloudwatch.amazonaws.com"),
     "topic under AWS's key": ("default", topic_under_the_aws_managed_key, "alarm-topic-key", "AWS-managed"),
     "proxy alarm's TargetRole": ("default", proxy_alarm_role_misspelt, "alarm-metric",
                                  "TargetRole=READ_WRTIE"),

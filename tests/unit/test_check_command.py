@@ -90,3 +90,15 @@ def test_a_nested_assembly_is_checked_on_its_own(tmp_path, capsys):
     write(root / "assembly-Prod", BROKEN)
     assert main(["check", str(root)]) == 1
     assert capsys.readouterr().out.startswith("[alarm-topic-policy] assembly-Prod:App-monitoring/Topic: ")
+
+
+def test_a_deny_negating_the_source_spares_cloudwatch_only_when_it_names_the_stacks_own_account():
+    from hybridsync.cdk import rules
+
+    def deny(account: object) -> list:
+        statement = {"Effect": "Deny", "Principal": "*", "Action": "sns:Publish", "Resource": "*",
+                     "Condition": {"StringNotEquals": {"aws:SourceAccount": account}}}  # fmt: skip
+        return rules.denials([("monitoring", statement)], "sns:Publish", "cloudwatch.amazonaws.com")
+
+    assert deny({"Ref": "AWS::AccountId"}) == []
+    assert len(deny("111122223333")) == 1  # another account: CloudWatch's own calls are denied

@@ -7,7 +7,8 @@ accepted_then_poisoned (each of the last four must be 0), accepted, routes, requ
 rate is the local app's on this machine (one function worker per request), not the API's.
 
 The full run sends 20,000 requests; --quick 5,000; --smoke 300 (the same code path and JSON keys).
-A run that finds anything exits 1 with the first requests that did, to send again.
+A run that finds anything exits 1, printing each request that did (a poisoned one with its dead
+letter's reason), to send again.
 
 Usage: python bench/fuzz.py [--quick | --smoke] [--requests N] [--seed N]
 """
@@ -44,7 +45,24 @@ def main() -> None:
     figures = fuzz.run(assembly, work, requests=count, seed_value=args.seed)
     print(json.dumps(figures))
     if any(figures[name] for name in FINDINGS) or not figures["poison_replayed"]:
+        for line in failures(figures):
+            print(line, file=sys.stderr)
         raise SystemExit(1)
+
+
+def failures(figures: dict) -> list[str]:
+    """What a failing run found, one line each, to send again: every example it kept (each poisoned
+    request with its dead letter's reason), and a finding it counted but named no request for."""
+    lines = [f"FAILED {example}" for example in figures["examples"]]
+    for name in FINDINGS:
+        named = sum(example.startswith(f"{name}:") for example in figures["examples"])
+        if figures[name] and not named:
+            lines.append(f"FAILED {name}: {figures[name]} counted, and no request named for them")
+    if not figures["poison_replayed"]:
+        lines.append(
+            "FAILED poison_replayed: the 1e37 order line was not a dead letter, or the next order not counted"
+        )
+    return lines
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ the SQL schema and its migrations, the stream filters, the key of every item it 
 
 from __future__ import annotations
 
+import difflib
 import re
 import string
 from collections.abc import Callable, Mapping
@@ -261,7 +262,9 @@ class Template:
             if name:
                 regex += "(?:.+?)" if name in names else "(.+?)"
                 names += [] if name in names else [name]
-        return re.compile(regex + r"\Z"), tuple(names)
+        # DOTALL: a value may hold any character the value contract admits, line breaks included
+        # (without it, `USER#a\r\nb` fit no template and its item was dead-lettered, never synced)
+        return re.compile(regex + r"\Z", re.DOTALL), tuple(names)
 
     def read(self, key: str) -> dict[str, str] | None:
         """The placeholders' values (as text) of a key this template built, None if it does not
@@ -459,6 +462,37 @@ class Field:
                 if self.type not in (FieldType.INTEGER, FieldType.DECIMAL):
                     raise ValueError(f"{self.attribute}: {bound} is a number's (INTEGER or DECIMAL)")
                 object.__setattr__(self, bound, Decimal(getattr(self, bound)))
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"{self.attribute}: its min {self.min} is over its max {self.max}")
+        self._check_default()
+
+    def _check_default(self) -> None:
+        """A default is a value the field itself would take: one it would refuse fills every row and
+        item that lacks it, and each is refused later, far from the declaration."""
+        value, why = self.default, None
+        if value is None:
+            return
+        if isinstance(value, Decimal):
+            if self.min is not None and value < self.min:
+                why = f"is under its min {self.min}"
+            elif self.max is not None and value > self.max:
+                why = f"is over its max {self.max}"
+            elif self.scale is not None and value.as_tuple().exponent < -self.scale:  # type: ignore[operator]
+                why = f"has more digits after the point than its scale, {self.scale}"
+            else:
+                why = limits.number_problem(value)
+        elif isinstance(value, str):
+            if self.max_length is not None and len(value) > self.max_length:
+                why = f"is {len(value)} characters long, over its max_length {self.max_length}"
+            else:
+                why = limits.text_problem(value)
+        if why:
+            raise ValueError(f"{self.attribute}: its default {_shown(value)} {why}")
+
+
+def _shown(value: Any) -> str:
+    text = str(value) if isinstance(value, Decimal) else repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
 
 
 def _snake(name: str) -> str:
@@ -1117,6 +1151,66 @@ def collection(table: Table, names: Names) -> Entity:
     )
 
 
+# The columns the engine adds to an entity's SQL table, by where the entity is mastered
+# (hybridsync.sql.schema.table_of renders them; a unit test holds the two in step). A field mapped to
+# one of them would be a second column of that name: its field names another (`column=`).
+ENGINE_COLUMNS: dict[Side, tuple[str, ...]] = {
+    Side.DYNAMODB: ("version", "deleted", "stream_position", "updated_at"),
+    Side.POSTGRESQL: ("version", "updated_at"),
+}
+
+
+def _check_columns(entity: Entity) -> None:
+    """Refuse a field whose column is one the engine keeps in the entity's table, or another
+    field's: `Field("UpdatedAt", ...)` is column `updated_at` unless it says otherwise."""
+    if not entity.sql_table:
+        return
+    engine = ENGINE_COLUMNS.get(entity.master, ())
+    taken: dict[str, str] = {}
+    for f in entity.fields:
+        if f.column in engine:
+            raise ValueError(
+                f"{entity.name}.{f.attribute}: its column {f.column!r} is one the engine keeps in "
+                f"{entity.sql_table} (reserved: {', '.join(engine)}); map the field to another with "
+                f"column=, e.g. Field({f.attribute!r}, FieldType.{f.type.name}, "
+                f"column={_snake(entity.name) + '_' + f.column!r})"
+            )
+        if f.column in taken:
+            raise ValueError(
+                f"{entity.name}.{f.attribute}: its column {f.column!r} is {entity.name}.{taken[f.column]}'s "
+                f"too; give one of them another with column="
+            )
+        taken[f.column] = f.attribute
+
+
+INTEGER_SPECS = "bcdoxX"  # format types only an integer takes (`{LineNo:04d}`)
+
+
+def _check_keys_name_fields(entity: Entity) -> None:
+    """Refuse a key builder naming an attribute that is not one of the entity's fields (every item
+    would lack the key: `cannot build PK` at the first write, naming nothing), or padding a
+    placeholder as an integer that is not one."""
+    fields = {f.attribute: f for f in entity.all_fields}
+    for attribute, builder in entity.keys.items():
+        for name in sorted(reads(builder) - set(fields)):
+            close = difflib.get_close_matches(name, list(fields), n=1)
+            hint = f"; did you mean {close[0]}?" if close else ""
+            raise ValueError(
+                f"{entity.name}.{attribute}: {builder!r} names {name}, which is not a field of "
+                f"{entity.name} ({', '.join(fields)}){hint}"
+            )
+        inner = builder.then if isinstance(builder, When) else builder
+        patterns = [inner.pattern] if isinstance(inner, Template) else []
+        patterns += [inner.prefix] if isinstance(inner, Sharded) else []
+        for pattern in patterns:
+            for _, name, spec, _ in string.Formatter().parse(pattern):
+                if name and spec and spec[-1] in INTEGER_SPECS and fields[name].type is not FieldType.INTEGER:
+                    raise ValueError(
+                        f"{entity.name}.{attribute}: {pattern!r} formats {name} as an integer "
+                        f"({{{name}:{spec}}}), but it is a {fields[name].type.name}"
+                    )
+
+
 @dataclass(frozen=True, eq=False)
 class Model:
     """A whole model: its tables, entities, aggregates and time series, with the reserved names
@@ -1151,6 +1245,9 @@ class Model:
             clash = reserved & {f.attribute for f in entity.fields}
             if clash:
                 raise ValueError(f"{entity.name}: {sorted(clash)} are reserved attribute names")
+        for entity in declared:
+            _check_keys_name_fields(entity)
+            _check_columns(entity)
         for aggregate in self.aggregates:
             if aggregate.name in seen:
                 raise ValueError(f"aggregate {aggregate.name!r} has the name of an entity")
@@ -1163,7 +1260,8 @@ class Model:
                 raise ValueError(
                     f"{aggregate.name}: table {aggregate.table.name} has no index {aggregate.rank.index!r}"
                 )
-            aggregate.entity  # noqa: B018 - renders its keys now: a declaration error shows here, not at run time
+            # renders its keys now: a declaration error shows here, not at run time
+            _check_keys_name_fields(aggregate.entity)
         tables = {t.name for t in self.tables}
         for entity in self.entities:
             if entity.table.name not in tables:

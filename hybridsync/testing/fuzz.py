@@ -24,7 +24,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import quote, urlsplit
+from urllib.parse import quote, unquote, urlsplit
 
 from hypothesis import HealthCheck, Phase, given, seed, settings
 from hypothesis import strategies as st
@@ -88,6 +88,9 @@ class Figures:
     routes: Counter = field(default_factory=Counter)  # requests per operation
     statuses: Counter = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)  # the first failures, to reproduce them
+    # every accepted write: (the request as shown, its text decoded), so that what it poisoned
+    # downstream (a dead letter, drift) can be traced to it (`accepted_matching`)
+    accepted_writes: list[tuple[str, str]] = field(default_factory=list, repr=False)
 
     def failed(self, kind: str, request: Request, what: str) -> None:
         setattr(self, kind, getattr(self, kind) + 1)
@@ -268,6 +271,8 @@ def judge(
         return figures.failed("server_errors", request, f"{status} {data[:200]!r}")
     if 200 <= status < 300:
         figures.accepted += 1
+        if request.method not in ("GET", "HEAD", "OPTIONS"):
+            figures.accepted_writes.append((request.shown(), decoded(request)))
     if request.method == "HEAD" or status == 204:
         return None
     try:
@@ -289,6 +294,21 @@ def judge(
     if request.method == method and str(status) not in document["paths"][path][method.lower()]["responses"]:
         return figures.failed("schema_violations", request, f"{status} is not an answer the route declares")
     return None
+
+
+def decoded(request: Request, limit: int = 4_000) -> str:
+    """What a request carried, as text: its target percent-decoded, its body as UTF-8."""
+    body = (request.body or b"")[:limit].decode("utf-8", "surrogateescape")
+    return f"{unquote(request.target[:limit], errors='surrogateescape')} {body}"
+
+
+def accepted_matching(figures: Figures, values: list[str]) -> list[str]:
+    """The accepted writes whose text holds every one of `values` (an item's ids): the requests
+    that wrote what a consumer then refused, to send again."""
+    wanted = [v for v in values if v]
+    if not wanted:
+        return []
+    return [shown for shown, text in figures.accepted_writes if all(v in text for v in wanted)]
 
 
 def document_of(base: str) -> dict[str, Any]:

@@ -178,3 +178,53 @@ def test_a_migration_waits_for_a_lock_no_longer_than_its_timeout(empty_database)
     engine.dispose()
     migrations.upgrade(empty_database, lock_timeout_s=1)  # once the lock is gone it goes through
     assert migrations.current_revision(empty_database) == "0002"
+
+
+SHIPPING = """
+from hybridsync.model.declare import *
+
+DATA = Table("data", partition=KeyAttribute("pk"), sort=KeyAttribute("sk"), stream=NEW_AND_OLD_IMAGES)
+SHIPMENT = Entity(
+    "Shipment",
+    DATA,
+    Side.DYNAMODB,
+    fields=(
+        Field("ShipmentId", FieldType.STRING),
+        Field("UpdatedAt", FieldType.TIMESTAMP{updated}),
+        Field("Deleted", FieldType.BOOLEAN, required=False{deleted}),
+    ),
+    keys={{"pk": Template("SHIPMENT#{{ShipmentId}}"), "sk": Template("DETAILS")}},
+    sql_table="shipments",
+    sql_key=("ShipmentId",),
+)
+MODEL = Model(tables=(DATA,), entities=(SHIPMENT,))
+"""
+
+
+def test_a_field_named_like_an_engines_column_is_refused_until_it_names_its_own(empty_database, tmp_path,
+                                                                                monkeypatch):  # fmt: skip
+    """Issue 51, item 7: `UpdatedAt` and `Deleted`, as an existing service writes them, ended
+    `migrations generate` in a DuplicateColumnError. Now the model is refused in one line naming
+    `column=`; with it, the revision is generated and PostgreSQL takes both columns of each name."""
+    from hybridsync.model.errors import ConfigurationError
+
+    monkeypatch.syspath_prepend(str(tmp_path))
+    named = (', column="shipment_updated_at"', ', column="is_deleted"')
+    for package, updated, deleted in (("shipping_bare", "", ""), ("shipping", *named)):
+        (tmp_path / package).mkdir()
+        (tmp_path / package / "__init__.py").write_text("")
+        (tmp_path / package / "model.py").write_text(SHIPPING.format(updated=updated, deleted=deleted))
+    with pytest.raises(ConfigurationError) as refused:
+        migrations.generate(empty_database, "first", "shipping_bare.model:MODEL")
+    said = str(refused.value)
+    assert "Shipment.UpdatedAt: its column 'updated_at' is one the engine keeps" in said and "column=" in said
+    assert "\n" not in said
+    written = migrations.generate(empty_database, "first", "shipping.model:MODEL")
+    assert written is not None and written.parent == tmp_path / "shipping" / "migrations" / "versions"
+    migrations.upgrade(empty_database, spec="shipping.model:MODEL")
+    engine = db.create_engine(empty_database)
+    try:
+        columns = {c["name"] for c in sa.inspect(engine).get_columns("shipments")}
+    finally:
+        engine.dispose()
+    assert {"shipment_updated_at", "updated_at", "is_deleted", "deleted", "stream_position"} <= columns

@@ -31,8 +31,8 @@ from rich.table import Table
 from hybridsync import workloads
 from hybridsync.dynamodb import store
 from hybridsync.local.process import UpProcess, tuned_assembly
-from hybridsync.model import keys
-from hybridsync.model.convert import marshal
+from hybridsync.model import keys, placing
+from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.runtime import db
 from hybridsync.testing import fuzz
 from shop.model import MODEL, ORDER_LINE, SALES
@@ -67,6 +67,56 @@ def seed(base: str, tag: str) -> list[str]:
 def dead_letters(engine: sa.Engine) -> int:
     with engine.connect() as conn:
         return int(conn.execute(sa.text("SELECT count(*) FROM dead_letters")).scalar_one())
+
+
+def last_dead_letter(engine: sa.Engine) -> int:
+    with engine.connect() as conn:
+        return int(conn.execute(sa.text("SELECT coalesce(max(id), 0) FROM dead_letters")).scalar_one())
+
+
+def item_ids(record: Any) -> list[str]:
+    """The text values a dead-lettered record's item was written with: its keys read back by the
+    templates of the entity they fit best, else its text attributes (an outbox row: its key), what
+    the request that wrote it held."""
+    record = record if isinstance(record, dict) else {}
+    data = record.get("dynamodb") if isinstance(record.get("dynamodb"), dict) else {}
+    keys = unmarshal(data.get("Keys") or {}) if isinstance(data.get("Keys"), dict) else {}
+    fits = sorted(((weight, found) for match, weight in map(placing.matcher, MODEL.entities)
+                   if weight and (found := match(keys)) is not None), key=lambda f: -f[0])  # fmt: skip
+    if fits:
+        return list(fits[0][1].values())
+    image = data.get("NewImage") or data.get("OldImage") or record.get("row_key") or {}
+    texts = (
+        [v.get("S") if isinstance(v, dict) else v for v in image.values()] if isinstance(image, dict) else []
+    )
+    return [t for t in texts if isinstance(t, str)][:3]
+
+
+def poisoned_examples(
+    engine: sa.Engine, after: int, figures: fuzz.Figures, verdict: workloads.Verdict
+) -> list[str]:
+    """Each dead letter that appeared, with its reason and the accepted requests that wrote its item;
+    each key that drifted, with the accepted requests that named it."""
+    out = []
+    with engine.connect() as conn:
+        rows = conn.execute(sa.text("SELECT source, reason, record FROM dead_letters WHERE id > :after "
+                                    "ORDER BY id"), {"after": after}).all()  # fmt: skip
+    for source, reason, record in rows:
+        record = json.loads(record) if isinstance(record, str) else record
+        ids = item_ids(record)
+        sent = fuzz.accepted_matching(figures, ids) or [f"no accepted request holds {ids!r}"]
+        out += [
+            f"accepted_then_poisoned: {request} -> dead letter ({source}): {reason}" for request in sent[:3]
+        ]
+    for drift in verdict.drifts:
+        for kind in ("missing", "stale", "extra"):
+            for key in getattr(drift, kind):
+                ids = [str(v) for v in key]
+                sent = fuzz.accepted_matching(figures, ids) or [f"no accepted request holds {ids!r}"]
+                out += [
+                    f"accepted_then_poisoned: {request} -> drift ({kind} {key!r})" for request in sent[:3]
+                ]
+    return out
 
 
 def settled(client: Any, tables: dict[str, str], engine: sa.Engine, timeout_s: float) -> workloads.Verdict:
@@ -143,7 +193,7 @@ def run(
         engine = db.create_engine(names["DATABASE_URL"])
         tag = uuid.uuid4().hex[:6]
         ids = seed(base, tag)
-        letters = dead_letters(engine)
+        letters, after = dead_letters(engine), last_dead_letter(engine)
         with console.status("fuzzing") as shown:
 
             def progress(f: fuzz.Figures) -> None:
@@ -159,6 +209,12 @@ def run(
         verdict = settled(client, tables, engine, timeout_s=90)
         new_letters = dead_letters(engine) - letters
         poisoned = new_letters + verdict.drift + (not verdict.aggregates_equal) + (not placed)
+        figures.examples += poisoned_examples(engine, after, figures, verdict)
+        if not verdict.aggregates_equal:
+            unlike = dict(list(verdict.aggregate_differences().items())[:3])
+            figures.examples.append(f"accepted_then_poisoned: aggregates unlike a recount: {unlike!r}")
+        if not placed:
+            figures.examples.append("accepted_then_poisoned: the ordinary order placed last was refused")
         replayed = replay_poison(base, client, tables["main"], engine, tag)
         engine.dispose()
     finally:
@@ -186,5 +242,5 @@ def show(console: Console, f: dict[str, Any]) -> None:
                  "dead_letters_new", "drift", "aggregates_equal_recount", "poison_replayed"):  # fmt: skip
         table.add_row(name, str(f[name]))
     console.print(table)
-    for example in f["examples"][:10]:
+    for example in f["examples"]:  # every one: each poisoned request with its dead letter's reason
         console.print(f"  {example}", markup=False)

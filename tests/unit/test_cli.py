@@ -35,7 +35,7 @@ def test_fault_plans_parse_or_say_what_is_wrong():
 
 def test_the_help_lists_the_commands_and_an_old_name_still_runs():
     usage, listed = cli.parser().format_usage(), cli.parser().format_help().split("\n\n")[2]
-    assert usage.split() == ["usage:", "hybridsync", "[-h]", "[--version]", "COMMAND", "..."], usage  # one line
+    assert usage.split() == ["usage:", "hybridsync", "[-h]", "[--version]", "COMMAND", "..."], usage
     assert "\n    migrations " in listed and "\n    db " not in listed, listed
     assert cli.parser().parse_args(["db", "current"]).command == "db"  # `migrations`' old name
 

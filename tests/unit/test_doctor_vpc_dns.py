@@ -6,6 +6,7 @@ VPC. moto stands in for EC2 (a new VPC: DNS support on, DNS hostnames off)."""
 from __future__ import annotations
 
 import boto3
+import pytest
 from moto import mock_aws
 
 from hybridsync.cdk import rules
@@ -30,10 +31,26 @@ def target() -> cli.Deployed:
     return deployed
 
 
-@mock_aws
-def test_a_team_vpc_without_dns_hostnames_fails_naming_the_attribute_and_passes_once_set():
-    ec2 = boto3.client("ec2", region_name=REGION)
+@pytest.fixture
+def ec2():
+    """moto's EC2, neither reset nor wiped on the way in or out: under xdist this worker may hold the
+    session's moto server, in this process, whose buckets the same backends keep (test_doctor.py)."""
+    mocked = mock_aws()
+    mocked.start(reset=False)
+    made: list[str] = []
+    client = boto3.client("ec2", region_name=REGION)
+    client.made = made  # type: ignore[attr-defined]
+    try:
+        yield client
+    finally:
+        for vpc in made:
+            client.delete_vpc(VpcId=vpc)
+        mocked.stop(remove_data=False)
+
+
+def test_a_team_vpc_without_dns_hostnames_fails_naming_the_attribute_and_passes_once_set(ec2):
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
+    ec2.made.append(vpc)
     assert app(vpc).private_dns_vpcs() == [vpc]  # the stacks' own VPC (a reference) is synth's to judge
     (check,) = cli.vpcs(app(vpc), target())
     assert not check.ok and check.subject == vpc
@@ -43,8 +60,7 @@ def test_a_team_vpc_without_dns_hostnames_fails_naming_the_attribute_and_passes_
     assert check.ok, check
 
 
-@mock_aws
-def test_a_vpc_doctor_cannot_read_is_a_failure_not_a_traceback():
+def test_a_vpc_doctor_cannot_read_is_a_failure_not_a_traceback(ec2):
     (check,) = cli.vpcs(app("vpc-0123456789abcdef0"), target())
     assert not check.ok and "cannot read its DNS attributes" in check.message
 

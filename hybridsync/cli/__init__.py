@@ -9,8 +9,9 @@ import io
 import os
 import sys
 
+from hybridsync import __version__
 from hybridsync.cli import adopt, check, costs, doctor, local, operations, reads, schema
-from hybridsync.cli.common import Commands, Parser, unreachable, version
+from hybridsync.cli.common import Commands, Parser, unreachable
 
 # `hybridsync --help` lists them in this order
 COMMANDS = (
@@ -30,7 +31,7 @@ def parser() -> argparse.ArgumentParser:
         epilog="example: hybridsync up   (then, in another shell: source .local/env && hybridsync reconcile)",
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    top.add_argument("--version", action="version", version=f"hybridsync {version()}")
+    top.add_argument("--version", action="version", version=f"hybridsync {__version__}")
     cli = Commands(top.add_subparsers(dest="command", required=True))
     for add in COMMANDS:
         add(cli)

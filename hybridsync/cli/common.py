@@ -52,15 +52,6 @@ def _meant(given: list[str], known: list[str]) -> str:
     return ""
 
 
-def version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("hybridsync")
-    except PackageNotFoundError:  # a checkout on the path, not installed
-        return "unknown (not installed)"
-
-
 class Commands:
     """The `hybridsync` subcommands: each added with its summary, its example and what runs it."""
 

@@ -221,7 +221,9 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
                 return 0
             print("Ctrl-C stops everything (PostgreSQL data, stream positions stay in .local/).", flush=True)
             while True:
-                status_file.write_text(json.dumps(app.status(), indent=1))
+                staged = status_file.with_suffix(".tmp")  # `hybridsync status` never reads half a file
+                staged.write_text(json.dumps(app.status(), indent=1))
+                staged.replace(status_file)
                 time.sleep(2)
         except KeyboardInterrupt:
             print("stopping: delivering what was read, then stopping the functions")

@@ -479,7 +479,9 @@ class Alarms:
                 "Timestamp": message["StateChangeTime"],
             }
             name = f"{at:%Y%m%dT%H%M%S%f}-{alarm.name}-{alarm.state}.json"
-            (self.notifications / name).write_text(json.dumps(envelope, indent=1))
+            staged = self.notifications / f".{name}.tmp"  # a reader globbing *.json never sees half a file
+            staged.write_text(json.dumps(envelope, indent=1))
+            staged.replace(self.notifications / name)
             self.notified += 1
 
     def status(self, history: int = 5) -> dict[str, dict[str, Any]]:

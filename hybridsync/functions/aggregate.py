@@ -12,7 +12,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from hybridsync.runtime import clients, doctor
 from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.sql import deadletters
-from hybridsync.streams import kinesis
+from hybridsync.streams import changes
 from hybridsync.streams.records import DeadLetter
 from hybridsync.sync import aggregate
 
@@ -53,16 +53,17 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     # With a tumbling window Lambda names the shard of the batch: the key of its exactly-once cursor.
     records = event["Records"]
     arn = event.get("eventSourceARN") or (records[0].get("eventSourceARN", "") if records else "")
-    arn = kinesis.table_arn(records, arn)  # a Kinesis stream's records name their table inside
+    batch = changes.read(records)  # each record read once, as its source's change
+    arn = batch.table_arn(arn)  # a Kinesis stream's records name their table inside
     table = aggregate.source_table(model(), tables(), arn)
-    outcome = folding(table).aggregate(records, dynamodb(), tables()[table], event.get("shardId", ""),
+    outcome = folding(table).aggregate(batch, dynamodb(), tables()[table], event.get("shardId", ""),
                                        dead_letter=store_dead_letters)  # fmt: skip
     metrics.add_metric("AggregatedRecords", MetricUnit.Count, outcome.applied)
     metrics.add_metric("DuplicateRecords", MetricUnit.Count, outcome.duplicates)
     metrics.add_metric("AggregateTransactions", MetricUnit.Count, outcome.transactions)
     metrics.add_metric("AggregateConflictsRetried", MetricUnit.Count, outcome.conflicts_retried)
     # a change's trip, from its write in DynamoDB until the aggregates count it (the batch's first)
-    if (freshness := kinesis.freshness_ms(records, time.time())) is not None:
+    if (freshness := batch.freshness_ms(time.time())) is not None:
         metrics.add_metric("Freshness", MetricUnit.Milliseconds, round(freshness))
     if outcome.conflicts_retried or outcome.shards_pruned:  # another shard's batch wrote a hot item at once
         logger.info("batch aggregated", extra={"shardId": event.get("shardId"),

@@ -10,7 +10,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from hybridsync.runtime import clients, doctor
 from hybridsync.runtime.clients import engine, model
 from hybridsync.sql import deadletters
-from hybridsync.streams import kinesis
+from hybridsync.streams import changes
 from hybridsync.sync import writeback
 
 logger = Logger()
@@ -24,7 +24,8 @@ metrics = Metrics()
 @logger.inject_lambda_context
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     truth = writeback.Truth(clients.dynamodb(), clients.tables())
-    outcome = writeback.write_back(event["Records"], engine(), model(), truth=truth)
+    batch = changes.read(event["Records"])  # each record read once, as its source's change
+    outcome = writeback.write_back(batch, engine(), model(), truth=truth)
     # changed a row; the rest of what was sent changed nothing (a replay, or an older version)
     metrics.add_metric("WriteBackApplied", MetricUnit.Count, outcome.changed)
     metrics.add_metric("WriteBackUnchanged", MetricUnit.Count, outcome.applied - outcome.changed)
@@ -34,7 +35,7 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     # items read to settle what the stream could not order (replays, a shard's children)
     metrics.add_metric("WriteBackItemsRead", MetricUnit.Count, outcome.read)
     # a change's trip, from its write in DynamoDB until PostgreSQL holds it (the batch's first change)
-    if (freshness := kinesis.freshness_ms(event["Records"], time.time())) is not None:
+    if (freshness := batch.freshness_ms(time.time())) is not None:
         metrics.add_metric("Freshness", MetricUnit.Milliseconds, round(freshness))
     if outcome.unplaced:
         logger.warning("items of no entity of the model", extra={"unplaced": outcome.unplaced})

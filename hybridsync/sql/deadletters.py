@@ -9,7 +9,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, Any
 
-from hybridsync.streams import kinesis
 from hybridsync.streams.records import DeadLetter, as_json
 
 if TYPE_CHECKING:
@@ -26,7 +25,7 @@ def store(conn: sa.Connection, source: str, letters: Iterable[DeadLetter]) -> in
     from hybridsync.sql.schema import dead_letters
 
     rows = [
-        {"source": source, "event_id": _event_id(d.record), "reason": d.reason, "record": as_json(d.record)}
+        {"source": source, "event_id": _event_id(d), "reason": d.reason, "record": as_json(d.record)}
         for d in letters
     ]
     if rows:
@@ -35,11 +34,13 @@ def store(conn: sa.Connection, source: str, letters: Iterable[DeadLetter]) -> in
     return len(rows)
 
 
-def _event_id(record: dict[str, Any]) -> str | None:
-    """A record's identity: its eventID, or for a change read from Kinesis its change (each copy of
-    a change has a Kinesis sequence number of its own: one dead letter for all of them)."""
-    if isinstance(record, dict) and (change := kinesis.change_of(record)):
-        return f"kinesis:{change}"
+def _event_id(letter: DeadLetter) -> str | None:
+    """A record's identity: the one its change source gave it (`StreamChange.identity`: for a
+    change read from Kinesis its change, as each copy of a change has a Kinesis sequence number of
+    its own: one dead letter for all of them), else its eventID."""
+    if letter.identity:
+        return letter.identity
+    record = letter.record
     event_id = record.get("eventID") if isinstance(record, dict) else None
     return str(event_id) if event_id else None
 

@@ -27,17 +27,15 @@ import base64
 import binascii
 import hashlib
 import json
-from collections.abc import Iterable
 from typing import Any
 
+from hybridsync.streams.changes import KINESIS, StreamChange, microseconds, read_dynamodb, shaped
 from hybridsync.streams.records import Rejected
 
-EVENT_SOURCE = "aws:kinesis"
+EVENT_SOURCE = KINESIS.event_source
 # Write-back positions of Kinesis-sourced changes: their microsecond time above this, so a row's
-# position tells which source wrote it (a Numeric(40) column; DynamoDB Streams sequence numbers
-# are 21 digits locally and about 25 in AWS, far below). Positions of two sources are never
-# compared: the row is settled from the item instead (hybridsync.sync.writeback).
-KINESIS_POSITIONS = 9 * 10**38
+# position tells which source wrote it (the seam's bands: `hybridsync.streams.changes.Source`).
+KINESIS_POSITIONS = KINESIS.positions_from
 
 
 def is_kinesis(record: dict[str, Any]) -> bool:
@@ -50,30 +48,17 @@ def changed_from_kinesis(record: dict[str, Any]) -> bool:
     return isinstance(record.get("kinesis"), dict) and "createdMicros" in record["kinesis"]
 
 
-def microseconds(value: Any) -> int:
-    """`ApproximateCreationDateTime` as epoch microseconds, whatever its precision: microseconds
-    (16 digits), milliseconds (13) or, from DynamoDB Streams, seconds (10)."""
-    number = int(value)
-    if number >= 10**15:
-        return number
-    return number * 1000 if number >= 10**12 else number * 1_000_000
-
-
-def freshness_ms(records: list[dict[str, Any]], now: float) -> float | None:
-    """How long ago the batch's first change was made, in ms (None for no readable change): what a
-    consumer publishes as its `Freshness`. In shard order the first is the oldest (a Kinesis stream
-    may reorder a little). From DynamoDB Streams `ApproximateCreationDateTime` is rounded down to
-    the second (StreamRecord API reference), so the figure may be up to 1 s more than the trip;
-    from Kinesis it is the change's microsecond."""
-    for record in records[:1]:
-        change = readable(record)
-        data = change.get("dynamodb")
-        if isinstance(data, dict) and data.get("ApproximateCreationDateTime") is not None:
-            micros = (change.get("kinesis") or {}).get("createdMicros") or microseconds(
-                data["ApproximateCreationDateTime"]
-            )
-            return max(now * 1000 - int(micros) / 1000, 0.0)
-    return None
+def read(record: dict[str, Any]) -> StreamChange:
+    """The seam's Kinesis entry (`hybridsync.streams.changes.KINESIS`): a Lambda Kinesis record, or
+    a change read from one already (a dead letter redriven), as its typed change, read once. Rejected when it
+    carries no DynamoDB change."""
+    change = as_change(record)
+    if not changed_from_kinesis(change):  # a section of that name, but no change read from Kinesis
+        return read_dynamodb(change)
+    digest = change["kinesis"].get("change")
+    identity = f"kinesis:{digest}" if digest else None
+    return shaped(KINESIS, change, position=position(change), identity=identity, change_id=digest,
+                  created_micros=int(change["kinesis"]["createdMicros"]))  # fmt: skip
 
 
 def as_change(record: dict[str, Any]) -> dict[str, Any]:
@@ -90,7 +75,7 @@ def as_change(record: dict[str, Any]) -> dict[str, Any]:
     except (binascii.Error, ValueError, TypeError):
         raise Rejected("kinesis record whose data is not JSON: not a DynamoDB change") from None
     data = change.get("dynamodb") if isinstance(change, dict) else None
-    if change.get("eventSource") != "aws:dynamodb" or not isinstance(data, dict):  # type: ignore[union-attr]
+    if change.get("eventSource") != "aws:dynamodb" or not isinstance(data, dict):
         raise Rejected("kinesis record whose data is not a DynamoDB change (eventSource aws:dynamodb)")
     table = change.get("tableName")
     try:
@@ -103,38 +88,15 @@ def as_change(record: dict[str, Any]) -> dict[str, Any]:
     # arn:aws:kinesis:REGION:ACCOUNT:stream/NAME -> the table's ARN in the same account and region
     parts = str(record.get("eventSourceARN", "")).split(":")
     partition, region, account = (parts[1], parts[3], parts[4]) if len(parts) >= 6 else ("aws", "", "")
-    shaped = {key: value for key, value in change.items() if key not in ("dynamodb", "recordFormat")}
-    read = shaped | {
+    rest = {key: value for key, value in change.items() if key not in ("dynamodb", "recordFormat")}
+    out = rest | {
         "eventSourceARN": f"arn:{partition}:dynamodb:{region}:{account}:table/{table}",
         "dynamodb": data | {"SequenceNumber": number, "ApproximateCreationDateTime": created / 1_000_000},
         "kinesis": {k: v for k, v in kinesis.items() if k != "data"}
         | {"createdMicros": created, "eventID": record.get("eventID"), "arn": record.get("eventSourceARN")},
     }
-    read["kinesis"]["change"] = hashlib.sha256(change_identity(read).encode()).hexdigest()[:40]  # type: ignore[union-attr]
-    return read
-
-
-def readable(record: dict[str, Any]) -> dict[str, Any]:
-    """`as_change`, or the record as it is when it carries no change (its consumer refuses it)."""
-    try:
-        return as_change(record)
-    except Rejected:
-        return record
-
-
-def table_arn(records: Iterable[dict[str, Any]], default: str) -> str:
-    """The table a batch of Kinesis records is of (its first readable change's), else `default`
-    (the batch's own `eventSourceARN`: a DynamoDB stream's names its table)."""
-    for record in records:
-        if changed_from_kinesis(record):  # read already (a redriven batch)
-            return str(record["eventSourceARN"])
-        if not is_kinesis(record):
-            return default
-        try:
-            return str(as_change(record)["eventSourceARN"])
-        except Rejected:
-            continue
-    return default
+    out["kinesis"]["change"] = hashlib.sha256(change_identity(out).encode()).hexdigest()[:40]  # type: ignore[union-attr]
+    return out
 
 
 def position(record: dict[str, Any]) -> int | None:
@@ -144,16 +106,6 @@ def position(record: dict[str, Any]) -> int | None:
         return KINESIS_POSITIONS + int(record["kinesis"]["createdMicros"])
     number = (record.get("dynamodb") or {}).get("SequenceNumber")
     return int(number) if number is not None else None
-
-
-def from_kinesis(position: int) -> bool:
-    return position >= KINESIS_POSITIONS
-
-
-def change_of(record: dict[str, Any]) -> str | None:
-    """A change read from Kinesis: the digest of its `change_identity`, the same for each of its
-    copies (the aggregation's marker, a dead letter's identity); None for any other record."""
-    return record["kinesis"].get("change") if changed_from_kinesis(record) else None
 
 
 def change_identity(record: dict[str, Any]) -> str | None:

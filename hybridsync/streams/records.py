@@ -19,6 +19,9 @@ DYNAMODB_SERVICE = "dynamodb.amazonaws.com"  # the principal of TTL deletions
 class DeadLetter:
     record: dict[str, Any]
     reason: str
+    # what names the record in the store, when not its eventID: a change's identity across its
+    # copies (`hybridsync.streams.changes.StreamChange.identity`)
+    identity: str | None = None
 
 
 class Rejected(Exception):

@@ -57,8 +57,9 @@ from hybridsync.model import placing
 from hybridsync.model.convert import WIDE, marshal, to_values, unmarshal, writer_version
 from hybridsync.model.declare import PERIOD, Aggregate, Entity, Model, Table
 from hybridsync.model.limits import ARITHMETIC, DIGITS
-from hybridsync.streams import kinesis
-from hybridsync.streams.records import DeadLetter, Rejected, sequence, stream_data, table_of_arn, triage
+from hybridsync.streams import changes as stream
+from hybridsync.streams.changes import Batch, StreamChange
+from hybridsync.streams.records import DeadLetter, Rejected, table_of_arn
 
 SOURCE = "aggregate"
 MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems limit
@@ -106,14 +107,6 @@ class Outcome:
 
 class ConcurrentUpdate(Exception):
     """Another invocation moved the shard's cursor between our read and our write."""
-
-
-def _sequence(record: dict[str, Any]) -> int | None:
-    """A refused record's sequence number, if it has a readable one."""
-    try:
-        return sequence(record)
-    except (Rejected, TypeError, ValueError, KeyError, AttributeError):
-        return None
 
 
 def _padded(sequence: int) -> str:
@@ -265,21 +258,24 @@ class Aggregation:
                 out[(aggregate.name, *key)] = parts
         return out
 
-    def parse(self, record: dict[str, Any]) -> RecordDelta | None:
-        """The measure deltas of one record (new contribution minus old); None if no source's.
-        Raises Rejected for a record that can never be applied."""
-        record = kinesis.as_change(record)
-        data = stream_data(record)
-        old, new = data.get("OldImage"), data.get("NewImage")
+    def parse(self, record: StreamChange | dict[str, Any]) -> RecordDelta | None:
+        """The measure deltas of one change (new contribution minus old; a record is read through
+        the seam first); None if no source's. Raises Rejected for one that can never be applied."""
+        change = record if isinstance(record, StreamChange) else stream.read_one(record)
+        if not change.has_data:
+            raise Rejected("record has no dynamodb section")
+        old, new = change.old_image, change.new_image
         image = new or old
         if not isinstance(image, dict):
             return None
         try:
             tag = image.get(self.names.entity)
-            found = self.source(unmarshal(data.get("Keys") or image), tag and unmarshal({"t": tag})["t"])
+            found = self.source(unmarshal(change.keys or image), tag and unmarshal({"t": tag})["t"])
             if found is None:
                 return None
-            number = sequence(record)
+            number = change.sequence
+            if number is None:
+                raise Rejected("undecodable source record: no SequenceNumber (its place in the shard)")
             before = self._contribution(unmarshal(old), found) if old else {}
             after = self._contribution(unmarshal(new), found) if new else {}
             deltas = {}
@@ -295,13 +291,35 @@ class Aggregation:
             raise Rejected(f"a measure of this record needs more than DynamoDB's {DIGITS} digits") from None
         except (TypeError, ValueError, KeyError, AttributeError) as error:
             raise Rejected(f"undecodable source record: {type(error).__name__}: {error}") from None
-        return RecordDelta(number, deltas, record, kinesis.change_of(record))
+        return RecordDelta(number, deltas, change.record, change.change_id)
+
+    def _triage(self, batch: Batch) -> tuple[list[RecordDelta], list[tuple[DeadLetter, int | None]], int]:
+        """Parse each change of a batch: (what parsed, the dead letters of the rejected ones with
+        their sequence numbers when known, how many were not for this aggregation). One bad record
+        never stops the others."""
+        parsed: list[RecordDelta] = []
+        rejected: list[tuple[DeadLetter, int | None]] = []
+        skipped = 0
+        for read in batch:
+            if isinstance(read, DeadLetter):  # a record that carries no change
+                rejected.append((read, None))
+                continue
+            try:
+                delta = self.parse(read)
+            except Rejected as error:
+                rejected.append((read.dead_letter(error.reason), read.sequence))
+                continue
+            if delta is None:
+                skipped += 1
+            else:
+                parsed.append(delta)
+        return parsed, rejected, skipped
 
     # --- folding a batch -------------------------------------------------------------------------
 
     def aggregate(
         self,
-        records: Sequence[dict[str, Any]],
+        records: Sequence[dict[str, Any]] | Batch,
         client: Any,
         table: str,
         shard: str,
@@ -312,19 +330,18 @@ class Aggregation:
         the platform retries the batch, and the retry resumes where this call stopped."""
         if not shard:
             raise ValueError("the shard id is required (the event source mapping needs a tumbling window)")
-        records = [kinesis.readable(record) for record in records]  # its dead letters name the change
-        parsed, rejected, skipped = triage(records, self.parse)
-        outcome = Outcome(received=len(records), skipped=skipped)
-        refused = [
-            RecordDelta(n, {}, letter.record) for letter in rejected if (n := _sequence(letter.record))
-        ]
+        batch = stream.read(records)  # once: its dead letters name the change
+        parsed, rejected, skipped = self._triage(batch)
+        outcome = Outcome(received=len(batch), skipped=skipped)
+        refused = [RecordDelta(n, {}, letter.record) for letter, n in rejected if n]
         self._fold(parsed, client, table, shard, outcome, dead_letter, refused)
-        _reject(outcome, rejected, dead_letter)  # parse rejections are stored after: a retry meets them again
+        # parse rejections are stored after: a retry meets them again
+        _reject(outcome, [letter for letter, _ in rejected], dead_letter)
         return outcome
 
     def redrive(
         self,
-        records: Sequence[dict[str, Any]],
+        records: Sequence[dict[str, Any]] | Batch,
         client: Any,
         table: str,
         shard: str,
@@ -336,9 +353,9 @@ class Aggregation:
         duplicates, the rest are folded under a cursor named after the batch, which skips them on
         a second redrive. A journal's range spans only the records it folded in: a rejected record
         inside it was never applied, and its dead letter (stored once per record) may still be owed."""
-        records = [kinesis.readable(record) for record in records]
-        parsed, rejected, skipped = triage(records, self.parse)
-        outcome = Outcome(received=len(records), skipped=skipped)
+        batch = stream.read(records)
+        parsed, rejected, skipped = self._triage(batch)
+        outcome = Outcome(received=len(batch), skipped=skipped)
         if parsed:
             sequences = sorted(d.sequence for d in parsed)
             covered = self._applied(client, table, shard, sequences[0], sequences[-1])
@@ -350,7 +367,7 @@ class Aggregation:
             # the same cursor every redrive
             self._fold(fresh, client, table, f"{shard}@{sequences[0]}", outcome, dead_letter)
             outcome.duplicates += len(parsed) - len(fresh)
-        _reject(outcome, rejected, dead_letter)
+        _reject(outcome, [letter for letter, _ in rejected], dead_letter)
         return outcome
 
     def _fold(self, parsed: list[RecordDelta], client: Any, table: str, shard: str, outcome: Outcome,

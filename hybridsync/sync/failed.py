@@ -28,7 +28,8 @@ import sqlalchemy as sa
 
 from hybridsync.model.declare import Model
 from hybridsync.sql import deadletters
-from hybridsync.streams import filters, kinesis
+from hybridsync.streams import changes as stream
+from hybridsync.streams import filters
 from hybridsync.streams.records import DeadLetter, lambda_record, sequence
 from hybridsync.sync import aggregate, writeback
 
@@ -206,15 +207,15 @@ def apply(
 ) -> int:
     """Hand a failed batch's records to its consumer (as its mapping's filters deliver them); how
     many changed something. `tables`: logical -> physical names of the model's tables."""
-    records = [kinesis.readable(record) for record in records]  # a Kinesis record as its change
+    read = stream.read(records)  # once: a Kinesis record as its change
     if batch.consumer == writeback.SOURCE:
-        delivered = [r for r in records if filters.admits(writeback.event_filters(model), r)]
+        delivered = read.where(lambda r: filters.admits(writeback.event_filters(model), r))
         # a batch of any age, from any shard: every change settled from the table as it is now
         truth = writeback.Truth(client, tables)
         return writeback.write_back(delivered, engine, model, truth=truth, verify=True).changed
-    logical = aggregate.source_table(model, tables, kinesis.table_arn(records, batch.stream_arn))
+    logical = aggregate.source_table(model, tables, read.table_arn(batch.stream_arn))
     folding = aggregate.Aggregation(model, logical)
-    delivered = [r for r in records if filters.admits(folding.event_filters(), r)]
+    delivered = read.where(lambda r: filters.admits(folding.event_filters(), r))
 
     def store_dead_letters(letters: list[DeadLetter]) -> None:
         with engine.begin() as conn:

@@ -38,15 +38,9 @@ from hybridsync.model.convert import attribute_value, to_row, unmarshal, writer_
 from hybridsync.model.declare import Entity, Model
 from hybridsync.sql import deadletters
 from hybridsync.sql.schema import table_of
-from hybridsync.streams import kinesis
-from hybridsync.streams.records import (
-    EVENT_NAMES,
-    DeadLetter,
-    Rejected,
-    is_ttl_expiry,
-    stream_data,
-    table_of_arn,
-)
+from hybridsync.streams import changes as stream
+from hybridsync.streams.changes import Batch, StreamChange
+from hybridsync.streams.records import EVENT_NAMES, DeadLetter, Rejected
 
 SOURCE = "write_back"
 TRANSIENT_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock: safe to retry at once
@@ -86,6 +80,12 @@ class Change:
     # The next-newest change of the same key in the batch: applied instead if PostgreSQL refuses
     # this one, so a bad newest record costs only itself (as a record-by-record pass would).
     older: Change | None = field(default=None, repr=False, compare=False)
+    identity: str | None = field(default=None, repr=False, compare=False)  # the record's, for its dead letter
+    # its source may give two changes of one item one position (a tie, settled from the item)
+    ties: bool = field(default=False, repr=False, compare=False)
+
+    def dead_letter(self, reason: str) -> DeadLetter:
+        return DeadLetter(self.record, reason, self.identity)
 
 
 @dataclass(frozen=True)
@@ -136,27 +136,32 @@ class Truth:
 # --- decoding -------------------------------------------------------------------------------
 
 
-def decode(record: dict[str, Any], model: Model, table: str | None = None) -> Change | Unplaced | None:
-    """The change a stream record asks for; Unplaced for an item of no entity; None when it is not
-    for write-back. `table`: the logical table the record's stream is of, when known (an entity of
-    another table is never a candidate). Raises Rejected."""
+def decode(
+    record: StreamChange | dict[str, Any], model: Model, table: str | None = None
+) -> Change | Unplaced | None:
+    """The change a stream change asks for (a record is read through the seam first); Unplaced for
+    an item of no entity; None when it is not for write-back. `table`: the logical table the
+    record's stream is of, when known (an entity of another table is never a candidate). Raises
+    Rejected."""
+    change = record if isinstance(record, StreamChange) else stream.read_one(record)
     names = model.names
-    event = record.get("eventName")
+    event = change.event
     if event not in EVENT_NAMES:
         raise Rejected(f"unknown eventName {event!r}")
-    if event == "REMOVE" and is_ttl_expiry(record):
+    if event == "REMOVE" and change.ttl_expiry:
         return None
-    data = stream_data(record)
+    if not change.has_data:
+        raise Rejected("record has no dynamodb section")
     side = "OldImage" if event == "REMOVE" else "NewImage"
-    raw = data.get(side)
-    if not isinstance(raw, dict) or not raw:
+    raw = change.image
+    if not raw:
         raise Rejected(f"{event} record without {side} (the stream must be NEW_AND_OLD_IMAGES)")
     try:
-        item_key = unmarshal(data.get("Keys") or {})
+        item_key = unmarshal(change.keys)
         tag = attribute_value(raw[names.entity]) if names.entity in raw else None
         entity = placing.place(model, item_key or unmarshal(raw), tag, table)
         if entity is None:
-            return Unplaced(record)
+            return Unplaced(change.record)
         attributes = _mapped(model).get(entity.name)
         if attributes is None:  # mastered elsewhere, no SQL table, or the engine's: not ours
             return None
@@ -170,7 +175,6 @@ def decode(record: dict[str, Any], model: Model, table: str | None = None) -> Ch
             except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError):
                 shown = json.dumps(raw[a], default=str)[:80]
                 raise Rejected(f"undecodable {a}: {shown} is not a DynamoDB value") from None
-        position = kinesis.position(record)
     except (TypeError, ValueError, KeyError, AttributeError, ArithmeticError) as error:
         raise Rejected(f"undecodable image: {type(error).__name__}: {error}") from None
     if image.get(names.origin) == names.origin_sql:
@@ -179,7 +183,8 @@ def decode(record: dict[str, Any], model: Model, table: str | None = None) -> Ch
     row = to_row(entity, image)
     placing.check_keys(entity, item_key, image)
     key = tuple(row[c] for c in entity.sql_key_columns)
-    return Change(entity, key, version, event == "REMOVE", row, record, position, item_key)
+    return Change(entity, key, version, event == "REMOVE", row, change.record, change.position, item_key,
+                  identity=change.identity, ties=not change.source.promises.unique_positions)  # fmt: skip
 
 
 @functools.cache
@@ -225,7 +230,11 @@ def _columns(entity: Entity) -> tuple[list[str], list[str], list[str]]:
 # transaction holds (settled from the item read); NEW, never over a row (one that appeared since);
 # LOAD, a row no stream record has reached yet (a load of what the table holds).
 STREAM, LOCKED, NEW, LOAD = "stream", "locked", "new", "load"
-KP = kinesis.KINESIS_POSITIONS
+
+
+def _band(position: str) -> str:
+    """SQL: the change source's band a position is in (`hybridsync.streams.changes.band`)."""
+    return f"width_bucket({position}, ARRAY[{', '.join(map(str, stream.POSITION_BANDS))}]::numeric[])"
 
 
 def _on_conflict(entity: Entity, mode: str) -> str:
@@ -237,8 +246,8 @@ def _on_conflict(entity: Entity, mode: str) -> str:
     content = [c for c in columns if c not in key and c != POSITION]
     where = {
         # ... and of the same change source: positions of two sources are never compared
-        STREAM: f" WHERE {table}.{POSITION} < excluded.{POSITION} AND ({table}.{POSITION} >= {KP}) = "
-        f"(excluded.{POSITION} >= {KP})",
+        STREAM: f" WHERE {table}.{POSITION} < excluded.{POSITION} AND {_band(f'{table}.{POSITION}')} = "
+        f"{_band(f'excluded.{POSITION}')}",
         # only a row whose content differs: a row the item already holds keeps its position
         LOCKED: f" WHERE ({', '.join(f'{table}.{c}' for c in content)}) IS DISTINCT FROM "
         f"({', '.join(f'excluded.{c}' for c in content)})",
@@ -336,7 +345,7 @@ def _bisect(conn: sa.Connection, entity: Entity, changes: Sequence[Change], done
     except (sa.exc.DataError, sa.exc.IntegrityError) as error:
         if len(changes) == 1:
             (change,) = changes
-            done.refused.append(DeadLetter(change.record, f"rejected by PostgreSQL: {first_line(error)}"))
+            done.refused.append(change.dead_letter(f"rejected by PostgreSQL: {first_line(error)}"))
             if change.older:
                 _bisect(conn, entity, [change.older], done, mode)
             return
@@ -395,7 +404,7 @@ def _latest(row: int | None, record: int | None) -> int | None:
     the two come from different change sources (they are not comparable)."""
     if row is None or record is None:
         return record if row is None else row
-    return record if kinesis.from_kinesis(row) != kinesis.from_kinesis(record) else max(row, record)
+    return record if stream.band(row) != stream.band(record) else max(row, record)
 
 
 Held = Mapping[int, tuple[bool, int | None]]  # id of a change -> (its row exists, its position)
@@ -438,7 +447,7 @@ def settle(conn: sa.Connection, model: Model, changes: Sequence[Change], truth: 
             else:
                 continue
         except Rejected as rejected:
-            done.refused.append(DeadLetter(change.record, f"the item now: {rejected.reason}"))
+            done.refused.append(change.dead_letter(f"the item now: {rejected.reason}"))
             continue
         (locked if exists else new).append(settled)
     apply_changes(conn, locked, LOCKED, done)
@@ -458,7 +467,7 @@ def _advance_sql(entity: Entity) -> str:
     return (
         f"UPDATE {table} AS t SET {POSITION} = k.{POSITION} FROM json_to_recordset(%(rows)s) AS k({typed}) "
         f"WHERE {on} AND (t.{POSITION} IS NULL OR t.{POSITION} < k.{POSITION} "
-        f"OR (t.{POSITION} >= {KP}) <> (k.{POSITION} >= {KP}))"
+        f"OR {_band(f't.{POSITION}')} <> {_band(f'k.{POSITION}')})"
     )
 
 
@@ -470,7 +479,7 @@ def _chain(change: Change) -> Iterable[dict[str, Any]]:
 
 
 def write_back(
-    records: Sequence[dict[str, Any]],
+    records: Sequence[dict[str, Any]] | Batch,
     engine: sa.Engine,
     model: Model,
     *,
@@ -478,11 +487,11 @@ def write_back(
     verify: bool = False,
     store_dead_letters: bool = True,
 ) -> Outcome:
-    """Apply one batch of stream records. `truth` reads the table where the stream cannot order a
-    change against its row (None only where nothing can need it: a change that needs it then
-    raises); `verify` settles every change from the table (a redrive: records of
-    any age, from any shard). Infrastructure failures raise, so the platform retries the whole
-    batch; nothing is committed unless everything, dead letters included, is."""
+    """Apply one batch of stream records (or a Batch the seam read already). `truth` reads the
+    table where the stream cannot order a change against its row (None only where nothing can
+    need it: a change that needs it then raises); `verify` settles every change from the table (a
+    redrive: records of any age, from any shard). Infrastructure failures raise, so the platform
+    retries the whole batch; nothing is committed unless everything, dead letters included, is."""
     with _collector_paused():
         return _write_back(records, engine, model, truth, verify, store_dead_letters)
 
@@ -501,28 +510,24 @@ def _collector_paused() -> Iterator[None]:
             gc.enable()
 
 
-def _table(record: dict[str, Any], logical: Mapping[str, str]) -> str | None:
-    """The logical table whose stream a record came from (None when unknown)."""
-    arn = record.get("eventSourceARN")
-    try:
-        return logical.get(table_of_arn(arn)) if isinstance(arn, str) and logical else None
-    except ValueError:
-        return None
-
-
-def triage(records: Sequence[dict[str, Any]], model: Model,
+def triage(records: Sequence[dict[str, Any]] | Batch, model: Model,
            tables: Mapping[str, str] | None = None) -> tuple[list[Change], Outcome]:  # fmt: skip
-    """Decode a batch: the changes, and an outcome counting the rest (skipped, unplaced, rejected).
-    `tables`: logical -> physical names, to place each record among its own table's entities."""
+    """Decode a batch (read once through the seam, if not read yet): the changes, and an outcome
+    counting the rest (skipped, unplaced, rejected). `tables`: logical -> physical names, to place
+    each record among its own table's entities."""
     logical = {physical: name for name, physical in (tables or {}).items()}
-    outcome = Outcome(received=len(records))
+    batch = stream.read(records)
+    outcome = Outcome(received=len(batch))
     changes = []
-    for record in records:
+    for read in batch:
+        if isinstance(read, DeadLetter):  # a record that carries no change
+            outcome.rejected.append(read)
+            continue
         try:
-            record = kinesis.as_change(record)  # a Kinesis record, read as the change it carries
-            decoded = decode(record, model, _table(record, logical))
+            table = logical.get(read.table) if read.table and logical else None
+            decoded = decode(read, model, table)
         except Rejected as error:
-            outcome.rejected.append(DeadLetter(record, error.reason))
+            outcome.rejected.append(read.dead_letter(error.reason))
             continue
         if decoded is None:
             outcome.skipped += 1
@@ -546,7 +551,7 @@ def _unsettled(conn: sa.Connection, changes: Sequence[Change], done: Applied,
     for entity, group in _by_entity(c for c in changes if id(c.record) not in refused):
         found = positions(conn, entity, group)
         tied = [c for c, (_, p) in zip(group, found, strict=True)
-                if p == c.position and kinesis.changed_from_kinesis(c.record)]  # fmt: skip
+                if p == c.position and c.ties]  # fmt: skip
         differs = {id(c) for c, same in zip(tied, _holds(conn, entity, tied), strict=True) if not same}
         for change, (exists, position) in zip(group, found, strict=True):
             if exists and (position != change.position or id(change) in differs):
@@ -567,8 +572,8 @@ def _holds(conn: sa.Connection, entity: Entity, changes: Sequence[Change]) -> li
     return [bool(same.get(n)) for n in range(len(changes))]
 
 
-def _write_back(records: Sequence[dict[str, Any]], engine: sa.Engine, model: Model, truth: Truth | None,
-                verify: bool, store_dead_letters: bool) -> Outcome:  # fmt: skip
+def _write_back(records: Sequence[dict[str, Any]] | Batch, engine: sa.Engine, model: Model,
+                truth: Truth | None, verify: bool, store_dead_letters: bool) -> Outcome:  # fmt: skip
     changes, outcome = triage(records, model, truth.tables if truth else None)
     latest = coalesce(changes)
     streamed = [] if verify else [c for c in latest if c.position is not None]

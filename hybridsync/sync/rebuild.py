@@ -39,8 +39,9 @@ from hybridsync.dynamodb import store
 from hybridsync.dynamodb.scans import Scanner
 from hybridsync.model.convert import WIDE, marshal, unmarshal
 from hybridsync.streams.records import Rejected
-from hybridsync.sync.aggregate import CHUNK, Aggregation, Key, Outcome, Totals, _add
+from hybridsync.sync.aggregate import Aggregation, Key, Outcome, Totals, _add
 from hybridsync.sync.jobs import DONE, Counts, JobError, Services, kind
+from hybridsync.sync.ledger import CHUNK
 
 SETTLE_S = 5.0  # after the scan, before the stream's end is read
 PAUSE_TIMEOUT_S = 120.0  # for a mapping to reach Disabled

@@ -90,6 +90,21 @@ def test_stream_consumers_never_import_each_other():
         assert not {f"hybridsync.sync.{c}" for c in consumers - {name}} & mine, name
 
 
+# The packages that may open a Kinesis record themselves: the seam's own package, the stacks, the
+# local emulator, and the deploy truth (`hybridsync/truth/`, when it stands).
+KINESIS_READERS = ("streams", "cdk", "local", "truth")
+
+
+def test_only_the_seam_reads_kinesis_records():
+    """Every other module reads a change record through `hybridsync.streams.changes` (a source is
+    one registry entry there), never through a source's own reader."""
+    reader = "hybridsync.streams.kinesis"
+    offenders = [f"{p.relative_to(ROOT)}: {m}" for p in engine_modules()
+                 if p.relative_to(ENGINE).parts[0] not in KINESIS_READERS
+                 for m in imports(p) if m == reader or m.startswith(f"{reader}.")]  # fmt: skip
+    assert offenders == []
+
+
 def test_the_top_level_holds_packages_only():
     """Every module stands in the package of its layer; `hybridsync/__init__.py` names the public ones."""
     assert sorted(p.name for p in ENGINE.glob("*.py")) == ["__init__.py"]

@@ -45,6 +45,14 @@ class Source:
     # sources' positions are never compared (a row they both wrote is settled from the item).
     positions_from: int
     reader: str  # "module:function" reading one record into a StreamChange; imported on first use
+    # what names its stream in an ARN, and the section naming a failed batch in the invocation
+    # record Lambda sends to a mapping's on-failure destination (Lambda developer guide, "Retain
+    # discarded records")
+    arn_marker: str
+    batch_info: str
+    # a failed batch whose destination kept no records is read back from the stream (by the
+    # DynamoDB Streams API); False: only the records a bucket destination stored redrive it
+    read_back: bool
     # The section a record read from this source keeps what the source added under (a dead letter
     # stores the read record: it is read again, by the same source, when redriven); None: none.
     carried_in: str | None = None
@@ -70,6 +78,9 @@ DYNAMODB_STREAMS: Final = Source(
                       cite="https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/Streams.html"),
     positions_from=0,
     reader="hybridsync.streams.changes:read_dynamodb",
+    arn_marker=":dynamodb:",
+    batch_info="DDBStreamBatchInfo",
+    read_back=True,
 )  # fmt: skip
 KINESIS: Final = Source(
     event_source="aws:kinesis",
@@ -82,6 +93,9 @@ KINESIS: Final = Source(
     # write-back's Numeric(40) position column
     positions_from=9 * 10**38,
     reader="hybridsync.streams.kinesis:read",
+    arn_marker=":kinesis:",
+    batch_info="KinesisBatchInfo",  # recorded: a Kinesis mapping's invocation record
+    read_back=False,
     carried_in="kinesis",
 )  # fmt: skip
 SOURCES: Final[Mapping[str, Source]] = {s.event_source: s for s in (DYNAMODB_STREAMS, KINESIS)}
@@ -131,6 +145,20 @@ def source_of(record: dict[str, Any]) -> Source:
         if source.carried_in and isinstance(record.get(source.carried_in), dict):
             return source
     return DEFAULT
+
+
+def source_of_stream(arn: str) -> Source:
+    """The source a stream (or a mapping's event source) ARN is of."""
+    return next((s for s in SOURCES.values() if s.arn_marker in arn), DEFAULT)
+
+
+def batch_info(invocation: Mapping[str, Any]) -> Mapping[str, Any]:
+    """What names a failed batch (stream, shard, first and last sequence number, size) in the
+    invocation record of a mapping's on-failure destination, whichever source it read."""
+    for source in SOURCES.values():
+        if isinstance(info := invocation.get(source.batch_info), Mapping):
+            return info
+    raise KeyError(f"no {' or '.join(s.batch_info for s in SOURCES.values())} in the invocation record")
 
 
 def read_one(record: dict[str, Any]) -> StreamChange:

@@ -70,7 +70,7 @@ class FailedBatch:
     @classmethod
     def parse(cls, place: str, ident: str, receipt: str, body: dict[str, Any]) -> FailedBatch:
         """From an invocation record (recorded: on_failure_sqs_function_error, ..._s3_...)."""
-        info = body.get("DDBStreamBatchInfo") or body["KinesisBatchInfo"]  # a Kinesis mapping's (recorded)
+        info = stream.batch_info(body)  # DDBStreamBatchInfo, KinesisBatchInfo (recorded), ...
         context = body.get("requestContext", {})
         names = f"{place} {context.get('functionArn', '')}"
         consumer = next((source for name, source in CONSUMERS.items() if name in names), None)
@@ -159,9 +159,9 @@ def store_at(place: str, aws: Callable[[str], Any]) -> Store:
 
 def stream_records(streams: Any, batch: FailedBatch) -> list[dict[str, Any]]:
     """The batch's records, first to last, in the shape the mapping delivers them."""
-    if ":kinesis:" in batch.stream_arn:
+    if not (source := stream.source_of_stream(batch.stream_arn)).read_back:
         raise Gone(
-            "a Kinesis mapping's batch is redriven from the records its S3 destination stored "
+            f"a {source.title} mapping's batch is redriven from the records its S3 destination stored "
             "(the stacks' failure bucket keeps them); this destination kept none"
         )
     try:

@@ -142,3 +142,15 @@ def test_the_kinesis_reader_is_imported_only_when_a_kinesis_record_arrives():
              "HYBRIDSYNC_MODEL": "shop.model:MODEL"},
     )  # fmt: skip
     assert out.stdout.split() == ["False", "True"]
+
+
+def test_a_failed_batch_is_named_by_its_sources_section_and_read_back_only_where_it_can_be():
+    info = {"streamArn": STREAM, "shardId": "shardId-000000000000"}
+    assert changes.batch_info({"KinesisBatchInfo": info}) == info
+    assert changes.batch_info({"DDBStreamBatchInfo": info}) == info
+    with pytest.raises(KeyError):
+        changes.batch_info({"requestContext": {}})
+    assert changes.source_of_stream(STREAM) is changes.KINESIS and not changes.KINESIS.read_back
+    table_stream = events.record("order_insert")["eventSourceARN"]
+    assert changes.source_of_stream(table_stream) is changes.DYNAMODB_STREAMS
+    assert changes.DYNAMODB_STREAMS.read_back

@@ -37,6 +37,9 @@ Sums are DynamoDB's 38 digits (`limits.ARITHMETIC`), never rounded. A record tha
 batch's sum round starts a journal of its own (`_exact_runs`); a journal row whose stored total
 plus its delta DynamoDB refuses becomes a dead letter, stored before its chunk is sent again
 without it (`_apply_chunk`): no single record stops a shard, and every other row still applies once.
+
+This module reads each change's deltas and folds a batch; the bookkeeping of steps 1-3 (cursor,
+journal, ranges, markers, registry) is `hybridsync.sync.ledger`'s, the base of `Aggregation`.
 """
 
 from __future__ import annotations

@@ -84,7 +84,7 @@ def lambda_record(record: dict[str, Any], stream_arn: str) -> dict[str, Any]:
     """A DynamoDB Streams API record in the shape a Lambda event source mapping delivers: with its
     `eventSourceARN`, epoch-second times, base64 binary, and the identity of a TTL deletion as
     `{"type", "principalId"}` (the Streams API spells it `{"Type", "PrincipalId"}`)."""
-    shaped = as_json(record | {"eventSourceARN": stream_arn})
+    shaped: dict[str, Any] = as_json(record | {"eventSourceARN": stream_arn})
     if identity := shaped.get("userIdentity"):
         shaped["userIdentity"] = {key[0].lower() + key[1:]: value for key, value in identity.items()}
     data = shaped.get("dynamodb")

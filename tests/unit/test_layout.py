@@ -178,3 +178,20 @@ def test_the_cdk_app_is_app_py_at_the_top_as_in_every_init_project():
     assert json.loads((ROOT / "cdk.json").read_text())["app"] == "python3 app.py"
     assert json.loads(scaffold.CDK_JSON.format(title="T"))["app"] == "python3 app.py"
     assert (ROOT / "app.py").read_text() == scaffold.APP
+
+
+@pytest.mark.parametrize("package", ["streams", "sync"])
+def test_the_stream_packages_keep_small_rooms(package):
+    """Issue 52: no file over 700 lines, no class over 400 and no function over 80 where the stream
+    consumers and their seam live."""
+    offenders = []
+    for path in sorted((ENGINE / package).glob("*.py")):
+        text = path.read_text()
+        if text.count("\n") > 700:
+            offenders.append(f"{path.relative_to(ROOT)}: {text.count(chr(10))} lines")
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+                lines = node.end_lineno - node.lineno + 1  # type: ignore[operator]
+                if lines > (400 if isinstance(node, ast.ClassDef) else 80):
+                    offenders.append(f"{path.relative_to(ROOT)}: {node.name} is {lines} lines")
+    assert offenders == []

@@ -58,6 +58,8 @@ from hybridsync.model.limits import ARITHMETIC, DIGITS
 from hybridsync.streams import changes as stream
 from hybridsync.streams.changes import Batch, StreamChange
 from hybridsync.streams.records import DeadLetter, Rejected, table_of_arn
+from hybridsync.sync.ledger import CHUNK as CHUNK  # still importable from here, as before the split
+from hybridsync.sync.ledger import JOURNAL_PART_BYTES as JOURNAL_PART_BYTES
 from hybridsync.sync.ledger import (
     MAX_TRANSACTION_ITEMS,
     ConcurrentUpdate,
@@ -71,6 +73,7 @@ from hybridsync.sync.ledger import (
 )
 from hybridsync.sync.ledger import SOURCE as SOURCE  # the aggregation's name among dead letters
 from hybridsync.sync.ledger import _units as _units  # the write units of a transactional write
+from hybridsync.sync.ledger import cursor_lifetime_s as cursor_lifetime_s
 
 CONCURRENT_RETRIES = 3
 # changes read from Kinesis per journal: each one's marker joins the journal's transaction

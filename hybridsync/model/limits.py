@@ -34,7 +34,7 @@ from typing import Any
 
 from boto3.dynamodb.types import Binary
 
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Rejected
 
 DIGITS = 38
 MAX_NUMBER = Decimal("9.9999999999999999999999999999999999999E+125")

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hybridsync.model.declare import Entity, Model, Template, literal_head
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Rejected
 
 Match = Callable[[Mapping[str, Any]], "dict[str, str] | None"]
 

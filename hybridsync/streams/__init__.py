@@ -1,4 +1,4 @@
 """The vocabulary of a stream record, shared by every consumer and the local app's readers: what a
 record is and what it asks for, how one that can never be applied is turned away (`Rejected` ->
 `DeadLetter`), and Lambda's event-filter grammar, evaluated as Lambda does. It imports nothing of
-the engine: every layer above may speak it."""
+the engine but the model's errors (where `Rejected` lives): every layer above may speak it."""

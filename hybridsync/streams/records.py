@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+from hybridsync.model.errors import Rejected  # its home is the model's errors; kept here for old code
+
 EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
 DYNAMODB_SERVICE = "dynamodb.amazonaws.com"  # the principal of TTL deletions
 
@@ -19,14 +21,6 @@ DYNAMODB_SERVICE = "dynamodb.amazonaws.com"  # the principal of TTL deletions
 class DeadLetter:
     record: dict[str, Any]
     reason: str
-
-
-class Rejected(Exception):
-    """A record that can never be applied as it is: it becomes a dead letter with this reason."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 T = TypeVar("T")

@@ -56,9 +56,10 @@ from hybridsync.dynamodb import capacity, store
 from hybridsync.model import placing
 from hybridsync.model.convert import WIDE, marshal, to_values, unmarshal, writer_version
 from hybridsync.model.declare import PERIOD, Aggregate, Entity, Model, Table
+from hybridsync.model.errors import Rejected
 from hybridsync.model.limits import ARITHMETIC, DIGITS
 from hybridsync.streams import kinesis
-from hybridsync.streams.records import DeadLetter, Rejected, sequence, stream_data, table_of_arn, triage
+from hybridsync.streams.records import DeadLetter, sequence, stream_data, table_of_arn, triage
 
 SOURCE = "aggregate"
 MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems limit

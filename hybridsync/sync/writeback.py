@@ -36,13 +36,13 @@ from hybridsync.dynamodb import store
 from hybridsync.model import placing
 from hybridsync.model.convert import attribute_value, to_row, unmarshal, writer_version
 from hybridsync.model.declare import Entity, Model
+from hybridsync.model.errors import Rejected
 from hybridsync.sql import deadletters
 from hybridsync.sql.schema import table_of
 from hybridsync.streams import kinesis
 from hybridsync.streams.records import (
     EVENT_NAMES,
     DeadLetter,
-    Rejected,
     is_ttl_expiry,
     stream_data,
     table_of_arn,

@@ -21,8 +21,8 @@ ENGINE = ROOT / "hybridsync"
 CAPABILITIES = ("sync", "reads", "local")
 NEVER_SHIPPED = ("local", "cli", "cdk", "workloads", "testing", "sizing")
 FLOORS = (
+    ("model",),  # the declaring language, the value contract, the errors: the ground floor
     ("streams",),  # the stream record's vocabulary
-    ("model",),  # the declaring language, the value contract
     ("runtime",),  # settings, clients, the doctor's probe
     ("dynamodb", "sql"),  # the two sides
     ("reads", "sync", "sizing"),
@@ -121,8 +121,8 @@ def test_the_declaring_language_imports_nothing_of_the_engine_but_keys_and_limit
     allowed = {"hybridsync.model", *(f"hybridsync.model.{name}" for name in ("keys", "limits", "errors"))}
     assert {m for m in imports(model / "declare.py") if m.startswith("hybridsync")} <= allowed
     assert {m for m in imports(model / "limits.py") if m.startswith("hybridsync")} <= {
-        "hybridsync.streams.records",
-        "hybridsync.streams.records.Rejected",
+        "hybridsync.model.errors",
+        "hybridsync.model.errors.Rejected",
     }
 
 

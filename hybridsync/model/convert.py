@@ -45,10 +45,12 @@ def marshal(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _serialize_exact(value: Any) -> dict[str, Any]:
+    serialized: dict[str, Any]  # an AttributeValue (boto3's serializer is untyped)
     try:
-        return _serializer.serialize(value)
+        serialized = _serializer.serialize(value)
     except ArithmeticError:
-        return _serializer.serialize(_without_trailing_zeros(value))
+        serialized = _serializer.serialize(_without_trailing_zeros(value))
+    return serialized
 
 
 def _without_trailing_zeros(value: Any) -> Any:

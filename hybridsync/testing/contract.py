@@ -51,12 +51,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not wanted:
         return
     model = config.model(getattr(metafunc.module, "HYBRIDSYNC_MODEL", None))
+    declared: dict[str, list[Entity] | list[Aggregate]] = {
+        "entity": list(model.entities),
+        "synced": list(model.synced()),
+        "aggregate": list(model.aggregates),
+    }
     for name in wanted:
-        values: list[Any] = {
-            "entity": list(model.entities),
-            "synced": list(model.synced()),
-            "aggregate": list(model.aggregates),
-        }[name]
+        values = declared[name]
         metafunc.parametrize(
             name,
             values or [pytest.param(None, marks=pytest.mark.skip(f"the model has no {name}"))],
@@ -111,6 +112,7 @@ def test_a_synced_entity_round_trips_between_its_item_and_its_row(
             view = store.get(client, table, synced.key(values))
             assert view is not None, "the outbox drain wrote the view"
             row = cache._read_row(engine, synced, key)
+            assert row is not None, "the row the outbox drained"
             assert {
                 k: v for k, v in view.items() if k in values and k != synced.names.version
             } == item_values(synced, row)

@@ -32,10 +32,12 @@ from hybridsync.model.declare.builders import (
     Copy,
     Hierarchy,
     KeyBuilder,
+    Partitioned,
     Sharded,
     Template,
     When,
     literal_head,
+    partitions_of,
     reads,
 )
 from hybridsync.model.declare.engine import (
@@ -107,6 +109,7 @@ __all__ = [
     "Model",
     "Names",
     "NotAggregable",
+    "Partitioned",
     "Period",
     "Projection",
     "Rank",
@@ -127,5 +130,6 @@ __all__ = [
     "engine_entity",
     "job_entities",
     "literal_head",
+    "partitions_of",
     "reads",
 ]

@@ -10,11 +10,28 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
 from functools import cached_property
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from hybridsync.model import keys
 
 KeyBuilder = Callable[[Mapping[str, Any]], Any]
+
+
+@runtime_checkable
+class Partitioned(Protocol):
+    """A key builder that also names every partition its key takes: a template's one, each shard
+    of a sharded key (what a scatter-gather read queries)."""
+
+    def __call__(self, values: Mapping[str, Any]) -> Any: ...
+
+    def partitions(self, values: Mapping[str, Any]) -> list[str]: ...
+
+
+def partitions_of(builder: KeyBuilder, values: Mapping[str, Any]) -> list[str]:
+    """Every partition a key builder's key takes for these values (see `Partitioned`)."""
+    if not isinstance(builder, Partitioned):
+        raise TypeError(f"{builder!r} names no partitions (a Template, a Sharded or a When over one does)")
+    return builder.partitions(values)
 
 
 @dataclass(frozen=True)
@@ -90,7 +107,7 @@ class _Missing(Exception):
     pass
 
 
-class _KeyText(dict):
+class _KeyText(dict[str, Any]):
     """format_map view that renders values the way `keys` does and signals absent ones."""
 
     def __init__(self, values: Mapping[str, Any]):
@@ -184,7 +201,7 @@ class When:
         return self.then(values) if values.get(self.attribute) in self.allowed else None
 
     def partitions(self, values: Mapping[str, Any]) -> list[str]:
-        return self.then.partitions(values)  # type: ignore[attr-defined]
+        return partitions_of(self.then, values)
 
 
 def literal_head(builder: KeyBuilder) -> str | None:

@@ -10,7 +10,15 @@ from functools import cached_property
 from typing import Any
 
 from hybridsync.model import errors, keys, limits
-from hybridsync.model.declare.builders import Hierarchy, KeyBuilder, Sharded, Template, When, reads
+from hybridsync.model.declare.builders import (
+    Hierarchy,
+    KeyBuilder,
+    Sharded,
+    Template,
+    When,
+    partitions_of,
+    reads,
+)
 from hybridsync.model.declare.tables import DEFAULT_NAMES, FieldType, Names, Side, Table
 
 # The Python values a default of each type may be (a timestamp as its ISO-8601 text).
@@ -60,7 +68,7 @@ class Field:
             except ValueError:
                 why = f"{self.attribute}: its default is not an ISO-8601 time with a zone"
                 raise ValueError(why) from None
-        if self.type in (FieldType.INTEGER, FieldType.DECIMAL) and self.default is not None:
+        if self.type in (FieldType.INTEGER, FieldType.DECIMAL) and isinstance(self.default, int | Decimal):
             object.__setattr__(self, "default", Decimal(self.default))  # as DynamoDB numbers decode
         if self.scale is not None and (self.type is not FieldType.DECIMAL or not 0 <= self.scale <= 37):
             raise ValueError(f"{self.attribute}: a scale (0-37 digits after the point) is a DECIMAL's")
@@ -201,7 +209,7 @@ class Entity:
     def partitions(self, attribute: str, values: Mapping[str, Any] | None = None) -> list[str]:
         """Every value a (possibly write-sharded) partition key takes for these values: the
         partitions a scatter-gather read queries (pattern 7)."""
-        return self.keys[attribute].partitions(values or {})  # type: ignore[attr-defined]
+        return partitions_of(self.keys[attribute], values or {})
 
     def shards(self, attribute: str) -> int:
         builder = self.keys.get(attribute)

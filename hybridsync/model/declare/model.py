@@ -69,11 +69,12 @@ def _check_keys_name_fields(entity: Entity) -> None:
         patterns = [inner.pattern] if isinstance(inner, Template) else []
         patterns += [inner.prefix] if isinstance(inner, Sharded) else []
         for pattern in patterns:
-            for _, name, spec, _ in string.Formatter().parse(pattern):
-                if name and spec and spec[-1] in INTEGER_SPECS and fields[name].type is not FieldType.INTEGER:
+            for _, placeholder, spec, _ in string.Formatter().parse(pattern):
+                if (placeholder and spec and spec[-1] in INTEGER_SPECS
+                        and fields[placeholder].type is not FieldType.INTEGER):  # fmt: skip
                     raise ValueError(
-                        f"{entity.name}.{attribute}: {pattern!r} formats {name} as an integer "
-                        f"({{{name}:{spec}}}), but it is a {fields[name].type.name}"
+                        f"{entity.name}.{attribute}: {pattern!r} formats {placeholder} as an integer "
+                        f"({{{placeholder}:{spec}}}), but it is a {fields[placeholder].type.name}"
                     )
 
 

@@ -17,7 +17,7 @@ class Period(StrEnum):
     YEAR = "year"
 
     @property
-    def format(self) -> str:
+    def format(self) -> str:  # type: ignore[override]  # strftime's, not str.format (a public name)
         return {"day": "%Y-%m-%d", "month": "%Y-%m", "year": "%Y"}[self.value]
 
     def label(self, at: datetime) -> str:

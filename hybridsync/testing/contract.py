@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -32,6 +33,9 @@ from hybridsync.sql import migrations, rows
 from hybridsync.streams import filters
 from hybridsync.testing import sample_values
 from hybridsync.workloads import Writer, scan
+
+if TYPE_CHECKING:
+    from hybridsync import local
 
 __all__ = [
     "pytest_generate_tests",
@@ -78,7 +82,7 @@ def test_keys_rebuild_from_the_item_and_values_survive_the_wire(entity: Entity) 
 
 
 def test_a_synced_entity_round_trips_between_its_item_and_its_row(
-    synced: Entity, hybridsync_database: Any, hybridsync_model: Model
+    synced: Entity, hybridsync_database: local.LocalStack, hybridsync_model: Model
 ) -> None:
     """DynamoDB-mastered: its stream record, written back, is its row; PostgreSQL-mastered: its row,
     drained from the outbox, is its view. Either way the values come back as they were."""
@@ -161,7 +165,7 @@ def test_filters_admit_exactly_what_each_consumer_needs(hybridsync_model: Model)
             assert filters.admits(patterns, removed) is sourced, (table, entity.name)
 
 
-def _prefixed(record: dict[str, Any], entities: Any) -> bool:
+def _prefixed(record: dict[str, Any], entities: Iterable[Entity]) -> bool:
     """Whether the record's keys begin as some of these entities' keys begin (`placing.key_filter`)."""
     from hybridsync.model import placing
 
@@ -170,7 +174,7 @@ def _prefixed(record: dict[str, Any], entities: Any) -> bool:
 
 
 def test_every_postgresql_mastered_table_has_its_triggers(
-    hybridsync_database: Any, hybridsync_model: Model
+    hybridsync_database: local.LocalStack, hybridsync_model: Model
 ) -> None:
     engine = db.create_engine(hybridsync_database.database_url)
     try:
@@ -184,7 +188,9 @@ def test_every_postgresql_mastered_table_has_its_triggers(
             assert present.get(entity.sql_table) == set(migrations.TRIGGERS), entity.name
 
 
-def test_migrations_at_head_equal_the_model(hybridsync_database: Any, hybridsync_spec: str) -> None:
+def test_migrations_at_head_equal_the_model(
+    hybridsync_database: local.LocalStack, hybridsync_spec: str
+) -> None:
     differences = migrations.check(hybridsync_database.database_url, hybridsync_spec)
     assert not differences, "\n".join(differences.lines())
 
@@ -211,7 +217,7 @@ def _vary(aggregate: Aggregate, entity: Entity, rng: random.Random, n: int) -> d
 
 
 def test_aggregate_equals_a_recount_under_inserts_modifies_removes_and_replays(
-    aggregate: Aggregate, hybridsync_database: Any, hybridsync_model: Model
+    aggregate: Aggregate, hybridsync_database: local.LocalStack, hybridsync_model: Model
 ) -> None:
     from hybridsync.local.streams import StreamReader
     from hybridsync.sync.aggregate import Aggregation

@@ -53,6 +53,7 @@ from hybridsync.model.declare.entities import (
     Bodies,
     Entity,
     Field,
+    FieldDefault,
     body_fields,
     chunks_of,
 )
@@ -98,6 +99,7 @@ __all__ = [
     "CountDistinct",
     "Entity",
     "Field",
+    "FieldDefault",
     "FieldType",
     "Hierarchy",
     "Index",

@@ -31,6 +31,8 @@ DEFAULT_TYPES: dict[FieldType, tuple[type, ...]] = {
     FieldType.JSON: (dict, list),
     FieldType.BINARY: (bytes,),
 }
+# What a field's default may be (one of DEFAULT_TYPES' for its type; JSON: a dict or a list of any JSON)
+FieldDefault = str | int | Decimal | bool | bytes | dict[str, Any] | list[Any] | None
 
 
 @dataclass(frozen=True)
@@ -47,7 +49,7 @@ class Field:
     column: str = ""
     required: bool = True
     max_length: int | None = None  # strings longer than this are rejected, not truncated
-    default: Any = field(default=None, hash=False)  # a JSON default is a dict or list
+    default: FieldDefault = field(default=None, hash=False)
     scale: int | None = None
     min: Decimal | int | None = None
     max: Decimal | int | None = None

@@ -8,7 +8,6 @@ import difflib
 import string
 from dataclasses import dataclass, replace
 from functools import cached_property
-from typing import Any
 
 from hybridsync.model.declare.aggregates import Aggregate
 from hybridsync.model.declare.builders import Sharded, Template, When, literal_head, reads
@@ -203,5 +202,5 @@ class Model:
     def streamed_tables(self) -> tuple[Table, ...]:
         return tuple(t for t in self.tables if t.stream)
 
-    def with_names(self, **changes: Any) -> Model:
+    def with_names(self, **changes: str) -> Model:
         return replace(self, names=replace(self.names, **changes))

@@ -10,6 +10,10 @@ the SQL schema and its migrations, the stream filters, the key of every item it 
                      keys={"PK": Template("INVOICE#{InvoiceId}"),
                      "SK": Template("DETAILS")}, sql_table="invoices", sql_key=("InvoiceId",))
     MODEL = Model(tables=(MAIN,), entities=(INVOICE,))
+
+Every name is imported from here; the modules hold them by subject: tables, builders (key
+builders), entities (with large bodies), timeseries, aggregates, engine (the engine's own
+entities) and model.
 """
 
 from __future__ import annotations

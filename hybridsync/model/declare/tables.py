@@ -7,9 +7,55 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from functools import cached_property
-from typing import Any
+from typing import Required, TypedDict
 
 ID_LENGTH = 128  # a sensible limit for ids; a field's max_length says its own
+
+
+# --- DynamoDB's CreateTable request, as `Table.create_request` renders it (boto3's
+# `client.create_table(**request)` takes it as it is)
+
+
+class KeySchemaElement(TypedDict):
+    AttributeName: str
+    KeyType: str  # HASH | RANGE
+
+
+class AttributeDefinition(TypedDict):
+    AttributeName: str
+    AttributeType: str  # S | N | B
+
+
+class Throughput(TypedDict):
+    ReadCapacityUnits: int
+    WriteCapacityUnits: int
+
+
+class IndexProjection(TypedDict, total=False):
+    ProjectionType: Required[str]  # ALL | KEYS_ONLY | INCLUDE
+    NonKeyAttributes: list[str]
+
+
+class GlobalSecondaryIndex(TypedDict, total=False):
+    IndexName: Required[str]
+    KeySchema: Required[list[KeySchemaElement]]
+    Projection: Required[IndexProjection]
+    ProvisionedThroughput: Throughput
+
+
+class StreamSpecification(TypedDict):
+    StreamEnabled: bool
+    StreamViewType: str
+
+
+class CreateTableRequest(TypedDict, total=False):
+    TableName: Required[str]
+    KeySchema: Required[list[KeySchemaElement]]
+    AttributeDefinitions: Required[list[AttributeDefinition]]
+    BillingMode: Required[str]  # PAY_PER_REQUEST | PROVISIONED
+    ProvisionedThroughput: Throughput
+    GlobalSecondaryIndexes: list[GlobalSecondaryIndex]
+    StreamSpecification: StreamSpecification
 
 
 @dataclass(frozen=True)
@@ -131,41 +177,25 @@ class Table:
         sorts = {k.name for k in (self.sort, *(i.sort for i in self.indexes)) if k}
         return frozenset(partitions), frozenset(sorts - partitions)
 
-    def create_request(self, name: str, capacity: tuple[int, int] | None = None) -> dict[str, Any]:
+    def create_request(self, name: str, capacity: tuple[int, int] | None = None) -> CreateTableRequest:
         """The CreateTable call for this declaration (the CDK data stack renders the same one):
         on demand, or provisioned with (read, write) `capacity` for the table and each index."""
-
-        def key_schema(partition: KeyAttribute, sort: KeyAttribute | None) -> list[dict[str, str]]:
-            schema = [{"AttributeName": partition.name, "KeyType": "HASH"}]
-            return schema + ([{"AttributeName": sort.name, "KeyType": "RANGE"}] if sort else [])
-
-        throughput = capacity and {"ReadCapacityUnits": capacity[0], "WriteCapacityUnits": capacity[1]}
-        request: dict[str, Any] = {
+        throughput: Throughput | None = capacity and {
+            "ReadCapacityUnits": capacity[0],
+            "WriteCapacityUnits": capacity[1],
+        }
+        request: CreateTableRequest = {
             "TableName": name,
-            "KeySchema": key_schema(self.partition, self.sort),
+            "KeySchema": _key_schema(self.partition, self.sort),
             "AttributeDefinitions": [
                 {"AttributeName": a.name, "AttributeType": a.type} for a in self.attribute_definitions()
             ],
-        } | (
-            {"BillingMode": "PROVISIONED", "ProvisionedThroughput": throughput}
-            if throughput
-            else {"BillingMode": "PAY_PER_REQUEST"}
-        )
+            "BillingMode": "PROVISIONED" if throughput else "PAY_PER_REQUEST",
+        }
+        if throughput:
+            request["ProvisionedThroughput"] = throughput
         if self.indexes:
-            request["GlobalSecondaryIndexes"] = [
-                {
-                    "IndexName": index.name,
-                    "KeySchema": key_schema(index.partition, index.sort),
-                    "Projection": {"ProjectionType": index.projection.value}
-                    | (
-                        {"NonKeyAttributes": list(index.non_key_attributes)}
-                        if index.non_key_attributes
-                        else {}
-                    ),
-                }
-                | ({"ProvisionedThroughput": throughput} if throughput else {})
-                for index in self.indexes
-            ]
+            request["GlobalSecondaryIndexes"] = [_index_request(index, throughput) for index in self.indexes]
         if self.stream:
             request["StreamSpecification"] = {"StreamEnabled": True, "StreamViewType": self.stream.value}
         return request
@@ -179,3 +209,23 @@ class Table:
             if seen.setdefault(attr.name, attr).type != attr.type:
                 raise ValueError(f"{self.name}: key attribute {attr.name} declared with two types")
         return list(seen.values())
+
+
+def _key_schema(partition: KeyAttribute, sort: KeyAttribute | None) -> list[KeySchemaElement]:
+    schema: list[KeySchemaElement] = [{"AttributeName": partition.name, "KeyType": "HASH"}]
+    return schema + ([{"AttributeName": sort.name, "KeyType": "RANGE"}] if sort else [])
+
+
+def _index_request(index: Index, throughput: Throughput | None) -> GlobalSecondaryIndex:
+    """A GSI of a CreateTable request; with the table's `throughput` when it is provisioned."""
+    projection: IndexProjection = {"ProjectionType": index.projection.value}
+    if index.non_key_attributes:
+        projection["NonKeyAttributes"] = list(index.non_key_attributes)
+    request: GlobalSecondaryIndex = {
+        "IndexName": index.name,
+        "KeySchema": _key_schema(index.partition, index.sort),
+        "Projection": projection,
+    }
+    if throughput:
+        request["ProvisionedThroughput"] = throughput
+    return request

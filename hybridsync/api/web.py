@@ -17,7 +17,7 @@ import re
 from collections.abc import Callable, Mapping
 from datetime import date
 from decimal import Decimal
-from typing import Any
+from typing import Any, TypedDict, Unpack
 from urllib.parse import unquote
 
 from aws_lambda_powertools import Logger, Metrics
@@ -69,13 +69,25 @@ class Resolver(APIGatewayHttpResolver):
 app = Resolver()
 
 
-Handler = Callable[..., Response]
+Handler = Callable[..., Response[str]]
+# a query parameter a route reads: a name of QUERY's, or (name, schema), or (name, schema, required)
+QueryParameter = str | tuple[str, openapi.Schema] | tuple[str, openapi.Schema, bool]
 
 
-def route(method: str, rule: str, *, query: tuple[Any, ...] = (), body: dict[str, Any] | None = None,
-          responses: dict[int, str] | None = None,
-          path: dict[str, dict[str, Any]] | None = None,
-          returns: dict[str, Any] | None = None) -> Callable[[Handler], Handler]:  # fmt: skip
+class RouteDescription(TypedDict, total=False):
+    """What `get` passes on to `route` to describe a route (see `route`)."""
+
+    query: tuple[QueryParameter, ...]
+    body: openapi.Schema | None
+    responses: dict[int, str] | None
+    path: dict[str, openapi.Schema] | None
+    returns: openapi.Schema | None
+
+
+def route(method: str, rule: str, *, query: tuple[QueryParameter, ...] = (),
+          body: openapi.Schema | None = None, responses: dict[int, str] | None = None,
+          path: dict[str, openapi.Schema] | None = None,
+          returns: openapi.Schema | None = None) -> Callable[[Handler], Handler]:  # fmt: skip
     """Register a route and describe it (`hybridsync.api.openapi`): the query parameters it reads
     (names of `QUERY`, `(name, schema)`, or `(name, schema, True)` when required), the JSON schema
     of its body, its answers, the schemas of its path parameters that are not ids (`path`), the
@@ -89,11 +101,11 @@ def route(method: str, rule: str, *, query: tuple[Any, ...] = (), body: dict[str
     openapi.describe(method, rule, query=query, body=body, responses=responses, parameters=QUERY,
                      path_schemas=path, returns=returns)  # fmt: skip
 
-    def register(handler: Callable[..., Response]) -> Callable[..., Response]:
+    def register(handler: Handler) -> Handler:
         openapi.summarize(method, rule, handler.__doc__)
 
         @functools.wraps(handler)
-        def decoded(**parameters: str) -> Response:
+        def decoded(**parameters: str) -> Response[str]:
             values = {name: _path_parameter(name, value) for name, value in parameters.items()}
             query = app.current_event.query_string_parameters or {}
             for name, value in [*values.items(), *query.items()]:
@@ -117,7 +129,7 @@ def _path_parameter(name: str, value: str) -> str:
         ) from None
 
 
-def get(rule: str, **description: Any) -> Callable[[Handler], Handler]:
+def get(rule: str, **description: Unpack[RouteDescription]) -> Callable[[Handler], Handler]:
     return route("GET", rule, **description)
 
 
@@ -189,7 +201,7 @@ def cached(lookups: list[cache.Lookup]) -> dict[str, str]:
     return {"X-Cache": "hit" if hit else "miss"}
 
 
-def respond(body: Any, headers: dict[str, str] | None = None, status: int = 200) -> Response:
+def respond(body: Any, headers: dict[str, str] | None = None, status: int = 200) -> Response[str]:
     """JSON. An entity's values are rendered by `shown` (one JSON type per field type); any other
     number stays exact: an integral one as an integer, another as a decimal string."""
     text = None if body is None else _dumps(jsonable(body))
@@ -268,7 +280,7 @@ def _dumps(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+def error(status: int, message: str, headers: dict[str, str] | None = None) -> Response[str]:
     return respond({"statusCode": status, "message": message}, headers, status)
 
 

@@ -35,6 +35,7 @@ SHIPPED = (
     "",
     "streams",
     "model",
+    "model/declare",
     "runtime",
     "dynamodb",
     "reads",

@@ -347,7 +347,24 @@ def python_package_markdown(package: str) -> str:
         if name != package:
             lines += ["", f"## `{name}`", "", f"::: {name}", "    options:", "      show_root_heading: false",
                       "      heading_level: 3", "      show_submodules: false"]  # fmt: skip
+            if _reexported(name):  # its names are documented once, where they are imported from
+                lines += ["      members: false"]
     return "\n".join(lines)
+
+
+def _reexported(module: str) -> bool:
+    """Whether a module's package only re-exports names: its `__init__` holds nothing but imports
+    and their `__all__`, as Powertools' packages and `hybridsync.model.declare` do."""
+    parent = root() / module.rpartition(".")[0].replace(".", "/") / "__init__.py"
+    if not parent.is_file():
+        return False
+    body = ast.parse(parent.read_text()).body
+
+    def listing(node: ast.stmt) -> bool:
+        return isinstance(node, ast.Assign) and [getattr(t, "id", None) for t in node.targets] == ["__all__"]
+
+    kept = [n for n in body if not isinstance(n, ast.ImportFrom | ast.Expr)]  # imports, the docstring
+    return bool(kept) and all(listing(n) for n in kept)
 
 
 GENERATED: dict[str, Callable[[], str]] = {

@@ -24,8 +24,7 @@ from hybridsync.dynamodb import capacity, store
 from hybridsync.model import keys, limits, versions
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.declare import BODY, Bodies
-from hybridsync.model.errors import Conflict, Invalid, NotFound
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Conflict, Invalid, NotFound, Rejected
 
 logger = logging.getLogger(__name__)
 BODY_ATTRIBUTES = tuple(BODY)  # Body, BodyGz, ChunkCount, ChunkVersion, BodyObject

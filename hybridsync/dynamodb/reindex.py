@@ -28,7 +28,7 @@ from hybridsync.dynamodb.scans import Pacer
 from hybridsync.model import placing
 from hybridsync.model.convert import marshal, to_values
 from hybridsync.model.declare import Entity, Model, Table
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Rejected
 
 
 @dataclass

@@ -10,8 +10,7 @@ from typing import Any
 from hybridsync.dynamodb import cursors
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.declare import DEFAULT_NAMES, Entity, Names
-from hybridsync.model.errors import Conflict, Invalid
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Conflict, Invalid, Rejected
 
 
 def put_if_newer(client: Any, table_name: str, entity: Entity, item: dict[str, Any], *,

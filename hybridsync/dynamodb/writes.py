@@ -19,7 +19,8 @@ to 4 KB) beside each write.
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Mapping
+from typing import Any, Protocol
 
 from hybridsync.dynamodb import store
 from hybridsync.model import versions
@@ -30,7 +31,20 @@ from hybridsync.model.errors import Conflict
 RETRIES = 5  # writes raced by another writer of the same item before giving up (Conflict)
 
 
-def put(client: Any, table: str, entity: Entity, values: dict[str, Any]) -> dict[str, Any]:
+class ItemClient(Protocol):
+    """The calls `put` and `delete` make of a DynamoDB client (boto3's `client("dynamodb")` is one).
+    Requests and answers are DynamoDB's wire shapes, AttributeValues included."""
+
+    exceptions: Any  # boto3's modelled errors: ConditionalCheckFailedException is caught
+
+    def get_item(self, **request: Any) -> dict[str, Any]: ...
+
+    def put_item(self, **request: Any) -> dict[str, Any]: ...
+
+    def delete_item(self, **request: Any) -> dict[str, Any]: ...
+
+
+def put(client: ItemClient, table: str, entity: Entity, values: Mapping[str, Any]) -> dict[str, Any]:
     """Write the item with these values (its version set here); returns them with the version."""
     names = entity.names
     for _ in range(RETRIES):
@@ -46,7 +60,7 @@ def put(client: Any, table: str, entity: Entity, values: dict[str, Any]) -> dict
     raise Conflict(f"{entity.name}: the item kept changing while it was written ({RETRIES} tries)")
 
 
-def delete(client: Any, table: str, entity: Entity, values: dict[str, Any]) -> bool:
+def delete(client: ItemClient, table: str, entity: Entity, values: Mapping[str, Any]) -> bool:
     """Delete the item these values name (its REMOVE carries the version it held); False when
     there is none."""
     for _ in range(RETRIES):

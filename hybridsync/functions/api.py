@@ -17,10 +17,9 @@ from hybridsync.api import openapi
 from hybridsync.api.web import ROUTES, app, error, get, logger, metrics, respond
 from hybridsync.dynamodb.capacity import Meter
 from hybridsync.model import config
-from hybridsync.model.errors import ConfigurationError, Conflict, Invalid, NotFound
+from hybridsync.model.errors import ConfigurationError, Conflict, Invalid, NotFound, Rejected
 from hybridsync.runtime import clients, doctor
 from hybridsync.runtime.clients import dynamodb
-from hybridsync.streams.records import Rejected
 
 METER = Meter()
 ROUTE_MODULES = config.hooks("routes")  # importing a module registers its routes

@@ -162,7 +162,7 @@ def entity_of(model: Model, table: str, item: Mapping[str, Any]) -> str:
     (`hybridsync.model.placing`: a tag, if any, only confirming them), so an item a plain writer put
     without the entity tag counts where it belongs. `?`: no entity of the model fits it (another
     writer's item, another template's table) or it cannot be decided."""
-    from hybridsync.streams.records import Rejected
+    from hybridsync.model.errors import Rejected
 
     tag = item.get(model.names.entity)
     try:

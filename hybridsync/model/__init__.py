@@ -2,4 +2,4 @@
 entities, aggregates and time series (declare); key text and the version clock (keys, versions);
 what both sides can store (limits); values between DynamoDB and PostgreSQL (convert); which entity
 an item is, read from its keys (placing); which model the engine serves (config); and the errors
-the engine names (errors). It speaks only the stream vocabulary below it."""
+the engine names (errors). It is the ground floor: it imports no other package of the engine."""

@@ -40,7 +40,8 @@ def project_root(start: Path | None = None) -> Path | None:
 
 def _tool(pyproject: Path) -> dict[str, Any]:
     try:
-        return tomllib.loads(pyproject.read_text()).get("tool", {})
+        tool: dict[str, Any] = tomllib.loads(pyproject.read_text()).get("tool", {})  # TOML: any table
+        return tool
     except tomllib.TOMLDecodeError as error:
         raise ConfigurationError(f"{pyproject}: {error}") from None
 
@@ -51,7 +52,7 @@ def settings(root: Path | None = None) -> dict[str, Any]:
     root = root or project_root()
     if root is None:
         return {}
-    found = _tool(root / "pyproject.toml")["hybridsync"]
+    found: dict[str, Any] = _tool(root / "pyproject.toml")["hybridsync"]
     if str(root) not in sys.path:  # the project's own packages import as they would installed
         sys.path.append(str(root))  # last: never in front of what is installed (or an asset's copy)
     return found

@@ -16,9 +16,8 @@ from boto3.dynamodb.types import Binary, TypeDeserializer, TypeSerializer
 
 from hybridsync.model import keys, limits
 from hybridsync.model.declare import Entity, Field, FieldType
-from hybridsync.model.errors import Invalid
+from hybridsync.model.errors import Invalid, Rejected
 from hybridsync.model.limits import NUMBER_RANGE
-from hybridsync.streams.records import Rejected
 
 BIGINT_MIN, BIGINT_MAX = -(2**63), 2**63 - 1
 WIDE = Context(prec=200)  # exact for any number DynamoDB or a NUMERIC column holds
@@ -46,10 +45,12 @@ def marshal(item: dict[str, Any]) -> dict[str, Any]:
 
 
 def _serialize_exact(value: Any) -> dict[str, Any]:
+    serialized: dict[str, Any]  # an AttributeValue (boto3's serializer is untyped)
     try:
-        return _serializer.serialize(value)
+        serialized = _serializer.serialize(value)
     except ArithmeticError:
-        return _serializer.serialize(_without_trailing_zeros(value))
+        serialized = _serializer.serialize(_without_trailing_zeros(value))
+    return serialized
 
 
 def _without_trailing_zeros(value: Any) -> Any:

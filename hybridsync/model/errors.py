@@ -1,5 +1,6 @@
-"""What went wrong, by kind: the write path's errors, each an HTTP status; and a configuration the
-engine cannot run with (a missing variable, a model it cannot load)."""
+"""What went wrong, by kind: the write path's errors, each an HTTP status; a value or a record that
+can never be stored or applied as it is (a 400 at the API, a dead letter in a stream consumer); and
+a configuration the engine cannot run with (a missing variable, a model it cannot load)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ class Conflict(Exception):
     def __init__(self, message: str, codes: list[str] | None = None):
         super().__init__(message)
         self.codes = codes or []  # TransactWriteItems' cancellation code per action, if any
+
+
+class Rejected(Exception):
+    """A record that can never be applied as it is: it becomes a dead letter with this reason."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
 
 
 class ConfigurationError(RuntimeError):

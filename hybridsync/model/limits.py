@@ -34,7 +34,7 @@ from typing import Any
 
 from boto3.dynamodb.types import Binary
 
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Rejected
 
 DIGITS = 38
 MAX_NUMBER = Decimal("9.9999999999999999999999999999999999999E+125")
@@ -132,6 +132,7 @@ def value_problem(name: str, value: Any) -> str | None:
     if depth(value) > DEPTH:
         return f"{name} is nested deeper than DynamoDB's {DEPTH} levels"
     for where, scalar in walk(value, name):
+        problem: str | None
         if isinstance(scalar, Name) and not 1 <= len(scalar.encode("utf-8", "surrogatepass")) <= NAME_BYTES:
             problem = f"has an attribute name of {len(scalar)} characters in it (DynamoDB: 1 to 64 KB)"
             where = name

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from hybridsync.model.declare import Entity, Model, Template, literal_head
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Rejected
 
 Match = Callable[[Mapping[str, Any]], "dict[str, str] | None"]
 
@@ -22,19 +22,20 @@ def matcher(entity: Entity) -> tuple[Match, int]:
     (None when a key does not fit its template, or the entity's keys are not all templates), and
     how many literal characters the templates fix."""
     builders = {a.name: entity.keys[a.name] for a in entity.table.key_schema()}
-    if not all(isinstance(b, Template) for b in builders.values()):
+    templates = {name: b for name, b in builders.items() if isinstance(b, Template)}
+    if len(templates) < len(builders):
         return (lambda keys: None), 0
 
     def match(keys: Mapping[str, Any]) -> dict[str, str] | None:
         values: dict[str, str] = {}
-        for attribute, builder in builders.items():
-            found = builder.read(str(keys.get(attribute, "")))  # type: ignore[union-attr]
+        for attribute, template in templates.items():
+            found = template.read(str(keys.get(attribute, "")))
             if found is None:
                 return None
             values |= found
         return values
 
-    return match, sum(b.literal_length for b in builders.values())  # type: ignore[union-attr]
+    return match, sum(t.literal_length for t in templates.values())
 
 
 Candidate = tuple[Entity, Match, int, tuple[tuple[str, str], ...]]
@@ -47,8 +48,9 @@ def _candidates(model: Model) -> tuple[Candidate, ...]:
     out = []
     for entity in (*model.entities, *(s.entity for s in model.time_series)):
         builders = [(a.name, entity.keys[a.name]) for a in entity.table.key_schema()]
-        if all(isinstance(b, Template) for _, b in builders):
-            heads = tuple((name, b.literal_head) for name, b in builders)  # type: ignore[union-attr]
+        templates = [(name, b) for name, b in builders if isinstance(b, Template)]
+        if len(templates) == len(builders):
+            heads = tuple((name, t.literal_head) for name, t in templates)
             out.append((entity, *matcher(entity), heads))
     return tuple(out)
 

@@ -27,8 +27,8 @@ from hybridsync.dynamodb.views import (
 )
 from hybridsync.model.convert import item_values, marshal, unmarshal
 from hybridsync.model.declare import Entity
+from hybridsync.model.errors import Rejected
 from hybridsync.sql.schema import table_of
-from hybridsync.streams.records import Rejected
 
 log = logging.getLogger(__name__)
 

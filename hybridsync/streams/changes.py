@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
-from hybridsync.streams.records import DeadLetter, Rejected, is_ttl_expiry, table_of_arn
+from hybridsync.model.errors import Rejected
+from hybridsync.streams.records import DeadLetter, is_ttl_expiry, table_of_arn
 
 
 @dataclass(frozen=True)

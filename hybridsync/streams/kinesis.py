@@ -29,8 +29,8 @@ import hashlib
 import json
 from typing import Any
 
+from hybridsync.model.errors import Rejected
 from hybridsync.streams.changes import KINESIS, StreamChange, microseconds, read_dynamodb, shaped
-from hybridsync.streams.records import Rejected
 
 EVENT_SOURCE = KINESIS.event_source
 # Write-back positions of Kinesis-sourced changes: their microsecond time above this, so a row's

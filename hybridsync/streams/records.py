@@ -11,6 +11,9 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, TypeVar
 
+# Rejected's home is the model's errors; importable from here for old code
+from hybridsync.model.errors import Rejected as Rejected
+
 EVENT_NAMES = ("INSERT", "MODIFY", "REMOVE")
 DYNAMODB_SERVICE = "dynamodb.amazonaws.com"  # the principal of TTL deletions
 
@@ -22,14 +25,6 @@ class DeadLetter:
     # what names the record in the store, when not its eventID: a change's identity across its
     # copies (`hybridsync.streams.changes.StreamChange.identity`)
     identity: str | None = None
-
-
-class Rejected(Exception):
-    """A record that can never be applied as it is: it becomes a dead letter with this reason."""
-
-    def __init__(self, reason: str):
-        super().__init__(reason)
-        self.reason = reason
 
 
 T = TypeVar("T")

@@ -54,10 +54,11 @@ from hybridsync.dynamodb import store
 from hybridsync.model import placing
 from hybridsync.model.convert import WIDE, to_values, unmarshal, writer_version
 from hybridsync.model.declare import PERIOD, Aggregate, Entity, Model, Table
+from hybridsync.model.errors import Rejected
 from hybridsync.model.limits import ARITHMETIC, DIGITS
 from hybridsync.streams import changes as stream
 from hybridsync.streams.changes import Batch, StreamChange
-from hybridsync.streams.records import DeadLetter, Rejected, table_of_arn
+from hybridsync.streams.records import DeadLetter, table_of_arn
 from hybridsync.sync.ledger import CHUNK as CHUNK  # still importable from here, as before the split
 from hybridsync.sync.ledger import JOURNAL_PART_BYTES as JOURNAL_PART_BYTES
 from hybridsync.sync.ledger import (

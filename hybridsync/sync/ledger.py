@@ -21,8 +21,9 @@ from typing import Any
 from hybridsync.dynamodb import capacity, store
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.model.declare import PERIOD, Aggregate, Entity, Names, Table
+from hybridsync.model.errors import Rejected
 from hybridsync.model.limits import ARITHMETIC, DIGITS
-from hybridsync.streams.records import DeadLetter, Rejected
+from hybridsync.streams.records import DeadLetter
 
 SOURCE = "aggregate"
 MAX_TRANSACTION_ITEMS = 100  # TransactWriteItems limit

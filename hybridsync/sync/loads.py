@@ -35,9 +35,10 @@ from hybridsync.dynamodb.views import CACHE_TTL_S, view_item
 from hybridsync.model import placing
 from hybridsync.model.convert import item_values, marshal, to_row, unmarshal, writer_version
 from hybridsync.model.declare import Entity, Side
+from hybridsync.model.errors import Rejected
 from hybridsync.sql import deadletters
 from hybridsync.sql.schema import table_of
-from hybridsync.streams.records import DeadLetter, Rejected
+from hybridsync.streams.records import DeadLetter
 from hybridsync.sync.jobs import DONE, SOURCE, Counts, Services, kind
 from hybridsync.sync.outbox import exact_json
 from hybridsync.sync.writeback import LOAD, Change, apply_changes

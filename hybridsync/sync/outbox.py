@@ -31,8 +31,9 @@ from hybridsync.dynamodb import store
 from hybridsync.dynamodb.views import CACHE_TTL_S, TOMBSTONE_TTL_S, missing_item, view_item
 from hybridsync.model.convert import item_values
 from hybridsync.model.declare import Entity, Model, Side
+from hybridsync.model.errors import Rejected
 from hybridsync.sql import deadletters
-from hybridsync.streams.records import DeadLetter, Rejected
+from hybridsync.streams.records import DeadLetter
 
 log = logging.getLogger(__name__)
 WRITERS = 16  # concurrent DynamoDB writes per drain

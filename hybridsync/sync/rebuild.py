@@ -38,7 +38,7 @@ from typing import Any
 from hybridsync.dynamodb import store
 from hybridsync.dynamodb.scans import Scanner
 from hybridsync.model.convert import WIDE, marshal, unmarshal
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Rejected
 from hybridsync.sync.aggregate import Aggregation, Key, Outcome, Totals, _add
 from hybridsync.sync.jobs import DONE, Counts, JobError, Services, kind
 from hybridsync.sync.ledger import CHUNK

@@ -25,8 +25,8 @@ from hybridsync.dynamodb.views import is_live, is_missing
 from hybridsync.model import placing
 from hybridsync.model.convert import item_values, to_integer, to_row
 from hybridsync.model.declare import Entity, FieldType, Model, Side, literal_head
+from hybridsync.model.errors import Rejected
 from hybridsync.sql.schema import table_of
-from hybridsync.streams.records import Rejected
 from hybridsync.sync.writeback import first_line
 
 POSITION = "stream_position"  # the stream position a written-back row last applied (write-back's)

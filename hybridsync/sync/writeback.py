@@ -36,11 +36,12 @@ from hybridsync.dynamodb import store
 from hybridsync.model import placing
 from hybridsync.model.convert import attribute_value, to_row, unmarshal, writer_version
 from hybridsync.model.declare import Entity, Model
+from hybridsync.model.errors import Rejected
 from hybridsync.sql import deadletters
 from hybridsync.sql.schema import table_of
 from hybridsync.streams import changes as stream
 from hybridsync.streams.changes import Batch, StreamChange
-from hybridsync.streams.records import EVENT_NAMES, DeadLetter, Rejected
+from hybridsync.streams.records import EVENT_NAMES, DeadLetter
 
 SOURCE = "write_back"
 TRANSIENT_SQLSTATES = {"40001", "40P01"}  # serialization failure, deadlock: safe to retry at once

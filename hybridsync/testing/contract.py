@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import random
 import uuid
+from collections.abc import Iterable
 from decimal import Decimal
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -32,6 +33,9 @@ from hybridsync.sql import migrations, rows
 from hybridsync.streams import filters
 from hybridsync.testing import sample_values
 from hybridsync.workloads import Writer, scan
+
+if TYPE_CHECKING:
+    from hybridsync import local
 
 __all__ = [
     "pytest_generate_tests",
@@ -51,12 +55,13 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if not wanted:
         return
     model = config.model(getattr(metafunc.module, "HYBRIDSYNC_MODEL", None))
+    declared: dict[str, list[Entity] | list[Aggregate]] = {
+        "entity": list(model.entities),
+        "synced": list(model.synced()),
+        "aggregate": list(model.aggregates),
+    }
     for name in wanted:
-        values: list[Any] = {
-            "entity": list(model.entities),
-            "synced": list(model.synced()),
-            "aggregate": list(model.aggregates),
-        }[name]
+        values = declared[name]
         metafunc.parametrize(
             name,
             values or [pytest.param(None, marks=pytest.mark.skip(f"the model has no {name}"))],
@@ -77,7 +82,7 @@ def test_keys_rebuild_from_the_item_and_values_survive_the_wire(entity: Entity) 
 
 
 def test_a_synced_entity_round_trips_between_its_item_and_its_row(
-    synced: Entity, hybridsync_database: Any, hybridsync_model: Model
+    synced: Entity, hybridsync_database: local.LocalStack, hybridsync_model: Model
 ) -> None:
     """DynamoDB-mastered: its stream record, written back, is its row; PostgreSQL-mastered: its row,
     drained from the outbox, is its view. Either way the values come back as they were."""
@@ -111,6 +116,7 @@ def test_a_synced_entity_round_trips_between_its_item_and_its_row(
             view = store.get(client, table, synced.key(values))
             assert view is not None, "the outbox drain wrote the view"
             row = cache._read_row(engine, synced, key)
+            assert row is not None, "the row the outbox drained"
             assert {
                 k: v for k, v in view.items() if k in values and k != synced.names.version
             } == item_values(synced, row)
@@ -159,7 +165,7 @@ def test_filters_admit_exactly_what_each_consumer_needs(hybridsync_model: Model)
             assert filters.admits(patterns, removed) is sourced, (table, entity.name)
 
 
-def _prefixed(record: dict[str, Any], entities: Any) -> bool:
+def _prefixed(record: dict[str, Any], entities: Iterable[Entity]) -> bool:
     """Whether the record's keys begin as some of these entities' keys begin (`placing.key_filter`)."""
     from hybridsync.model import placing
 
@@ -168,7 +174,7 @@ def _prefixed(record: dict[str, Any], entities: Any) -> bool:
 
 
 def test_every_postgresql_mastered_table_has_its_triggers(
-    hybridsync_database: Any, hybridsync_model: Model
+    hybridsync_database: local.LocalStack, hybridsync_model: Model
 ) -> None:
     engine = db.create_engine(hybridsync_database.database_url)
     try:
@@ -182,7 +188,9 @@ def test_every_postgresql_mastered_table_has_its_triggers(
             assert present.get(entity.sql_table) == set(migrations.TRIGGERS), entity.name
 
 
-def test_migrations_at_head_equal_the_model(hybridsync_database: Any, hybridsync_spec: str) -> None:
+def test_migrations_at_head_equal_the_model(
+    hybridsync_database: local.LocalStack, hybridsync_spec: str
+) -> None:
     differences = migrations.check(hybridsync_database.database_url, hybridsync_spec)
     assert not differences, "\n".join(differences.lines())
 
@@ -209,7 +217,7 @@ def _vary(aggregate: Aggregate, entity: Entity, rng: random.Random, n: int) -> d
 
 
 def test_aggregate_equals_a_recount_under_inserts_modifies_removes_and_replays(
-    aggregate: Aggregate, hybridsync_database: Any, hybridsync_model: Model
+    aggregate: Aggregate, hybridsync_database: local.LocalStack, hybridsync_model: Model
 ) -> None:
     from hybridsync.local.streams import StreamReader
     from hybridsync.sync.aggregate import Aggregation

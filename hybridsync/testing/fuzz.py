@@ -63,6 +63,7 @@ BODIES = [
 METHODS = ["GET", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "HEAD", "FOO"]
 CONTENT_TYPES = [None, "application/json", "application/json; charset=utf-16", "text/plain", "image/png",
                  "multipart/form-data; boundary=x", "application/json; charset=latin-1"]  # fmt: skip
+Answer = tuple[int, dict[str, str], bytes]  # status, headers (lower-case names), body
 
 
 @dataclass(frozen=True)
@@ -85,8 +86,8 @@ class Figures:
     dropped: int = 0
     schema_violations: int = 0
     accepted: int = 0  # answered 2xx
-    routes: Counter = field(default_factory=Counter)  # requests per operation
-    statuses: Counter = field(default_factory=Counter)
+    routes: Counter[str] = field(default_factory=Counter)  # requests per operation
+    statuses: Counter[int] = field(default_factory=Counter)
     examples: list[str] = field(default_factory=list)  # the first failures, to reproduce them
     # every accepted write: (the request as shown, its text decoded), so that what it poisoned
     # downstream (a dead letter, drift) can be traced to it (`accepted_matching`)
@@ -252,7 +253,7 @@ def send(base: str, request: Request, timeout_s: float = 60) -> tuple[int, dict[
     return exchange(base, head + (request.body or b""), request.method, timeout_s)
 
 
-def exchange(base: str, data: bytes, method: str = "GET", timeout_s: float = 60) -> tuple[int, dict, bytes]:
+def exchange(base: str, data: bytes, method: str = "GET", timeout_s: float = 60) -> Answer:
     """Bytes sent as they are on a connection of their own; the answer (status, headers, body)."""
     url = urlsplit(base)
     with socket.create_connection((url.hostname, url.port), timeout=timeout_s) as connection:
@@ -262,9 +263,7 @@ def exchange(base: str, data: bytes, method: str = "GET", timeout_s: float = 60)
         return response.status, {k.lower(): v for k, v in response.getheaders()}, response.read()
 
 
-def judge(
-    figures: Figures, document: dict[str, Any], request: Request, answer: tuple[int, dict, bytes]
-) -> None:
+def judge(figures: Figures, document: dict[str, Any], request: Request, answer: Answer) -> None:
     status, headers, data = answer
     figures.statuses[status] += 1
     if status >= 500:
@@ -317,7 +316,8 @@ def document_of(base: str) -> dict[str, Any]:
     )
     if status != 200:
         raise RuntimeError(f"{base}/openapi.json answered {status}")
-    return json.loads(data)
+    document: dict[str, Any] = json.loads(data)  # the OpenAPI document: JSON
+    return document
 
 
 def run(

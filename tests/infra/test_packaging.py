@@ -1,6 +1,6 @@
 """What `pip install hybridsync` gets: the wheel built from pyproject.toml holds every module of the
-engine (each package under hybridsync/, its Alembic template and the runtime requirements the
-layer is built from) and nothing of the example shop or the tests."""
+engine (each package under hybridsync/, its Alembic template, the runtime requirements the
+layer is built from and the py.typed marker) and nothing of the example shop or the tests."""
 
 import subprocess
 import sys
@@ -25,4 +25,5 @@ def test_the_wheel_holds_every_engine_module_and_nothing_else(tmp_path):
     }
     assert sources - names == set()
     assert {"hybridsync/sql/migrations/script.py.mako", "hybridsync/cdk/requirements-runtime.txt"} <= names
+    assert "hybridsync/py.typed" in names  # PEP 561: a project's type checker reads the engine's types
     assert not [n for n in names if n.startswith(("shop", "tests", "examples", "bench"))]

@@ -17,8 +17,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybridsync.model.convert import marshal
+from hybridsync.model.errors import Rejected
 from hybridsync.streams import kinesis
-from hybridsync.streams.records import Rejected, table_of_arn
+from hybridsync.streams.records import table_of_arn
 from hybridsync.sync import writeback
 from shop.model import MODEL
 from tests.integration.test_aggregate import AGGREGATION, Shop, recount, stored

@@ -12,7 +12,7 @@ import sqlalchemy as sa
 
 from hybridsync.model import limits
 from hybridsync.model.convert import marshal
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Rejected
 from hybridsync.testing.fuzz import nested
 
 pytestmark = pytest.mark.integration

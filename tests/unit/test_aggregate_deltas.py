@@ -7,7 +7,7 @@ from decimal import Decimal
 import pytest
 
 from hybridsync.dynamodb import capacity
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Rejected
 from hybridsync.sync import aggregate
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import MODEL, SPEND_BY_CUSTOMER

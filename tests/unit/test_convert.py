@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from hybridsync.model import convert
 from hybridsync.model.declare import Field, FieldType
+from hybridsync.model.errors import Rejected
 from hybridsync.streams import records
-from hybridsync.streams.records import Rejected
 from shop.model import ORDER, ORDER_LINE, PRODUCT_AVAILABILITY
 from tests import events
 

@@ -6,8 +6,8 @@ import pytest
 
 from hybridsync.model import placing
 from hybridsync.model.convert import unmarshal
+from hybridsync.model.errors import Rejected
 from hybridsync.streams import filters
-from hybridsync.streams.records import Rejected
 from hybridsync.sync import writeback
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import MODEL

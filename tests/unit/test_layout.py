@@ -21,8 +21,8 @@ ENGINE = ROOT / "hybridsync"
 CAPABILITIES = ("sync", "reads", "local")
 NEVER_SHIPPED = ("local", "cli", "cdk", "workloads", "testing", "sizing")
 FLOORS = (
+    ("model",),  # the declaring language, the value contract, the errors: the ground floor
     ("streams",),  # the stream record's vocabulary
-    ("model",),  # the declaring language, the value contract
     ("runtime",),  # settings, clients, the doctor's probe
     ("dynamodb", "sql"),  # the two sides
     ("reads", "sync", "sizing"),
@@ -134,11 +134,36 @@ def test_the_declaring_language_imports_nothing_of_the_engine_but_keys_and_limit
     # built over DynamoDB's key size raises (both leaf modules)
     model = ENGINE / "model"
     allowed = {"hybridsync.model", *(f"hybridsync.model.{name}" for name in ("keys", "limits", "errors"))}
-    assert {m for m in imports(model / "declare.py") if m.startswith("hybridsync")} <= allowed
+    declare = sorted((model / "declare").glob("*.py"))  # a package: its siblings and these
+    assert len(declare) > 1
+    for path in declare:
+        found = {m for m in imports(path) if m.startswith("hybridsync")}
+        own = {m for m in found if m.startswith("hybridsync.model.declare.")}
+        assert found - own <= allowed, path.name
     assert {m for m in imports(model / "limits.py") if m.startswith("hybridsync")} <= {
-        "hybridsync.streams.records",
-        "hybridsync.streams.records.Rejected",
+        "hybridsync.model.errors",
+        "hybridsync.model.errors.Rejected",
     }
+
+
+ROOM = {"module": 700, "class": 400, "function": 80}  # lines at most
+
+
+def oversized(path: Path) -> list[str]:
+    """The module, classes and functions of a file longer than their ROOM."""
+    source = path.read_text()
+    found = [f"{path.name}: {n} lines"] if (n := len(source.splitlines())) > ROOM["module"] else []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            kind = "class" if isinstance(node, ast.ClassDef) else "function"
+            if (n := node.end_lineno - node.lineno + 1) > ROOM[kind]:
+                found.append(f"{path.name}: {kind} {node.name}, {n} lines")
+    return found
+
+
+def test_the_model_has_no_room_too_big_to_read():
+    """Issue 52: declare.py had grown to 1,340 lines; the declaring language is a package now."""
+    assert [line for path in sorted((ENGINE / "model").rglob("*.py")) for line in oversized(path)] == []
 
 
 def test_the_aggregate_function_cold_starts_without_sqlalchemy_or_psycopg():

@@ -13,8 +13,7 @@ from hybridsync.dynamodb import cursors
 from hybridsync.model import limits
 from hybridsync.model.convert import from_json, to_values
 from hybridsync.model.declare import Field, FieldType
-from hybridsync.model.errors import Invalid
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Invalid, Rejected
 from hybridsync.testing.fuzz import nested
 from shop.model import ORDER_LINE, PRODUCT_AVAILABILITY, TITLE_TAG
 

@@ -12,9 +12,9 @@ from alembic.operations import ops
 
 from hybridsync.model import convert
 from hybridsync.model.declare import Entity, Field, FieldType, Model, Side, Template
+from hybridsync.model.errors import Rejected
 from hybridsync.sql import migrations
 from hybridsync.sql.schema import server_default, table_of
-from hybridsync.streams.records import Rejected
 from shop.model import MAIN
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from hybridsync.streams.records import Rejected
+from hybridsync.model.errors import Rejected
 from hybridsync.sync.writeback import Change, coalesce, decode
 from shop.model import MODEL
 from tests import events

@@ -18,9 +18,8 @@ from typing import Any
 from hybridsync.dynamodb import distinct, store
 from hybridsync.model import keys, placing, versions
 from hybridsync.model.convert import json_text, marshal, unmarshal
-from hybridsync.model.errors import Conflict, Invalid, NotFound
+from hybridsync.model.errors import Conflict, Invalid, NotFound, Rejected
 from hybridsync.model.limits import ARITHMETIC, DIGITS
-from hybridsync.streams.records import Rejected
 from shop.model import (
     CANCELLED,
     COLLECTION,

@@ -17,7 +17,8 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync.cdk import context, rules
+from hybridsync import truth
+from hybridsync.cdk import context
 from hybridsync.cdk.data import customer_key
 from hybridsync.sql import roles
 
@@ -177,7 +178,7 @@ class DatabaseStack(Stack):
             # Streams has no gateway endpoint and its interface endpoint no private DNS: without a NAT,
             # the functions reach it only by the name of an endpoint of yours
             if streams := context.read(self, "existing_db_streams_endpoint"):
-                self.endpoint_urls[rules.ENDPOINT_VARIABLE["dynamodbstreams"]] = streams
+                self.endpoint_urls[truth.ENDPOINT_VARIABLE["dynamodbstreams"]] = streams
         for role in roles.ROLES:  # host, port and name are copied in from the admin's by the Users resource
             secret = secretsmanager.Secret(
                 self,
@@ -264,13 +265,13 @@ class DatabaseStack(Stack):
         endpoint = ec2.InterfaceVpcEndpoint(scope, id, vpc=self.vpc, service=service,
                                             private_dns_enabled=variable is None, **options)  # fmt: skip
         if variable:
-            self.endpoint_urls[rules.ENDPOINT_VARIABLE[variable]] = _url(endpoint)
+            self.endpoint_urls[truth.ENDPOINT_VARIABLE[variable]] = _url(endpoint)
         return endpoint
 
     @staticmethod
     def _routes_given(group: ec2.SecurityGroup) -> None:
         """The team's VPC routes serve this group (`-c existing_db_endpoints=false`): the deploy truth
-        cannot see them, `hybridsync doctor --deployed` checks them (hybridsync.cdk.rules.reach)."""
+        cannot see them, `hybridsync doctor --deployed` checks them (hybridsync.truth.reach)."""
         group.node.default_child.add_metadata(  # type: ignore[union-attr]
             "hybridsync:routes", "the VPC's own routes (-c existing_db_endpoints=false)"
         )

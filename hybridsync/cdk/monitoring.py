@@ -20,7 +20,8 @@ from aws_cdk import aws_sns_subscriptions as subscriptions
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync.cdk import context, rules
+from hybridsync import truth
+from hybridsync.cdk import context
 from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.assets import HandlerFunction
 from hybridsync.cdk.data import DataStack, customer_key, title
@@ -500,8 +501,8 @@ class MonitoringStack(Stack):
         """The alarm `hybridsync doctor` drives to ALARM and back with SetAlarmState, to see the
         topic take its notification: its metric is never emitted, so it rests in OK."""
         self.alarm(
-            rules.CANARY,
-            self.service_metric("doctor", rules.CANARY),
+            truth.CANARY,
+            self.service_metric("doctor", truth.CANARY),
             0,
             "a test notification of `hybridsync doctor` (SetAlarmState): nothing to do",
         )

@@ -16,8 +16,7 @@ from aws_cdk.assertions import Annotations, Match, Template
 from cdk_nag import NagSuppressions
 
 from hybridsync import truth
-from hybridsync.cdk import build
-from hybridsync.cdk import pipeline as pipeline_module
+from hybridsync.cdk import build, grants
 from hybridsync.cdk.data import DataStack
 from hybridsync.model import config
 from tests.conftest import ROOT
@@ -170,7 +169,7 @@ def test_the_consumers_roles_read_the_stream_and_subscribe_through_their_consume
                    if any(str(a).startswith("kinesis:") for a in s["Action"])]  # fmt: skip
         by_resource = {json.dumps(s["Resource"]): sorted(s["Action"]) for s in granted}
         stream = next(r for r in by_resource if "MainChangeStream" in r)
-        assert by_resource.pop(stream) == sorted(pipeline_module.KINESIS_READ)
+        assert by_resource.pop(stream) == sorted(grants.KINESIS_READ)
         ((resource, actions),) = by_resource.items()
         assert f"{consumer}MainConsumer" in resource and "ConsumerARN" in resource
         assert actions == ["kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard"]

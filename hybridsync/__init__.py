@@ -83,6 +83,7 @@ MOVED = {  # old path -> new path (a package's submodules follow it: hybridsync.
     "hybridsync.plan": "hybridsync.sizing.plan",
     "hybridsync.context": "hybridsync.cdk.context",
     "hybridsync.scaffold": "hybridsync.cli.scaffold",
+    "hybridsync.cdk.rules": "hybridsync.truth",  # the deploy truth, a package of its own (issue 52)
 }
 
 

@@ -10,8 +10,10 @@ Rendered from the model alone; synth makes no AWS calls.
 your own go between it and `synth_or_exit`. (`python -m hybridsync.cdk` does the same, without a
 file of yours.)
 
-`synth` checks the templates against what AWS documents (hybridsync.cdk.rules): a policy, key, route
-or certificate that would fail in AWS fails the synth, naming the resource and the AWS page.
+`synth` checks the templates against what AWS documents (the deploy truth, `hybridsync.truth`): a
+policy, key, route or certificate that would fail in AWS fails the synth, naming the resource and
+the AWS page. Importing this package imports aws_cdk (and starts jsii's Node): the local app and
+`hybridsync doctor` read the deploy truth from `hybridsync.truth`, without it.
 """
 
 from __future__ import annotations
@@ -65,23 +67,12 @@ def _settings_errors_as_sentences() -> None:
         sys.excepthook = hook
 
 
-def __getattr__(name: str) -> Any:
-    """`App`, `build` and `synth` import aws_cdk, which starts a Node process: only when asked for,
-    so the local app and `hybridsync doctor` read the deploy truth (`hybridsync.cdk.rules`) without
-    it. An app imports `App` from here, so jsii's Node starts after `_quiet_node_banners`."""
-    if name == "App":
-        _quiet_node_banners()
-        _settings_errors_as_sentences()
-        from aws_cdk import App
+# Before aws_cdk starts jsii's Node (its first import below): the banners quiet, and a refused setting
+# said as one sentence (an app's first line imports `App` from here).
+_quiet_node_banners()
+_settings_errors_as_sentences()
 
-        return App
-    if name in ("build", "synth", "synth_or_exit"):
-        _quiet_node_banners()
-        from hybridsync.cdk import app
+from aws_cdk import App  # noqa: E402  (after the banners are quieted)
 
-        return getattr(app, name)
-    if name == "DeployTruthError":
-        from hybridsync.cdk.rules import DeployTruthError
-
-        return DeployTruthError
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+from hybridsync.cdk.app import build, synth, synth_or_exit  # noqa: E402
+from hybridsync.truth import DeployTruthError  # noqa: E402

@@ -16,9 +16,9 @@ from hybridsync.cdk.data import DataStack
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
-from hybridsync.cdk.rules import DeployTruthError, Templates, enforce
 from hybridsync.model import config
 from hybridsync.model.declare import Model
+from hybridsync.truth import DeployTruthError, Templates, enforce
 
 
 def _flag(app: App, name: str) -> bool:

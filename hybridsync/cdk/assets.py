@@ -29,8 +29,8 @@ _NO_DOCKER = DockerImage.from_registry("public.ecr.aws/sam/build-python3.12")
 ENGINE = Path(hybridsync.__file__).resolve().parent
 REQUIREMENTS = Path(__file__).resolve().parent / "requirements-runtime.txt"
 # What ships of the engine, by package: its top level (`__init__.py`) and these packages. The local
-# app, the CLI, the CDK app, the workloads, the test plugin and the sizing arithmetic are other
-# packages: never shipped.
+# app, the CLI, the CDK app, the deploy truth, the workloads, the test plugin and the sizing
+# arithmetic are other packages: never shipped.
 SHIPPED = (
     "",
     "streams",

@@ -17,7 +17,8 @@ from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync.cdk import context, rules
+from hybridsync import truth
+from hybridsync.cdk import context
 from hybridsync.cdk.data import customer_key
 from hybridsync.sql import roles
 
@@ -53,6 +54,57 @@ class DatabaseStack(Stack):
     # --- where the database lives -----------------------------------------------------------------
 
     def _create_cluster(self, dev: bool) -> None:
+        self._create_network()
+        cluster = rds.DatabaseCluster(
+            self,
+            "Cluster",
+            engine=rds.DatabaseClusterEngine.aurora_postgres(
+                version=rds.AuroraPostgresEngineVersion.VER_17_9
+            ),
+            writer=rds.ClusterInstance.serverless_v2("Writer"),
+            serverless_v2_min_capacity=context.read(self, "aurora_min_acu"),
+            serverless_v2_max_capacity=context.read(self, "aurora_max_acu"),
+            vpc=self.vpc,
+            vpc_subnets=self.subnets,
+            credentials=rds.Credentials.from_generated_secret(ADMIN, encryption_key=self.key),
+            default_database_name=DATABASE_NAME,
+            port=5438,  # not the default port (AwsSolutions-RDS11)
+            storage_encrypted=True,
+            storage_encryption_key=self.key,
+            iam_authentication=True,
+            deletion_protection=not dev,
+            removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.SNAPSHOT,
+            backup=rds.BackupProps(retention=Duration.days(context.read(self, "backup_retention_days"))),
+            cloudwatch_logs_exports=["postgresql"],
+            monitoring_interval=Duration.seconds(60),  # enhanced monitoring: OS metrics each minute
+        )
+        assert cluster.secret is not None
+        self.admin_secret: secretsmanager.ISecret = cluster.secret
+        self.cluster = cluster
+        self._cluster_logins(cluster)
+        # Every login through the proxy is IAM: the proxy alone holds the passwords.
+        self.proxy = cluster.add_proxy(
+            "Proxy",
+            secrets=[cluster.secret, *self.role_secrets.values()],
+            vpc=self.vpc,
+            vpc_subnets=self.subnets,
+            require_tls=True,
+            iam_auth=True,
+        )
+        # RDS Proxy always listens on the engine's standard port, whatever the cluster's.
+        self.proxy.connections.allow_from(self.client_security_group, ec2.Port.tcp(PROXY_PORT))
+        cluster.connections.allow_default_port_from(self.proxy)
+        CfnOutput(self, "ProxyEndpoint", value=self.proxy.endpoint)
+        NagSuppressions.add_resource_suppressions(
+            cluster,
+            [{"id": "AwsSolutions-IAM4", "reason": "Enhanced monitoring's role uses the AWS-maintained "
+              "AmazonRDSEnhancedMonitoringRole policy, which RDS requires."}],
+            apply_to_children=True,
+        )  # fmt: skip
+
+    def _create_network(self) -> None:
+        """The database's VPC: private subnets only, the endpoints its functions reach AWS through,
+        and the security group of the database's clients."""
         self.vpc: ec2.IVpc = ec2.Vpc(
             self,
             "Vpc",
@@ -85,32 +137,10 @@ class DatabaseStack(Stack):
         self.client_security_group: ec2.ISecurityGroup = self._source_group(
             self, "DatabaseClients", "functions that talk to PostgreSQL"
         )
-        cluster = rds.DatabaseCluster(
-            self,
-            "Cluster",
-            engine=rds.DatabaseClusterEngine.aurora_postgres(
-                version=rds.AuroraPostgresEngineVersion.VER_17_9
-            ),
-            writer=rds.ClusterInstance.serverless_v2("Writer"),
-            serverless_v2_min_capacity=context.read(self, "aurora_min_acu"),
-            serverless_v2_max_capacity=context.read(self, "aurora_max_acu"),
-            vpc=self.vpc,
-            vpc_subnets=self.subnets,
-            credentials=rds.Credentials.from_generated_secret(ADMIN, encryption_key=self.key),
-            default_database_name=DATABASE_NAME,
-            port=5438,  # not the default port (AwsSolutions-RDS11)
-            storage_encrypted=True,
-            storage_encryption_key=self.key,
-            iam_authentication=True,
-            deletion_protection=not dev,
-            removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.SNAPSHOT,
-            backup=rds.BackupProps(retention=Duration.days(context.read(self, "backup_retention_days"))),
-            cloudwatch_logs_exports=["postgresql"],
-            monitoring_interval=Duration.seconds(60),  # enhanced monitoring: OS metrics each minute
-        )
-        assert cluster.secret is not None
-        self.admin_secret: secretsmanager.ISecret = cluster.secret
-        self.cluster = cluster
+
+    def _cluster_logins(self, cluster: rds.DatabaseCluster) -> None:
+        """Each role's login (its secret attached to the cluster), and every secret's rotation: the
+        admin's only once the writer is up."""
         for role in roles.ROLES:  # each with the cluster's host, port and engine (the attachment)
             secret = rds.DatabaseSecret(self, f"{role.title()}Secret", username=roles.user(role),
                                         dbname=DATABASE_NAME, encryption_key=self.key)  # fmt: skip
@@ -124,25 +154,6 @@ class DatabaseStack(Stack):
         admin_rotation.node.add_dependency(cluster.node.find_child("Writer"))
         for role, secret in self.role_secrets.items():
             self._rotate(secret, cluster.connections, role)
-        # Every login through the proxy is IAM: the proxy alone holds the passwords.
-        self.proxy = cluster.add_proxy(
-            "Proxy",
-            secrets=[cluster.secret, *self.role_secrets.values()],
-            vpc=self.vpc,
-            vpc_subnets=self.subnets,
-            require_tls=True,
-            iam_auth=True,
-        )
-        # RDS Proxy always listens on the engine's standard port, whatever the cluster's.
-        self.proxy.connections.allow_from(self.client_security_group, ec2.Port.tcp(PROXY_PORT))
-        cluster.connections.allow_default_port_from(self.proxy)
-        CfnOutput(self, "ProxyEndpoint", value=self.proxy.endpoint)
-        NagSuppressions.add_resource_suppressions(
-            cluster,
-            [{"id": "AwsSolutions-IAM4", "reason": "Enhanced monitoring's role uses the AWS-maintained "
-              "AmazonRDSEnhancedMonitoringRole policy, which RDS requires."}],
-            apply_to_children=True,
-        )  # fmt: skip
 
     def _existing(self, secret_arn: str) -> None:
         """An existing database: in the VPC, subnets and security group it lives in (never a public
@@ -177,7 +188,7 @@ class DatabaseStack(Stack):
             # Streams has no gateway endpoint and its interface endpoint no private DNS: without a NAT,
             # the functions reach it only by the name of an endpoint of yours
             if streams := context.read(self, "existing_db_streams_endpoint"):
-                self.endpoint_urls[rules.ENDPOINT_VARIABLE["dynamodbstreams"]] = streams
+                self.endpoint_urls[truth.ENDPOINT_VARIABLE["dynamodbstreams"]] = streams
         for role in roles.ROLES:  # host, port and name are copied in from the admin's by the Users resource
             secret = secretsmanager.Secret(
                 self,
@@ -264,13 +275,13 @@ class DatabaseStack(Stack):
         endpoint = ec2.InterfaceVpcEndpoint(scope, id, vpc=self.vpc, service=service,
                                             private_dns_enabled=variable is None, **options)  # fmt: skip
         if variable:
-            self.endpoint_urls[rules.ENDPOINT_VARIABLE[variable]] = _url(endpoint)
+            self.endpoint_urls[truth.ENDPOINT_VARIABLE[variable]] = _url(endpoint)
         return endpoint
 
     @staticmethod
     def _routes_given(group: ec2.SecurityGroup) -> None:
         """The team's VPC routes serve this group (`-c existing_db_endpoints=false`): the deploy truth
-        cannot see them, `hybridsync doctor --deployed` checks them (hybridsync.cdk.rules.reach)."""
+        cannot see them, `hybridsync doctor --deployed` checks them (hybridsync.truth.reach)."""
         group.node.default_child.add_metadata(  # type: ignore[union-attr]
             "hybridsync:routes", "the VPC's own routes (-c existing_db_endpoints=false)"
         )

@@ -6,30 +6,26 @@ kind is in docs/operating.md#alarms, and `hybridsync up` evaluates the same alar
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import Any
 
-from aws_cdk import CfnOutput, Duration, RemovalPolicy, Stack
+from aws_cdk import Duration, Stack
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
 from aws_cdk import aws_dynamodb as dynamodb
-from aws_cdk import aws_iam as iam
-from aws_cdk import aws_kms as kms
-from aws_cdk import aws_sns as sns
-from aws_cdk import aws_sns_subscriptions as subscriptions
-from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync.cdk import context, rules
+from hybridsync import truth
+from hybridsync.cdk import context
+from hybridsync.cdk.alarm_topic import alarm_topic
 from hybridsync.cdk.api import ApiStack
-from hybridsync.cdk.assets import HandlerFunction
-from hybridsync.cdk.data import DataStack, customer_key, title
+from hybridsync.cdk.dashboard import dashboard
+from hybridsync.cdk.data import DataStack, title
 from hybridsync.cdk.database import DatabaseStack
+from hybridsync.cdk.metrics import FIVE_MINUTES, FRESHNESS, FRESHNESS_PERIODS, mapping_metric, service_metric
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.model.declare import Model
 from hybridsync.sql import deadletters
 
-FIVE_MINUTES = Duration.minutes(5)
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
 # what the engine calls, as DynamoDB names the `Operation` dimension of SystemErrors (a math alarm
@@ -38,32 +34,6 @@ ENGINE_OPERATIONS = ("GetItem", "PutItem", "UpdateItem", "DeleteItem", "Query", 
                      "BatchWriteItem", "TransactWriteItems")  # fmt: skip
 # the operations that change items, as DynamoDB names them in its metrics' `Operation` dimension
 WRITE_OPERATIONS = ("PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem", "TransactWriteItems")
-# each direction's function (construct id) -> its service and what it carries, and where its runbook
-# looks when its freshness passes the threshold
-FRESHNESS_PERIODS = 3  # 5-minute periods in a row over the threshold before a freshness alarm fires
-FRESHNESS = {
-    "WriteBack": ("write_back", "DynamoDB -> PostgreSQL row",
-                  "WriteBack's IteratorAge (behind its stream?), its errors and duration (PostgreSQL slow, "
-                  "retries)"),
-    "Aggregate": ("aggregate", "DynamoDB -> aggregate",
-                  "Aggregate's IteratorAge (behind its stream?), its errors and duration (conflicts "
-                  "retried, throttles)"),
-    "SqlSync": ("sql_sync", "PostgreSQL -> DynamoDB",
-                "the drain's runs (is a SqlSync run polling the outbox? its invocations, errors "
-                "and duration), the outbox (OutboxAge, OutboxDepth)"),
-}  # fmt: skip
-
-
-def mapping_metric(mapping_id: str, name: str) -> cloudwatch.Metric:
-    """An event source mapping's own metric (MetricsConfig EventCount: Lambda's "Event source mapping
-    metrics"), per mapping."""
-    return cloudwatch.Metric(
-        namespace="AWS/Lambda",
-        metric_name=name,
-        statistic="Sum",
-        dimensions_map={"EventSourceMappingUUID": mapping_id},
-        period=FIVE_MINUTES,
-    )
 
 
 class MonitoringStack(Stack):
@@ -83,7 +53,7 @@ class MonitoringStack(Stack):
     ) -> None:
         super().__init__(scope, id, **kwargs)
         self.alarms: dict[str, cloudwatch.Alarm] = {}
-        self.topic = self._topic()
+        self.topic = alarm_topic(self)
         self._functions(pipeline)
         self._consumers(pipeline)
         self._scheduled(pipeline)
@@ -93,82 +63,16 @@ class MonitoringStack(Stack):
         self._tables(model, data)
         self._change_streams(data)
         self._canary()
-        self.dashboard = self._dashboard(model, data, database, pipeline, api)
+        self.dashboard = dashboard(self, list(self.alarms.values()), model, data, database, pipeline, api)
 
     def setting(self, name: str) -> Any:
         return context.read(self, name)
 
     def service_metric(self, function: str, name: str, statistic: str = "Sum") -> cloudwatch.Metric:
-        """A metric one of the engine's functions emits (Powertools EMF: the namespace and the
-        `service` dimension its stack gave it, `<prefix>` and `<prefix>-<function>`)."""
-        return cloudwatch.Metric(
-            namespace=context.names(self),
-            metric_name=name,
-            statistic=statistic,
-            dimensions_map={"service": f"{context.names(self)}-{function}"},
-            period=FIVE_MINUTES,
-        )
+        """A metric one of the engine's functions emits (`hybridsync.cdk.metrics.service_metric`)."""
+        return service_metric(self, function, name, statistic)
 
     # --- where alarms go ----------------------------------------------------------------------
-
-    def _topic(self) -> sns.ITopic:
-        """The team's topic (`-c alarm_topic_arn=`), or one of the stack's; `-c alarm_email=`
-        subscribes an address (it confirms by mail first, as SNS requires)."""
-        given = self.setting("alarm_topic_arn")
-        if given:  # its policy is the team's: `hybridsync doctor --deployed` checks it
-            topic: sns.ITopic = sns.Topic.from_topic_arn(self, "AlarmTopic", given)
-        else:
-            key = self._topic_key()
-            topic = sns.Topic(self, "AlarmTopic", display_name=f"{context.names(self)} alarms",
-                              enforce_ssl=True, master_key=key)  # fmt: skip
-            # A topic policy replaces SNS's default one: with only enforce_ssl's Deny nothing may
-            # publish, CloudWatch included (CloudWatch guide, "Alarm actions": the topic's access
-            # policy must let cloudwatch.amazonaws.com publish); scoped to this account's alarms.
-            topic.add_to_resource_policy(
-                iam.PolicyStatement(
-                    sid="AlarmsOfThisAccountPublish",
-                    principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                    actions=["sns:Publish"],
-                    resources=[topic.topic_arn],
-                    conditions={
-                        "StringEquals": {"aws:SourceAccount": self.account},
-                        "ArnLike": {"aws:SourceArn": f"arn:{self.partition}:cloudwatch:{self.region}:"
-                                                     f"{self.account}:alarm:*"},
-                    },
-                )
-            )  # fmt: skip
-            if key is None:
-                NagSuppressions.add_resource_suppressions(
-                    topic,
-                    [{"id": "AwsSolutions-SNS2", "reason": "CloudWatch cannot publish to a topic encrypted "
-                      "with the AWS-managed SNS key (`-c kms_key_arn=` encrypts it with yours); an alarm "
-                      "message carries names and thresholds, no data."}],
-                )  # fmt: skip
-        if email := self.setting("alarm_email"):
-            topic.add_subscription(subscriptions.EmailSubscription(email))
-        CfnOutput(self, "AlarmTopicArn", value=topic.topic_arn)
-        return topic
-
-    def _topic_key(self) -> kms.Key | None:
-        """With `-c kms_key_arn=`, the topic is encrypted with a key of this stack's whose policy lets
-        CloudWatch use it (kms:Decrypt, kms:GenerateDataKey*: AWS knowledge center, "CloudWatch alarm
-        does not publish to an encrypted SNS topic"); your key's policy is not the stack's to change,
-        nor can a synth read it. None: the topic is not encrypted (CloudWatch cannot use AWS's own
-        SNS key)."""
-        if customer_key(self) is None:
-            return None
-        dev = context.read(self, "dev")
-        key = kms.Key(self, "AlarmTopicKey", enable_key_rotation=True,
-                      description="the alarm topic's key: CloudWatch may use it to publish alarms",
-                      removal_policy=RemovalPolicy.DESTROY if dev else RemovalPolicy.RETAIN)  # fmt: skip
-        key.add_to_resource_policy(
-            iam.PolicyStatement(
-                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
-                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
-                resources=["*"],  # in a key policy, "*" is this key
-            )
-        )
-        return key
 
     def alarm(
         self,
@@ -500,151 +404,8 @@ class MonitoringStack(Stack):
         """The alarm `hybridsync doctor` drives to ALARM and back with SetAlarmState, to see the
         topic take its notification: its metric is never emitted, so it rests in OK."""
         self.alarm(
-            rules.CANARY,
-            self.service_metric("doctor", rules.CANARY),
+            truth.CANARY,
+            self.service_metric("doctor", truth.CANARY),
             0,
             "a test notification of `hybridsync doctor` (SetAlarmState): nothing to do",
         )
-
-    # --- the dashboard ------------------------------------------------------------------------
-
-    def _dashboard(
-        self, model: Model, data: DataStack, database: DatabaseStack, pipeline: PipelineStack, api: ApiStack
-    ) -> cloudwatch.Dashboard:
-        handlers: dict[str, HandlerFunction] = pipeline.handlers
-        consumers = pipeline.consumers.values()
-
-        def graph(
-            title: str, metrics: Sequence[cloudwatch.IMetric], width: int = 8
-        ) -> cloudwatch.GraphWidget:
-            return cloudwatch.GraphWidget(title=title, left=list(metrics), width=width, height=6)
-
-        def per_function(name: str, statistic: str) -> list[cloudwatch.IMetric]:
-            return [
-                h.function.metric(name, statistic=statistic, period=FIVE_MINUTES, label=id)
-                for id, h in handlers.items()
-            ]
-
-        mappings = [(c, t, m) for c in consumers for t, m in c.mappings]
-        tables = [(t, data.tables[t.name].table_name) for t in model.tables]
-        capacity = [
-            cloudwatch.Metric(
-                namespace="AWS/DynamoDB",
-                metric_name=f"Consumed{kind}CapacityUnits",
-                statistic="Sum",
-                period=FIVE_MINUTES,
-                label=f"{t.name}{'/' + i if i else ''} {kind.lower()}",
-                dimensions_map={"TableName": n, **({"GlobalSecondaryIndexName": i} if i else {})},
-            )
-            for t, n in tables
-            for i in ("", *(x.name for x in t.indexes))
-            for kind in ("Read", "Write")
-        ]
-        fresh = [
-            self.service_metric(name, "Freshness", s).with_(label=f"{name} {s} (ms)")
-            for id, (name, _, _) in FRESHNESS.items()
-            if id in handlers
-            for s in ("p50", "p99")
-        ]
-        rows: list[list[cloudwatch.IWidget]] = [
-            [
-                cloudwatch.AlarmStatusWidget(
-                    title="Alarms", alarms=list(self.alarms.values()), width=24, height=4
-                )
-            ],
-            *([[graph("Freshness (p50, p99)", fresh, width=24)]] if fresh else []),
-            [
-                graph(
-                    "Lag per consumer (IteratorAge, ms)",
-                    [
-                        c.handler.function.metric(
-                            "IteratorAge", statistic="Maximum", label=c.name, period=Duration.minutes(1)
-                        )
-                        for c in consumers
-                    ],
-                ),
-                graph("Throughput (invocations)", per_function("Invocations", "Sum")),
-                graph(
-                    "Errors and throttles", per_function("Errors", "Sum") + per_function("Throttles", "Sum")
-                ),
-            ],
-            [
-                graph(
-                    "Failed batches per mapping",
-                    [
-                        mapping_metric(m, "OnFailureDestinationDeliveredEventCount").with_(
-                            label=f"{c.name} {t}"
-                        )
-                        for c, t, m in mappings
-                    ],
-                ),
-                graph(
-                    "Records per mapping (polled, filtered out, invoked)",
-                    [
-                        mapping_metric(m, k).with_(label=f"{c.name} {t} {k.removesuffix('EventCount')}")
-                        for c, t, m in mappings
-                        for k in ("PolledEventCount", "FilteredOutEventCount", "InvokedEventCount")
-                    ],
-                ),
-                graph(
-                    "Dead letters",
-                    [
-                        self.service_metric(f, deadletters.DEAD_LETTER_METRIC).with_(label=f)
-                        for f in [c.name for c in consumers] + (["sql_sync"] if "SqlSync" in handlers else [])
-                    ],
-                ),
-            ],
-            [
-                graph(
-                    "Outbox depth and age (s)",
-                    [
-                        self.service_metric("sql_sync", "OutboxDepth", "Maximum"),
-                        self.service_metric("sql_sync", "OutboxAge", "Maximum"),
-                    ],
-                ),
-                graph("Consumed capacity per table and GSI", capacity, width=16),
-            ],
-        ]
-        database_metrics: list[cloudwatch.IMetric] = []
-        if database.proxy is not None:
-            database_metrics += [
-                cloudwatch.Metric(
-                    namespace="AWS/RDS",
-                    metric_name=m,
-                    statistic="Maximum",
-                    period=FIVE_MINUTES,
-                    dimensions_map={"ProxyName": database.proxy.db_proxy_name},
-                )
-                for m in ("ClientConnections", "DatabaseConnections")
-            ]
-        if database.cluster is not None:
-            database_metrics.append(
-                cloudwatch.Metric(
-                    namespace="AWS/RDS",
-                    metric_name="ServerlessDatabaseCapacity",
-                    statistic="Maximum",
-                    period=FIVE_MINUTES,
-                    dimensions_map={"DBClusterIdentifier": database.cluster.cluster_identifier},
-                )
-            )
-        http = api.api
-        rows.append(
-            [
-                graph("Database connections and ACU", database_metrics),
-                graph(
-                    "API requests and 5xx",
-                    [http.metric_count(period=FIVE_MINUTES), http.metric_server_error(period=FIVE_MINUTES)],
-                ),
-                graph(
-                    "API latency (p50, p99, ms)",
-                    [http.metric_latency(period=FIVE_MINUTES, statistic=s) for s in ("p50", "p99")],
-                ),
-            ]
-        )
-        dashboard = cloudwatch.Dashboard(self, "Dashboard", widgets=rows)
-        url = (
-            f"https://{self.region}.console.aws.amazon.com/cloudwatch/home?region={self.region}"
-            f"#dashboards:name={dashboard.dashboard_name}"
-        )
-        CfnOutput(self, "DashboardUrl", value=url)
-        return dashboard

@@ -1,4 +1,4 @@
-"""`hybridsync check ASSEMBLY_DIR`: the deploy truth (`hybridsync.cdk.rules`, what every `cdk synth`
+"""`hybridsync check ASSEMBLY_DIR`: the deploy truth (`hybridsync.truth`, what every `cdk synth`
 of a hybridsync app checks) run on any synthesized cloud assembly: a team's CI that synthesizes its
 own `cdk.out`, an assembly changed by hand or by a test. No AWS call, no Node: the templates alone.
 One line per finding (`[rule] stack/resource: what breaks (AWS's page)`), exit 1 on any; exit 2 when
@@ -30,17 +30,17 @@ def findings_of(directory: Path) -> tuple[list[Any], int]:
     """Every finding of every rule on each assembly of `directory` (a nested one's resources named
     `<its folder>:<stack>/<id>`), and how many stacks were read. ValueError: a template that is not
     JSON; a rule that cannot read a template says which."""
-    from hybridsync.cdk import rules
+    from hybridsync import truth
 
     findings, stacks = [], 0
     for folder in assemblies(directory):
         try:
-            templates = rules.Templates.load(folder)
+            templates = truth.Templates.load(folder)
         except (json.JSONDecodeError, UnicodeDecodeError) as error:
             raise ValueError(f"a template in {folder} is not JSON ({error})") from None
         stacks += len(templates.templates)
         where = "" if folder == directory else f"{folder.relative_to(directory)}:"
-        for rule in rules.RULES:
+        for rule in truth.RULES:
             try:
                 found = rule(templates)
             except (KeyError, TypeError, AttributeError, IndexError, ValueError) as error:
@@ -86,7 +86,7 @@ def _check(args: argparse.Namespace) -> int:
 def add_check(cli: Commands) -> None:
     check = cli.add(
         "check",
-        "run the deploy rules every synth runs (hybridsync.cdk.rules: topic and key policies, alarm metrics, "
+        "run the deploy rules every synth runs (hybridsync.truth: topic and key policies, alarm metrics, "
         "routes out of the VPC, KMS actions, database trust, rotation order, stream readers, freshness) on "
         "a synthesized cloud assembly, without AWS or Node: one line per finding naming its rule, resource "
         "and AWS page, exit 1 on any (2: no assembly to check)",

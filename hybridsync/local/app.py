@@ -17,7 +17,7 @@ from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from hybridsync.cdk import rules
+from hybridsync import truth as rules
 from hybridsync.local import apigateway, create_table, iam, mappings
 from hybridsync.local import kinesis as kds
 from hybridsync.local.alarms import Alarm, Alarms, Metrics, Topic, percentiles_s

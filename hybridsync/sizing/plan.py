@@ -409,7 +409,7 @@ INVOCATION_LOG_BYTES = 900
 # polls until the next one takes over (hybridsync.sync.outbox.poll): one runs all month, publishing an
 # EMF line a second (functions/sql_sync.py `published`: OutboxDepth, OutboxAge; measured 270 bytes).
 DRAIN_PERIOD_S = 60  # `outbox_drain_minutes`: 1
-DRAIN_MEMORY_GB = 0.25  # SqlSync's 256 MB (hybridsync/cdk/pipeline.py DRAIN_MEMORY_MB)
+DRAIN_MEMORY_GB = 0.25  # SqlSync's 256 MB (hybridsync/cdk/schedules.py DRAIN_MEMORY_MB)
 DRAIN_RUN_S = 1.0  # economy: a run drains once, ~1 s
 DRAIN_LINE_BYTES = 271  # the EMF line and its newline
 DRAIN_LINES_PER_S = 1.0

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from hybridsync.cdk import rules
+from hybridsync import truth
 from hybridsync.cli import main
 from tests.infra.test_database_access import of_type
 
@@ -242,7 +242,7 @@ MUTATIONS: dict[str, tuple[str, Callable[[Stacks], None], str, str]] = {
 
 
 def test_every_rule_has_a_mutation():
-    source = Path(rules.__file__).read_text()
+    source = "".join(p.read_text() for p in sorted(Path(truth.__file__).parent.rglob("*.py")))
     said = set(re.findall(r'Finding\(\s*"([a-z-]+)"', source))
     assert said == {rule for _, _, rule, _ in MUTATIONS.values()}
 

@@ -11,7 +11,8 @@ import sqlalchemy as sa
 from aws_cdk import App
 from aws_cdk.assertions import Annotations, Match, Template
 
-from hybridsync.cdk import build, rules
+from hybridsync import truth
+from hybridsync.cdk import build
 from hybridsync.runtime import settings
 from hybridsync.sql import roles
 from tests.conftest import load_template
@@ -39,14 +40,14 @@ EXPECTED_ROLES = {"Migrate": "migrator", "WriteBack": "writer", "Aggregate": "wr
 
 def synthesize(**context: str) -> dict[str, dict]:
     """The variant's templates; cdk-nag (an aspect of the build) and the deploy truth
-    (hybridsync.cdk.rules) must find nothing in any."""
+    (hybridsync.truth) must find nothing in any."""
     flags = json.loads((ROOT / "cdk.json").read_text())["context"]
     app = App(context={**flags, **context, "aws:cdk:bundling-stacks": []})
     stacks = build(app)
     templates = {name: Template.from_stack(stack).to_json() for name, stack in stacks.items()}  # type: ignore[arg-type]
     for stack in stacks.values():
         assert Annotations.from_stack(stack).find_error("*", Match.any_value()) == []  # type: ignore[arg-type]
-    findings = rules.check(rules.Templates({s.stack_name: templates[n] for n, s in stacks.items()}))  # type: ignore[attr-defined]
+    findings = truth.check(truth.Templates({s.stack_name: templates[n] for n, s in stacks.items()}))  # type: ignore[attr-defined]
     assert findings == [], "\n".join(map(str, findings))
     return templates
 

@@ -15,8 +15,8 @@ from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk.assertions import Annotations, Match, Template
 from cdk_nag import NagSuppressions
 
-from hybridsync.cdk import build, rules
-from hybridsync.cdk import pipeline as pipeline_module
+from hybridsync import truth
+from hybridsync.cdk import build, grants
 from hybridsync.cdk.data import DataStack
 from hybridsync.model import config
 from tests.conftest import ROOT
@@ -49,7 +49,7 @@ def own_consumer(stacks: dict, source: str) -> None:
         )
 
 
-def synthesize(source: str) -> tuple[dict[str, dict], list[rules.Finding], DataStack]:
+def synthesize(source: str) -> tuple[dict[str, dict], list[truth.Finding], DataStack]:
     """The shop with `-c change_source=<source>` and a team's own consumer: every stack's template (no
     cdk-nag error in any) and the deploy truth's findings."""
     flags = json.loads((ROOT / "cdk.json").read_text())["context"]
@@ -63,7 +63,7 @@ def synthesize(source: str) -> tuple[dict[str, dict], list[rules.Finding], DataS
     for stack in every:
         assert Annotations.from_stack(stack).find_error("*", Match.any_value()) == []  # type: ignore[arg-type]
     templates = {s.stack_name: Template.from_stack(s).to_json() for s in every}  # type: ignore[attr-defined]
-    findings = rules.check(rules.Templates(templates))
+    findings = truth.check(truth.Templates(templates))
     return {name.split("-")[-1]: t for name, t in templates.items()}, findings, stacks["data"]
 
 
@@ -169,7 +169,7 @@ def test_the_consumers_roles_read_the_stream_and_subscribe_through_their_consume
                    if any(str(a).startswith("kinesis:") for a in s["Action"])]  # fmt: skip
         by_resource = {json.dumps(s["Resource"]): sorted(s["Action"]) for s in granted}
         stream = next(r for r in by_resource if "MainChangeStream" in r)
-        assert by_resource.pop(stream) == sorted(pipeline_module.KINESIS_READ)
+        assert by_resource.pop(stream) == sorted(grants.KINESIS_READ)
         ((resource, actions),) = by_resource.items()
         assert f"{consumer}MainConsumer" in resource and "ConsumerARN" in resource
         assert actions == ["kinesis:DescribeStreamConsumer", "kinesis:SubscribeToShard"]
@@ -262,8 +262,8 @@ def test_too_many_fan_out_consumers_or_shared_readers_on_a_kinesis_stream_are_re
     for i in range(18):  # 2 of the engine's + the team's + 18 = 21
         pipeline[f"Extra{i}"] = copy.deepcopy(consumer)
 
-    def found(rule: str) -> list[rules.Finding]:
-        return [f for f in rules.check(rules.Templates(stacks)) if f.rule == rule]
+    def found(rule: str) -> list[truth.Finding]:
+        return [f for f in truth.check(truth.Templates(stacks)) if f.rule == rule]
 
     (finding,) = found("kinesis-fan-out")
     assert "21 enhanced fan-out consumers" in finding.message and "MainChangeStream" in finding.resource

@@ -1,4 +1,4 @@
-"""The deploy truth (hybridsync.cdk.rules): every documented variant synthesizes with no finding, each
+"""The deploy truth (hybridsync.truth): every documented variant synthesizes with no finding, each
 of the issue's eight defects is held by a test, and each rule, shown a template broken on purpose,
 refuses it (and `synth` refuses the app)."""
 
@@ -8,7 +8,8 @@ import json
 import pytest
 from aws_cdk import App
 
-from hybridsync.cdk import DeployTruthError, build, rules, synth
+from hybridsync import truth
+from hybridsync.cdk import DeployTruthError, build, synth
 from hybridsync.sql import roles
 from tests.conftest import ROOT
 from tests.infra.test_database_access import ADMIN_SECRET, KEY, NETWORK, functions, of_type, synthesize
@@ -17,12 +18,12 @@ pytestmark = pytest.mark.infra
 STACKS = ("data", "database", "pipeline", "api", "monitoring")
 
 
-def templates(stacks: dict[str, dict]) -> rules.Templates:
-    return rules.Templates({f"HybridSync-{name}": copy.deepcopy(t) for name, t in stacks.items()})
+def templates(stacks: dict[str, dict]) -> truth.Templates:
+    return truth.Templates({f"HybridSync-{name}": copy.deepcopy(t) for name, t in stacks.items()})
 
 
-def found(stacks: dict[str, dict], rule: str) -> list[rules.Finding]:
-    return [f for f in rules.check(templates(stacks)) if f.rule == rule]
+def found(stacks: dict[str, dict], rule: str) -> list[truth.Finding]:
+    return [f for f in truth.check(templates(stacks)) if f.rule == rule]
 
 
 def resource(stacks: dict[str, dict], stack: str, prefix: str, kind: str | None = None) -> dict:
@@ -36,11 +37,11 @@ def env(stacks: dict[str, dict], name: str) -> dict:
 
 def test_every_documented_variant_has_no_finding(variants):
     for name, stacks in variants.items():
-        assert rules.check(templates(stacks)) == [], name
+        assert truth.check(templates(stacks)) == [], name
 
 
 def test_every_rule_cites_an_aws_page():
-    pages = rules.PAGES.values()
+    pages = truth.PAGES.values()
     assert all(page.startswith(("https://docs.aws.amazon.com/", "https://repost.aws/")) for page in pages)
 
 
@@ -81,7 +82,7 @@ def test_3_the_operations_function_reaches_the_stream_by_its_endpoint(variants):
         (ops,) = [
             k for k in of_type(stacks["pipeline"], "AWS::Lambda::Function") if k.startswith("Operations")
         ]
-        network = rules.network(found_, "HybridSync-pipeline", ops)
+        network = truth.network(found_, "HybridSync-pipeline", ops)
         assert network is not None and "dynamodbstreams" in network.needed, name
         assert "AWS_ENDPOINT_URL_DYNAMODB_STREAMS" in network.reachable["dynamodbstreams"], name
         (streams,) = [e["Properties"] for e in of_type(stacks["database"], "AWS::EC2::VPCEndpoint").values()
@@ -219,14 +220,14 @@ def test_an_alarm_on_an_unpublished_dimension_set_or_a_metric_no_function_emits_
     resource(stacks, "monitoring", "OutboxAge")["Properties"]["MetricName"] = "OutboxAgeTypo"
     (finding,) = found(stacks, "alarm-metric")
     assert "OutboxAgeTypo" in finding.message
-    assert {"OutboxAge", "DeadLetters", "WriteBackApplied"} <= rules.engine_metrics()
-    assert "OutboxDrained" in rules.engine_metrics() and "TABLE_MAIN" not in rules.engine_metrics()
+    assert {"OutboxAge", "DeadLetters", "WriteBackApplied"} <= truth.engine_metrics()
+    assert "OutboxDrained" in truth.engine_metrics() and "TABLE_MAIN" not in truth.engine_metrics()
     stacks = copy.deepcopy(variants["default"])
     for mapping in of_type(stacks["pipeline"], "AWS::Lambda::EventSourceMapping").values():
         mapping["Properties"].pop("MetricsConfig")  # Lambda then publishes no metric of the mapping
     findings = found(stacks, "alarm-metric")
     assert len(findings) == 2 and all("no MetricsConfig EventCount" in f.message for f in findings)
-    assert {f.source for f in findings} == {rules.PAGES["mapping-metrics"]}
+    assert {f.source for f in findings} == {truth.PAGES["mapping-metrics"]}
     stacks = copy.deepcopy(variants["default"])
     errors = resource(stacks, "monitoring", "MainSystemErrors")["Properties"]["Metrics"]
     dimensions = [d for m in errors if "MetricStat" in m for d in m["MetricStat"]["Metric"]["Dimensions"]]

@@ -93,12 +93,12 @@ def test_a_nested_assembly_is_checked_on_its_own(tmp_path, capsys):
 
 
 def test_a_deny_negating_the_source_spares_cloudwatch_only_when_it_names_the_stacks_own_account():
-    from hybridsync.cdk import rules
+    from hybridsync import truth
 
     def deny(account: object) -> list:
         statement = {"Effect": "Deny", "Principal": "*", "Action": "sns:Publish", "Resource": "*",
                      "Condition": {"StringNotEquals": {"aws:SourceAccount": account}}}  # fmt: skip
-        return rules.denials([("monitoring", statement)], "sns:Publish", "cloudwatch.amazonaws.com")
+        return truth.denials([("monitoring", statement)], "sns:Publish", "cloudwatch.amazonaws.com")
 
     assert deny({"Ref": "AWS::AccountId"}) == []
     assert len(deny("111122223333")) == 1  # another account: CloudWatch's own calls are denied

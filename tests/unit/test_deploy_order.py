@@ -56,7 +56,7 @@ def test_the_engines_clients_take_the_endpoint_names_the_stack_gives(monkeypatch
     """A VPC function reaches DynamoDB and Streams by an interface endpoint's own name (neither has
     private DNS): the stacks set botocore's service-specific variables, which the engine's clients
     honour as boto3 does (no local endpoint set)."""
-    from hybridsync.cdk import rules
+    from hybridsync import truth
     from hybridsync.runtime import aws
 
     for variable in ("DYNAMODB_ENDPOINT", "DYNAMODB_STREAMS_ENDPOINT", "AWS_ENDPOINT"):
@@ -66,5 +66,5 @@ def test_the_engines_clients_take_the_endpoint_names_the_stack_gives(monkeypatch
         monkeypatch.setenv(variable, "test")
     for service, name in {"dynamodb": "dynamodb", "dynamodbstreams": "streams.dynamodb"}.items():
         url = f"https://vpce-0a1b-2c3d.{name}.eu-west-1.vpce.amazonaws.com"
-        monkeypatch.setenv(rules.ENDPOINT_VARIABLE[service], url)
+        monkeypatch.setenv(truth.ENDPOINT_VARIABLE[service], url)
         assert aws.client(service).meta.endpoint_url == url

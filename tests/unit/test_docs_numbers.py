@@ -36,15 +36,18 @@ ELSEWHERE = (
 
 def functions() -> int:
     """The engine functions the stacks synthesize: each `hybridsync.functions.<name>.handler`
-    module the pipeline stack builds a function of (`name="<module>"`)."""
+    module the pipeline stack builds a function of (`name="<module>"`, in the stack's module or the
+    modules of its parts: the schedules and the operations function)."""
     handlers = {
         p.stem
         for p in (ROOT / "hybridsync" / "functions").glob("*.py")
         if re.search(r"^(def handler\b|handler = )", p.read_text(), re.M)
     }
-    tree = ast.parse((ROOT / "hybridsync" / "cdk" / "pipeline.py").read_text())
+    cdk = ROOT / "hybridsync" / "cdk"
+    trees = [ast.parse((cdk / f"{name}.py").read_text()) for name in ("pipeline", "schedules", "operations")]
     built = {
         k.value.value
+        for tree in trees
         for call in ast.walk(tree)
         if isinstance(call, ast.Call)
         for k in call.keywords

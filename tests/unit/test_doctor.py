@@ -26,13 +26,14 @@ from botocore.exceptions import (
 from botocore.stub import ANY, Stubber
 from moto import mock_aws
 
-from hybridsync.cdk import rules
+from hybridsync import truth
 from hybridsync.cli import doctor as cli
 from hybridsync.cli import main
 from hybridsync.runtime import doctor
+from hybridsync.truth import doctor as engine
 
 ROOT = Path(__file__).resolve().parents[2]
-Templates = rules.Templates
+Templates = truth.Templates
 REGION = "us-east-1"
 
 
@@ -240,7 +241,7 @@ class Invoker:
 
 
 def network(templates: Any, stack: str, logical_id: str) -> Any:
-    """What rules.network says of the function: it needs DynamoDB and its Streams, and only
+    """What truth.network says of the function: it needs DynamoDB and its Streams, and only
     DynamoDB has an endpoint in its VPC."""
     return SimpleNamespace(
         needed={
@@ -363,7 +364,7 @@ def deployed(monkeypatch):
 def stubbed_cloudformation(stacks: dict[str, dict[str, Any]], physical: dict[str, str]) -> Any:
     client = boto3.client("cloudformation")
     stubber = Stubber(client)
-    for stack in (f"{PREFIX}-{suffix}" for suffix in cli.STACKS):  # read in this order
+    for stack in (f"{PREFIX}-{suffix}" for suffix in engine.STACKS):  # read in this order
         template = stacks[stack]
         stubber.add_response(
             "get_template",
@@ -427,10 +428,10 @@ def check_deployed(deployed, stacks, summary="Successfully executed action arn:a
             return invoker
         return clients.get(service) or boto3.client(service)
 
-    target = cli.Deployed(PREFIX, client)
+    target = engine.Deployed(PREFIX, client)
     out = io.StringIO()
-    code = cli.report(
-        cli.run_checks(cli.App(Templates(target.templates)), target, network, canary_wait_s=1),
+    code = engine.report(
+        engine.run_checks(engine.App(Templates(target.templates)), target, network, canary_wait_s=1),
         False,
         target.where,
         out,
@@ -488,7 +489,7 @@ def test_a_topic_nobody_confirmed_and_a_canary_whose_notification_failed_fail(de
 
 
 def test_stacks_without_the_canary_fail_its_check():
-    checks = list(cli.canary(cli.App(Templates(templates(canary=False))), target=None, wait_s=1))  # type: ignore[arg-type]
+    checks = list(engine.canary(engine.App(Templates(templates(canary=False))), target=None, wait_s=1))  # type: ignore[arg-type]
     assert [(c.kind, c.ok) for c in checks] == [("canary", False)] and "DoctorCanary" in checks[0].message
 
 
@@ -512,25 +513,25 @@ class LocalTarget:
 
 def test_a_canary_with_no_action_in_time_fails_and_goes_back_to_ok():
     target = LocalTarget()
-    (check,) = cli.canary(cli.App(Templates(templates())), target, wait_s=0.2, poll_s=0.05)  # type: ignore[arg-type]
+    (check,) = engine.canary(engine.App(Templates(templates())), target, wait_s=0.2, poll_s=0.05)  # type: ignore[arg-type]
     assert not check.ok and "no action in its history within 0.2 s" in check.message
     assert target.states == ["OK", "ALARM", "OK"]
 
 
 def test_the_report_is_one_line_per_check_or_json_and_exits_1_on_a_failure():
     checks = [
-        cli.Check("proxy", "P", True, "not emulated locally"),
-        cli.Check("mapping", "M", False, "Disabled", "enable it"),
+        engine.Check("proxy", "P", True, "not emulated locally"),
+        engine.Check("mapping", "M", False, "Disabled", "enable it"),
     ]
     out = io.StringIO()
-    assert cli.report(iter(checks), False, "the local app", out) == 1
+    assert engine.report(iter(checks), False, "the local app", out) == 1
     assert out.getvalue().splitlines() == [
         "ok   proxy    P not emulated locally",
         "FAIL mapping  M Disabled; enable it",
         "2 checks of the local app: 1 FAILED (mapping)",
     ]
     out = io.StringIO()
-    assert cli.report(iter(checks[:1]), True, "the local app", out) == 0
+    assert engine.report(iter(checks[:1]), True, "the local app", out) == 0
     assert json.loads(out.getvalue()) == {
         "where": "the local app",
         "ok": True,
@@ -563,11 +564,11 @@ def test_a_teams_own_topic_is_checked_by_its_arn():
     asked = []
 
     class Target:
-        def subscribers(self, topic: Any) -> cli.Check:
+        def subscribers(self, topic: Any) -> engine.Check:
             asked.append(topic)
-            return cli.Check("alarm", str(topic), True, "heard by 1 confirmed subscription(s) (https)")
+            return engine.Check("alarm", str(topic), True, "heard by 1 confirmed subscription(s) (https)")
 
-    checks = list(cli.topics(cli.App(Templates(stacks)), Target()))  # type: ignore[arg-type]
+    checks = list(engine.topics(engine.App(Templates(stacks)), Target()))  # type: ignore[arg-type]
     assert asked == [pager]
     assert [c.line() for c in checks if c.ok] == [
         f"ok   alarm    {pager} heard by 1 confirmed subscription(s) (https); 2 alarm(s) act on it"

@@ -9,24 +9,24 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from hybridsync.cdk import rules
-from hybridsync.cli import doctor as cli
+from hybridsync import truth
+from hybridsync.truth import doctor as engine
 
 REGION = "us-east-1"
 
 
-def app(vpc_id: str, private_dns: bool = True) -> cli.App:
+def app(vpc_id: str, private_dns: bool = True) -> engine.App:
     endpoint = {"Type": "AWS::EC2::VPCEndpoint", "Properties": {
         "VpcId": vpc_id, "VpcEndpointType": "Interface", "PrivateDnsEnabled": private_dns}}  # fmt: skip
     made = {
         "Type": "AWS::EC2::VPCEndpoint",
         "Properties": {"VpcId": {"Ref": "Vpc"}, "PrivateDnsEnabled": True},
     }
-    return cli.App(rules.Templates({"Shop-database": {"Resources": {"Secrets": endpoint, "Ours": made}}}))
+    return engine.App(truth.Templates({"Shop-database": {"Resources": {"Secrets": endpoint, "Ours": made}}}))
 
 
-def target() -> cli.Deployed:
-    deployed = cli.Deployed.__new__(cli.Deployed)  # no stacks to read: only its EC2 client is asked
+def target() -> engine.Deployed:
+    deployed = engine.Deployed.__new__(engine.Deployed)  # no stacks to read: only its EC2 client is asked
     deployed.client = lambda service, **_: boto3.client(service, region_name=REGION)
     return deployed
 
@@ -52,16 +52,16 @@ def test_a_team_vpc_without_dns_hostnames_fails_naming_the_attribute_and_passes_
     vpc = ec2.create_vpc(CidrBlock="10.0.0.0/16")["Vpc"]["VpcId"]
     ec2.made.append(vpc)
     assert app(vpc).private_dns_vpcs() == [vpc]  # the stacks' own VPC (a reference) is synth's to judge
-    (check,) = cli.vpcs(app(vpc), target())
+    (check,) = engine.vpcs(app(vpc), target())
     assert not check.ok and check.subject == vpc
     assert check.message.startswith("enableDnsHostnames off") and "modify-vpc-attribute" in check.fix
     ec2.modify_vpc_attribute(VpcId=vpc, EnableDnsHostnames={"Value": True})
-    (check,) = cli.vpcs(app(vpc), target())
+    (check,) = engine.vpcs(app(vpc), target())
     assert check.ok, check
 
 
 def test_a_vpc_doctor_cannot_read_is_a_failure_not_a_traceback(ec2):
-    (check,) = cli.vpcs(app("vpc-0123456789abcdef0"), target())
+    (check,) = engine.vpcs(app("vpc-0123456789abcdef0"), target())
     assert not check.ok and "cannot read its DNS attributes" in check.message
 
 

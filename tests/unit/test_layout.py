@@ -19,13 +19,13 @@ from hybridsync.cdk.assets import SHIPPED
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "hybridsync"
 CAPABILITIES = ("sync", "reads", "local")
-NEVER_SHIPPED = ("local", "cli", "cdk", "workloads", "testing", "sizing")
+NEVER_SHIPPED = ("local", "cli", "cdk", "workloads", "testing", "sizing", "truth")
 FLOORS = (
     ("model",),  # the declaring language, the value contract, the errors: the ground floor
     ("streams",),  # the stream record's vocabulary
     ("runtime",),  # settings, clients, the doctor's probe
     ("dynamodb", "sql"),  # the two sides
-    ("reads", "sync", "sizing"),
+    ("reads", "sync", "sizing", "truth"),  # truth: the deploy truth (rules, the doctor's checks)
     ("api", "workloads", "cdk"),
     ("functions", "local"),
     ("cli", "testing"),

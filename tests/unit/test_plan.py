@@ -218,6 +218,6 @@ def test_the_plan_prices_the_settings_the_stacks_deploy():
         assert plan.CONSUMERS[name].batch == context.SETTINGS[f"{prefix}_batch_size"].default
     minutes = context.SETTINGS["outbox_drain_minutes"].default
     assert minutes * 60 == plan.DRAIN_PERIOD_S
-    from hybridsync.cdk.pipeline import DRAIN_MEMORY_MB
+    from hybridsync.cdk.schedules import DRAIN_MEMORY_MB
 
     assert plan.DRAIN_MEMORY_GB == DRAIN_MEMORY_MB / 1024

@@ -81,9 +81,10 @@ MOVED = {  # old path -> new path (a package's submodules follow it: hybridsync.
     "hybridsync.jobs": "hybridsync.sync.jobs",
     "hybridsync.costs": "hybridsync.sizing.costs",
     "hybridsync.plan": "hybridsync.sizing.plan",
-    "hybridsync.context": "hybridsync.cdk.context",
+    "hybridsync.context": "hybridsync.truth.context",
     "hybridsync.scaffold": "hybridsync.cli.scaffold",
     "hybridsync.cdk.rules": "hybridsync.truth",  # the deploy truth, a package of its own (issue 52)
+    "hybridsync.cdk.context": "hybridsync.truth.context",  # read without starting aws_cdk's Node
 }
 
 

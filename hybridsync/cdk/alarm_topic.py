@@ -10,8 +10,8 @@ from aws_cdk import aws_sns as sns
 from aws_cdk import aws_sns_subscriptions as subscriptions
 from cdk_nag import NagSuppressions
 
-from hybridsync.cdk import context
 from hybridsync.cdk.data import customer_key
+from hybridsync.truth import context
 
 
 def alarm_topic(stack: Stack) -> sns.ITopic:

@@ -16,7 +16,7 @@ from aws_cdk import aws_logs as logs
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync.cdk import context
+from hybridsync.truth import context
 
 ACCESS_LOG = {
     "requestId": "$context.requestId",

@@ -8,17 +8,16 @@ import sys
 from aws_cdk import App, Aspects, Environment, cx_api
 from cdk_nag import AwsSolutionsChecks
 
-from hybridsync.cdk import context
 from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.checks import CheckovSkips
-from hybridsync.cdk.context import SETTINGS
 from hybridsync.cdk.data import DataStack
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.model import config
 from hybridsync.model.declare import Model
-from hybridsync.truth import DeployTruthError, Templates, enforce
+from hybridsync.truth import DeployTruthError, Templates, context, enforce
+from hybridsync.truth.context import SETTINGS
 
 
 def _flag(app: App, name: str) -> bool:

@@ -13,8 +13,8 @@ from aws_cdk import aws_s3 as s3
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync.cdk import context
 from hybridsync.model.declare import KeyAttribute, Model, Projection, StreamView, Table
+from hybridsync.truth import context
 
 _TYPES = {
     "S": dynamodb.AttributeType.STRING,

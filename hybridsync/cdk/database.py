@@ -18,9 +18,9 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hybridsync import truth
-from hybridsync.cdk import context
 from hybridsync.cdk.data import customer_key
 from hybridsync.sql import roles
+from hybridsync.truth import context
 
 DATABASE_NAME = "hybridsync"
 ADMIN = "hybridsync"  # the cluster's master user: only the Users resource logs in as it

@@ -12,11 +12,11 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as sources
 from aws_cdk import aws_s3 as s3
 
-from hybridsync.cdk import context
 from hybridsync.cdk.assets import HandlerFunction
 from hybridsync.cdk.data import title
 from hybridsync.cdk.grants import grant_kinesis_read, grant_prefix
 from hybridsync.sync import failed
+from hybridsync.truth import context
 
 if TYPE_CHECKING:  # the stack this builds into, for its type only (it imports this module)
     from hybridsync.cdk.pipeline import PipelineStack

@@ -7,7 +7,7 @@ from aws_cdk import Duration
 from aws_cdk import aws_cloudwatch as cloudwatch
 from constructs import Construct
 
-from hybridsync.cdk import context
+from hybridsync.truth import context
 
 FIVE_MINUTES = Duration.minutes(5)
 

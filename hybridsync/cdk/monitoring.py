@@ -1,7 +1,7 @@
 """Monitoring stack: every alarm of the deployment, each with the alarm topic as its action (ALARM and
 OK), and the dashboard. Derived from the other stacks (their functions, mappings, queues, tables and
 indexes, proxy, cluster, API), never listed by hand: a function without an errors alarm cannot be
-synthesized. Thresholds are context settings (`hybridsync.cdk.context`); the runbook line of each alarm
+synthesized. Thresholds are context settings (`hybridsync.truth.context`); the runbook line of each alarm
 kind is in docs/operating.md#alarms, and `hybridsync up` evaluates the same alarms locally."""
 
 from __future__ import annotations
@@ -15,7 +15,6 @@ from aws_cdk import aws_dynamodb as dynamodb
 from constructs import Construct
 
 from hybridsync import truth
-from hybridsync.cdk import context
 from hybridsync.cdk.alarm_topic import alarm_topic
 from hybridsync.cdk.api import ApiStack
 from hybridsync.cdk.dashboard import dashboard
@@ -25,6 +24,7 @@ from hybridsync.cdk.metrics import FIVE_MINUTES, FRESHNESS, FRESHNESS_PERIODS, m
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.model.declare import Model
 from hybridsync.sql import deadletters
+from hybridsync.truth import context
 
 GT = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
 LT = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD

@@ -8,10 +8,10 @@ from aws_cdk import ArnFormat, CfnOutput, Duration
 from aws_cdk import aws_iam as iam
 from cdk_nag import NagSuppressions
 
-from hybridsync.cdk import context
 from hybridsync.cdk.assets import HandlerFunction
 from hybridsync.cdk.grants import grant_prefix
 from hybridsync.sync import failed
+from hybridsync.truth import context
 
 if TYPE_CHECKING:  # the stack this builds into, for its type only (it imports this module)
     from hybridsync.cdk.pipeline import PipelineStack

@@ -23,7 +23,6 @@ from aws_cdk import custom_resources as cr
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
-from hybridsync.cdk import context
 from hybridsync.cdk.assets import (
     PROJECT_MIGRATIONS,
     TRUST_STORE,
@@ -41,6 +40,7 @@ from hybridsync.model import config
 from hybridsync.model.declare import Model, Side, Table
 from hybridsync.sql import migrations
 from hybridsync.sync import aggregate, failed, writeback
+from hybridsync.truth import context
 
 
 def _digest(*folders: Path | None) -> str:

@@ -12,11 +12,11 @@ from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_iam as iam
 from cdk_nag import NagSuppressions
 
-from hybridsync.cdk import context
 from hybridsync.cdk.assets import HandlerFunction
 from hybridsync.cdk.data import customer_key
 from hybridsync.dynamodb import timeseries
 from hybridsync.model.declare import Side
+from hybridsync.truth import context
 
 if TYPE_CHECKING:  # the stack this builds into, for its type only (it imports this module)
     from hybridsync.cdk.pipeline import PipelineStack

@@ -61,8 +61,8 @@ def add_doctor(cli: Commands) -> None:
 
 def project_prefix() -> str:
     """The stacks' prefix of the project's cdk.json (its context `prefix`), else the default."""
-    from hybridsync.cdk.context import SETTINGS
     from hybridsync.model import config
+    from hybridsync.truth.context import SETTINGS
 
     root = config.project_root() or Path.cwd()
     cdk = root / "cdk.json"

@@ -379,7 +379,7 @@ def add_dashboard(cli: Commands) -> None:
 def _dashboard(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from hybridsync.cdk.context import SETTINGS
+    from hybridsync.truth.context import SETTINGS
 
     stack = args.stack
     if not stack:

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from hybridsync.cdk.context import SETTINGS
+from hybridsync.truth.context import SETTINGS
 
 END = "<!-- end generated -->"
 # a marker, and what a previous --write put after it (up to its end marker), if anything

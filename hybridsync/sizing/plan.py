@@ -376,7 +376,7 @@ def cheaper(costs: dict[str, SourceCost]) -> str:
 # Freshness (`-c freshness`), priced where its two settings differ: the stream consumers'
 # invocations and the outbox drain's runs (Lambda requests, duration, their logs), and the
 # aggregation's write units. Prices: PRICES (Lambda's and CloudWatch's pages, above). The settings'
-# figures are hybridsync/cdk/context.py's (FRESHNESS, BY_FRESHNESS, SETTINGS), repeated here: sizing
+# figures are hybridsync/truth/context.py's (FRESHNESS, BY_FRESHNESS, SETTINGS), repeated here: sizing
 # sits below the CDK app (tests/unit/test_layout.py), and a test holds the two equal.
 FRESHNESS = ("realtime", "economy")
 # With no batching window Lambda invokes a consumer each time a read of a shard finds records: it

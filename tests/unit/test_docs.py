@@ -11,8 +11,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from hybridsync.cdk.context import SETTINGS
 from hybridsync.cli import reference
+from hybridsync.truth.context import SETTINGS
 
 ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"

@@ -174,7 +174,7 @@ def test_a_measure_counts_the_sources_it_names():
 def test_the_log_retention_setting_takes_cloudwatchs_durations_only():
     from types import SimpleNamespace
 
-    from hybridsync.cdk import context
+    from hybridsync.truth import context
 
     def scope(value):
         return SimpleNamespace(node=SimpleNamespace(try_get_context=lambda name: value))

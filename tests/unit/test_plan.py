@@ -210,7 +210,7 @@ def test_the_plan_command_prints_the_freshness_asked(capsys):
 
 def test_the_plan_prices_the_settings_the_stacks_deploy():
     """sizing sits below the CDK app, so the plan repeats the settings it prices: they must agree."""
-    from hybridsync.cdk import context
+    from hybridsync.truth import context
 
     assert plan.FRESHNESS == context.FRESHNESS
     for name, prefix in (("write_back", "stream"), ("aggregate", "aggregate")):

@@ -220,3 +220,20 @@ def test_the_stream_packages_keep_small_rooms(package):
                 if lines > (400 if isinstance(node, ast.ClassDef) else 80):
                     offenders.append(f"{path.relative_to(ROOT)}: {node.name} is {lines} lines")
     assert offenders == []
+
+
+def test_the_layout_page_maps_the_floors_the_code_holds():
+    """docs/reference/layout.md's Mermaid map of the floors is FLOORS, top to bottom: a contributor
+    reads the rooms there, and a floor moved in the code moves on the page too."""
+    page = (ROOT / "docs" / "reference" / "layout.md").read_text()
+    chart = page.split("```mermaid\n", 1)[1].split("```", 1)[0]
+    floors, members = [], None
+    for line in (raw.strip() for raw in chart.splitlines()):
+        if line.startswith("subgraph "):
+            members = []
+        elif line == "end":
+            floors.append(tuple(sorted(members)))
+            members = None
+        elif members is not None:
+            members.append(line)
+    assert floors[::-1] == [tuple(sorted(floor)) for floor in FLOORS]

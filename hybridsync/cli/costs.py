@@ -6,10 +6,14 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import TYPE_CHECKING
 
 from hybridsync.cli import common
 from hybridsync.cli.common import Commands
 from hybridsync.dynamodb.scans import DEFAULT_RATE
+
+if TYPE_CHECKING:
+    from hybridsync.sizing.costs import Row, ScanPlan
 
 
 def add_plan(cli: Commands) -> None:
@@ -206,12 +210,39 @@ def add_cost(cli: Commands) -> None:
 
 
 def _cost(args: argparse.Namespace) -> int:
-    from rich.console import Console
-    from rich.table import Table
+    rows, scan = _cost_rows(args)
+    if args.json:
+        print(
+            json.dumps(
+                [
+                    {
+                        "pattern": r.pattern,
+                        "design": r.design,
+                        "naive": r.naive,
+                        **r.cost.as_dict(),
+                        "units_per_s": r.units_per_second,
+                    }
+                    for r in rows
+                ]
+                + ([{"pattern": "full table scan", "minutes": round(scan.minutes, 1), "rate": scan.rate,
+                     "parallel": scan.parallel, "segments": scan.segments}] if scan else [])
+            )
+        )  # fmt: skip
+        return 0
+    _print_cost_table(rows)
+    print("1 read unit = 4 KB (4,096 bytes) strongly consistent, or 8 KB eventually consistent.")
+    if args.pattern in ("all", "distinct-keys"):
+        print("The seeds' 125,000,000 and 37,500 divide by 4,000-byte kilobytes: 2.4% above the model.")
+    if scan:
+        _print_scan(scan)
+    return 0
 
+
+def _cost_rows(args: argparse.Namespace) -> tuple[list[Row], ScanPlan | None]:
+    """The rows of the patterns asked for, and the full scan's figures (None unless asked for)."""
     from hybridsync.sizing import costs
 
-    rows = []
+    rows: list[Row] = []
     if args.pattern in ("all", "distinct-keys"):
         rows += costs.distinct_keys(args.keys, args.items_per_key, args.item_size, args.index_entry_size)
     if args.pattern in ("all", "time-range"):
@@ -242,24 +273,13 @@ def _cost(args: argparse.Namespace) -> int:
             raise SystemExit(f"cost scan: {error}") from None
         rows.append(costs.Row("full table scan", f"{args.table_gb:g} GB, paced to {args.rate:g} units/s",
                               scan.cost))  # fmt: skip
-    if args.json:
-        print(
-            json.dumps(
-                [
-                    {
-                        "pattern": r.pattern,
-                        "design": r.design,
-                        "naive": r.naive,
-                        **r.cost.as_dict(),
-                        "units_per_s": r.units_per_second,
-                    }
-                    for r in rows
-                ]
-                + ([{"pattern": "full table scan", "minutes": round(scan.minutes, 1), "rate": scan.rate,
-                     "parallel": scan.parallel, "segments": scan.segments}] if scan else [])
-            )
-        )  # fmt: skip
-        return 0
+    return rows, scan
+
+
+def _print_cost_table(rows: list[Row]) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
     table = Table(title="what each access pattern costs (capacity model; eventually consistent reads)")
     for column in ("pattern", "design", "requests", "items read", "read units", "write units", "units/s"):
         table.add_column(column, justify="left" if column in ("pattern", "design") else "right", no_wrap=True)
@@ -275,17 +295,17 @@ def _cost(args: argparse.Namespace) -> int:
             f"{row.units_per_second:,.1f}" if row.per_second else "-",
         )
     Console(width=None if sys.stdout.isatty() else 170).print(table)
-    print("1 read unit = 4 KB (4,096 bytes) strongly consistent, or 8 KB eventually consistent.")
-    if args.pattern in ("all", "distinct-keys"):
-        print("The seeds' 125,000,000 and 37,500 divide by 4,000-byte kilobytes: 2.4% above the model.")
-    if scan:
-        hours = f" ({scan.minutes / 60:,.1f} h)" if scan.minutes >= 120 else ""
-        print(f"A full scan of {scan.table_gb:g} GB: {scan.cost.read_units:,.0f} read units, "
-              f"{scan.minutes:,.1f} minutes{hours} at {scan.rate:g} units/s.")  # fmt: skip
-        if scan.parallel:
-            print(f"A parallel scan is warranted (>= {costs.PARALLEL_SCAN_GB} GB) if read capacity is "
-                  f"spare and one scan is too slow: start with {scan.segments} segments (one per "
-                  f"{costs.GB_PER_SEGMENT} GB); the rate is their total.")  # fmt: skip
-        else:
-            print(f"Under {costs.PARALLEL_SCAN_GB} GB a parallel scan is not warranted: one scan, paced.")
-    return 0
+
+
+def _print_scan(scan: ScanPlan) -> None:
+    from hybridsync.sizing import costs
+
+    hours = f" ({scan.minutes / 60:,.1f} h)" if scan.minutes >= 120 else ""
+    print(f"A full scan of {scan.table_gb:g} GB: {scan.cost.read_units:,.0f} read units, "
+          f"{scan.minutes:,.1f} minutes{hours} at {scan.rate:g} units/s.")  # fmt: skip
+    if scan.parallel:
+        print(f"A parallel scan is warranted (>= {costs.PARALLEL_SCAN_GB} GB) if read capacity is "
+              f"spare and one scan is too slow: start with {scan.segments} segments (one per "
+              f"{costs.GB_PER_SEGMENT} GB); the rate is their total.")  # fmt: skip
+    else:
+        print(f"Under {costs.PARALLEL_SCAN_GB} GB a parallel scan is not warranted: one scan, paced.")

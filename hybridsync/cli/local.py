@@ -282,66 +282,10 @@ def _kinesis_source(arn: str) -> str:
 
 
 def _banner(stack: Any, app: Any, env_file: Path) -> None:
-    def origin(service: str) -> str:
-        return "embedded" if service in stack.embedded else "from the environment"
-
-    kept = "AWS's DynamoDB Local, tables kept in .local/dynamodb" if "dynamodb" in stack.embedded else None
-    print(f"  DynamoDB   {stack.dynamodb_endpoint}  ({kept or origin('dynamodb')})")
-    services = "moto server" if "services" in stack.embedded else "from the environment"
-    print(f"  S3, SQS    {stack.services_endpoint}  ({services})")
-    import sqlalchemy as sa
-
-    url = sa.make_url(stack.database_url)
-    tls = f"TLS {url.query['sslmode']}" if "sslmode" in url.query else "no TLS"
-    shown = url.set(query={}).render_as_string(hide_password=True)  # the password: in .local/env
-    print(f"  PostgreSQL {shown}  ({origin('postgresql')}; {tls}; the functions log in as their roles)")
-    print(
-        "  IAM        "
-        + (
-            "each function's AWS calls checked against its role's policies (--no-iam: off)"
-            if app.iam
-            else "NOT checked (--no-iam)"
-        )
-    )
-    print(
-        "  AWS facts  a VPC function reaches only what its VPC routes; a customer-key resource needs "
-        "the key's actions; an alarm publishes through its topic's policy (`hybridsync doctor`)"
-    )
-    print(f"  schema     alembic revision {migrations.current_revision(stack.database_url)}")
-    from hybridsync.local.ttl import SWEEP_S
-
-    swept = {sweeper.table: sweeper.attribute for sweeper in app.sweepers}
-    for name in app.tables.values():
-        description = app.client.describe_table(TableName=name)["Table"]
-        stream = description.get("StreamSpecification", {}).get("StreamViewType")
-        print(
-            f"  table      {name}: {len(description.get('GlobalSecondaryIndexes', []))} GSIs"
-            + (f", stream {stream}" if stream else "")
-            + (f", TTL on {swept[name]} (every expired item, within {SWEEP_S:g} s)" if name in swept else "")
-        )
-    for name, function in app.functions.items():
-        print(
-            f"  function   {name}: {function.handler}, timeout {function.timeout_s:.0f}s, "
-            f"{function.memory_mb} MB, from {function.asset.name[:18]}..."
-        )
-    for pump in app.pumps.values():
-        shards = app._kinesis.list_shards(StreamName=pump.kinesis_name)["Shards"]
-        print(f"  kinesis    {pump.table} -> {pump.kinesis_name}: {len(shards)} shards (moto server), filled "
-              "by the app as DynamoDB's streaming destination (times in microseconds)")  # fmt: skip
-    for s in app.mapping_settings.values():
-        source = app.mapping_sources.get(s.name, "")
-        extras = [
-            f"{len(s.patterns)} filters",
-            f"{s.max_retries} retries" if s.max_retries >= 0 else "retries until a record expires",
-            f"tumbling {s.tumbling_window_s}s" if s.tumbling_window_s else "",
-            "bisect" if s.bisect else "",
-            "partial failures" if s.report_failures else "",
-            _kinesis_source(source),
-        ]
-        print(
-            f"  mapping    {s.name}: batch {s.batch_size}, window {s.batching_window_s:g}s, "
-            + ", ".join(e for e in extras if e)
-        )
+    """What `hybridsync up` prints once the app runs: each service, resource and endpoint."""
+    _banner_services(stack, app)
+    _banner_tables_and_functions(app)
+    _banner_mappings(app)
     if app.http is not None:
         print(
             f"  HTTP API   http://127.0.0.1:{app.http.server_address[1]}/  (callers' IAM authorization is "
@@ -374,6 +318,79 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
         print(f"  streams    {app.streams_server.endpoint}  (the app's DynamoDB Streams API, for any reader)")
     print(f"  env        source {env_file}  (for other shells, the hybridsync commands, plain boto3 and the "
           "AWS CLI); `hybridsync status` for lag and the outbox")  # fmt: skip
+
+
+def _banner_services(stack: Any, app: Any) -> None:
+    """Where each service runs, and what the app checks of AWS's rules."""
+
+    def origin(service: str) -> str:
+        return "embedded" if service in stack.embedded else "from the environment"
+
+    kept = "AWS's DynamoDB Local, tables kept in .local/dynamodb" if "dynamodb" in stack.embedded else None
+    print(f"  DynamoDB   {stack.dynamodb_endpoint}  ({kept or origin('dynamodb')})")
+    services = "moto server" if "services" in stack.embedded else "from the environment"
+    print(f"  S3, SQS    {stack.services_endpoint}  ({services})")
+    import sqlalchemy as sa
+
+    url = sa.make_url(stack.database_url)
+    tls = f"TLS {url.query['sslmode']}" if "sslmode" in url.query else "no TLS"
+    shown = url.set(query={}).render_as_string(hide_password=True)  # the password: in .local/env
+    print(f"  PostgreSQL {shown}  ({origin('postgresql')}; {tls}; the functions log in as their roles)")
+    print(
+        "  IAM        "
+        + (
+            "each function's AWS calls checked against its role's policies (--no-iam: off)"
+            if app.iam
+            else "NOT checked (--no-iam)"
+        )
+    )
+    print(
+        "  AWS facts  a VPC function reaches only what its VPC routes; a customer-key resource needs "
+        "the key's actions; an alarm publishes through its topic's policy (`hybridsync doctor`)"
+    )
+    print(f"  schema     alembic revision {migrations.current_revision(stack.database_url)}")
+
+
+def _banner_tables_and_functions(app: Any) -> None:
+    """Each table with its indexes, stream and TTL; each function; each Kinesis destination."""
+    from hybridsync.local.ttl import SWEEP_S
+
+    swept = {sweeper.table: sweeper.attribute for sweeper in app.sweepers}
+    for name in app.tables.values():
+        description = app.client.describe_table(TableName=name)["Table"]
+        stream = description.get("StreamSpecification", {}).get("StreamViewType")
+        print(
+            f"  table      {name}: {len(description.get('GlobalSecondaryIndexes', []))} GSIs"
+            + (f", stream {stream}" if stream else "")
+            + (f", TTL on {swept[name]} (every expired item, within {SWEEP_S:g} s)" if name in swept else "")
+        )
+    for name, function in app.functions.items():
+        print(
+            f"  function   {name}: {function.handler}, timeout {function.timeout_s:.0f}s, "
+            f"{function.memory_mb} MB, from {function.asset.name[:18]}..."
+        )
+    for pump in app.pumps.values():
+        shards = app._kinesis.list_shards(StreamName=pump.kinesis_name)["Shards"]
+        print(f"  kinesis    {pump.table} -> {pump.kinesis_name}: {len(shards)} shards (moto server), filled "
+              "by the app as DynamoDB's streaming destination (times in microseconds)")  # fmt: skip
+
+
+def _banner_mappings(app: Any) -> None:
+    """Each event source mapping with the settings the template gives it."""
+    for s in app.mapping_settings.values():
+        source = app.mapping_sources.get(s.name, "")
+        extras = [
+            f"{len(s.patterns)} filters",
+            f"{s.max_retries} retries" if s.max_retries >= 0 else "retries until a record expires",
+            f"tumbling {s.tumbling_window_s}s" if s.tumbling_window_s else "",
+            "bisect" if s.bisect else "",
+            "partial failures" if s.report_failures else "",
+            _kinesis_source(source),
+        ]
+        print(
+            f"  mapping    {s.name}: batch {s.batch_size}, window {s.batching_window_s:g}s, "
+            + ", ".join(e for e in extras if e)
+        )
 
 
 def _drain_line(app: Any) -> None:

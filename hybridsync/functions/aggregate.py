@@ -9,7 +9,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync.runtime import clients, doctor
+from hybridsync.runtime import clients, handling
 from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.sql import deadletters
 from hybridsync.streams import changes
@@ -35,10 +35,7 @@ def store_dead_letters(letters: list[DeadLetter]) -> None:
         deadletters.store(conn, aggregate.SOURCE, letters)
 
 
-@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@handling.lambda_handler(logger, tracer, metrics)  # the doctor's probe first, then metrics, trace, log
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     # Under a tumbling window Lambda requires `state` in every response, or it counts the invocation
     # as failed (and a failed final invocation stops the shard until it succeeds). The state carries

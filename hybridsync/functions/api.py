@@ -18,7 +18,7 @@ from hybridsync.api.web import ROUTES, app, error, get, logger, metrics, respond
 from hybridsync.dynamodb.capacity import Meter
 from hybridsync.model import config
 from hybridsync.model.errors import ConfigurationError, Conflict, Invalid, NotFound, Rejected
-from hybridsync.runtime import clients, doctor
+from hybridsync.runtime import clients, handling
 from hybridsync.runtime.clients import dynamodb
 
 METER = Meter()
@@ -123,10 +123,7 @@ def unknown_route(_: Exception) -> Response:
     return error(404, f"no route {path!r}")
 
 
-@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@handling.lambda_handler(logger, tracer, metrics)  # the doctor's probe first, then metrics, trace, log
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     METER.attach(dynamodb())
     try:

@@ -11,7 +11,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync.runtime import clients, db, doctor, settings
+from hybridsync.runtime import clients, db, handling, settings
 from hybridsync.sql import migrations, roles
 
 logger = Logger()
@@ -32,9 +32,7 @@ def grant(url: str) -> list[str]:
         engine.dispose()
 
 
-@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
-@tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@handling.lambda_handler(logger, tracer)  # the doctor's probe first, then trace, log
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     # Deleting the stack never drops data, nor needs the database: a rollback whose database is
     # already gone, or unreachable, must still succeed.

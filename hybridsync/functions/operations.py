@@ -5,7 +5,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync.runtime import aws, clients, doctor
+from hybridsync.runtime import aws, clients, handling
 from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.sync import operations
 from hybridsync.sync.jobs import Services
@@ -14,9 +14,7 @@ logger = Logger()
 tracer = clients.tracer()
 
 
-@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
-@tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@handling.lambda_handler(logger, tracer)  # the doctor's probe first, then trace, log
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     services = Services(dynamodb(), engine(), model(), tables(), aws.client)
     logger.info(

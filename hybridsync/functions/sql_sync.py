@@ -14,7 +14,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync.runtime import clients, doctor
+from hybridsync.runtime import clients, handling
 from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.sql import deadletters
 from hybridsync.sync import outbox
@@ -42,10 +42,7 @@ def published(backlog: outbox.Backlog) -> None:
     metrics.flush_metrics()
 
 
-@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@handling.lambda_handler(logger, tracer, metrics)  # the doctor's probe first, then metrics, trace, log
 def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
     total = outbox.Drained()
     # a run the schedule started polls (freshness=realtime); any other invoke (an operator's,

@@ -9,7 +9,7 @@ from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
 from hybridsync.dynamodb import large
-from hybridsync.runtime import clients, doctor, settings
+from hybridsync.runtime import clients, handling, settings
 from hybridsync.runtime.clients import dynamodb, model, s3, tables
 
 logger = Logger()
@@ -17,10 +17,7 @@ tracer = clients.tracer()
 metrics = Metrics()
 
 
-@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@handling.lambda_handler(logger, tracer, metrics)  # the doctor's probe first, then metrics, trace, log
 def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     grace = int(os.environ.get("SWEEP_GRACE_S", "900"))
     swept = {"chunks": 0, "objects": 0}

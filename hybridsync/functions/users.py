@@ -10,7 +10,7 @@ from typing import Any
 
 from aws_lambda_powertools import Logger
 
-from hybridsync.runtime import aws, clients, db, doctor, settings
+from hybridsync.runtime import aws, clients, db, handling, settings
 from hybridsync.sql import roles
 
 logger = Logger()
@@ -18,9 +18,7 @@ tracer = clients.tracer()
 WHERE = ("host", "port", "dbname", "engine")
 
 
-@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
-@tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@handling.lambda_handler(logger, tracer)  # the doctor's probe first, then trace, log
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     resource = {"PhysicalResourceId": "hybridsync-users"}
     if event["RequestType"] == "Delete":  # the stack goes: logins stay with the data they own

@@ -7,7 +7,7 @@ from typing import Any
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync.runtime import clients, doctor
+from hybridsync.runtime import clients, handling
 from hybridsync.runtime.clients import engine, model
 from hybridsync.sql import deadletters
 from hybridsync.streams import changes
@@ -18,10 +18,7 @@ tracer = clients.tracer()
 metrics = Metrics()
 
 
-@doctor.answers  # `hybridsync doctor`'s probe, answered before anything else
-@metrics.log_metrics
-@tracer.capture_lambda_handler
-@logger.inject_lambda_context
+@handling.lambda_handler(logger, tracer, metrics)  # the doctor's probe first, then metrics, trace, log
 def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     truth = writeback.Truth(clients.dynamodb(), clients.tables())
     batch = changes.read(event["Records"])  # each record read once, as its source's change

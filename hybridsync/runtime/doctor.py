@@ -15,7 +15,6 @@ why not; for the database, `connected` or why not. It never holds a secret's val
 
 from __future__ import annotations
 
-import functools
 import json
 import os
 import time
@@ -23,7 +22,11 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-EVENT_KEY, EVENT_VALUE = "hybridsync", "doctor"
+# the probe's event, and the handlers' answering it first, live where every handler can import them
+# without this module (hybridsync.runtime.handling): the probe itself is imported when one arrives
+from hybridsync.runtime.handling import EVENT_KEY, EVENT_VALUE, is_probe  # noqa: F401 (re-exported)
+from hybridsync.runtime.handling import answers_the_doctor as answers  # noqa: F401 (re-exported)
+
 CONNECT_TIMEOUT_S = 3  # a reachable endpoint connects in milliseconds; a missing route never does
 READ_TIMEOUT_S = 10
 # One call per service that needs no argument and changes nothing; any HTTP answer proves the route.
@@ -42,22 +45,6 @@ HARMLESS: dict[str, tuple[str, dict[str, Any]]] = {
     "events": ("list_event_buses", {"Limit": 1}),
     "logs": ("describe_log_groups", {"limit": 1}),
 }
-
-
-def is_probe(event: Any) -> bool:
-    return isinstance(event, dict) and event.get(EVENT_KEY) == EVENT_VALUE
-
-
-def answers(handler: Callable[..., Any]) -> Callable[..., Any]:
-    """The handler, answering the doctor's probe first (nothing of the handler runs for it)."""
-
-    @functools.wraps(handler)
-    def answering(event: Any, context: Any) -> Any:
-        if is_probe(event):
-            return probe(event)
-        return handler(event, context)
-
-    return answering
 
 
 def client(service: str, endpoint: str | None = None) -> Any:

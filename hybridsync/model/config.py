@@ -17,7 +17,6 @@ import importlib
 import importlib.util
 import os
 import sys
-import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +38,8 @@ def project_root(start: Path | None = None) -> Path | None:
 
 
 def _tool(pyproject: Path) -> dict[str, Any]:
+    import tomllib  # here: a function in Lambda reads its model from the environment, never a TOML file
+
     try:
         tool: dict[str, Any] = tomllib.loads(pyproject.read_text()).get("tool", {})  # TOML: any table
         return tool

@@ -4,7 +4,6 @@ keeps), and the entities the engine derives from it."""
 
 from __future__ import annotations
 
-import difflib
 import string
 from dataclasses import dataclass, replace
 from functools import cached_property
@@ -58,6 +57,8 @@ def _check_keys_name_fields(entity: Entity) -> None:
     fields = {f.attribute: f for f in entity.all_fields}
     for attribute, builder in entity.keys.items():
         for name in sorted(reads(builder) - set(fields)):
+            import difflib  # only when a declaration is refused: never at a function's cold start
+
             close = difflib.get_close_matches(name, list(fields), n=1)
             hint = f"; did you mean {close[0]}?" if close else ""
             raise ValueError(

@@ -23,7 +23,8 @@ def test_an_apps_first_import_starts_node_quietly():
 
 def test_a_refused_setting_ends_the_app_with_its_sentence_and_other_errors_keep_their_traceback():
     env = {k: v for k, v in os.environ.items() if not k.startswith("JSII_SILENCE_")}
-    refused = "from hybridsync.cdk import App, context\ncontext.freshness(App(context={'freshness': 'fast'}))"
+    refused = ("from hybridsync.cdk import App\nfrom hybridsync.truth import context\n"
+               "context.freshness(App(context={'freshness': 'fast'}))")  # fmt: skip
     run = subprocess.run(
         [sys.executable, "-c", refused], env=env, capture_output=True, text=True, timeout=120
     )

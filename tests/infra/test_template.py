@@ -117,7 +117,7 @@ def test_one_bundle_ships_exactly_the_engines_packages_and_the_shops(cloud_assem
     CLI, the CDK app, the workloads or the test kit. Every function runs from the one asset."""
     from hybridsync.cdk.assets import SHIPPED
 
-    bundles = [p.parents[2] for p in cloud_assembly.glob("asset.*/hybridsync/model/declare.py")]
+    bundles = [p.parents[3] for p in cloud_assembly.glob("asset.*/hybridsync/model/declare/__init__.py")]
     assert len(bundles) == 1
     (bundle,) = bundles
     shipped = {

@@ -18,14 +18,11 @@ from pathlib import Path
 from typing import Any
 
 from hybridsync.cdk import rules
-from hybridsync.local import apigateway, create_table, iam, mappings
-from hybridsync.local import kinesis as kds
-from hybridsync.local.alarms import Alarm, Alarms, Metrics, Topic, percentiles_s
-from hybridsync.local.faults import FaultPlan, Faults
-from hybridsync.local.functions import FunctionError, LocalFunction
-from hybridsync.local.lambda_api import LambdaApi, Switch
-from hybridsync.local.logins import Logins
-from hybridsync.local.mappings import (
+from hybridsync.local import create_table
+from hybridsync.local.apigateway import responses as apigateway
+from hybridsync.local.awslambda import mappings
+from hybridsync.local.awslambda.functions import FunctionError, LocalFunction
+from hybridsync.local.awslambda.mappings import (
     POLL_INTERVAL_S,
     Checkpoints,
     MappingStats,
@@ -33,9 +30,15 @@ from hybridsync.local.mappings import (
     ShardPoller,
     ShardReader,
 )
-from hybridsync.local.shards import READERS_PER_SHARD, ShardView, StreamsServer, Topology
+from hybridsync.local.awslambda.responses import LambdaApi, Switch
+from hybridsync.local.cloudwatch.alarms import Alarm, Alarms, Metrics, Topic, percentiles_s
+from hybridsync.local.dynamodb.shards import READERS_PER_SHARD, ShardView, StreamsServer, Topology
+from hybridsync.local.dynamodb.ttl import Expiries, TtlSweeper
+from hybridsync.local.faults import FaultPlan, Faults
+from hybridsync.local.iam import policies as iam
+from hybridsync.local.kinesis import models as kds
+from hybridsync.local.postgres.logins import Logins
 from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
-from hybridsync.local.ttl import Expiries, TtlSweeper
 from hybridsync.runtime import aws
 from hybridsync.streams import filters
 
@@ -108,8 +111,8 @@ class LocalApp:
         alarm_period_s: int | None = None,
     ):
         self.assembly, self.state_dir, self.prefix, self.region = assembly, state_dir, prefix, region
-        self.iam = iam  # each function's calls checked against its role (local/iam.py)
-        # Streams as production has them (local/shards.py): N shards, rollover, trimming; else
+        self.iam = iam  # each function's calls checked against its role (local/iam/policies.py)
+        # Streams as production has them (local/dynamodb/shards.py): N shards, rollover, trimming; else
         # DynamoDB Local's own single shard per table, read directly.
         if shards < 1 or (shard_lifetime_s is not None and shard_lifetime_s <= 0) or (shard_records or 1) < 1:
             raise ValueError("shards must be at least 1, and a shard's lifetime and records positive")
@@ -121,7 +124,7 @@ class LocalApp:
         self.sharded = shards > 1 or any(knob is not None for knob in knobs)
         self.topologies: dict[str, Topology] = {}  # stream ARN -> its shards, when sharded
         self.streams_server: StreamsServer | None = None
-        # TTL for every expired item, whatever DynamoDB Local does (local/ttl.py)
+        # TTL for every expired item, whatever DynamoDB Local does (local/dynamodb/ttl.py)
         self.expiries = Expiries(state_dir / "ttl-deletions.jsonl", keep_s=retention_s or 24 * 3600)
         self.sweepers: list[TtlSweeper] = []
         self._plans: dict[str, list[dict[str, Any]]] = {}  # stream ARN -> its mappings, when sharded
@@ -145,13 +148,13 @@ class LocalApp:
         self.buckets: dict[str, str] = {}  # construct -> physical name
         self.http: ThreadingHTTPServer | None = None
         self.faults = Faults(faults) if faults and faults.active else None  # on stream deliveries
-        self.metrics = Metrics()  # what CloudWatch would hold (local/alarms.py)
+        self.metrics = Metrics()  # what CloudWatch would hold (local/cloudwatch/alarms.py)
         self.alarms: Alarms | None = None
         if alarm_period_s is not None and alarm_period_s < 1:
             raise ValueError("the alarm period must be at least 1 s")
         self.alarm_period_s = alarm_period_s
         self.failed_batches_bucket: str | None = None  # the stream mappings' on-failure bucket
-        # Kinesis Data Streams for DynamoDB (local/kinesis.py): each table's destination and its pump
+        # Kinesis Data Streams for DynamoDB (local/kinesis/models.py): each table's destination and its pump
         self._destinations: dict[str, dict[str, Any]] = {}  # table -> its KinesisStreamSpecification
         self.pumps: dict[str, kds.Pump] = {}  # Kinesis stream ARN -> the pump that fills it
         self._fresh_streams: set[str] = set()  # Kinesis streams made by this run: saved positions void
@@ -269,7 +272,7 @@ class LocalApp:
                 "keys": self.keys_for(function),
             }
             env["HYBRIDSYNC_IAM"] = json.dumps(policy)
-        if (route := self.network(function)) is not None:  # local/network.py: its VPC's routes
+        if (route := self.network(function)) is not None:  # local/vpc/network.py: its VPC's routes
             env["HYBRIDSYNC_NETWORK"] = json.dumps(route)
         return env | {
             "PATH": os.environ.get("PATH", ""),
@@ -313,13 +316,13 @@ class LocalApp:
 
     def role(self, function: Resource) -> tuple[str, list[dict[str, Any]]]:
         """The function's execution role: its name and its policies' statements, in local ARNs (and
-        `rds-db:connect` as a login read as its secret: local/logins.py)."""
+        `rds-db:connect` as a login read as its secret: local/postgres/logins.py)."""
         name, statements = iam.role_statements(self.assembly, function)
         return name, self.logins.stand_in(statements)
 
     def network(self, function: Resource) -> dict[str, Any] | None:
         """What a VPC-attached function reaches, as the deploy rules read the templates (None: not in
-        a VPC, so every public endpoint), for local/network.py."""
+        a VPC, so every public endpoint), for local/vpc/network.py."""
         if self._rule_templates is None:
             self._rule_templates = rules.Templates(self.assembly.templates)
         found = rules.network(self._rule_templates, function.stack, function.logical_id)
@@ -333,7 +336,7 @@ class LocalApp:
         ARN and name), queues and buckets (by ARN). An AWS-managed key (`alias/aws/...`) is left out:
         its policy lets its service's users use it, so the caller needs nothing of its own. A DynamoDB
         table's items need nothing of the caller (DynamoDB's grant), its stream's records kms:Decrypt
-        (local/iam.py KMS_ACTIONS): tables by their stream's ARN."""
+        (local/iam/policies.py KMS_ACTIONS): tables by their stream's ARN."""
         a, found = self.assembly, {}
 
         def customer(stack: str, value: Any) -> str | None:
@@ -370,7 +373,7 @@ class LocalApp:
 
     def keys_for(self, function: Resource) -> dict[str, str]:
         """The customer keys a function's calls are checked for. A login's secret the function reads
-        only because the local app stands it in for RDS Proxy's IAM login (local/logins.py) is left
+        only because the local app stands it in for RDS Proxy's IAM login (local/postgres/logins.py) is left
         out: in AWS the function never reads it, so it needs no kms:Decrypt on its key."""
         keys = dict(self._customer_keys if self._customer_keys is not None else self.customer_keys())
         self._customer_keys = keys
@@ -485,7 +488,7 @@ class LocalApp:
             destination = (properties.get("Replicas") or [{}])[0].get("KinesisStreamSpecification") or (
                 properties.get("KinesisStreamSpecification")
             )
-            if destination:  # the Kinesis destination's pump reads the table's own stream (local/kinesis.py)
+            if destination:  # the Kinesis destination's pump reads the table's own stream (kinesis/models.py)
                 self._destinations[table.construct] = destination
                 properties = {"StreamSpecification": {"StreamViewType": "NEW_AND_OLD_IMAGES"}} | properties
             if name not in existing:
@@ -579,7 +582,7 @@ class LocalApp:
                 self.dead_letter_queues[function.construct] = arns[config["TargetArn"]]
                 self._dead_letter_arns[function.construct] = config["TargetArn"]
 
-    # --- alarms (local/alarms.py) ---------------------------------------------------------------
+    # --- alarms (local/cloudwatch/alarms.py) ---------------------------------------------------------------
 
     def _start_alarms(self) -> None:
         """Every synthesized alarm, evaluated each second on what the app emits."""
@@ -805,7 +808,7 @@ class LocalApp:
 
     def _plan_kinesis(self, plan: dict[str, Any], source: str, shards: list[str], function: Resource) -> None:
         """A mapping on a Kinesis stream or fan-out consumer: a poller per shard, each reading its
-        own copy (local/kinesis.py). A stream this run made anew holds none of the saved positions."""
+        own copy (local/kinesis/models.py). A stream this run made anew holds none of the saved positions."""
         name, stream_arn = plan["settings"].name, kds.stream_of(source)
         self._kinesis_mappings.add(name)
         pump = self.pumps.get(stream_arn)
@@ -832,7 +835,7 @@ class LocalApp:
         pollers = [p for p in self.pollers if p.settings.name == name]
         return sum(len(p.buffer) + p.reader.backlog(latest) for p in pollers) + (pump.waiting if pump else 0)
 
-    # --- shards as production has them (local/shards.py) ----------------------------------------
+    # --- shards as production has them (local/dynamodb/shards.py) ----------------------------------------
 
     def _plan_sharded(self, path: str, plan: dict[str, Any], streams: Any) -> None:
         """A mapping on a sharded stream: its pollers start shard by shard (`_supervise`). Each

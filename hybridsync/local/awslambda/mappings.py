@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsync.local.awslambda.functions import FunctionError
-from hybridsync.local.dynamodb.shards import TrimmedDataAccess
+from hybridsync.local.dynamodb.models import TrimmedDataAccess
 from hybridsync.local.dynamodb.streams import PAGE, ShardReader
 from hybridsync.model import keys
 from hybridsync.streams import filters

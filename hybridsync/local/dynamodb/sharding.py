@@ -1,4 +1,4 @@
-"""DynamoDB Streams as production shapes them, over DynamoDB Local (dynamodb/shards.py): each
+"""DynamoDB Streams as production shapes them, over DynamoDB Local (dynamodb/models.py): each
 sharded stream's topology, the mappings' pollers started shard by shard, and the app's Streams
 API (`StreamsServer`) over them."""
 
@@ -11,7 +11,8 @@ from typing import Any
 from hybridsync.local.account import Account
 from hybridsync.local.awslambda.functions import LocalFunction
 from hybridsync.local.awslambda.mappings import POLL_INTERVAL_S, ShardPoller
-from hybridsync.local.dynamodb.shards import READERS_PER_SHARD, ShardView, StreamsServer, Topology
+from hybridsync.local.dynamodb.models import READERS_PER_SHARD, ShardView, Topology
+from hybridsync.local.dynamodb.responses import StreamsServer
 from hybridsync.local.template import TemplateError
 
 log = logging.getLogger(__name__)

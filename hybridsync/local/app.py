@@ -89,7 +89,7 @@ class LocalApp:
         self.account = ACCOUNT  # the account's id (the Lambda API's ARNs)
         self.client = account.client("dynamodb")
         self.dynamodb = Tables()
-        self.kinesis = KinesisStreams(account)
+        self.kinesis = KinesisStreams(account, self.dynamodb)
         self._kinesis = self.kinesis.client
         self.storage = Storage(account)
         self.streams = ShardedStreams(account, shards, shard_lifetime_s, shard_records, pollers=[])
@@ -116,7 +116,7 @@ class LocalApp:
         that invoke these functions (construct ids: `{"SqlSync"}` runs the outbox drain alone)."""
         account, assembly = self._account, self._account.assembly
         self.dynamodb.provision(account, assembly)
-        self.kinesis.provision(account, assembly, self.dynamodb.destinations)
+        self.kinesis.provision(account, assembly)
         self.storage.provision(account, assembly)
         account.lambda_api = LambdaApi(self)  # before the functions: the operations function calls it
         self.lambdas.provision(account, assembly)
@@ -125,6 +125,7 @@ class LocalApp:
                 account, assembly
             )  # refused before anything runs, as a deploy would fail
         self.lambdas.custom_resources = self.lambdas.run_custom_resources()
+        self.cloudwatch.provision(account, assembly)
         self.cloudwatch.start()
         self.event_sources.start()
         self.streams.serve()

@@ -15,7 +15,7 @@ from hybridsync.local.awslambda.functions import FunctionError, LocalFunction
 from hybridsync.local.iam import policies
 from hybridsync.local.iam.roles import Roles
 from hybridsync.local.storage import Storage
-from hybridsync.local.template import ACCOUNT, Resource, TemplateError
+from hybridsync.local.template import ACCOUNT, Assembly, Resource, TemplateError
 
 log = logging.getLogger(__name__)
 ASYNC_RETRIES = 2  # Lambda's default for asynchronous invocations (MaximumRetryAttempts)
@@ -30,7 +30,7 @@ class LambdaFunctions:
         self.functions: dict[str, LocalFunction] = account.functions
         self.custom_resources: list[str] = []  # those run at start, as a deploy runs them
 
-    def provision(self, account: Account, assembly: Any) -> None:
+    def provision(self, account: Account, assembly: Assembly) -> None:
         """Each function's workers (started on first use) with its environment."""
         self.build_functions()
 

@@ -13,7 +13,7 @@ from hybridsync.local.account import Account
 from hybridsync.local.awslambda.functions import LocalFunction
 from hybridsync.local.cloudwatch.alarms import Alarm, Alarms, Topic, percentiles_s
 from hybridsync.local.storage import Storage
-from hybridsync.local.template import ACCOUNT
+from hybridsync.local.template import ACCOUNT, Assembly
 
 log = logging.getLogger(__name__)
 # each direction's freshness (the `Freshness` metric, ms), by the function that emits it: DynamoDB ->
@@ -33,20 +33,23 @@ class CloudWatch:
             raise ValueError("the alarm period must be at least 1 s")
         self.alarm_period_s = period_s
 
-    def start(self) -> None:
-        """Every synthesized alarm, evaluated each second on what the app emits."""
+    def provision(self, account: Account, assembly: Assembly) -> None:
+        """Every synthesized alarm, on the account's metrics (evaluated each second once started)."""
         found = []
-        for resource in self.account.assembly.resources("AWS::CloudWatch::Alarm"):
-            properties = self.account.assembly.resolve(resource.stack, resource.properties)
-            found.append(Alarm.from_properties(f"{self.account.prefix}-{resource.construct}", properties))
+        for resource in assembly.resources("AWS::CloudWatch::Alarm"):
+            properties = assembly.resolve(resource.stack, resource.properties)
+            found.append(Alarm.from_properties(f"{account.prefix}-{resource.construct}", properties))
         own = frozenset(str(f.environment.get("POWERTOOLS_METRICS_NAMESPACE", "hybridsync"))
                         for f in self.functions.values())  # fmt: skip
-        account = self.account
         self.alarms = Alarms(found, account.metrics, account.state_dir / "notifications",
                              region=account.region, account=ACCOUNT, period_s=self.alarm_period_s,
                              topics=self.topics(), namespaces=own)  # fmt: skip
         for function in self.functions:  # what earlier runs logged is not this run's metrics
-            self.account.metrics.skip(self.account.state_dir / "logs" / f"{function}.log")
+            account.metrics.skip(account.state_dir / "logs" / f"{function}.log")
+
+    def start(self) -> None:
+        """Every alarm evaluated each second on what the app emits."""
+        assert self.alarms is not None
         self.alarms.evaluate()  # every alarm has a state before the app serves
         self.account.spawn(self._watch, name="alarms")
 

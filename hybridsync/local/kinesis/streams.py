@@ -8,6 +8,7 @@ from typing import Any
 
 from hybridsync.local.account import Account
 from hybridsync.local.awslambda.mappings import ShardPoller
+from hybridsync.local.dynamodb.tables import Tables
 from hybridsync.local.kinesis.models import (
     CONSUMERS_PER_STREAM,
     ON_DEMAND_SHARDS,
@@ -21,7 +22,8 @@ from hybridsync.local.template import ACCOUNT, Assembly, TemplateError
 class KinesisStreams:
     """Kinesis Data Streams for DynamoDB, locally: each table's destination and its pump."""
 
-    def __init__(self, account: Account) -> None:
+    def __init__(self, account: Account, tables: Tables) -> None:
+        self.tables = tables  # each table's destination, as the tables' provisioning found it
         self.client = account.client("kinesis")
         self.pumps: dict[str, Pump] = {}  # Kinesis stream ARN -> the pump that fills it
         self.fresh_streams: set[str] = set()  # Kinesis streams made by this run: saved positions void
@@ -31,9 +33,7 @@ class KinesisStreams:
         for pump in self.pumps.values():
             account.spawn(pump.run, account.stopping, name=f"kinesis-{pump.table}")
 
-    def provision(
-        self, account: Account, assembly: Assembly, destinations: dict[str, dict[str, Any]]
-    ) -> None:
+    def provision(self, account: Account, assembly: Assembly) -> None:
         """The templates' Kinesis streams and enhanced fan-out consumers on moto server, and each
         table's streaming destination (its pump). An on-demand stream gets 4 shards, as AWS starts
         one (Kinesis: "on-demand mode" starts at 4 MB/s write capacity, 4 shards); a stream allows
@@ -62,7 +62,7 @@ class KinesisStreams:
                 client.register_stream_consumer(StreamARN=stream_of(arn), ConsumerName=arn.rpartition("/")[2])
         streams = account.client("dynamodbstreams")
         for table in account.table_resources():
-            if (spec := destinations.get(table.construct)) is None:
+            if (spec := self.tables.destinations.get(table.construct)) is None:
                 continue
             target = a.resolve(table.stack, spec["StreamArn"])
             name = account.tables[table.construct]

@@ -92,7 +92,9 @@ class LocalApp:
         self.kinesis = KinesisStreams(account, self.dynamodb)
         self._kinesis = self.kinesis.client
         self.storage = Storage(account)
-        self.streams = ShardedStreams(account, shards, shard_lifetime_s, shard_records, pollers=[])
+        self.streams = ShardedStreams(
+            account, self.dynamodb, shards, shard_lifetime_s, shard_records, pollers=[]
+        )
         self.cloudwatch = CloudWatch(account, self.storage, alarm_period_s)
         name_things(account, assembly)  # before anything is created: references resolve
         assert account.logins is not None

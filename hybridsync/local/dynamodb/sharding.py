@@ -13,6 +13,7 @@ from hybridsync.local.awslambda.functions import LocalFunction
 from hybridsync.local.awslambda.mappings import POLL_INTERVAL_S, ShardPoller
 from hybridsync.local.dynamodb.models import READERS_PER_SHARD, ShardView, Topology
 from hybridsync.local.dynamodb.responses import StreamsServer
+from hybridsync.local.dynamodb.tables import Tables
 from hybridsync.local.template import TemplateError
 
 log = logging.getLogger(__name__)
@@ -22,8 +23,8 @@ class ShardedStreams:
     """N shards, rollover, trimming (the app's `shards`, `shard_lifetime_s`, `shard_records`,
     `retention_s`); else DynamoDB Local's own single shard per table, read directly."""
 
-    def __init__(self, account: Account, shards: int, lifetime_s: float | None, records: int | None,
-                 pollers: list[ShardPoller]) -> None:  # fmt: skip
+    def __init__(self, account: Account, tables: Tables, shards: int, lifetime_s: float | None,
+                 records: int | None, pollers: list[ShardPoller]) -> None:  # fmt: skip
         self.account, self.shard_count, self.shard_lifetime_s, self.shard_records = (
             account,
             shards,
@@ -34,7 +35,7 @@ class ShardedStreams:
         self.sharded = shards > 1 or any(knob is not None for knob in knobs)
         self.topologies: dict[str, Topology] = {}  # stream ARN -> its shards, when sharded
         self.plans: dict[str, list[dict[str, Any]]] = {}  # stream ARN -> its mappings, when sharded
-        self.partition_keys: dict[str, str] = {}  # stream ARN -> its table's partition key
+        self.partition_keys = tables.partition_keys  # stream ARN -> its table's partition key
         self.pollers = pollers  # the app's, shared with the event source mappings
         self.streams_server: StreamsServer | None = None
 

@@ -31,7 +31,7 @@ from hybridsync.local.template import ACCOUNT, Assembly
 from hybridsync.runtime import aws
 
 # What the app answered for itself before its services had rooms (cli/, tests, the Lambda API read
-# them): name -> the attribute of the app that holds it now.
+# them): name -> the attribute of the app that holds it now (`_account`: the Account its services share).
 DELEGATED = {
     **dict.fromkeys(("assembly", "state_dir", "prefix", "region", "dynamodb_endpoint", "services_endpoint",
                      "database_url", "faults", "iam", "retention_s", "metrics", "expiries", "checkpoints",
@@ -39,7 +39,7 @@ DELEGATED = {
                     "_account"),
     **dict.fromkeys(("sweepers",), "dynamodb"),
     **dict.fromkeys(("topologies", "streams_server", "sharded", "shard_count", "shard_lifetime_s",
-                     "shard_records", "split"), "streams"),
+                     "shard_records", "split"), "sharding"),
     **dict.fromkeys(("pumps",), "kinesis"),
     **dict.fromkeys(("dead_letter_queues", "failed_batches_bucket", "failed_batches_stored",
                      "failure_environment"), "storage"),
@@ -88,11 +88,11 @@ class LocalApp:
         )  # fmt: skip
         self.account = ACCOUNT  # the account's id (the Lambda API's ARNs)
         self.client = account.client("dynamodb")
-        self.dynamodb = Tables()
+        self.dynamodb = Tables(account)
         self.kinesis = KinesisStreams(account, self.dynamodb)
         self._kinesis = self.kinesis.client
         self.storage = Storage(account)
-        self.streams = ShardedStreams(
+        self.sharding = ShardedStreams(
             account, self.dynamodb, shards, shard_lifetime_s, shard_records, pollers=[]
         )
         self.cloudwatch = CloudWatch(account, self.storage, alarm_period_s)
@@ -100,7 +100,7 @@ class LocalApp:
         assert account.logins is not None
         self.roles = account.roles = Roles(account, account.logins)
         self.lambdas = LambdaFunctions(account, self.roles, self.storage)
-        self.event_sources = EventSources(account, self.lambdas, self.kinesis, self.streams, self.storage)
+        self.event_sources = EventSources(account, self.lambdas, self.kinesis, self.sharding, self.storage)
         self.http_apis = HttpApis(account)
         self.schedules = Schedules(account, self.lambdas)
 
@@ -122,18 +122,16 @@ class LocalApp:
         self.storage.provision(account, assembly)
         account.lambda_api = LambdaApi(self)  # before the functions: the operations function calls it
         self.lambdas.provision(account, assembly)
-        if mappings:
-            self.event_sources.provision(
-                account, assembly
-            )  # refused before anything runs, as a deploy would fail
+        if mappings:  # refused before anything runs, as a deploy would fail
+            self.event_sources.provision(account, assembly)
         self.lambdas.custom_resources = self.lambdas.run_custom_resources()
         self.cloudwatch.provision(account, assembly)
         self.cloudwatch.start()
         self.event_sources.start()
-        self.streams.serve()
-        self.dynamodb.start(account)
-        self.kinesis.start(account)
-        self.streams.start()
+        self.sharding.serve()
+        self.dynamodb.start()
+        self.kinesis.start()
+        self.sharding.start()
         if http_port is not None:
             self.http_apis.start(http_port)
         if schedules:
@@ -174,7 +172,7 @@ class LocalApp:
         self.http_apis.close()
         for thread in account.threads:
             thread.join(timeout=30)
-        self.streams.close()
+        self.sharding.close()
         if account.lambda_api is not None:
             account.lambda_api.close()
         self.lambdas.close()

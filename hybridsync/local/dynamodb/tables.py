@@ -47,6 +47,7 @@ def _create_request(name: str, properties: dict[str, Any]) -> dict[str, Any]:
 class Tables:
     """What the tables' provisioning found, for the services after it."""
 
+    account: Account
     destinations: dict[str, dict[str, Any]] = field(
         default_factory=dict
     )  # table -> its KinesisStreamSpecification
@@ -87,6 +88,6 @@ class Tables:
                 partition = next(k for k in description["KeySchema"] if k["KeyType"] == "HASH")
                 tables.partition_keys[description["LatestStreamArn"]] = partition["AttributeName"]
 
-    def start(self, account: Account) -> None:
+    def start(self) -> None:
         for sweeper in self.sweepers:
-            account.spawn(sweeper.run, account.stopping, name=f"ttl-{sweeper.table}")
+            self.account.spawn(sweeper.run, self.account.stopping, name=f"ttl-{sweeper.table}")

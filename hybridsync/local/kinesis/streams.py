@@ -23,15 +23,16 @@ class KinesisStreams:
     """Kinesis Data Streams for DynamoDB, locally: each table's destination and its pump."""
 
     def __init__(self, account: Account, tables: Tables) -> None:
-        self.tables = tables  # each table's destination, as the tables' provisioning found it
+        # each table's destination, as the tables' provisioning found it
+        self.account, self.tables = account, tables
         self.client = account.client("kinesis")
         self.pumps: dict[str, Pump] = {}  # Kinesis stream ARN -> the pump that fills it
         self.fresh_streams: set[str] = set()  # Kinesis streams made by this run: saved positions void
         self.mappings: set[str] = set()  # the mappings that read a Kinesis stream
 
-    def start(self, account: Account) -> None:
+    def start(self) -> None:
         for pump in self.pumps.values():
-            account.spawn(pump.run, account.stopping, name=f"kinesis-{pump.table}")
+            self.account.spawn(pump.run, self.account.stopping, name=f"kinesis-{pump.table}")
 
     def provision(self, account: Account, assembly: Assembly) -> None:
         """The templates' Kinesis streams and enhanced fan-out consumers on moto server, and each

@@ -62,9 +62,8 @@ class Account:
     def __post_init__(self) -> None:
         # TTL for every expired item, whatever DynamoDB Local does (dynamodb/ttl.py)
         self.expiries = Expiries(self.state_dir / "ttl-deletions.jsonl", keep_s=self.retention_s or 24 * 3600)
-        self.checkpoints = Checkpoints(
-            self.state_dir / "positions.json"
-        )  # one for the file: pumps and mappings
+        # the saved stream positions, one for the file: pumps and mappings
+        self.checkpoints = Checkpoints(self.state_dir / "positions.json")
 
     def client(self, service: str) -> Any:
         """A client of a local service: DynamoDB (and its streams) on DynamoDB Local, the rest on moto."""

@@ -48,9 +48,8 @@ class Tables:
     """What the tables' provisioning found, for the services after it."""
 
     account: Account
-    destinations: dict[str, dict[str, Any]] = field(
-        default_factory=dict
-    )  # table -> its KinesisStreamSpecification
+    # table -> its KinesisStreamSpecification (its pump reads the table's stream: kinesis/streams.py)
+    destinations: dict[str, dict[str, Any]] = field(default_factory=dict)
     sweepers: list[TtlSweeper] = field(default_factory=list)
     partition_keys: dict[str, str] = field(default_factory=dict)  # stream ARN -> its table's partition key
 

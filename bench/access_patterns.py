@@ -48,7 +48,7 @@ from hybridsync import local  # noqa: E402
 from hybridsync.dynamodb import capacity, scans  # noqa: E402
 from hybridsync.dynamodb.capacity import Cost, Meter  # noqa: E402
 from hybridsync.dynamodb.scans import Scanner  # noqa: E402
-from hybridsync.local import dynamodb_local  # noqa: E402
+from hybridsync.local.dynamodb import server as dynamodb_local  # noqa: E402
 from hybridsync.model.convert import marshal, unmarshal  # noqa: E402
 from hybridsync.model.declare import KeyAttribute, Table  # noqa: E402
 from hybridsync.model.keys import HIGHEST, iso_ms  # noqa: E402

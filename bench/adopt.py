@@ -42,7 +42,7 @@ from hybridsync import local  # noqa: E402
 from hybridsync.dynamodb import store  # noqa: E402
 from hybridsync.dynamodb.scans import Scanner  # noqa: E402
 from hybridsync.dynamodb.views import CACHE_TTL_S, view_item  # noqa: E402
-from hybridsync.local import streams  # noqa: E402
+from hybridsync.local.dynamodb import streams  # noqa: E402
 from hybridsync.model.convert import item_values, marshal, to_row  # noqa: E402
 from hybridsync.runtime import aws, db  # noqa: E402
 from hybridsync.sync import aggregate, loads, outbox, writeback  # noqa: E402

@@ -39,7 +39,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hybridsync import local, workloads  # noqa: E402
-from hybridsync.local import streams  # noqa: E402
+from hybridsync.local.dynamodb import streams  # noqa: E402
 from hybridsync.model.convert import marshal, unmarshal  # noqa: E402
 from hybridsync.sync import aggregate  # noqa: E402
 from shop.model import CANCELLED, MODEL, ORDER_LINE  # noqa: E402

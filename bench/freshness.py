@@ -39,7 +39,7 @@ tables of its own:
                Local, a process per shard, the shards at once (realtime paced to the timeline).
                DynamoDB Local never cancels a transaction for a conflict (it serializes them), so
                the local app's emulation of DynamoDB's TransactionConflict is installed (the chaos
-               run's `conflict` fault, local/dynamodb_faults.py, certain): a transaction writing an
+               run's `conflict` fault, local/dynamodb/faults.py, certain): a transaction writing an
                item another process's transaction is writing is cancelled and sent again by the
                engine. Local transactions are slower and queued, so this overstates conflicts
                against AWS. A batch failing past the engine's retries is sent again whole, as
@@ -107,9 +107,9 @@ from bench.aggregate import workload as aggregate_workload  # noqa: E402
 from bench.write_back import copy_records, count_rows, make_records, truncate  # noqa: E402
 from hybridsync import local  # noqa: E402
 from hybridsync.dynamodb import store  # noqa: E402
-from hybridsync.local import dynamodb_faults  # noqa: E402
-from hybridsync.local.alarms import percentiles_s  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
+from hybridsync.local.cloudwatch.alarms import percentiles_s  # noqa: E402
+from hybridsync.local.dynamodb import faults as dynamodb_faults  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.model import keys  # noqa: E402
 from hybridsync.runtime import aws, db  # noqa: E402

@@ -455,7 +455,7 @@ def main() -> None:
         "--shards",
         type=int,
         default=1,
-        help="streams as production's (hybridsync.local.shards): N shards, each sealed and "
+        help="streams as production's (hybridsync.local.dynamodb.models): N shards, each sealed and "
         "continued by a child every --shard-lifetime s (default 1: DynamoDB Local's own)",
     )
     parser.add_argument("--shard-lifetime", type=float, default=5, help="seconds (default 5; with --shards)")

@@ -47,7 +47,7 @@ from rich.console import Console  # noqa: E402
 from rich.table import Table  # noqa: E402
 
 from hybridsync.dynamodb import store  # noqa: E402
-from hybridsync.local.mappings import failure_record  # noqa: E402
+from hybridsync.local.awslambda.mappings import failure_record  # noqa: E402
 from hybridsync.local.process import UpProcess, tuned_assembly  # noqa: E402
 from hybridsync.local.template import synth_if_stale  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402

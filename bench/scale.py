@@ -1,4 +1,4 @@
-"""Scale: the local app on streams shaped as production's (hybridsync.local.shards), the same
+"""Scale: the local app on streams shaped as production's (hybridsync.local.dynamodb.models), the same
 workload at 1, 4 and 16 shards, side by side in one run.
 
 Each shard count runs the shop's demo workload (hot products by a Zipf-like law, hot customers,

@@ -57,7 +57,7 @@ sys.path.insert(0, str(ROOT))
 
 from hybridsync import local  # noqa: E402
 from hybridsync.dynamodb.capacity import Meter, item_size, read_units  # noqa: E402
-from hybridsync.local import streams  # noqa: E402
+from hybridsync.local.dynamodb import streams  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.sql.schema import table_of  # noqa: E402
 from hybridsync.sync import writeback  # noqa: E402

@@ -48,7 +48,7 @@ sys.path.insert(0, str(ROOT))
 
 from hybridsync import local  # noqa: E402
 from hybridsync.dynamodb import capacity, store  # noqa: E402
-from hybridsync.local import dynamodb_faults  # noqa: E402
+from hybridsync.local.dynamodb import faults as dynamodb_faults  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.model.declare import Projection  # noqa: E402
 from hybridsync.runtime import aws, db  # noqa: E402

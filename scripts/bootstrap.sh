@@ -48,7 +48,7 @@ if [ ! -f node_modules/.package-lock.json ] || [ package-lock.json -nt node_modu
 fi
 
 # AWS's DynamoDB Local (the local app's DynamoDB), fetched once into the user's cache folder.
-.venv/bin/python -m hybridsync.local.dynamodb_local >/dev/null
+.venv/bin/python -m hybridsync.local.dynamodb.server >/dev/null
 
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"
 export VIRTUAL_ENV="$PWD/.venv"

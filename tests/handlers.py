@@ -10,8 +10,8 @@ from types import ModuleType
 from typing import Any
 from urllib.parse import urlencode
 
-from hybridsync.local.apigateway import http_event
-from hybridsync.local.lambda_context import Context as LambdaContext
+from hybridsync.local.apigateway.responses import http_event
+from hybridsync.local.awslambda.context import Context as LambdaContext
 from shop_workloads.chaos import body_bytes
 
 __all__ = ["LambdaContext", "http", "load"]

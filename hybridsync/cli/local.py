@@ -273,7 +273,7 @@ def _fault_plan(text: str) -> Any:
 
 def _kinesis_source(arn: str) -> str:
     """A Kinesis mapping's source as the banner names it: the stream, and its fan-out consumer."""
-    from hybridsync.local.kinesis import stream_name
+    from hybridsync.local.kinesis.models import stream_name
 
     if ":kinesis:" not in arn:
         return ""
@@ -353,7 +353,7 @@ def _banner_services(stack: Any, app: Any) -> None:
 
 def _banner_tables_and_functions(app: Any) -> None:
     """Each table with its indexes, stream and TTL; each function; each Kinesis destination."""
-    from hybridsync.local.ttl import SWEEP_S
+    from hybridsync.local.dynamodb.ttl import SWEEP_S
 
     swept = {sweeper.table: sweeper.attribute for sweeper in app.sweepers}
     for name in app.tables.values():
@@ -498,7 +498,7 @@ def add_invoke(cli: Commands) -> None:
 
 def _invoke(args: argparse.Namespace) -> int:
     from hybridsync.local.app import LocalApp
-    from hybridsync.local.functions import FunctionError
+    from hybridsync.local.awslambda.functions import FunctionError
     from hybridsync.local.template import Assembly, synth_if_stale
 
     assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))

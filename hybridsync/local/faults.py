@@ -22,7 +22,7 @@ Lambda may do to a batch under at-least-once delivery, on purpose and often.
 
 The first three are probabilities per invocation, the next three per DynamoDB request (injected in
 the function's worker, `bootstrap.py`: the outbox drain's too), the last two per change of a
-Kinesis-sourced table (local/kinesis.py, each table its own seeded rolls).
+Kinesis-sourced table (local/kinesis/models.py, each table its own seeded rolls).
 `./scripts/up --faults duplicate=0.2,throttle=0.05` runs the app with them; the mapping's own
 retries, bisection and failure destination do the rest.
 """
@@ -39,8 +39,8 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from hybridsync.local import dynamodb_faults
-from hybridsync.local.functions import FunctionError
+from hybridsync.local.awslambda.functions import FunctionError
+from hybridsync.local.dynamodb import faults as dynamodb_faults
 
 CONFLICT_DIR = Path(tempfile.gettempdir()) / f"hybridsync-claims-{os.getpid()}"
 
@@ -113,7 +113,7 @@ class Faults:
 
     def pump_faults(self, table: str) -> Callable[[str], bool]:
         """A Kinesis destination's rolls (`duplicate_put`, `reorder`), its own for the table."""
-        from hybridsync.local.kinesis import seeded
+        from hybridsync.local.kinesis.models import seeded
 
         rates = {kind: getattr(self.plan, kind) for kind in ("duplicate_put", "reorder")}
         return seeded(self.plan.seed, table, rates, self._count)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import sqlalchemy as sa
 
-from hybridsync.local.alarms import percentiles_s
+from hybridsync.local.cloudwatch.alarms import percentiles_s
 from hybridsync.model import placing
 
 if TYPE_CHECKING:

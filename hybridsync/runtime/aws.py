@@ -23,7 +23,7 @@ def endpoint_of(service: str) -> str | None:
         return os.environ.get("DYNAMODB_STREAMS_ENDPOINT") or dynamodb
     if service in DYNAMODB_SERVICES:
         return dynamodb
-    if service == "lambda" and os.environ.get("LAMBDA_ENDPOINT"):  # the local app's (local/lambda_api.py)
+    if service == "lambda" and os.environ.get("LAMBDA_ENDPOINT"):  # the local app's (local/awslambda/)
         return os.environ["LAMBDA_ENDPOINT"]
     return os.environ.get("AWS_ENDPOINT") or dynamodb
 

@@ -2,7 +2,7 @@
 
 When a batch still fails after the mapping's retries (or outlives its maximum record age), Lambda
 skips it and sends its invocation record (`DDBStreamBatchInfo` names the stream, shard, first and
-last sequence number; the platform writes it, locally `hybridsync.local.mappings`) to the mapping's
+last sequence number; the platform writes it, locally `hybridsync.local.awslambda.mappings`) to the mapping's
 on-failure destination. The stack's is an S3 bucket: Lambda stores the whole invocation record
 there, the batch's records included (`payload`), under `aws/lambda/<mapping>/<shard>/...` (Lambda
 developer guide, "Retain discarded records"), kept until the bucket's lifecycle expires it, long

@@ -86,7 +86,7 @@ def test_a_synced_entity_round_trips_between_its_item_and_its_row(
 ) -> None:
     """DynamoDB-mastered: its stream record, written back, is its row; PostgreSQL-mastered: its row,
     drained from the outbox, is its view. Either way the values come back as they were."""
-    from hybridsync.local.streams import StreamReader
+    from hybridsync.local.dynamodb.streams import StreamReader
     from hybridsync.reads import cache
     from hybridsync.sync import outbox, writeback
 
@@ -219,7 +219,7 @@ def _vary(aggregate: Aggregate, entity: Entity, rng: random.Random, n: int) -> d
 def test_aggregate_equals_a_recount_under_inserts_modifies_removes_and_replays(
     aggregate: Aggregate, hybridsync_database: local.LocalStack, hybridsync_model: Model
 ) -> None:
-    from hybridsync.local.streams import StreamReader
+    from hybridsync.local.dynamodb.streams import StreamReader
     from hybridsync.sync.aggregate import Aggregation
 
     stack = hybridsync_database.with_tables(f"a{uuid.uuid4().hex[:6]}", model=hybridsync_model)

@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from hybridsync.local import mappings
-from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
+from hybridsync.local.awslambda import mappings
+from hybridsync.local.awslambda.mappings import Checkpoints, Settings, ShardPoller
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}")
 SEQUENCE = re.compile(r"\d{21}")  # DynamoDB Streams sequence numbers, as recorded: 21 digits

@@ -14,7 +14,7 @@ import uuid
 
 import pytest
 
-from hybridsync.local import apigateway
+from hybridsync.local.apigateway import responses as apigateway
 from hybridsync.local.app import LocalApp
 from hybridsync.local.template import Assembly, TemplateError
 from tests.fidelity.conftest import Function, Table, run_mapping
@@ -226,8 +226,8 @@ def test_a_disabled_mapping_stops_polling_and_resumes_where_it_stopped(table, tm
     """Lambda API reference, UpdateEventSourceMapping: "If you disable the event source mapping,
     AWS Lambda stops polling. If you enable again, it will resume polling from the time it had
     stopped polling, so you don't lose processing of any records." (not recorded: documented)."""
-    from hybridsync.local.lambda_api import Switch
-    from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
+    from hybridsync.local.awslambda.mappings import Checkpoints, Settings, ShardPoller
+    from hybridsync.local.awslambda.responses import Switch
 
     function, switch, stop = Function({}), Switch(), threading.Event()
     poller = ShardPoller(Settings(name="switched", batch_size=10), function, table.streams, table.stream_arn,

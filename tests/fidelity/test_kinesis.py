@@ -1,13 +1,13 @@
 """A Kinesis mapping's output against what AWS recorded for Lambda's Kinesis event source mapping
 (`../shared/aws-recorded/localstack__test_lambda_integration_kinesis__*`): the event's records and
-the on-failure record (`KinesisBatchInfo`), on a Kinesis-sourced table's changes (local/kinesis.py)."""
+the on-failure record (`KinesisBatchInfo`), on a Kinesis-sourced table's changes (local/kinesis/models.py)."""
 
 from __future__ import annotations
 
 import re
 import time
 
-from hybridsync.local.functions import FunctionError
+from hybridsync.local.awslambda.functions import FunctionError
 from tests.fidelity.conftest import SECONDS, UUID, Function
 from tests.integration.test_kinesis_local import poller, pump, source  # noqa: F401 (fixture)
 from tests.integration.test_mappings import put_scores

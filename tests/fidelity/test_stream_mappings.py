@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from hybridsync.local.functions import FunctionError
+from hybridsync.local.awslambda.functions import FunctionError
 from tests.fidelity.conftest import FUNCTION_ARN, MILLISECONDS, SECONDS, SEQUENCE, UUID, Function, run_mapping
 
 HELLO = {"my_partition_key": {"S": "hello world"}, "binary_key": {"B": b"foobar"}}
@@ -62,8 +62,8 @@ def test_the_record_reaches_an_sns_topic_as_its_message(stack, table, tmp_path):
     url = sqs.create_queue(QueueName=f"via-{table.name}")["QueueUrl"]
     queue_arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
     sns.subscribe(TopicArn=topic, Protocol="sqs", Endpoint=queue_arn)
-    from hybridsync.local import mappings
-    from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
+    from hybridsync.local.awslambda import mappings
+    from hybridsync.local.awslambda.mappings import Checkpoints, Settings, ShardPoller
 
     table.put(HELLO)
     send = mappings.destination(topic, lambda service: stack.client(service), "m")
@@ -90,8 +90,8 @@ def test_the_record_in_an_s3_bucket_also_carries_the_batch(stack, table, tmp_pat
     import re
     import uuid
 
-    from hybridsync.local import mappings
-    from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
+    from hybridsync.local.awslambda import mappings
+    from hybridsync.local.awslambda.mappings import Checkpoints, Settings, ShardPoller
 
     s3 = stack.client("s3")
     bucket = f"failures-{table.name}"
@@ -299,7 +299,7 @@ def test_an_invalid_filter_is_refused_when_the_mapping_is_created(pattern):
     """Follows localstack__test_lambda_integration_dynamodbstreams__api_errors
     (test_dynamodb_invalid_event_filter, both recorded inputs): InvalidParameterValueException,
     "Invalid filter pattern definition.", before any record is read."""
-    from hybridsync.local.mappings import Settings
+    from hybridsync.local.awslambda.mappings import Settings
     from hybridsync.streams import filters
 
     with pytest.raises(filters.InvalidPattern, match=r"^Invalid filter pattern definition\.$"):

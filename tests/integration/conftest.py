@@ -14,7 +14,7 @@ import sqlalchemy as sa
 
 from hybridsync import local
 from hybridsync.dynamodb import store
-from hybridsync.local import streams
+from hybridsync.local.dynamodb import streams
 from hybridsync.local.process import UpProcess, tuned_assembly
 from hybridsync.model import versions
 from hybridsync.runtime import clients

@@ -14,7 +14,7 @@ import sqlalchemy as sa
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from hybridsync.local.mappings import failure_record
+from hybridsync.local.awslambda.mappings import failure_record
 from hybridsync.model import keys
 from hybridsync.model.convert import marshal, unmarshal
 from hybridsync.reads.rankings import period_of
@@ -208,7 +208,7 @@ def test_crash_between_two_transactions_of_one_batch(stack, dynamodb, agg, targe
 @pytest.fixture(scope="module")
 def order_history(stack):
     """Real stream records: lines added, edited, cancelled, deleted, re-created over 4 customers."""
-    from hybridsync.local import streams
+    from hybridsync.local.dynamodb import streams
     from tests.integration.conftest import Workload
 
     shop = Shop(Workload(stack))

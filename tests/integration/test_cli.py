@@ -10,7 +10,7 @@ import pytest
 
 from hybridsync import cli
 from hybridsync.dynamodb import exports, scans
-from hybridsync.local.mappings import failure_record
+from hybridsync.local.awslambda.mappings import failure_record
 from hybridsync.sync import writeback
 from shop.model import MODEL
 

@@ -1,4 +1,4 @@
-"""Kinesis Data Streams for DynamoDB, locally (local/kinesis.py): a table's changes pumped into a
+"""Kinesis Data Streams for DynamoDB, locally (local/kinesis/models.py): a table's changes pumped into a
 Kinesis stream of the session's moto server, and read by a Kinesis mapping's poller."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ from collections import Counter
 
 import pytest
 
-from hybridsync.local import mappings
-from hybridsync.local.functions import FunctionError
-from hybridsync.local.kinesis import KinesisShardReader, Pump, seeded
-from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
+from hybridsync.local.awslambda import mappings
+from hybridsync.local.awslambda.functions import FunctionError
+from hybridsync.local.awslambda.mappings import Checkpoints, Settings, ShardPoller
+from hybridsync.local.kinesis.models import KinesisShardReader, Pump, seeded
 from hybridsync.streams import filters
 from shop.model import MODEL
 from tests.integration.test_mappings import Scripted, put_scores

@@ -119,7 +119,7 @@ def test_another_producers_record_is_a_dead_letter_and_the_rest_lands(engine, wo
 def history(stack, dynamodb):
     """Orders created, changed and deleted by the engine's writer and by a plain one, as Kinesis
     records in the order the changes were made."""
-    from hybridsync.local import streams
+    from hybridsync.local.dynamodb import streams
     from tests.integration.conftest import Workload
 
     workload = Workload(stack)
@@ -276,8 +276,8 @@ def test_failed_kinesis_batches_are_redriven_from_the_bucket_once(
     records as `payload`: recorded). Redriven, each consumer applies it once: the write-back's row
     is the item, the aggregates equal a recount, and a second redrive (a copy of the batch) changes
     nothing."""
-    from hybridsync.local.kinesis import KINESIS
-    from hybridsync.local.mappings import destination, failure_record
+    from hybridsync.local.awslambda.mappings import destination, failure_record
+    from hybridsync.local.kinesis.models import KINESIS
     from hybridsync.sync import failed
 
     oid = workload.id("redrive")

@@ -13,7 +13,7 @@ import sqlalchemy as sa
 
 from hybridsync.dynamodb import exports, store
 from hybridsync.dynamodb.scans import Pacer
-from hybridsync.local import streams
+from hybridsync.local.dynamodb import streams
 from hybridsync.model.convert import to_row
 from hybridsync.sync import jobs, loads, outbox, writeback
 from hybridsync.sync.jobs import JobStore, Services

@@ -436,7 +436,7 @@ def test_invoke_aggregate_answers_tumbling_window_events_with_state(cloud_assemb
 def test_a_function_that_cannot_import_says_why_in_its_log(tmp_path):
     """As Lambda logs a failed init to the function's log group: every invocation fails with it,
     and the log holds the error and its trace (not an empty file)."""
-    from hybridsync.local.functions import FunctionError, LocalFunction
+    from hybridsync.local.awslambda.functions import FunctionError, LocalFunction
 
     (tmp_path / "asset").mkdir()
     (tmp_path / "asset" / "broken.py").write_text(

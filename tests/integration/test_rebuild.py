@@ -11,7 +11,7 @@ import pytest
 
 from hybridsync.dynamodb import store
 from hybridsync.dynamodb.scans import Pacer, Scanner
-from hybridsync.local import streams
+from hybridsync.local.dynamodb import streams
 from hybridsync.model.convert import marshal
 from hybridsync.sync import aggregate, jobs, rebuild
 from hybridsync.sync.jobs import JobStore, Services

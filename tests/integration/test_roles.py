@@ -133,7 +133,7 @@ def test_the_users_step_makes_the_logins_and_tells_an_existing_databases_secrets
     """The Users resource's function, as each deploy runs it: logged in as the admin without an
     admin secret (Aurora: IAM through the proxy), it makes the logins with their secrets' passwords;
     given an existing database's admin secret, it also copies its address into the roles' secrets."""
-    from hybridsync.local.lambda_context import Context
+    from hybridsync.local.awslambda.context import Context
     from tests.handlers import load
 
     secrets, tag = stack.client("secretsmanager"), uuid.uuid4().hex[:8]

@@ -1,4 +1,4 @@
-"""Streams shaped as production's, over DynamoDB Local (hybridsync.local.shards): what a reader of
+"""Streams shaped as production's, over DynamoDB Local (hybridsync.local.dynamodb.models): what a reader of
 the Streams API sees (AWS-shaped shard ids, ParentShardId on rollover and split, each item's
 records in one lineage and in order parent before child), the two-readers limit, and retention:
 records trimmed before a mapping read them go to its failure destination, their redrive finds
@@ -15,8 +15,9 @@ import pytest
 
 from hybridsync import local
 from hybridsync.local.app import LocalApp
+from hybridsync.local.dynamodb.models import LimitExceeded, ShardView, Topology, TrimmedDataAccess
+from hybridsync.local.dynamodb.responses import StreamsServer
 from hybridsync.local.faults import FaultPlan
-from hybridsync.local.shards import LimitExceeded, ShardView, StreamsServer, Topology, TrimmedDataAccess
 from hybridsync.local.template import Assembly
 from hybridsync.model.convert import marshal
 from hybridsync.runtime import aws, db

@@ -138,7 +138,7 @@ def test_stream_delivers_new_and_old_images(loaded, stack, dynamodb):
 def test_a_cancelled_transaction_leaves_no_items_and_no_stream_records(stack, dynamodb):
     """The embedded server's transactions roll back with an undo log (hybridsync.local): a failed
     one must leave the table and its stream exactly as they were."""
-    from hybridsync.local.streams import StreamReader
+    from hybridsync.local.dynamodb.streams import StreamReader
 
     name = "rollback-main"
     dynamodb.create_table(**MODEL.table("main").create_request(name))

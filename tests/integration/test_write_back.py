@@ -137,7 +137,7 @@ def history(stack):
     workload = Workload(stack)
     client = stack.client()
     arn = client.describe_table(TableName=stack.table_names["main"])["Table"]["LatestStreamArn"]
-    from hybridsync.local import streams
+    from hybridsync.local.dynamodb import streams
 
     reader = streams.StreamReader(stack.client("dynamodbstreams"), arn, start="LATEST")
     reader.read()

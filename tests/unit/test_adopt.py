@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 
 from hybridsync import cli
-from hybridsync.local import iam
-from hybridsync.local.lambda_api import Switch
+from hybridsync.local.awslambda.responses import Switch
+from hybridsync.local.iam import policies as iam
 from hybridsync.model import placing
 from shop.model import MODEL
 

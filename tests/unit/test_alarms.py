@@ -1,5 +1,5 @@
-"""The local alarm evaluation (hybridsync/local/alarms.py), as CloudWatch documents it ("Evaluating an
-alarm", "Configuring how CloudWatch alarms treat missing data"), on a clock of its own."""
+"""The local alarm evaluation (hybridsync/local/cloudwatch/alarms.py), as CloudWatch documents it
+("Evaluating an alarm", "Configuring how CloudWatch alarms treat missing data"), on a clock of its own."""
 
 import argparse
 import json
@@ -7,7 +7,15 @@ import time
 
 import pytest
 
-from hybridsync.local.alarms import KEY_REFUSED, Alarm, Alarms, Metrics, Topic, percentiles_s, statistic
+from hybridsync.local.cloudwatch.alarms import (
+    KEY_REFUSED,
+    Alarm,
+    Alarms,
+    Metrics,
+    Topic,
+    percentiles_s,
+    statistic,
+)
 
 pytestmark = pytest.mark.unit
 T0 = 1_800_000_000.0  # a period boundary for periods of 10 s

@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from hybridsync.local import iam
+from hybridsync.local.iam import policies as iam
 
 TABLES = "arn:aws:dynamodb:us-east-1:123456789012:table/"
 

@@ -122,7 +122,7 @@ def test_a_cursor_is_valid_only_for_the_request_it_was_made_for():
 
 
 def test_the_local_gateway_sends_a_body_that_is_not_utf8_base64_as_api_gateway_does():
-    from hybridsync.local.apigateway import http_event
+    from hybridsync.local.apigateway.responses import http_event
 
     event = http_event("PUT", "/x", [("content-type", "application/json")], b'{"a": "\xff"}')
     assert event["isBase64Encoded"] and base64.b64decode(event["body"]) == b'{"a": "\xff"}'

@@ -1,4 +1,4 @@
-"""Routes out of a VPC, enforced locally (hybridsync/local/network.py): a call to a service the function
+"""Routes out of a VPC, enforced locally (hybridsync/local/vpc/network.py): a call to a service the function
 has no route to fails at once as a connect timeout, naming the route, before IAM is asked."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import botocore.exceptions
 import botocore.session
 import pytest
 
-from hybridsync.local import iam, network
+from hybridsync.local.iam import policies as iam
+from hybridsync.local.vpc import network
 
 SPEC = {
     "function": "HybridSync-pipeline/OperationsFunction3C34C2B4",

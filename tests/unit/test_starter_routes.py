@@ -20,8 +20,8 @@ CALL = textwrap.dedent("""
     from decimal import Decimal
 
     from hybridsync.api import web
-    from hybridsync.local.apigateway import http_event
-    from hybridsync.local.lambda_context import Context
+    from hybridsync.local.apigateway.responses import http_event
+    from hybridsync.local.awslambda.context import Context
     from hybridsync.model.convert import marshal, unmarshal
     from starter import routes
     from starter.model import TOTALS

@@ -223,7 +223,7 @@ class Local:
         return invoke_probe(self.client, self.app.construct(function), event)
 
     def secrets(self, function: Id, variables: list[str]) -> list[str]:
-        # A login through the proxy (IAM) reads its login's secret locally instead (local/logins.py)
+        # A login through the proxy (IAM) reads its login's secret locally instead (local/postgres/logins.py)
         if "DB_ROLE" in self.app.environment(function) and "DB_SECRET_ARN" not in variables:
             return [*variables, "DB_SECRET_ARN"]
         return variables

@@ -97,7 +97,7 @@ class LocalFunction:
     log: IO[Any] | int = subprocess.DEVNULL
     stats: Stats = field(default_factory=Stats)
     reserved: int | None = None  # ReservedConcurrentExecutions (PutFunctionConcurrency changes it)
-    metric: Callable[[str, float], None] = lambda name, value: None  # what Lambda counts (local/alarms.py)
+    metric: Callable[[str, float], None] = lambda name, value: None  # Lambda's counts (cloudwatch/)
 
     max_containers: int = MAX_CONTAINERS  # concurrent invocations (a sharded stream's app raises it)
 

@@ -115,6 +115,85 @@ def response_of(answer: Any) -> tuple[int, list[tuple[str, str]], bytes]:
     return int(answer["statusCode"]), headers, data
 
 
+class GatewayHandler(BaseHTTPRequestHandler):
+    """A request to the gateway; `serve` gives its subclass the routes, the failure a function
+    raises, and the access log."""
+
+    routes: list[Route]
+    failed: type[Exception]
+    access_log: Callable[[dict[str, Any]], None]
+
+    def _serve(self) -> None:
+        """Every request gets an answer in API Gateway's shape ({"message": ...}), whatever it
+        holds: no route (any method, `FOO` too) 404, a malformed one 400, a failure 500."""
+        self.started, self.request_id, self.route_key = time.monotonic(), str(uuid.uuid4()), "-"
+        try:
+            target = self.path.encode("latin-1").decode()  # http.server reads the line as Latin-1
+            length = int(self.headers.get("content-length") or 0)
+            if length < 0:
+                raise ValueError(length)
+        # not UTF-8, or a Content-Length that is not a length: the message cannot be framed, a
+        # 400 (RFC 9112 6.3; no AWS document or recording says more of API Gateway's answer)
+        except ValueError:
+            self.close_connection = True
+            return self._answer(400, JSON, b'{"message":"Bad Request"}')
+        body = self.rfile.read(length) if length else None
+        found = match(self.routes, self.command, urlsplit(target).path)
+        if found is None:
+            return self._answer(404, JSON, b'{"message":"Not Found"}')
+        route, parameters = found
+        self.route_key = route.key
+        try:
+            event = http_event(self.command, target, list(self.headers.items()), body,
+                               route_key=route.key, parameters=parameters,
+                               source_ip=self.client_address[0])  # fmt: skip
+            event["requestContext"]["requestId"] = self.request_id
+            self._answer(*response_of(route.invoke(event)))
+        except self.failed:
+            self._answer(500, JSON, b'{"message":"Internal Server Error"}')
+        except Exception:  # the gateway's own fault: still an answer, never a dropped connection
+            log.exception("local API gateway: %s %s", self.command, target[:200])
+            self._answer(500, JSON, b'{"message":"Internal Server Error"}')
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("do_"):  # any method: API Gateway answers one it has no route for 404
+            return self._serve
+        raise AttributeError(name)
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """A request http.server cannot parse (its line, its headers): JSON, as API Gateway answers."""
+        self.close_connection = True
+        body = json.dumps({"message": message or self.responses.get(code, ("Error",))[0]}).encode()
+        self._answer(code, JSON, body)
+
+    def _answer(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
+        request_id = getattr(self, "request_id", None) or str(uuid.uuid4())
+        self.send_response(status)
+        self.send_header("apigw-requestid", request_id)
+        for name, value in headers:
+            self.send_header(name, value)
+        self.send_header("content-length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+        started = getattr(self, "started", time.monotonic())
+        self.access_log(
+            {
+                "requestId": request_id,
+                "ip": self.client_address[0],
+                "httpMethod": self.command,
+                "routeKey": getattr(self, "route_key", "-"),
+                "status": status,
+                "responseLength": len(data),
+                "responseLatency": round((time.monotonic() - started) * 1000),
+            }
+        )
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
+
+    def log_message(self, *args: Any) -> None:
+        pass
+
+
 def serve(
     routes: list[Route],
     port: int,
@@ -125,75 +204,6 @@ def serve(
     (`failed` raised) answers 500 as API Gateway does. Each answer is an `access_log` entry, the
     fields of the stage's JSON access log (request id, route, status, latency)."""
 
-    class Handler(BaseHTTPRequestHandler):
-        def _serve(self) -> None:
-            """Every request gets an answer in API Gateway's shape ({"message": ...}), whatever it
-            holds: no route (any method, `FOO` too) 404, a malformed one 400, a failure 500."""
-            self.started, self.request_id, self.route_key = time.monotonic(), str(uuid.uuid4()), "-"
-            try:
-                target = self.path.encode("latin-1").decode()  # http.server reads the line as Latin-1
-                length = int(self.headers.get("content-length") or 0)
-                if length < 0:
-                    raise ValueError(length)
-            # not UTF-8, or a Content-Length that is not a length: the message cannot be framed, a
-            # 400 (RFC 9112 6.3; no AWS document or recording says more of API Gateway's answer)
-            except ValueError:
-                self.close_connection = True
-                return self._answer(400, JSON, b'{"message":"Bad Request"}')
-            body = self.rfile.read(length) if length else None
-            found = match(routes, self.command, urlsplit(target).path)
-            if found is None:
-                return self._answer(404, JSON, b'{"message":"Not Found"}')
-            route, parameters = found
-            self.route_key = route.key
-            try:
-                event = http_event(self.command, target, list(self.headers.items()), body,
-                                   route_key=route.key, parameters=parameters,
-                                   source_ip=self.client_address[0])  # fmt: skip
-                event["requestContext"]["requestId"] = self.request_id
-                self._answer(*response_of(route.invoke(event)))
-            except failed:
-                self._answer(500, JSON, b'{"message":"Internal Server Error"}')
-            except Exception:  # the gateway's own fault: still an answer, never a dropped connection
-                log.exception("local API gateway: %s %s", self.command, target[:200])
-                self._answer(500, JSON, b'{"message":"Internal Server Error"}')
-
-        def __getattr__(self, name: str) -> Any:
-            if name.startswith("do_"):  # any method: API Gateway answers one it has no route for 404
-                return self._serve
-            raise AttributeError(name)
-
-        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-            """A request http.server cannot parse (its line, its headers): JSON, as API Gateway answers."""
-            self.close_connection = True
-            body = json.dumps({"message": message or self.responses.get(code, ("Error",))[0]}).encode()
-            self._answer(code, JSON, body)
-
-        def _answer(self, status: int, headers: list[tuple[str, str]], data: bytes) -> None:
-            request_id = getattr(self, "request_id", None) or str(uuid.uuid4())
-            self.send_response(status)
-            self.send_header("apigw-requestid", request_id)
-            for name, value in headers:
-                self.send_header(name, value)
-            self.send_header("content-length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-            started = getattr(self, "started", time.monotonic())
-            access_log(
-                {
-                    "requestId": request_id,
-                    "ip": self.client_address[0],
-                    "httpMethod": self.command,
-                    "routeKey": getattr(self, "route_key", "-"),
-                    "status": status,
-                    "responseLength": len(data),
-                    "responseLatency": round((time.monotonic() - started) * 1000),
-                }
-            )
-
-        do_GET = do_POST = do_PUT = do_DELETE = do_PATCH = do_HEAD = do_OPTIONS = _serve
-
-        def log_message(self, *args: Any) -> None:
-            pass
-
-    return ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    handler = type("Handler", (GatewayHandler,), {"routes": routes, "failed": failed,
+                                                  "access_log": staticmethod(access_log)})  # fmt: skip
+    return ThreadingHTTPServer(("127.0.0.1", port), handler)

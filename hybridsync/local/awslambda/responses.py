@@ -29,7 +29,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from hybridsync.local.functions import FunctionError
+from hybridsync.local.awslambda.functions import FunctionError
 from hybridsync.local.template import TemplateError
 
 

@@ -148,5 +148,5 @@ def stop(process: subprocess.Popen) -> None:
             process.wait()
 
 
-if __name__ == "__main__":  # `python -m hybridsync.local.dynamodb_local`: fetch it ahead of use
+if __name__ == "__main__":  # `python -m hybridsync.local.dynamodb.server`: fetch it ahead of use
     print(install())

@@ -13,7 +13,7 @@ from typing import Any
 from hybridsync.streams.records import created, lambda_record, sequence
 
 PAGE = 1000  # records per GetRecords (the API's limit)
-# What the platform adds to a stream's records that DynamoDB Local's lack (local/ttl.py: the
+# What the platform adds to a stream's records that DynamoDB Local's lack (local/dynamodb/ttl.py: the
 # service's identity on a TTL deletion): (stream ARN, a GetRecords record) -> that record.
 Mark = Callable[[str, dict[str, Any]], dict[str, Any]]
 

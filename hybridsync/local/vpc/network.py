@@ -1,6 +1,6 @@
 """Routes out of a VPC, enforced locally: a function attached to a VPC reaches only the services its
 templates give it a route to (a gateway endpoint on its subnets, an interface endpoint whose security
-group admits it, a NAT: `hybridsync.cdk.rules.network`). A call to any other service fails as it does
+group admits it, a NAT: `hybridsync.truth.routes.network`). A call to any other service fails as it does
 in AWS, where the connection never opens and the SDK gives up with a connect timeout; here at once,
 with the same exception (botocore's ConnectTimeoutError), saying which route is missing. So a code path
 that only works with a route the stacks do not build fails on your machine too.

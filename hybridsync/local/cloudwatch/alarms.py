@@ -37,7 +37,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from hybridsync.local import iam
+from hybridsync.local.iam import policies as iam
 
 STATES = ("OK", "ALARM", "INSUFFICIENT_DATA")
 HISTORY_KEPT = 100  # items per alarm (CloudWatch keeps 30 days of them)

@@ -24,11 +24,11 @@ protocol = os.fdopen(int(answers_fd), "w", buffering=1)
 sys.stdout = sys.stderr
 
 
-def _local(name: str):  # a module of the local app beside this file, by its path
+def _local(name: str):  # a module of the local app (`iam/policies`, under local/), by its path
     import importlib.util
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), f"{name}.py")
-    spec = importlib.util.spec_from_file_location(name, path)
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), f"{name}.py")
+    spec = importlib.util.spec_from_file_location(name.replace("/", "_"), path)
     module = importlib.util.module_from_spec(spec)  # type: ignore[arg-type]
     spec.loader.exec_module(module)  # type: ignore[union-attr]
     return module
@@ -38,19 +38,19 @@ if any(os.environ.get(f"HYBRIDSYNC_{hook}") for hook in ("NETWORK", "IAM", "DYNA
     import boto3
 
     boto3.setup_default_session()  # every client the function builds comes from this session
-    if os.environ.get("HYBRIDSYNC_NETWORK"):  # see network.py: its VPC's routes, checked first
-        _local("network").install(boto3.DEFAULT_SESSION.events, os.environ["HYBRIDSYNC_NETWORK"])
-    if os.environ.get("HYBRIDSYNC_IAM"):  # see iam.py: calls checked against the execution role
-        _local("iam").install(boto3.DEFAULT_SESSION.events, os.environ["HYBRIDSYNC_IAM"])
-    if os.environ.get("HYBRIDSYNC_DYNAMODB_FAULTS"):  # see dynamodb_faults.py; each logged
+    if os.environ.get("HYBRIDSYNC_NETWORK"):  # see vpc/network.py: its VPC's routes, checked first
+        _local("vpc/network").install(boto3.DEFAULT_SESSION.events, os.environ["HYBRIDSYNC_NETWORK"])
+    if os.environ.get("HYBRIDSYNC_IAM"):  # see iam/policies.py: calls checked against the execution role
+        _local("iam/policies").install(boto3.DEFAULT_SESSION.events, os.environ["HYBRIDSYNC_IAM"])
+    if os.environ.get("HYBRIDSYNC_DYNAMODB_FAULTS"):  # see dynamodb/faults.py; each logged
         spec = os.environ["HYBRIDSYNC_DYNAMODB_FAULTS"]
 
         def injected(kind: str) -> None:
             print(f"injected: {kind}", file=sys.stderr, flush=True)
 
-        _local("dynamodb_faults").inject(boto3.DEFAULT_SESSION.events, spec, injected)
+        _local("dynamodb/faults").inject(boto3.DEFAULT_SESSION.events, spec, injected)
 
-Context = _local("lambda_context").Context
+Context = _local("awslambda/context").Context
 
 try:
     module_name, _, attribute = handler_name.rpartition(".")

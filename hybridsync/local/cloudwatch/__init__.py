@@ -1,0 +1,2 @@
+"""CloudWatch, locally: the metrics the app emits and the synthesized alarms evaluated on them
+(`alarms`)."""

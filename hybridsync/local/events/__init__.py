@@ -1,0 +1,1 @@
+"""EventBridge, locally: the templates' rate schedules (`schedules`)."""

@@ -1,0 +1,1 @@
+"""IAM, locally: each function's calls checked against its execution role (`policies`)."""

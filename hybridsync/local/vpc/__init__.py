@@ -1,0 +1,1 @@
+"""VPC, locally: what a VPC-attached function reaches, enforced in its worker (`network`)."""

@@ -23,6 +23,10 @@ their tag and version, or a mapper save that counts on from the engine's version
 change in five is a plain writer's (`plain_*` in changes_by_kind); `--no-plain-writers` runs the
 shop's mix alone. Every check is unchanged: drift 0, the aggregates exact, nothing lost.
 
+DynamoDB Local and moto server are the run's own, unless DYNAMODB_ENDPOINT and AWS_ENDPOINT name
+ones already running (as tests/reliability/test_chaos.py shares one pair between its two runs);
+PostgreSQL is always its own (the run stops it).
+
 Usage: python bench/chaos.py [--quick | --smoke] [--seconds N] [--rate N] [--seed N] [--no-plain-writers]
 """
 
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import sys
 import tempfile
@@ -45,6 +50,7 @@ from bench.mixed_writers import EngineWriter, Mixer, Orders, PlainWriter  # noqa
 from hybridsync.dynamodb import store  # noqa: E402
 from hybridsync.local.template import synth_if_stale  # noqa: E402
 from hybridsync.model.convert import unmarshal  # noqa: E402
+from hybridsync.runtime import aws  # noqa: E402
 from shop.model import MAX_QUANTITY, ORDER, ORDER_LINE  # noqa: E402
 from shop_workloads import chaos  # noqa: E402
 from tests.integration.test_bad_input import bad_requests  # noqa: E402
@@ -120,6 +126,16 @@ class MixedGenerator(chaos.Generator):
         return unmarshal(found[0]) if found else None
 
 
+def shared_emulators() -> dict[str, str] | None:
+    """DynamoDB Local and moto server named by the environment (both), to run on instead of our own."""
+    names = ("DYNAMODB_ENDPOINT", "AWS_ENDPOINT")
+    if not all(os.environ.get(name, "").strip() for name in names):
+        return None
+    return {name: os.environ[name] for name in names} | {
+        "AWS_REGION": aws.LOCAL_REGION, "AWS_ACCESS_KEY_ID": "local", "AWS_SECRET_ACCESS_KEY": "local",
+    }  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                      epilog="example: python bench/chaos.py --quick")  # fmt: skip
@@ -140,6 +156,7 @@ def main() -> None:
         seconds=args.seconds or (12 if args.smoke else 60 if args.quick else 1200), rate=args.rate,
         outage_s=args.outage or (2 if args.smoke else 10), writers=args.writers,
         seed=args.seed or random.randrange(1, 2**31), bad_requests=bad_requests(),
+        emulators=shared_emulators(),
     )  # fmt: skip
     figures["plain_writes"] = dict(
         sorted(sum((g.service.plain.counts for g in PLAIN_GENERATORS), Counter()).items())

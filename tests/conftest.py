@@ -30,6 +30,41 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(pytest.mark.disable_socket)
 
 
+# The modules whose tests share a set-up too slow to build twice: a module-scoped fixture (an app
+# started, the tutorial run, an in-process synth) or the session's `variants` (nine synths in
+# process, built by each worker that needs them). Under `--dist loadgroup` (scripts/test) each
+# group runs on one worker, so its set-up is built once, not once per worker the tests were spread
+# over. (xdist's own xdist_group marks do not group under pytest 9: they rename `item._nodeid`,
+# which pytest 9 no longer reads.)
+SHARED_SETUP = {
+    **{f"tests/infra/{name}.py": f"tests/infra/{name}.py"
+       for name in ("test_database_access", "test_kinesis_source", "test_monitoring", "test_template")},
+    "tests/infra/test_rules.py": "variants",
+    "tests/infra/test_check.py": "variants",
+    **{f"tests/integration/{name}.py": f"tests/integration/{name}.py"
+       for name in ("test_adopt_live", "test_aggregate", "test_alarms_live", "test_any_writer",
+                    "test_contract", "test_contract_minimal", "test_doctor", "test_kinesis_source",
+                    "test_limits_agree", "test_local_app", "test_rebuild", "test_reviews", "test_tables",
+                    "test_up_live", "test_write_back")},
+    "tests/reliability/test_new_project.py": "tests/reliability/test_new_project.py",
+    "tests/reliability/test_chaos.py": "tests/reliability/test_chaos.py",
+}  # fmt: skip
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """`--dist loadgroup` as SHARED_SETUP groups: a group's tests on one worker, any other test
+    wherever a worker is free (as `load` does)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class SharedSetupScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return SHARED_SETUP.get(nodeid.split("::")[0], nodeid)
+
+    return SharedSetupScheduling(config, log)
+
+
 @pytest.fixture(scope="session")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[local.LocalStack]:
     """DynamoDB Local, moto server and embedded PostgreSQL (or DYNAMODB_ENDPOINT / AWS_ENDPOINT /

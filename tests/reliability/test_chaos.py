@@ -5,11 +5,25 @@ by row. (It is also the chaos benchmark's smoke test: the script, its flags and 
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
+import pytest
+
+from hybridsync import local
 from tests.integration.test_benchmarks import smoke
 
 
-def test_nothing_lost_duplicated_or_stale_under_chaos(cloud_assembly):
-    figures = smoke("chaos", cloud_assembly, "--seconds", "20", "--outage", "3")
+@pytest.fixture(scope="module")
+def emulators(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    """One DynamoDB Local and moto server, apart from the runs' apps, for both runs (each its own
+    tables and its own PostgreSQL, which it stops): one emulators' start instead of two."""
+    endpoints, stop = local.start_apart(tmp_path_factory.mktemp("chaos-emulators"))
+    yield endpoints
+    stop()
+
+
+def test_nothing_lost_duplicated_or_stale_under_chaos(cloud_assembly, emulators):
+    figures = smoke("chaos", cloud_assembly, "--seconds", "20", "--outage", "3", services=emulators)
     print({k: v for k, v in figures.items() if k != "changes_by_kind"})  # shown with -s
     assert figures["caught_up"]
     assert (figures["lost"], figures["duplicated"], figures["stale"], figures["drift"]) == (0, 0, 0, 0)
@@ -23,10 +37,10 @@ def test_nothing_lost_duplicated_or_stale_under_chaos(cloud_assembly):
     assert figures["changes"] > 300
 
 
-def test_nothing_lost_duplicated_or_stale_under_chaos_on_kinesis(kinesis_assembly):
+def test_nothing_lost_duplicated_or_stale_under_chaos_on_kinesis(kinesis_assembly, emulators):
     """The same on the app synthesized with `-c change_source=kinesis`: every change also put into
     Kinesis twice or out of order (`duplicate_put`, `reorder`), the pump SIGKILLed with the app."""
-    figures = smoke("chaos", kinesis_assembly, "--seconds", "10", "--outage", "2")
+    figures = smoke("chaos", kinesis_assembly, "--seconds", "10", "--outage", "2", services=emulators)
     print({k: v for k, v in figures.items() if k != "changes_by_kind"})
     assert figures["caught_up"]
     assert (figures["lost"], figures["duplicated"], figures["stale"], figures["drift"]) == (0, 0, 0, 0)

@@ -40,6 +40,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
@@ -433,8 +434,11 @@ def run(
     seed: int = 20261122,
     bad_requests: tuple[BadRequest, ...] = (),
     console: Console | None = None,
+    emulators: dict[str, str] | None = None,
 ) -> dict[str, Any]:
-    """The run described above, in `work` (a folder of its own); returns its figures."""
+    """The run described above, in `work` (a folder of its own); returns its figures. `emulators`:
+    DynamoDB Local and moto server already running apart (`local.start_apart`'s environment), shared
+    with other runs: this run's tables then take a prefix of their own, and the emulators stay up."""
     console = console or Console(stderr=True)
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     assembly = tuned_assembly(
@@ -444,7 +448,11 @@ def run(
         MaximumBatchingWindowInSeconds=0,
         MaximumRetryAttempts=3,
     )
-    endpoints, stop_emulators = local.start_apart(work)
+    prefix = "chaos"
+    if emulators:  # another run's tables may be there: ours are named apart
+        endpoints, stop_emulators, prefix = emulators, lambda: None, f"chaos{uuid.uuid4().hex[:6]}"
+    else:
+        endpoints, stop_emulators = local.start_apart(work)
     endpoint, services = endpoints["DYNAMODB_ENDPOINT"], endpoints["AWS_ENDPOINT"]
     postgres = Outages(work / "pg")
     migrations.upgrade(postgres.url)
@@ -452,7 +460,7 @@ def run(
     state.mkdir()
     env = {**os.environ, **endpoints, "DATABASE_URL": postgres.url}
 
-    app = UpProcess(assembly, state, env, prefix="chaos", faults=f"{FAULTS},seed={seed}")
+    app = UpProcess(assembly, state, env, prefix=prefix, faults=f"{FAULTS},seed={seed}")
     app.start()
     names = app.environment()
     table = names["TABLE_MAIN"]

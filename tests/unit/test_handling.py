@@ -19,7 +19,7 @@ import pytest
 from aws_lambda_powertools import Logger, Metrics
 from aws_lambda_powertools.metrics import MetricUnit
 
-from hybridsync.local.lambda_context import Context
+from hybridsync.local.awslambda.context import Context
 from hybridsync.runtime import handling
 
 ROOT = Path(__file__).resolve().parents[2]

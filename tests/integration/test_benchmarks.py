@@ -77,11 +77,10 @@ KEYS = {  # the figures each benchmark must print (it may print more)
 NEEDS_ASSEMBLY = {"chaos", "freshness", "fuzz", "local_pipeline", "mixed_writers", "operate", "scale"}
 # the benchmarks that run on the session's DynamoDB Local and PostgreSQL server (a database of their
 # own) when the environment names them, as `local.start` does: starting their own cost each about as
-# much as its smoke run (adopt starts them three times; scale keeps its own PostgreSQL, whose
-# connections it counts). The others measure their own services (local_pipeline: the emulator's
-# memory; posture: PostgreSQL's connections), stop them (operate; chaos: tests/reliability/
-# test_chaos.py shares its emulators), need none, or are not yet tried on shared ones (freshness).
-ON_SHARED_SERVICES = {"adopt", "aggregate", "mixed_writers", "read_path", "scale", "write_back", "writes"}
+# much as its smoke run. The others measure their own services (local_pipeline: the emulator's
+# memory; posture: PostgreSQL's connections), stop them (operate), need none, or are not yet tried
+# on shared ones (adopt, scale, freshness).
+ON_SHARED_SERVICES = {"aggregate", "mixed_writers", "read_path", "write_back", "writes"}
 
 
 def test_every_benchmark_is_covered():

@@ -8,16 +8,9 @@ import json
 import os
 import subprocess
 import sys
-import uuid
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pytest
-import sqlalchemy as sa
-
-from hybridsync import local
-from hybridsync.runtime import db
 
 ROOT = Path(__file__).resolve().parents[2]
 SCALE_KEYS = {
@@ -75,52 +68,23 @@ KEYS = {  # the figures each benchmark must print (it may print more)
                "static_conflicts_one_customer", "static_conflicts_two_customers"},
 }  # fmt: skip
 NEEDS_ASSEMBLY = {"chaos", "freshness", "fuzz", "local_pipeline", "mixed_writers", "operate", "scale"}
-# the benchmarks that run on the session's DynamoDB Local and PostgreSQL server (a database of their
-# own) when the environment names them, as `local.start` does: starting their own cost each about as
-# much as its smoke run. The others measure their own services (local_pipeline: the emulator's
-# memory; posture: PostgreSQL's connections), stop them (operate), need none, or are not yet tried
-# on shared ones (adopt, scale, freshness).
-ON_SHARED_SERVICES = {"aggregate", "mixed_writers", "read_path", "write_back", "writes"}
 
 
 def test_every_benchmark_is_covered():
     assert {p.stem for p in (ROOT / "bench").glob("*.py")} == set(KEYS)
 
 
-def smoke(name: str, assembly: Path, *extra: str, services: dict[str, str] | None = None) -> dict:
-    """Run `bench/<name>.py --smoke` (plus `extra` flags) on its own services, or on the running
-    ones `services` names (DYNAMODB_ENDPOINT, ...: those the bench can share); its JSON figures."""
+def smoke(name: str, assembly: Path, *extra: str) -> dict:
+    """Run `bench/<name>.py --smoke` (plus `extra` flags) on its own services; its JSON figures."""
     command = [sys.executable, str(ROOT / "bench" / f"{name}.py"), "--smoke", *extra]
     if name in NEEDS_ASSEMBLY:
         command += ["--assembly", str(assembly)]
     env = {k: v for k, v in os.environ.items() if k not in ("DYNAMODB_ENDPOINT", "DATABASE_URL")}  # its own
-    env |= services or {}
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{name} --smoke failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     figures = json.loads(result.stdout.strip().splitlines()[-1])
     assert KEYS[name] <= set(figures), f"missing: {sorted(KEYS[name] - set(figures))}"
     return figures
-
-
-@contextmanager
-def shared_services(stack: local.LocalStack) -> Iterator[dict[str, str]]:
-    """The session's DynamoDB Local and PostgreSQL server for a benchmark: a database of its own,
-    dropped afterwards, and every table it made deleted (a later one may take the same names)."""
-    dynamodb = stack.client("dynamodb")
-    before = set(dynamodb.list_tables()["TableNames"])  # DynamoDB Local: one page holds them
-    name = f"bench_{uuid.uuid4().hex[:8]}"
-    admin = sa.create_engine(db.sqlalchemy_url(stack.database_url), isolation_level="AUTOCOMMIT")
-    with admin.connect() as conn:
-        conn.execute(sa.text(f'CREATE DATABASE "{name}"'))
-    url = sa.make_url(stack.database_url).set(database=name).render_as_string(hide_password=False)
-    try:
-        yield {"DYNAMODB_ENDPOINT": stack.dynamodb_endpoint, "DATABASE_URL": url}
-    finally:
-        for table in set(dynamodb.list_tables()["TableNames"]) - before:
-            dynamodb.delete_table(TableName=table)
-        with admin.connect() as conn:
-            conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
-        admin.dispose()
 
 
 # chaos and fuzz: tests/reliability/test_chaos.py and tests/fuzz run their smoke modes, longer, and
@@ -130,11 +94,7 @@ def test_benchmark_smoke_run_prints_its_figures(name, cloud_assembly, request):
     extra: tuple[str, ...] = ()
     if name in ("local_pipeline", "freshness"):  # on both change sources, side by side
         extra = ("--kinesis-assembly", str(request.getfixturevalue("kinesis_assembly")))
-    with ExitStack() as services:
-        shared = None
-        if name in ON_SHARED_SERVICES:
-            shared = services.enter_context(shared_services(request.getfixturevalue("stack")))
-        figures = smoke(name, cloud_assembly, *extra, services=shared)
+    figures = smoke(name, cloud_assembly, *extra)
     if name == "local_pipeline":  # either source: every change in PostgreSQL
         assert (figures["dynamodb_drift"], figures["kinesis_drift"]) == (0, 0), figures
     if name == "freshness":  # on either source every write reached the other side, the aggregates exact

@@ -28,41 +28,31 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(kind)
         if kind == "unit":
             item.add_marker(pytest.mark.disable_socket)
+        group = _shared_setup(item)
+        if group:  # under `--dist loadgroup` (scripts/test) the group runs on one worker
+            item.add_marker(pytest.mark.xdist_group(group))
 
 
-# The modules whose tests share a set-up too slow to build twice: a module-scoped fixture (an app
-# started, the tutorial run, an in-process synth) or the session's `variants` (nine synths in
-# process, built by each worker that needs them). Under `--dist loadgroup` (scripts/test) each
-# group runs on one worker, so its set-up is built once, not once per worker the tests were spread
-# over. (xdist's own xdist_group marks do not group under pytest 9: they rename `item._nodeid`,
-# which pytest 9 no longer reads.)
-SHARED_SETUP = {
-    **{f"tests/infra/{name}.py": f"tests/infra/{name}.py"
-       for name in ("test_database_access", "test_kinesis_source", "test_monitoring", "test_template")},
-    "tests/infra/test_rules.py": "variants",
-    "tests/infra/test_check.py": "variants",
-    **{f"tests/integration/{name}.py": f"tests/integration/{name}.py"
-       for name in ("test_adopt_live", "test_aggregate", "test_alarms_live", "test_any_writer",
-                    "test_contract", "test_contract_minimal", "test_doctor", "test_kinesis_source",
-                    "test_limits_agree", "test_local_app", "test_rebuild", "test_reviews", "test_tables",
-                    "test_up_live", "test_write_back")},
-    "tests/reliability/test_new_project.py": "tests/reliability/test_new_project.py",
-    "tests/reliability/test_chaos.py": "tests/reliability/test_chaos.py",
-}  # fmt: skip
+# Session fixtures each xdist worker would build for itself, too slow to build twice: the tests that
+# use one run on a single worker (`variants`: nine synths in process).
+SHARED_SESSION_FIXTURES = ("variants",)
 
 
-def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """`--dist loadgroup` as SHARED_SETUP groups: a group's tests on one worker, any other test
-    wherever a worker is free (as `load` does)."""
-    if config.getvalue("dist") != "loadgroup":
+def _shared_setup(item: pytest.Item) -> str | None:
+    """The xdist group of a test whose set-up is worth building once: its module's, if it uses a
+    module-scoped fixture (an app started, a tutorial run), so the module's tests share one worker
+    and the fixture starts once instead of once per worker they were spread over."""
+    fixtures = getattr(item, "_fixtureinfo", None)
+    if fixtures is None:
         return None
-    from xdist.scheduler import LoadScopeScheduling
-
-    class SharedSetupScheduling(LoadScopeScheduling):
-        def _split_scope(self, nodeid: str) -> str:
-            return SHARED_SETUP.get(nodeid.split("::")[0], nodeid)
-
-    return SharedSetupScheduling(config, log)
+    for name in SHARED_SESSION_FIXTURES:
+        if name in fixtures.name2fixturedefs:
+            return name
+    for name in fixtures.names_closure:
+        definitions = fixtures.name2fixturedefs.get(name)
+        if definitions and definitions[-1].scope == "module":
+            return item.nodeid.split("::")[0]
+    return None
 
 
 @pytest.fixture(scope="session")

@@ -28,31 +28,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
             item.add_marker(kind)
         if kind == "unit":
             item.add_marker(pytest.mark.disable_socket)
-        group = _shared_setup(item)
-        if group:  # under `--dist loadgroup` (scripts/test) the group runs on one worker
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
-# Session fixtures each xdist worker would build for itself, too slow to build twice: the tests that
-# use one run on a single worker (`variants`: nine synths in process).
-SHARED_SESSION_FIXTURES = ("variants",)
-
-
-def _shared_setup(item: pytest.Item) -> str | None:
-    """The xdist group of a test whose set-up is worth building once: its module's, if it uses a
-    module-scoped fixture (an app started, a tutorial run), so the module's tests share one worker
-    and the fixture starts once instead of once per worker they were spread over."""
-    fixtures = getattr(item, "_fixtureinfo", None)
-    if fixtures is None:
-        return None
-    for name in SHARED_SESSION_FIXTURES:
-        if name in fixtures.name2fixturedefs:
-            return name
-    for name in fixtures.names_closure:
-        definitions = fixtures.name2fixturedefs.get(name)
-        if definitions and definitions[-1].scope == "module":
-            return item.nodeid.split("::")[0]
-    return None
 
 
 @pytest.fixture(scope="session")

@@ -74,12 +74,14 @@ def test_every_benchmark_is_covered():
     assert {p.stem for p in (ROOT / "bench").glob("*.py")} == set(KEYS)
 
 
-def smoke(name: str, assembly: Path, *extra: str) -> dict:
-    """Run `bench/<name>.py --smoke` (plus `extra` flags) on its own services; its JSON figures."""
+def smoke(name: str, assembly: Path, *extra: str, services: dict[str, str] | None = None) -> dict:
+    """Run `bench/<name>.py --smoke` (plus `extra` flags) on its own services, or on the emulators
+    `services` names (the chaos runs share theirs: tests/reliability/test_chaos.py); its JSON figures."""
     command = [sys.executable, str(ROOT / "bench" / f"{name}.py"), "--smoke", *extra]
     if name in NEEDS_ASSEMBLY:
         command += ["--assembly", str(assembly)]
     env = {k: v for k, v in os.environ.items() if k not in ("DYNAMODB_ENDPOINT", "DATABASE_URL")}  # its own
+    env |= services or {}
     result = subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, f"{name} --smoke failed:\n{result.stdout[-3000:]}\n{result.stderr[-3000:]}"
     figures = json.loads(result.stdout.strip().splitlines()[-1])

@@ -207,7 +207,12 @@ def command(env: dict[str, str], *args: str, kill: str | None = None) -> tuple[d
         raise SystemExit(
             f"hybridsync {' '.join(args)} failed ({process.returncode}):\n{out[-2000:]}\n{err[-2000:]}"
         )
-    peak = [line.split()[1] for line in err.splitlines() if line.startswith("PEAK_RSS_KB")]
+    # a process killed on purpose may leave its last line half written: only whole figures count
+    peak = [
+        f[1]
+        for line in err.splitlines()
+        if len(f := line.split()) == 2 and f[0] == "PEAK_RSS_KB" and f[1].isdigit()
+    ]
     lines = out.strip().splitlines()
     figures = json.loads(lines[-1]) if lines and lines[-1].startswith("{") else {}
     return figures, seconds, int(peak[0]) / 1024 if peak else 0.0

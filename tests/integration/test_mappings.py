@@ -239,6 +239,7 @@ def test_a_failed_final_invocation_is_retried_and_the_shard_waits_for_it(stack, 
 
     function = Scripted(answer)
     p = poller(stack, table, function, tmp_path, batch_size=10, tumbling_window_s=1)
+    time.sleep(1.05 - time.time() % 1)  # a window's start: its put and delivery end before it closes
     put_scores(client, name, ["first-window"])
     drain(p)
     time.sleep(1.05 - time.time() % 1)  # into the next one-second window

@@ -175,9 +175,9 @@ def entity_of(model: Model, table: str, item: Mapping[str, Any]) -> str:
     return "?" if tag is None else str(tag)
 
 
-def _letter_entity(model: Model, record: Any) -> tuple[str, str] | None:
-    """The entity a dead-lettered stream record's item is (its keys, as `entity_of`) and those keys;
-    None for a record without keys (an outbox row, a load's)."""
+def _letter_item(model: Model, record: Any) -> tuple[str, str, dict[str, Any]] | None:
+    """The entity a dead-lettered stream record's item is (its keys, as `entity_of`), those keys and
+    the item's values; None for a record without keys (an outbox row, a load's)."""
     from hybridsync.model.convert import unmarshal
 
     change = record.get("dynamodb") if isinstance(record, dict) else None
@@ -192,21 +192,41 @@ def _letter_entity(model: Model, record: Any) -> tuple[str, str] | None:
         if {a.name for a in table.key_schema()} == set(keys):
             name = entity_of(model, table.name, image | keys)
             if name != "?":
-                return name, repr(sorted(keys.items()))
+                return name, repr(sorted(keys.items())), image | keys
     return None
 
 
-def gaps(model: Model, items: Mapping[str, int], rows: Mapping[str, int], waiting: list[Any],
-         since: datetime) -> list[str]:  # fmt: skip
+def rowless_letters(conn: sa.Connection, model: Model, waiting: list[Any], since: datetime,
+                    held: set[str]) -> list[tuple[tuple[str, str], bool]]:  # fmt: skip
+    """The pending write-back letters that explain a gap between items and rows: (entity, the
+    item's keys) and whether it is this run's, for each item DynamoDB holds (`held`: its keys) with
+    no live row. A letter whose item has its row (written since, or by a later change) or is gone
+    explains nothing: counting it named another run's leftovers as this gap's cause."""
+    from hybridsync.sql.schema import table_of
+
+    found = []
+    for letter in waiting:
+        if letter.source != "write_back" or (placed := _letter_item(model, letter.record)) is None:
+            continue
+        name, keys, values = placed
+        entity = model.entity(name)
+        if keys not in held or not entity.sql_table or any(a not in values for a in entity.sql_key):
+            continue
+        table = table_of(entity)
+        match = [table.c[entity.field(a).column] == values[a] for a in entity.sql_key]
+        if conn.execute(sa.select(sa.literal(1)).where(*match, sa.not_(table.c.deleted))).first() is None:
+            found.append(((name, keys), letter.created_at >= since))
+    return found
+
+
+def gaps(model: Model, items: Mapping[str, int], rows: Mapping[str, int],
+         letters: list[tuple[tuple[str, str], bool]]) -> list[str]:  # fmt: skip
     """Each entity mastered in DynamoDB whose items and live rows differ, and why: the pending dead
-    letters (of the write-back) whose records are its items, this run's and earlier runs'. Both
-    counts are of the tables as they are, earlier runs' items included, so a gap an earlier run
-    left shows with its letters, not with this run's (none)."""
+    letters (of the write-back) of its items that have no row (`rowless_letters`), this run's and
+    earlier runs'. Both counts are of the tables as they are, earlier runs' items included, so a
+    gap an earlier run left shows with its letters, not with this run's (none)."""
     from hybridsync.model.declare import Side
 
-    letters = [
-        (_letter_entity(model, r.record), r.created_at >= since) for r in waiting if r.source == "write_back"
-    ]
     found = []
     for synced in model.synced():
         if synced.master is not Side.DYNAMODB:
@@ -215,9 +235,9 @@ def gaps(model: Model, items: Mapping[str, int], rows: Mapping[str, int], waitin
         if held == written:
             continue
         named: dict[str, bool] = {}  # the items pending write-back letters name -> named this run
-        for placed, recent in letters:
-            if placed is not None and placed[0] == synced.name:
-                named[placed[1]] = named.get(placed[1], False) or recent
+        for (entity, keys), recent in letters:
+            if entity == synced.name:
+                named[keys] = named.get(keys, False) or recent
         said = f"{synced.name}: {held} items, {written} live rows in {synced.sql_table}"
         if named:
             now = sum(named.values())
@@ -267,6 +287,12 @@ def figures(
             ).scalar_one()
         since = datetime.fromtimestamp(started, UTC)  # this run's, and what earlier runs left pending
         waiting = pending(conn)
+        held = {  # the keys of every item the model's tables hold, as a letter names its item's
+            repr(sorted((a.name, item[a.name]) for a in model.table(logical).key_schema()))
+            for logical, name in app.table_names.items() if name in scanned
+            for item in scanned[name]
+        }  # fmt: skip
+        letters_of_gaps = rowless_letters(conn, model, waiting, since, held)
     letters = [(r.source, r.reason) for r in waiting if r.created_at >= since]
     earlier = [(r.source, r.reason) for r in waiting if r.created_at < since]
     delivered = [(at, lag) for stats in app.mapping_stats.values() for at, lag in stats.lags]
@@ -284,7 +310,7 @@ def figures(
         ][:20],
         "dead_letters": letters,
         "dead_letters_earlier": earlier,
-        "gaps": gaps(model, dynamodb, rows, waiting, since),
+        "gaps": gaps(model, dynamodb, rows, letters_of_gaps),
         "lag_p50_s": round(statistics.median(lags), 3) if lags else None,
         "lag_p99_s": round(lags[int(len(lags) * 0.99)] if lags else 0, 3),
         "records_delivered": len(lags),

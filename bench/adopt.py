@@ -403,8 +403,20 @@ def main() -> None:
             finally:
                 engine.dispose()
 
-    resumed, redone = on_fresh_services(killed_and_resumed, size)
-    first, second = on_fresh_services(one_size, size), on_fresh_services(one_size, 2 * size)
+    def on_shared_services(measure: Any, *args: Any) -> Any:
+        return measure(shared, shared_engine, *args)
+
+    if args.smoke:  # seconds of work: one set of servers for all three (each measure has tables of its own)
+        shared = local.start(Path(tempfile.mkdtemp(prefix="bench-adopt-")), prefix="bench")
+        shared_engine = db.create_engine(shared.database_url, pool_size=4)
+    on_services = on_shared_services if args.smoke else on_fresh_services
+    try:
+        resumed, redone = on_services(killed_and_resumed, size)
+        first, second = on_services(one_size, size), on_services(one_size, 2 * size)
+    finally:
+        if args.smoke:
+            shared_engine.dispose()
+            shared.close()
     print(
         f"{'size':>7} {'views s':>8} {'batch s':>8} {'items s':>8} {'rows s':>7} {'copy s':>7} "
         f"{'rebuild s':>9} {'rss MB':>7} {'writes':>7}"

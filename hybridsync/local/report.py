@@ -209,8 +209,8 @@ def rowless_letters(conn: sa.Connection, model: Model, waiting: list[Any], since
         if letter.source != "write_back" or (placed := _letter_item(model, letter.record)) is None:
             continue
         name, keys, values = placed
-        entity = model.entity(name)
-        if keys not in held or not entity.sql_table or any(a not in values for a in entity.sql_key):
+        entity = next((e for e in model.written_back() if e.name == name), None)  # not another model's
+        if entity is None or keys not in held or any(a not in values for a in entity.sql_key):
             continue
         table = table_of(entity)
         match = [table.c[entity.field(a).column] == values[a] for a in entity.sql_key]

@@ -121,12 +121,14 @@ def test_a_letter_whose_item_has_its_row_or_is_gone_explains_no_gap(stack, engin
     items = [ORDER.item(order(tag)) for tag in tags]
     for item in items[:2]:
         stack.client().put_item(TableName=stack.table_names["main"], Item=marshal(item))
-    keys = [
-        pending_letter(engine, item, tag, datetime.now(UTC)) for item, tag in zip(items, tags, strict=True)
-    ]
+    now = datetime.now(UTC)
+    keys = [pending_letter(engine, item, tag, now) for item, tag in zip(items, tags, strict=True)]
     row = {ORDER.field(a).column: v for a, v in ORDER.values(items[1]).items()}
     with engine.begin() as conn:
         conn.execute(table_of(ORDER).insert().values(row))
+    stranger = {"PK": f"STRANGER#{tags[0]}", "SK": "S", MODEL.names.entity: "Stranger"}  # another model's
+    keys.append(pending_letter(engine, stranger, f"s-{tags[0]}", now))
+    tags.append(f"s-{tags[0]}")
     try:
         found = figures(stack, engine, started)
         (gap,) = [g for g in found["gaps"] if g.startswith("Order:")]

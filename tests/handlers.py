@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import importlib
 import json
+import subprocess
 import sys
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 from urllib.parse import urlencode
@@ -14,7 +16,22 @@ from hybridsync.local.apigateway.responses import http_event
 from hybridsync.local.awslambda.context import Context as LambdaContext
 from shop_workloads.chaos import body_bytes
 
-__all__ = ["LambdaContext", "http", "load"]
+__all__ = ["LambdaContext", "cold_start", "http", "load"]
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def cold_start(code: str) -> str:
+    """What `code` prints in a fresh interpreter set up as a function's container: the repository
+    and the shop first on its path, started outside the repository, with only the environment a
+    handler needs (a cold start's imports, seen from `sys.modules`)."""
+    probe = "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]\n" + code
+    out = subprocess.run(
+        [sys.executable, "-c", probe, str(ROOT), str(ROOT / "examples" / "shop")],
+        capture_output=True, text=True, check=True, cwd="/",
+        env={"PATH": "", "POWERTOOLS_METRICS_NAMESPACE": "hybridsync", "AWS_REGION": "us-east-1",
+             "HYBRIDSYNC_MODEL": "shop.model:MODEL"},
+    )  # fmt: skip
+    return out.stdout
 
 
 def load(name: str) -> ModuleType:

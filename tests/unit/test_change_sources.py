@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import base64
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +17,7 @@ from hybridsync.sync import writeback
 from hybridsync.sync.aggregate import Aggregation
 from shop.model import MODEL
 from tests import events
+from tests.handlers import cold_start
 
 pytestmark = pytest.mark.unit
 ROOT = Path(__file__).resolve().parents[2]
@@ -128,20 +127,14 @@ def test_a_batch_written_back_or_aggregated_is_read_once(monkeypatch):
 def test_the_kinesis_reader_is_imported_only_when_a_kinesis_record_arrives():
     """The seam imports a source's reader with its first record: a DynamoDB stream's consumers
     never load Kinesis decoding at cold start."""
-    probe = (
-        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import hybridsync.functions.write_back, "
-        "hybridsync.functions.aggregate; from hybridsync.streams import changes; "
-        "before = 'hybridsync.streams.kinesis' in sys.modules; "
-        "changes.read([{'eventSource': 'aws:kinesis', 'kinesis': {'data': ''}}]); "
+    printed = cold_start(
+        "import hybridsync.functions.write_back, hybridsync.functions.aggregate\n"
+        "from hybridsync.streams import changes\n"
+        "before = 'hybridsync.streams.kinesis' in sys.modules\n"
+        "changes.read([{'eventSource': 'aws:kinesis', 'kinesis': {'data': ''}}])\n"
         "print(before, 'hybridsync.streams.kinesis' in sys.modules)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe, str(ROOT), str(ROOT / "examples" / "shop")],
-        capture_output=True, text=True, check=True, cwd="/",
-        env={"PATH": "", "POWERTOOLS_METRICS_NAMESPACE": "hybridsync", "AWS_REGION": "us-east-1",
-             "HYBRIDSYNC_MODEL": "shop.model:MODEL"},
-    )  # fmt: skip
-    assert out.stdout.split() == ["False", "True"]
+    assert printed.split() == ["False", "True"]
 
 
 def test_a_failed_batch_is_named_by_its_sources_section_and_read_back_only_where_it_can_be():

@@ -15,6 +15,7 @@ import pytest
 
 import hybridsync
 from hybridsync.cdk.assets import SHIPPED
+from tests.handlers import cold_start
 
 ROOT = Path(__file__).resolve().parents[2]
 ENGINE = ROOT / "hybridsync"
@@ -169,17 +170,11 @@ def test_no_room_of_the_engine_is_too_big_to_read():
 
 def test_the_aggregate_function_cold_starts_without_sqlalchemy_or_psycopg():
     """It touches only DynamoDB; PostgreSQL is reached only to store a dead letter, lazily."""
-    probe = (
-        "import sys; sys.path[:0] = [sys.argv[1], sys.argv[2]]; import hybridsync.functions.aggregate; "
+    printed = cold_start(
+        "import hybridsync.functions.aggregate\n"
         "print(sorted(m for m in ('sqlalchemy', 'psycopg', 'alembic') if m in sys.modules))"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", probe, str(ROOT), str(ROOT / "examples" / "shop")],
-        capture_output=True, text=True, check=True, cwd="/",
-        env={"PATH": "", "POWERTOOLS_METRICS_NAMESPACE": "hybridsync", "AWS_REGION": "us-east-1",
-             "HYBRIDSYNC_MODEL": "shop.model:MODEL"},
-    )  # fmt: skip
-    assert out.stdout.strip() == "[]"
+    assert printed.strip() == "[]"
 
 
 def test_importing_hybridsync_imports_none_of_its_modules():

@@ -204,12 +204,13 @@ def rowless_letters(conn: sa.Connection, model: Model, waiting: list[Any], since
     explains nothing: counting it named another run's leftovers as this gap's cause."""
     from hybridsync.sql.schema import table_of
 
+    written_back = {e.name: e for e in model.written_back()}  # a letter may name another model's entity
     found = []
     for letter in waiting:
         if letter.source != "write_back" or (placed := _letter_item(model, letter.record)) is None:
             continue
         name, keys, values = placed
-        entity = next((e for e in model.written_back() if e.name == name), None)  # not another model's
+        entity = written_back.get(name)
         if entity is None or keys not in held or any(a not in values for a in entity.sql_key):
             continue
         table = table_of(entity)

@@ -13,6 +13,12 @@ really needs, each in fresh interpreters, side by side in one run.
 The ratio is what hybridsync adds on top of the libraries (1.0 = nothing). Interpreter start-up
 is not counted; runs alternate handler and baseline, and each figure is the median.
 
+  local     the same write_back cold start in the local app's containers (local/awslambda/): forked
+            from the zygote, which imported the libraries once, against a fresh interpreter: the
+            container's CPU seconds to its first answer, and the wall time of that first invocation
+            (`container_fork_vs_fresh_cpu_ratio`). A local figure: Lambda imports the libraries in
+            every cold start, so it does not travel; the handler ratios above do.
+
 Usage: python bench/cold_start.py [--quick | --smoke] [--runs N]   (--smoke: one run, no warm-up: seconds,
 the same code path and JSON keys)
 """
@@ -25,9 +31,12 @@ import os
 import statistics
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
 # What each function really needs at cold start (its clients and the libraries behind them).
 NEEDS = {
@@ -94,6 +103,48 @@ def measure(name: str, runs: int, warm: bool = True) -> tuple[float, float]:
     return statistics.median(ours), statistics.median(theirs)
 
 
+PROBE = """
+import time
+{handler}
+
+
+def handler(event, context):
+    return time.process_time()  # the container's CPU seconds so far: its whole cold start
+"""
+
+
+def containers(runs: int) -> dict[str, float]:
+    """write_back's cold start in a local container, forked against fresh, alternating."""
+    from hybridsync.local.awslambda.functions import ZYGOTE, LocalFunction
+
+    needs = [INIT[n] for n in NEEDS["write_back"] if n in INIT]
+    code = "\n".join(["import hybridsync.functions.write_back", *needs])
+    base = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
+    cpu: dict[bool, list[float]] = {True: [], False: []}
+    wall: dict[bool, list[float]] = {True: [], False: []}
+    with tempfile.TemporaryDirectory() as scratch:
+        asset = Path(scratch)  # the asset: the engine and the shop's model, as the synthesized one ships
+        (asset / "probe.py").write_text(PROBE.format(handler=code))
+        (asset / "hybridsync").symlink_to(ROOT / "hybridsync")
+        (asset / "shop").symlink_to(SHOP / "shop")
+        ZYGOTE.takes(base, asset)  # the zygote started: a cost of the app's start, not of a cold start
+        for _ in range(runs):
+            for forked in (True, False):
+                fn = LocalFunction(name="WriteBack", asset=asset, handler="probe.handler", timeout_s=30,
+                                   environment={**base, **ENV}, memory_mb=1024, forked=forked)  # fmt: skip
+                started = time.perf_counter()
+                cpu[forked].append(fn.invoke({}))
+                wall[forked].append(time.perf_counter() - started)
+                fn.close()
+    figures = {f"container_{k}_{way}": round(statistics.median(values[forked]), 3)
+               for k, values in (("cpu_s", cpu), ("wall_s", wall))
+               for way, forked in (("forked", True), ("fresh", False))}  # fmt: skip
+    figures["container_fork_vs_fresh_cpu_ratio"] = round(
+        figures["container_cpu_s_forked"] / figures["container_cpu_s_fresh"], 3
+    )
+    return figures
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
@@ -122,7 +173,12 @@ def main() -> None:
         needs = " + ".join(NEEDS[name])
         print(f"{name:<11} {ours:>10.0f} {theirs:>12.0f} {ratio:>6.2f}   {needs}", flush=True)
     result["max_ratio"] = max(v for k, v in result.items() if k.endswith("_ratio"))
-    print(json.dumps(result))
+    local = containers(runs)
+    print(f"\nlocal containers, write_back, median of {runs}: forked from the zygote "
+          f"{local['container_cpu_s_forked']:.2f} CPU-s ({local['container_wall_s_forked']:.2f} s), fresh "
+          f"{local['container_cpu_s_fresh']:.2f} CPU-s ({local['container_wall_s_fresh']:.2f} s): "
+          f"{local['container_fork_vs_fresh_cpu_ratio']:.2f}x")  # fmt: skip
+    print(json.dumps(result | local))
 
 
 if __name__ == "__main__":

@@ -21,8 +21,25 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from hybridsync.local.awslambda.zygote import FIXED_FDS, Forked, Zygote
+
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 MAX_CONTAINERS = 4  # concurrent invocations of one function before callers wait
+
+
+def _fileno(log: IO[Any] | int) -> int:
+    """The function's log as a file descriptor (subprocess.DEVNULL: /dev/null, opened once)."""
+    global _DEVNULL
+    if not isinstance(log, int):
+        return log.fileno()
+    if log >= 0:
+        return log
+    if _DEVNULL is None:
+        _DEVNULL = os.open(os.devnull, os.O_WRONLY)
+    return _DEVNULL
+
+
+_DEVNULL: int | None = None
 
 
 class FunctionError(Exception):
@@ -33,16 +50,24 @@ class FunctionError(Exception):
         self.error_type, self.message, self.trace = error_type, message, trace or []
 
 
+ZYGOTE = Zygote()  # forks the containers of every app in this process (zygote.py)
+
+
 class _Container:
     def __init__(self, function: LocalFunction):
-        read, write = os.pipe()
-        self.process = subprocess.Popen(
-            [sys.executable, str(BOOTSTRAP), str(function.asset.resolve()), function.handler, function.name,
-             str(function.memory_mb), str(write)],
-            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=function.log, pass_fds=(write,),
-            env=function.environment, text=True, cwd=function.asset,
-        )  # fmt: skip
-        os.close(write)
+        arguments = [str(function.asset.resolve()), function.handler, function.name, str(function.memory_mb)]
+        self.process: subprocess.Popen | Forked
+        if function.forked and ZYGOTE.takes(function.environment, function.asset):
+            argv, log = [str(BOOTSTRAP), *arguments, str(FIXED_FDS)], _fileno(function.log)
+            self.process, read = ZYGOTE.spawn(argv, function.environment, function.asset, log)
+        else:  # started the classic way: a fresh interpreter
+            read, write = os.pipe()
+            self.process = subprocess.Popen(
+                [sys.executable, str(BOOTSTRAP), *arguments, str(write)],
+                stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=function.log, pass_fds=(write,),
+                env=function.environment, text=True, cwd=function.asset,
+            )  # fmt: skip
+            os.close(write)
         self.answers: IO[str] = os.fdopen(read)
         self.selector = selectors.DefaultSelector()
         self.selector.register(self.answers, selectors.EVENT_READ)
@@ -100,6 +125,7 @@ class LocalFunction:
     metric: Callable[[str, float], None] = lambda name, value: None  # Lambda's counts (cloudwatch/)
 
     max_containers: int = MAX_CONTAINERS  # concurrent invocations (a sharded stream's app raises it)
+    forked: bool = True  # containers forked from the zygote when it can (zygote.py), else fresh
 
     def __post_init__(self) -> None:
         self._idle: queue.LifoQueue[_Container] = queue.LifoQueue()

@@ -7,6 +7,7 @@ smaller than the reservation makes callers wait instead."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import queue
@@ -28,18 +29,13 @@ MAX_CONTAINERS = 4  # concurrent invocations of one function before callers wait
 
 
 def _fileno(log: IO[Any] | int) -> int:
-    """The function's log as a file descriptor (subprocess.DEVNULL: /dev/null, opened once)."""
-    global _DEVNULL
+    """The function's log as a file descriptor (subprocess.DEVNULL: /dev/null)."""
     if not isinstance(log, int):
         return log.fileno()
-    if log >= 0:
-        return log
-    if _DEVNULL is None:
-        _DEVNULL = os.open(os.devnull, os.O_WRONLY)
-    return _DEVNULL
+    return log if log >= 0 else _DEVNULL
 
 
-_DEVNULL: int | None = None
+_DEVNULL = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
 
 
 class FunctionError(Exception):
@@ -56,10 +52,14 @@ ZYGOTE = Zygote()  # forks the containers of every app in this process (zygote.p
 class _Container:
     def __init__(self, function: LocalFunction):
         arguments = [str(function.asset.resolve()), function.handler, function.name, str(function.memory_mb)]
-        self.process: subprocess.Popen | Forked
+        forked: tuple[Forked, int] | None = None
         if function.forked and ZYGOTE.takes(function.environment, function.asset):
             argv, log = [str(BOOTSTRAP), *arguments, str(FIXED_FDS)], _fileno(function.log)
-            self.process, read = ZYGOTE.spawn(argv, function.environment, function.asset, log)
+            with contextlib.suppress(OSError):  # a zygote that cannot fork it: a fresh interpreter
+                forked = ZYGOTE.spawn(argv, function.environment, function.asset, log)
+        self.process: subprocess.Popen | Forked
+        if forked is not None:
+            self.process, read = forked
         else:  # started the classic way: a fresh interpreter
             read, write = os.pipe()
             self.process = subprocess.Popen(
@@ -84,7 +84,9 @@ class _Container:
         line = self.answers.readline()
         if not line:
             self.kill()
-            raise FunctionError("Runtime.ExitError", f"the function's process exited ({self.process.poll()})")
+            code = self.process.poll()  # a forked container's status went to the zygote: -1
+            status = f" ({code})" if code != -1 else ""
+            raise FunctionError("Runtime.ExitError", f"the function's process exited{status}")
         answer = json.loads(line)
         if "error" in answer:
             error = answer["error"]

@@ -116,10 +116,11 @@ def handler(event, context):
 def containers(runs: int) -> dict[str, float]:
     """write_back's cold start in a local container, forked against fresh, alternating."""
     from hybridsync.local.awslambda.functions import ZYGOTE, LocalFunction
+    from hybridsync.local.awslambda.zygote import base_environment
 
     needs = [INIT[n] for n in NEEDS["write_back"] if n in INIT]
     code = "\n".join(["import hybridsync.functions.write_back", *needs])
-    base = {name: os.environ[name] for name in ("PATH", "HOME") if name in os.environ}
+    base = base_environment()
     cpu: dict[bool, list[float]] = {True: [], False: []}
     wall: dict[bool, list[float]] = {True: [], False: []}
     with tempfile.TemporaryDirectory() as scratch:

@@ -49,7 +49,7 @@ def asset(tmp_path: Path, *, shipped_sqlalchemy: bool = False) -> Path:
 
 
 def function(folder: Path, **environment: str) -> LocalFunction:
-    base = {name: os.environ[name] for name in zygote.BASE_ENVIRONMENT if name in os.environ}
+    base = zygote.base_environment()
     return LocalFunction(
         name="Probe", asset=folder, handler="probe.handler", environment={**base, **environment},
         timeout_s=5, memory_mb=128,
@@ -157,7 +157,7 @@ for name in {zygote.PRELOAD!r}:
     __import__(name)
 print(json.dumps(sorted(read)))
 """
-    base = {name: os.environ[name] for name in zygote.BASE_ENVIRONMENT if name in os.environ}
+    base = zygote.base_environment()
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=base, check=True)
     read = set(json.loads(done.stdout))
     assert read, "nothing recorded: the recording itself is broken"

@@ -48,8 +48,8 @@ PRELOAD = (
     "sqlalchemy",
     "sqlalchemy.dialects.postgresql.psycopg",
 )
-# The environment variables the preloaded modules read while they are imported (see the module's
-# doc; BOTO_DISABLE_CRT only where awscrt is installed), and what the interpreter reads as it starts
+# The environment variables the preloaded modules read while they are imported, as recorded (see the
+# module's doc; BOTO_DISABLE_CRT only where awscrt is installed)
 READ_AT_IMPORT = frozenset({
     "BOTO_DISABLE_CRT", "PSYCOPG_IMPL", "PSYCOPG_WAIT_FUNC", "PYTHONTZPATH", "PYTHONUSERBASE",
     "_PYTHON_PROJECT_BASE", "_PYTHON_SYSCONFIGDATA_NAME",
@@ -57,6 +57,11 @@ READ_AT_IMPORT = frozenset({
 READ_AT_START = ("PYTHON", "LC_", "LANG")  # prefixes: the interpreter's own flags, its locale
 BASE_ENVIRONMENT = ("PATH", "HOME")  # what a function's environment holds besides its own
 FIXED_FDS = 3  # the answers pipe is the container's file descriptor 3 (`bootstrap.py ... 3`)
+
+
+def base_environment() -> dict[str, str]:
+    """The part of a function's environment that is not its own: this process's PATH and HOME."""
+    return {name: os.environ[name] for name in BASE_ENVIRONMENT if name in os.environ}
 
 
 def _send(channel: socket.socket, data: bytes, fds: tuple[int, ...] = ()) -> None:
@@ -266,7 +271,7 @@ class Zygote:
             return self._channel
         self._stop()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        self._base = {name: os.environ[name] for name in BASE_ENVIRONMENT if name in os.environ}
+        self._base = base_environment()
         self._process = subprocess.Popen(
             [sys.executable, __file__, str(theirs.fileno())],
             pass_fds=(theirs.fileno(),), env=self._base, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,

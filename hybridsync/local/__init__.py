@@ -10,7 +10,7 @@ import subprocess
 import sys
 import warnings
 from collections.abc import Callable
-from contextlib import ExitStack, suppress
+from contextlib import ExitStack, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -72,32 +72,34 @@ def start_services() -> tuple[str, Callable[[], None]]:
     return f"http://{host}:{port}", server.stop
 
 
-def start_services_process() -> tuple[str, subprocess.Popen]:
+def start_services_process(log: Path | None = None) -> tuple[str, subprocess.Popen]:
     """moto server in a process of its own, until its stdin closes: it outlives an app that is
-    killed (as S3 and SQS would)."""
+    killed (as S3 and SQS would). Its errors (a request it failed, with its traceback) go to `log`."""
     code = (
         "import sys; from hybridsync import local; print(local.start_services()[0], flush=True); "
         "sys.stdin.read()"
     )
-    process = subprocess.Popen(
-        [sys.executable, "-c", code],
-        text=True,
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        cwd=Path(__file__).resolve().parents[2],
-    )
+    with log.open("ab") if log else nullcontext() as errors:  # the child keeps its own copy
+        process = subprocess.Popen(
+            [sys.executable, "-c", code],
+            text=True,
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            cwd=Path(__file__).resolve().parents[2],
+        )
     return process.stdout.readline().strip(), process  # type: ignore[union-attr]
 
 
 def start_apart(work: Path) -> tuple[dict[str, str], Callable[[], None]]:
     """DynamoDB Local (in memory) and moto server in processes of their own, for an app that is
     killed and started again (a SIGKILL takes only the app, as in AWS): the environment that points
-    it at them, and how to stop them."""
+    it at them, and how to stop them. Their logs: `work`/dynamodb-local.log and moto.log."""
     from hybridsync.local.dynamodb import server as dynamodb_local
 
     work.mkdir(parents=True, exist_ok=True)
     dynamodb, java = start_dynamodb(log=work / "dynamodb-local.log")
-    services, moto = start_services_process()
+    services, moto = start_services_process(log=work / "moto.log")
 
     def stop() -> None:
         moto.stdin.close()  # type: ignore[union-attr]

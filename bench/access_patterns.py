@@ -30,7 +30,6 @@ import csv
 import json
 import random
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from datetime import UTC, datetime, timedelta
@@ -54,6 +53,7 @@ from hybridsync.model.declare import KeyAttribute, Table  # noqa: E402
 from hybridsync.model.keys import HIGHEST, iso_ms  # noqa: E402
 from hybridsync.runtime import aws  # noqa: E402
 from hybridsync.sizing import costs  # noqa: E402
+from hybridsync.workloads import scratch  # noqa: E402
 from shop import order_reads as orders  # noqa: E402
 from shop.model import COLLECTION, MAIN, ORDER, ORDER_LINE, ORDER_TIME_SHARDS  # noqa: E402
 
@@ -193,7 +193,7 @@ def main() -> None:
     parser.add_argument("--smoke", action="store_true", help="12 customers (612 items): seconds")
     args = parser.parse_args()
     customers = 12 if args.smoke else 120 if args.quick else 1000
-    work = Path(tempfile.mkdtemp(prefix="bench-access-"))
+    work = scratch("bench-access-")
     endpoint, process = local.start_dynamodb()
     client = aws.client("dynamodb", endpoint, "us-east-1")
     table, by_day, by_random = "bench-main", "bench-orders-by-day", "bench-orders-random"

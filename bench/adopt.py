@@ -25,7 +25,6 @@ import os
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -48,6 +47,7 @@ from hybridsync.runtime import aws, db  # noqa: E402
 from hybridsync.sync import aggregate, loads, outbox, writeback  # noqa: E402
 from hybridsync.sync.jobs import JobStore  # noqa: E402
 from hybridsync.sync.reconcile import reconcile, reconcile_views  # noqa: E402
+from hybridsync.workloads import scratch  # noqa: E402
 from shop.model import MODEL  # noqa: E402
 
 SEGMENTS = 4
@@ -396,7 +396,7 @@ def main() -> None:
     def on_fresh_services(measure: Any, *args: Any) -> Any:
         """Each measurement on servers of its own: DynamoDB Local serializes every request through
         one thread, and what earlier tables leave behind in it slows every later write."""
-        with local.start(Path(tempfile.mkdtemp(prefix="bench-adopt-")), prefix="bench") as stack:
+        with local.start(scratch("bench-adopt-"), prefix="bench") as stack:
             engine = db.create_engine(stack.database_url, pool_size=4)
             try:
                 return measure(stack, engine, *args)
@@ -407,7 +407,7 @@ def main() -> None:
         return measure(shared, shared_engine, *args)
 
     if args.smoke:  # seconds of work: one set of servers for all three (each measure has tables of its own)
-        shared = local.start(Path(tempfile.mkdtemp(prefix="bench-adopt-")), prefix="bench")
+        shared = local.start(scratch("bench-adopt-"), prefix="bench")
         shared_engine = db.create_engine(shared.database_url, pool_size=4)
     on_services = on_shared_services if args.smoke else on_fresh_services
     try:

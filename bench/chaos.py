@@ -37,7 +37,6 @@ import json
 import os
 import random
 import sys
-import tempfile
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -51,6 +50,7 @@ from hybridsync.dynamodb import store  # noqa: E402
 from hybridsync.local.template import synth_if_stale  # noqa: E402
 from hybridsync.model.convert import unmarshal  # noqa: E402
 from hybridsync.runtime import aws  # noqa: E402
+from hybridsync.workloads import keep, scratch  # noqa: E402
 from shop.model import MAX_QUANTITY, ORDER, ORDER_LINE  # noqa: E402
 from shop_workloads import chaos  # noqa: E402
 from tests.integration.test_bad_input import bad_requests  # noqa: E402
@@ -151,8 +151,9 @@ def main() -> None:
     args = parser.parse_args()
     if not args.no_plain_writers:
         chaos.Generator = MixedGenerator  # type: ignore[misc]  # the run makes its writers of this class
+    work = scratch("bench-chaos-")
     figures = chaos.run(
-        args.assembly or synth_if_stale(ROOT / "cdk.out"), Path(tempfile.mkdtemp(prefix="bench-chaos-")),
+        args.assembly or synth_if_stale(ROOT / "cdk.out"), work,
         seconds=args.seconds or (12 if args.smoke else 60 if args.quick else 1200), rate=args.rate,
         outage_s=args.outage or (2 if args.smoke else 10), writers=args.writers,
         seed=args.seed or random.randrange(1, 2**31), bad_requests=bad_requests(),
@@ -165,6 +166,7 @@ def main() -> None:
         figures["replay"] += " --no-plain-writers"
     print(json.dumps(figures))
     if figures["findings"]:
+        keep(work)  # every injected fault's log and replay.json
         raise SystemExit(1)
 
 

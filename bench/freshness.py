@@ -83,7 +83,6 @@ import os
 import random
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter, defaultdict
@@ -114,7 +113,7 @@ from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.model import keys  # noqa: E402
 from hybridsync.runtime import aws, db  # noqa: E402
 from hybridsync.sync import aggregate, writeback  # noqa: E402
-from hybridsync.workloads import percentile  # noqa: E402
+from hybridsync.workloads import percentile, scratch  # noqa: E402
 from shop import catalog  # noqa: E402
 from shop.model import MODEL, ORDER_LINE, PRODUCT_AVAILABILITY, SALES  # noqa: E402
 
@@ -666,7 +665,7 @@ def main() -> None:
     repeats = 1 if args.smoke else 2 if args.quick else 3
     freshness = ["realtime"] if args.smoke or args.quick else list(FRESHNESS)
     configs = [(s, f) for f in freshness for s in SOURCES if not (args.quick and s != "dynamodb")]
-    state = Path(tempfile.mkdtemp(prefix="bench-freshness-"))
+    state = scratch("bench-freshness-")
     wanted = {c: getattr(args, OPTIONS[c][0].lstrip("-").replace("-", "_")) for c in configs}
     assemblies = synth_missing(wanted, state / "assemblies")
     moments = random.Random(args.seed)

@@ -18,13 +18,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from hybridsync.local.template import synth_if_stale  # noqa: E402
+from hybridsync.workloads import keep, scratch  # noqa: E402
 from shop_workloads import fuzz  # noqa: E402
 
 FINDINGS = ("server_errors", "dropped", "schema_violations", "accepted_then_poisoned")
@@ -41,12 +41,13 @@ def main() -> None:
     args = parser.parse_args()
     count = args.requests or (300 if args.smoke else 5_000 if args.quick else 20_000)
     assembly = args.assembly or synth_if_stale(ROOT / "cdk.out")
-    work = Path(tempfile.mkdtemp(prefix="bench-fuzz-"))
+    work = scratch("bench-fuzz-")
     figures = fuzz.run(assembly, work, requests=count, seed_value=args.seed)
     print(json.dumps(figures))
     if any(figures[name] for name in FINDINGS) or not figures["poison_replayed"]:
         for line in failures(figures):
             print(line, file=sys.stderr)
+        keep(work)  # the app's logs and state
         raise SystemExit(1)
 
 

@@ -41,7 +41,6 @@ import os
 import statistics
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from decimal import Decimal
@@ -57,7 +56,7 @@ from hybridsync.local.process import rss_mb, tuned_assembly  # noqa: E402
 from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.reconcile import reconcile  # noqa: E402
-from hybridsync.workloads import Writer, wait_caught_up  # noqa: E402
+from hybridsync.workloads import Writer, scratch, wait_caught_up  # noqa: E402
 from shop.model import MODEL  # noqa: E402
 from shop_workloads.demo import place_order  # noqa: E402
 
@@ -178,7 +177,7 @@ def main() -> None:
     seconds = args.seconds or (2 if args.smoke else 10 if args.quick else 60)
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     assembly_dir = args.assembly or synth_if_stale(ROOT / "cdk.out")
-    state = Path(tempfile.mkdtemp(prefix="bench-pipeline-"))
+    state = scratch("bench-pipeline-")
     kinesis_dir = None
     if args.source != "dynamodb":
         kinesis_dir = args.kinesis_assembly or synth_kinesis(state / "kinesis.out")

@@ -21,7 +21,6 @@ import json
 import os
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -35,6 +34,7 @@ from hybridsync import local  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.runtime.clients import dynamodb, engine  # noqa: E402
 from hybridsync.sync import outbox  # noqa: E402
+from hybridsync.workloads import scratch  # noqa: E402
 from shop.model import MODEL, PRODUCT_AVAILABILITY  # noqa: E402
 from tests.handlers import LambdaContext, load  # noqa: E402
 
@@ -89,7 +89,7 @@ def main() -> None:
     args = parser.parse_args()
     n = 10 if args.smoke else 100 if args.quick else 400
 
-    with local.start(Path(tempfile.mkdtemp(prefix="bench-")), prefix="bench") as stack:
+    with local.start(scratch("bench-"), prefix="bench") as stack:
         os.environ.update(stack.environment())
         os.environ.update({"POWERTOOLS_METRICS_NAMESPACE": "bench", "POWERTOOLS_METRICS_DISABLED": "true",
                            "POWERTOOLS_LOG_LEVEL": "WARNING"})  # fmt: skip

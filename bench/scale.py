@@ -31,7 +31,6 @@ import json
 import os
 import re
 import sys
-import tempfile
 import threading
 from pathlib import Path
 from typing import Any
@@ -53,6 +52,7 @@ from hybridsync.model import config  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.aggregate import Aggregation  # noqa: E402
 from hybridsync.sync.outbox import PINS_ON_PURPOSE  # noqa: E402
+from hybridsync.workloads import scratch  # noqa: E402
 from shop_workloads import demo  # noqa: E402
 from tests.integration.test_pinning import PINNING  # noqa: E402
 
@@ -195,7 +195,7 @@ def main() -> None:
     results = []
     os.environ["PGAPPNAME"] = "bench"  # this process's connections, told apart in the statement log
     for shards in counts:  # each on services of its own, as each would be deployed
-        state = Path(tempfile.mkdtemp(prefix=f"bench-scale-{shards}-"))
+        state = scratch(f"bench-scale-{shards}-")
         with console.status(f"{shards} shard(s): the workload, then every check..."):
             url, stop_pg = logged_postgres(state / "postgres")
             os.environ["DATABASE_URL"] = url

@@ -42,7 +42,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -61,6 +60,7 @@ from hybridsync.local.dynamodb import streams  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.sql.schema import table_of  # noqa: E402
 from hybridsync.sync import writeback  # noqa: E402
+from hybridsync.workloads import scratch  # noqa: E402
 from shop.model import MODEL  # noqa: E402
 from tests.handlers import LambdaContext, load  # noqa: E402
 
@@ -313,7 +313,7 @@ def main() -> None:
     args = parser.parse_args()
     sizes = [60] if args.smoke else [1000] if args.quick else [1000, 10000]
 
-    with local.start(Path(tempfile.mkdtemp(prefix="bench-")), prefix="bench") as stack:
+    with local.start(scratch("bench-"), prefix="bench") as stack:
         os.environ.update(stack.environment())
         os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "hybridsync-bench")
         os.environ.setdefault("POWERTOOLS_LOG_LEVEL", "WARNING")

@@ -34,7 +34,6 @@ import json
 import random
 import statistics
 import sys
-import tempfile
 import time
 import uuid
 from concurrent.futures import ProcessPoolExecutor
@@ -53,6 +52,7 @@ from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.model.declare import Projection  # noqa: E402
 from hybridsync.runtime import aws, db  # noqa: E402
 from hybridsync.sync import outbox  # noqa: E402
+from hybridsync.workloads import scratch  # noqa: E402
 from shop import catalog, orders, publications, reviews  # noqa: E402
 from shop.model import MAIN, MODEL, ORDER, PRODUCT_AVAILABILITY, PRODUCT_DETAILS, REVIEW  # noqa: E402
 
@@ -109,7 +109,7 @@ def main() -> None:
     n_orders, n_revisions = (5, 5) if args.smoke else (50, 20) if args.quick else (300, 100)
     sizes = (*SIZES[:-1], 5 * 1024 * 1024) if args.smoke else SIZES  # each way of storing a body, in S3 too
     rng = random.Random(20261122)
-    state = Path(tempfile.mkdtemp(prefix="bench-"))
+    state = scratch("bench-")
     with local.start(state, prefix="bench") as stack, Progress() as progress:
         client, table = stack.client(), stack.table_names["main"]
         engine = db.create_engine(stack.database_url)
@@ -204,7 +204,7 @@ def main() -> None:
 
         # the #static counter under two concurrent writers: one customer, then two
         contention = {}
-        claims = tempfile.mkdtemp(prefix="bench-claims-")
+        claims = str(scratch("bench-claims-"))
         with ProcessPoolExecutor(2) as pool:
             for label, customers in (("one", ["c-race", "c-race"]), ("two", ["c-race-a", "c-race-b"])):
                 seeds = [k + (0 if label == "one" else 10) for k in range(len(customers))]

@@ -5,9 +5,14 @@ declared aggregate against a clean recount. Never shipped to Lambda."""
 
 from __future__ import annotations
 
+import atexit
+import shutil
+import sys
+import tempfile
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import sqlalchemy as sa
@@ -19,6 +24,29 @@ from hybridsync.model.convert import unmarshal
 from hybridsync.model.declare import Entity, Model
 from hybridsync.sync import aggregate
 from hybridsync.sync.reconcile import Drift, reconcile, reconcile_views
+
+_KEPT: set[Path] = set()
+
+
+def scratch(prefix: str) -> Path:
+    """A folder of its own (under the system's temporary folder) for a run's servers, data and logs,
+    removed when the process ends well: a benchmark run again and again leaves nothing behind. It is
+    kept, and named on stderr, when an uncaught exception ended the process or `keep` was called."""
+    folder = Path(tempfile.mkdtemp(prefix=prefix))
+    atexit.register(_remove, folder)
+    return folder
+
+
+def keep(folder: Path) -> None:
+    """Keep a scratch folder past the process's end (a run that found a loss: its logs are the why)."""
+    _KEPT.add(folder)
+
+
+def _remove(folder: Path) -> None:
+    if folder in _KEPT or hasattr(sys, "last_value"):  # set when an uncaught exception ended the process
+        print(f"kept {folder}", file=sys.stderr)
+    else:
+        shutil.rmtree(folder, ignore_errors=True)
 
 
 @dataclass

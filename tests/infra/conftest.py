@@ -1,6 +1,9 @@
 """Each stack's synthesized template, from the session's one `cdk synth`."""
 
+import json
+
 import pytest
+from filelock import FileLock
 
 from tests.conftest import load_template
 from tests.infra.test_database_access import ADMIN_SECRET, KEY, NETWORK, synthesize
@@ -37,9 +40,21 @@ def bundle(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
-def variants(bundle):
+def variants(bundle, tmp_path_factory: pytest.TempPathFactory, worker_id: str) -> dict[str, dict]:
     """Every variant the docs offer, synthesized in process (cdk-nag errors and rule findings fail
-    the synth), once per session: the deploy truth's tests and `hybridsync check`'s share them."""
+    the synth), once per run: the deploy truth's tests and `hybridsync check`'s share them. Under
+    pytest-xdist the first worker that needs them synthesizes them and the others read its JSON (a
+    minute of synths each otherwise, whenever a worker steals one of their tests)."""
+    if worker_id == "master":  # not distributed
+        return synthesize_variants(bundle)
+    shared = tmp_path_factory.getbasetemp().parent / "variants.json"
+    with FileLock(f"{shared}.lock"):
+        if not shared.is_file():
+            shared.write_text(json.dumps(synthesize_variants(bundle)))
+    return json.loads(shared.read_text())
+
+
+def synthesize_variants(bundle: str) -> dict[str, dict]:
     existing = {"existing_db_secret_arn": ADMIN_SECRET, "db_root_certificates": bundle, **NETWORK}
     return {
         "default": synthesize(),

@@ -3,9 +3,13 @@ all bundled without Docker."""
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -49,22 +53,43 @@ SHIPPED = (
 PACKAGE_DATA = ("*.py", "*.mako")
 
 
+def layer_cache() -> Path:
+    """Where resolved dependency layers are kept: `$XDG_CACHE_HOME/hybridsync/layers`, else the
+    user's cache folder (delete it to resolve the requirements' ranges again)."""
+    return Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "hybridsync" / "layers"
+
+
 @jsii.implements(ILocalBundling)
 class _PipInstallLayer:
-    """`pip install --platform ... --only-binary=:all:` of the runtime requirements into python/."""
+    """`pip install --platform ... --only-binary=:all:` of the runtime requirements into python/,
+    once per requirements text and pip arguments on this machine: a synth into a fresh `cdk.out`
+    copies it from `layer_cache()`, as a synth into the same one reuses its bundle (CDK hashes the
+    layer's source, the requirements file)."""
 
     def __init__(self, requirements: Path):
         self.requirements = requirements
 
     def try_bundle(self, output_dir: str, *_options: Any, **_kw: Any) -> bool:
         platforms = [arg for p in WHEEL_PLATFORMS for arg in ("--platform", p)]
-        subprocess.run(
-            [sys.executable, "-m", "pip", "install", "-qq", "--disable-pip-version-check",
-             "--no-compile", "--only-binary=:all:", *platforms, "--implementation", "cp",
-             "--python-version", RUNTIME.name.removeprefix("python"),
-             "--target", str(Path(output_dir) / "python"), "-r", str(self.requirements)],
-            check=True,
-        )  # fmt: skip
+        arguments = ["--only-binary=:all:", *platforms, "--implementation", "cp",
+                     "--python-version", RUNTIME.name.removeprefix("python")]  # fmt: skip
+        key = hashlib.sha256("\0".join([*arguments, self.requirements.read_text()]).encode()).hexdigest()
+        resolved = layer_cache() / key[:16]
+        if not resolved.is_dir():
+            resolved.parent.mkdir(parents=True, exist_ok=True)
+            draft = Path(tempfile.mkdtemp(prefix=".draft-", dir=resolved.parent))
+            try:
+                subprocess.run(
+                    [sys.executable, "-m", "pip", "install", "-qq", "--disable-pip-version-check",
+                     "--no-compile", *arguments, "--target", str(draft / "python"),
+                     "-r", str(self.requirements)],
+                    check=True,
+                )  # fmt: skip
+                with contextlib.suppress(OSError):  # another synth resolved it first: either will do
+                    draft.rename(resolved)
+            finally:
+                shutil.rmtree(draft, ignore_errors=True)
+        shutil.copytree(resolved / "python", Path(output_dir) / "python", dirs_exist_ok=True)
         return True
 
 

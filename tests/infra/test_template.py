@@ -1,6 +1,7 @@
 """The synthesized templates (real `cdk synth`) render exactly the model's declaration."""
 
 import json
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,41 @@ def test_layer_was_bundled_without_docker_for_the_lambda_platform(cloud_assembly
     for package in ("aws_lambda_powertools", "sqlalchemy", "alembic", "psycopg", "certifi"):
         assert (layer / package).is_dir(), package
     assert "Amazon Root CA 1" in (layer / "certifi" / "cacert.pem").read_text()  # verify-full's roots
+
+
+def test_the_layer_is_resolved_once_per_requirements_and_copied_into_each_fresh_cdk_out(
+    tmp_path, monkeypatch
+):
+    """A synth into a fresh `cdk.out` (a CI job, a new clone, a new project) copies the layer
+    resolved before; a changed requirements text resolves again; a failed resolution keeps nothing."""
+    from hybridsync.cdk import assets
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    resolutions = []
+
+    def pip(command: list[str], check: bool) -> None:  # what `pip install --target` leaves
+        resolutions.append(command)
+        if "fails" in Path(command[-1]).read_text():
+            raise subprocess.CalledProcessError(1, command)
+        target = Path(command[command.index("--target") + 1])
+        (target / "certifi").mkdir(parents=True)
+        (target / "certifi" / "cacert.pem").write_text(Path(command[-1]).read_text())
+
+    monkeypatch.setattr(assets.subprocess, "run", pip)
+    requirements = tmp_path / "requirements-runtime.txt"
+    requirements.write_text("certifi>=2024.2.2\n")
+    layer = assets._PipInstallLayer(requirements)
+    for n in range(2):
+        assert layer.try_bundle(str(tmp_path / f"cdk.out{n}" / "asset.layer"))
+        copied = tmp_path / f"cdk.out{n}" / "asset.layer" / "python" / "certifi" / "cacert.pem"
+        assert copied.read_text() == "certifi>=2024.2.2\n"
+    assert len(resolutions) == 1 and "--only-binary=:all:" in resolutions[0]
+    requirements.write_text("certifi>=2025.1.1\n")
+    assert layer.try_bundle(str(tmp_path / "cdk.out2" / "asset.layer")) and len(resolutions) == 2
+    requirements.write_text("fails\n")
+    with pytest.raises(subprocess.CalledProcessError):
+        layer.try_bundle(str(tmp_path / "cdk.out3" / "asset.layer"))
+    assert len(list(assets.layer_cache().iterdir())) == 2  # the two resolved; no draft left behind
 
 
 def test_one_bundle_ships_exactly_the_engines_packages_and_the_shops(cloud_assembly, pipeline):

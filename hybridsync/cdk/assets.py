@@ -76,21 +76,27 @@ class _PipInstallLayer:
         key = hashlib.sha256("\0".join([*arguments, self.requirements.read_text()]).encode()).hexdigest()
         resolved = layer_cache() / key[:16]
         if not resolved.is_dir():
-            resolved.parent.mkdir(parents=True, exist_ok=True)
-            draft = Path(tempfile.mkdtemp(prefix=".draft-", dir=resolved.parent))
             try:
-                subprocess.run(
-                    [sys.executable, "-m", "pip", "install", "-qq", "--disable-pip-version-check",
-                     "--no-compile", *arguments, "--target", str(draft / "python"),
-                     "-r", str(self.requirements)],
-                    check=True,
-                )  # fmt: skip
+                resolved.parent.mkdir(parents=True, exist_ok=True)
+                draft = Path(tempfile.mkdtemp(prefix=".draft-", dir=resolved.parent))
+            except OSError:  # no cache to write (a read-only home): resolve into this cdk.out alone
+                self._install(arguments, Path(output_dir))
+                return True
+            try:
+                self._install(arguments, draft)
                 with contextlib.suppress(OSError):  # another synth resolved it first: either will do
                     draft.rename(resolved)
             finally:
                 shutil.rmtree(draft, ignore_errors=True)
         shutil.copytree(resolved / "python", Path(output_dir) / "python", dirs_exist_ok=True)
         return True
+
+    def _install(self, arguments: list[str], folder: Path) -> None:
+        subprocess.run(
+            [sys.executable, "-m", "pip", "install", "-qq", "--disable-pip-version-check", "--no-compile",
+             *arguments, "--target", str(folder / "python"), "-r", str(self.requirements)],
+            check=True,
+        )  # fmt: skip
 
 
 @jsii.implements(ILocalBundling)

@@ -587,6 +587,7 @@ def main() -> None:
           f"engine writes made through store after writes.* raised: {counts['fallbacks']}")  # fmt: skip
     print(json.dumps(figures))
     if figures["drift"] or not figures["aggregates_equal_recount"]:
+        workloads.keep(state)  # the app's logs say why
         raise SystemExit(1)
 
 

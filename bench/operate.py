@@ -75,7 +75,7 @@ class Run:
             "lambda": "LAMBDA_ENDPOINT",
             "dynamodbstreams": "DYNAMODB_STREAMS_ENDPOINT",
         }.get(service, "AWS_ENDPOINT")
-        return boto3.client(
+        return boto3.session.Session().client(  # a session each: the faults run in threads at once
             service,
             endpoint_url=self.names[endpoint],
             region_name="us-east-1",

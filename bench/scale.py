@@ -52,7 +52,7 @@ from hybridsync.model import config  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.aggregate import Aggregation  # noqa: E402
 from hybridsync.sync.outbox import PINS_ON_PURPOSE  # noqa: E402
-from hybridsync.workloads import scratch  # noqa: E402
+from hybridsync.workloads import keep, scratch  # noqa: E402
 from shop_workloads import demo  # noqa: E402
 from tests.integration.test_pinning import PINNING  # noqa: E402
 
@@ -192,10 +192,11 @@ def main() -> None:
         work = demo.Workload(customers=200, products=30, orders=600, players=60, follows=150)
     assembly = args.assembly or synth_if_stale(ROOT / "cdk.out")
     console = Console(stderr=True)
-    results = []
+    results, states = [], []
     os.environ["PGAPPNAME"] = "bench"  # this process's connections, told apart in the statement log
     for shards in counts:  # each on services of its own, as each would be deployed
         state = scratch(f"bench-scale-{shards}-")
+        states.append(state)
         with console.status(f"{shards} shard(s): the workload, then every check..."):
             url, stop_pg = logged_postgres(state / "postgres")
             os.environ["DATABASE_URL"] = url
@@ -227,6 +228,8 @@ def main() -> None:
     bad = [k for k in must_be_zero if figures[k]]
     bad += [f"no rollover at {r['shards']} shard(s)" for r in results if not r["rollovers"]]
     if bad or figures["pg_connections_peak"] > PG_CONNECTION_CAP or not all(r["caught_up"] for r in results):
+        for state in states:  # the statement logs and the apps' logs say why
+            keep(state)
         raise SystemExit(f"scale run failed: {bad or 'connections or catch-up'}")
 
 

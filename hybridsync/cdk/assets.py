@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import os
+import platform
 import shutil
 import subprocess
 import sys
@@ -53,6 +54,12 @@ SHIPPED = (
 PACKAGE_DATA = ("*.py", "*.mako")
 
 
+def pip_version() -> str:
+    from importlib.metadata import version
+
+    return version("pip")
+
+
 def layer_cache() -> Path:
     """Where resolved dependency layers are kept: `$XDG_CACHE_HOME/hybridsync/layers`, else the
     user's cache folder (delete it to resolve the requirements' ranges again)."""
@@ -73,22 +80,29 @@ class _PipInstallLayer:
         platforms = [arg for p in WHEEL_PLATFORMS for arg in ("--platform", p)]
         arguments = ["--only-binary=:all:", *platforms, "--implementation", "cp",
                      "--python-version", RUNTIME.name.removeprefix("python")]  # fmt: skip
-        key = hashlib.sha256("\0".join([*arguments, self.requirements.read_text()]).encode()).hexdigest()
-        resolved = layer_cache() / key[:16]
-        if not resolved.is_dir():
-            try:
-                resolved.parent.mkdir(parents=True, exist_ok=True)
-                draft = Path(tempfile.mkdtemp(prefix=".draft-", dir=resolved.parent))
-            except OSError:  # no cache to write (a read-only home): resolve into this cdk.out alone
-                self._install(arguments, Path(output_dir))
-                return True
-            try:
-                self._install(arguments, draft)
-                with contextlib.suppress(OSError):  # another synth resolved it first: either will do
-                    draft.rename(resolved)
-            finally:
-                shutil.rmtree(draft, ignore_errors=True)
-        shutil.copytree(resolved / "python", Path(output_dir) / "python", dirs_exist_ok=True)
+        # pip reads dependencies' markers against the interpreter it runs on, whatever the target
+        key = "\0".join(
+            [*arguments, sys.version, platform.machine(), pip_version(), self.requirements.read_text()]
+        )
+        resolved = layer_cache() / hashlib.sha256(key.encode()).hexdigest()[:16]
+        if (resolved / "complete").is_file():
+            shutil.copytree(resolved / "python", Path(output_dir) / "python", dirs_exist_ok=True)
+            return True
+        try:
+            resolved.parent.mkdir(parents=True, exist_ok=True)
+            draft = Path(tempfile.mkdtemp(prefix=".draft-", dir=resolved.parent))
+        except OSError:  # no cache to write (a read-only home): resolve into this cdk.out alone
+            self._install(arguments, Path(output_dir))
+            return True
+        try:
+            self._install(arguments, draft)
+            (draft / "complete").write_text("")  # last: an entry without it is not one
+            with contextlib.suppress(OSError):  # another synth resolved it first: either will do
+                draft.rename(resolved)
+            done = resolved if (resolved / "complete").is_file() else draft  # else a broken entry: ours
+            shutil.copytree(done / "python", Path(output_dir) / "python", dirs_exist_ok=True)
+        finally:
+            shutil.rmtree(draft, ignore_errors=True)
         return True
 
     def _install(self, arguments: list[str], folder: Path) -> None:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import sqlalchemy as sa
 from aws_cdk import App, Stack
+from aws_cdk.assertions import Template
 from aws_cdk.cx_api import SynthesisMessageLevel
 
 from hybridsync import truth
@@ -55,7 +56,8 @@ def synthesize(**context: str) -> dict[str, dict]:
 
 def synthesized(app: App, stacks: Iterable[Stack]) -> list[dict]:
     """Each stack's template from one synth of the app, none with an error annotation (cdk-nag's, the
-    stacks' own). Not `Annotations.from_stack`: it synthesizes the whole app again, per stack."""
+    stacks' own) nor a cycle between its resources (`Template` checks). Not `Annotations.from_stack`:
+    it synthesizes the whole app again, per stack."""
     assembly = app.synth()
     templates = []
     for stack in stacks:
@@ -64,7 +66,7 @@ def synthesized(app: App, stacks: Iterable[Stack]) -> list[dict]:
             f"{m.id}: {m.entry.data}" for m in artifact.messages if m.level == SynthesisMessageLevel.ERROR
         ]
         assert errors == [], f"{stack.stack_name}:\n" + "\n".join(errors)
-        templates.append(artifact.template)
+        templates.append(Template.from_json(artifact.template).to_json())  # it checks for cycles
     return templates
 
 

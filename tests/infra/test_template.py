@@ -146,10 +146,17 @@ def test_the_layer_is_resolved_once_per_requirements_and_copied_into_each_fresh_
     with pytest.raises(subprocess.CalledProcessError):
         layer.try_bundle(str(tmp_path / "cdk.out3" / "asset.layer"))
     assert len(list(assets.layer_cache().iterdir())) == 2  # the two resolved; no draft left behind
+    (entry,) = [
+        e for e in assets.layer_cache().iterdir() if "2025" in (e / "python/certifi/cacert.pem").read_text()
+    ]
+    (entry / "complete").unlink()  # an entry a cache cleaner cut short: resolved again, copied whole
+    requirements.write_text("certifi>=2025.1.1\n")
+    assert layer.try_bundle(str(tmp_path / "cdk.out5" / "asset.layer")) and len(resolutions) == 4
+    assert (tmp_path / "cdk.out5" / "asset.layer" / "python" / "certifi" / "cacert.pem").is_file()
     (tmp_path / "a-file").write_text("")  # no cache can be made there (as in a read-only home)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "a-file"))
     requirements.write_text("certifi>=2026.1.1\n")
-    assert layer.try_bundle(str(tmp_path / "cdk.out4" / "asset.layer")) and len(resolutions) == 4
+    assert layer.try_bundle(str(tmp_path / "cdk.out4" / "asset.layer")) and len(resolutions) == 5
     copied = tmp_path / "cdk.out4" / "asset.layer" / "python" / "certifi" / "cacert.pem"
     assert copied.read_text() == "certifi>=2026.1.1\n"  # resolved straight into the cdk.out
 

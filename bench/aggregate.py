@@ -41,7 +41,6 @@ from hybridsync import local, workloads  # noqa: E402
 from hybridsync.local.dynamodb import streams  # noqa: E402
 from hybridsync.model.convert import marshal, unmarshal  # noqa: E402
 from hybridsync.sync import aggregate  # noqa: E402
-from hybridsync.workloads import scratch  # noqa: E402
 from shop.model import CANCELLED, MODEL, ORDER_LINE  # noqa: E402
 
 AGGREGATION = aggregate.Aggregation(MODEL)
@@ -145,7 +144,7 @@ def main() -> None:
     batches = [DEPLOYED_BATCH] if args.quick or args.smoke else [DEPLOYED_BATCH, 1000]
     count = 400 if args.smoke else RECORDS
 
-    with local.start(scratch("bench-"), prefix="bench") as stack:
+    with local.start(workloads.scratch("bench-"), prefix="bench") as stack:
         records, shard = workload(stack, count)
         clean = recount(records)
         print(f"{count:,} records, {len(clean):,} aggregate items in the clean recount")

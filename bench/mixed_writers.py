@@ -77,7 +77,6 @@ from hybridsync.model.declare import Entity  # noqa: E402
 from hybridsync.model.errors import Conflict  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.aggregate import Aggregation  # noqa: E402
-from hybridsync.workloads import scratch  # noqa: E402
 from shop.model import CANCELLED, MAX_QUANTITY, MODEL, OPEN, ORDER, ORDER_LINE, SHIPPED  # noqa: E402
 
 MIXES = {"engine": ("engine", "engine"), "plain": ("plain", "plain"), "mixed": ("engine", "plain")}
@@ -477,7 +476,7 @@ def main() -> None:
     seconds = args.seconds or (3 if args.smoke else 20 if args.quick else 60)
     seed = args.seed or random.randrange(1, 2**31)
     assembly_dir = args.assembly or synth_if_stale(ROOT / "cdk.out")
-    state = scratch("bench-mixed-")
+    state = workloads.scratch("bench-mixed-")
     assembly_dir = tuned_assembly(assembly_dir, state / "assembly", MaximumBatchingWindowInSeconds=0)
     run = f"mw{seed % 10_000:04d}"
     figures: dict[str, Any] = {"seed": seed, "seconds_per_mix": seconds, "shards": args.shards,

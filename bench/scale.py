@@ -52,7 +52,6 @@ from hybridsync.model import config  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.aggregate import Aggregation  # noqa: E402
 from hybridsync.sync.outbox import PINS_ON_PURPOSE  # noqa: E402
-from hybridsync.workloads import keep, scratch  # noqa: E402
 from shop_workloads import demo  # noqa: E402
 from tests.integration.test_pinning import PINNING  # noqa: E402
 
@@ -195,7 +194,7 @@ def main() -> None:
     results, states = [], []
     os.environ["PGAPPNAME"] = "bench"  # this process's connections, told apart in the statement log
     for shards in counts:  # each on services of its own, as each would be deployed
-        state = scratch(f"bench-scale-{shards}-")
+        state = workloads.scratch(f"bench-scale-{shards}-")
         states.append(state)
         with console.status(f"{shards} shard(s): the workload, then every check..."):
             url, stop_pg = logged_postgres(state / "postgres")
@@ -229,7 +228,7 @@ def main() -> None:
     bad += [f"no rollover at {r['shards']} shard(s)" for r in results if not r["rollovers"]]
     if bad or figures["pg_connections_peak"] > PG_CONNECTION_CAP or not all(r["caught_up"] for r in results):
         for state in states:  # the statement logs and the apps' logs say why
-            keep(state)
+            workloads.keep(state)
         raise SystemExit(f"scale run failed: {bad or 'connections or catch-up'}")
 
 

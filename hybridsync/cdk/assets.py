@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from importlib.metadata import version
 from pathlib import Path
 from typing import Any
 
@@ -54,12 +55,6 @@ SHIPPED = (
 PACKAGE_DATA = ("*.py", "*.mako")
 
 
-def pip_version() -> str:
-    from importlib.metadata import version
-
-    return version("pip")
-
-
 def layer_cache() -> Path:
     """Where resolved dependency layers are kept: `$XDG_CACHE_HOME/hybridsync/layers`, else the
     user's cache folder (delete it to resolve the requirements' ranges again)."""
@@ -82,7 +77,7 @@ class _PipInstallLayer:
                      "--python-version", RUNTIME.name.removeprefix("python")]  # fmt: skip
         # pip reads dependencies' markers against the interpreter it runs on, whatever the target
         key = "\0".join(
-            [*arguments, sys.version, platform.machine(), pip_version(), self.requirements.read_text()]
+            [*arguments, sys.version, platform.machine(), version("pip"), self.requirements.read_text()]
         )
         resolved = layer_cache() / hashlib.sha256(key.encode()).hexdigest()[:16]
         if (resolved / "complete").is_file():

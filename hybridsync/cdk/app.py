@@ -3,6 +3,7 @@ the synth that refuses templates the deploy truth finds fault with (see hybridsy
 
 from __future__ import annotations
 
+import os
 import sys
 
 from aws_cdk import App, Aspects, Environment, cx_api
@@ -15,7 +16,7 @@ from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.model import config
-from hybridsync.model.declare import Model
+from hybridsync.model.declare import Model, regions
 from hybridsync.truth import DeployTruthError, Templates, context, enforce
 from hybridsync.truth.context import SETTINGS
 
@@ -24,16 +25,40 @@ def _flag(app: App, name: str) -> bool:
     return bool(context.read(app, name))
 
 
-def _environment(app: App) -> Environment | None:
+def _environment(app: App, model: Model) -> Environment | None:
     """A customer-managed key (`-c kms_key_arn=`) lives in one account and region: the stacks are
-    pinned to them (a table's KMS settings cannot be rendered for any region)."""
+    pinned to them (a table's KMS settings cannot be rendered for any region). Replicas pin the
+    stacks to their home Region (CDK renders no replica in a Region-agnostic stack)."""
     arn = app.node.try_get_context("kms_key_arn")
-    if not arn:
-        return None
-    parts = str(arn).split(":")
-    if len(parts) < 6 or parts[2] != "kms" or not parts[5].startswith("key/"):
-        raise ValueError(f"-c kms_key_arn={arn}: not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)")
-    return Environment(account=parts[4], region=parts[3])
+    pinned = None
+    if arn:
+        parts = str(arn).split(":")
+        if len(parts) < 6 or parts[2] != "kms" or not parts[5].startswith("key/"):
+            raise ValueError(
+                f"-c kms_key_arn={arn}: not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)"
+            )
+        pinned = Environment(account=parts[4], region=parts[3])
+    replicated = {t.name: context.replicas(app, t) for t in model.tables if context.replicas(app, t)}
+    if not replicated:
+        return pinned
+    if pinned:  # a key is regional: each replica would need one of its own (replicaKeyArns)
+        raise ValueError(
+            "replicas with -c kms_key_arn: a KMS key serves one Region and each replica needs its own; "
+            "hybridsync does not take replicas' keys yet: drop one of the two"
+        )
+    home = app.node.try_get_context("home_region") or os.environ.get("CDK_DEFAULT_REGION")
+    if not home:
+        raise ValueError(
+            "replicas need a home Region, where PostgreSQL's writer and the consumers run: "
+            "-c home_region=us-east-1, or a CLI profile with a Region"
+        )
+    (home,) = regions((str(home),), "-c home_region")
+    for table, where in replicated.items():
+        if home in where:
+            raise ValueError(
+                f"table {table!r}: its replicas name the home Region {home}; replicas are the others"
+            )
+    return Environment(region=home)  # no account: nothing is looked up at synth
 
 
 def build(app: App, model: Model | None = None) -> dict[str, object]:
@@ -43,7 +68,7 @@ def build(app: App, model: Model | None = None) -> dict[str, object]:
     model = model or config.model(spec)
     prefix = app.node.try_get_context("prefix") or SETTINGS["prefix"].default
     dev = _flag(app, "dev")
-    env = _environment(app)
+    env = _environment(app, model)
     data = DataStack(app, f"{prefix}-data", model=model, dev=dev, env=env)
     database = DatabaseStack(app, f"{prefix}-database", dev=dev, env=env)
     pipeline = PipelineStack(

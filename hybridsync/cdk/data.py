@@ -189,6 +189,7 @@ class DataStack(Stack):
             return next((limits[n] for n in (*named, table.name, "*") if n in limits), None)
 
         changes = self.kinesis_streams.get(table.name)
+        replicas = context.replicas(self, table)
         rendered = dynamodb.TableV2(
             self,
             f"{title(table.name)}Table",
@@ -201,7 +202,9 @@ class DataStack(Stack):
             # stream costs nothing, and the table (and the local app, which replays it) stays as it was
             dynamo_stream=_STREAMS[table.stream] if table.stream else None,
             kinesis_stream=changes,
-            time_to_live_attribute=table.ttl_attribute,
+            time_to_live_attribute=table.ttl_attribute,  # a global table's: every replica's
+            # MREC (the default mode): each replica its own stream, carrying every write it applies
+            replicas=[dynamodb.ReplicaTableProps(region=region) for region in replicas] or None,
             encryption=dynamodb.TableEncryptionV2.customer_managed_key(key)
             if key
             else dynamodb.TableEncryptionV2.aws_managed_key(),
@@ -226,8 +229,10 @@ class DataStack(Stack):
             or None,
         )
         if changes is not None:  # TableV2 has no precision; the engine orders a key's changes by it
-            # (EnableKinesisStreamingConfiguration: ApproximateCreationDateTimePrecision)
+            # (EnableKinesisStreamingConfiguration: ApproximateCreationDateTimePrecision). The home
+            # replica's, which TableV2 renders after the others
             rendered.node.default_child.add_property_override(  # type: ignore[union-attr]
-                "Replicas.0.KinesisStreamSpecification.ApproximateCreationDateTimePrecision", "MICROSECOND"
+                f"Replicas.{len(replicas)}.KinesisStreamSpecification.ApproximateCreationDateTimePrecision",
+                "MICROSECOND",
             )
         return rendered

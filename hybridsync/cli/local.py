@@ -190,6 +190,7 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
         try:
             app.start(http_port=args.port)
             stack.table_names = dict(app.table_names)
+            stack.region = assembly.region  # the stacks' own Region, when they are pinned to one
             stack.bucket_names = {c.removesuffix("Bucket").lower(): name for c, name in app.buckets.items()}
             env_file = state / "env"
             env = stack.environment() | app.failure_environment()

@@ -28,7 +28,6 @@ from hybridsync.local.kinesis.streams import KinesisStreams
 from hybridsync.local.names import name_things
 from hybridsync.local.storage import Storage
 from hybridsync.local.template import ACCOUNT, Assembly
-from hybridsync.runtime import aws
 
 # What the app answered for itself before its services had rooms (cli/, tests, the Lambda API read
 # them): name -> the attribute of the app that holds it now (`_account`: the Account its services share).
@@ -67,7 +66,7 @@ class LocalApp:
         database_url: str,
         state_dir: Path,
         prefix: str = "hybridsync",
-        region: str = aws.LOCAL_REGION,
+        region: str | None = None,  # the assembly's (its stacks' Region, else us-east-1)
         faults: FaultPlan | None = None,
         iam: bool = True,
         shards: int = 1,
@@ -82,6 +81,7 @@ class LocalApp:
             raise ValueError("shards must be at least 1, and a shard's lifetime and records positive")
         if retention_s is not None and retention_s <= 0:
             raise ValueError("the retention must be positive")
+        region = region or assembly.region
         self._account = account = Account(
             assembly, state_dir, prefix, region, dynamodb_endpoint, services_endpoint, database_url,
             faults=Faults(faults) if faults and faults.active else None, iam=iam, retention_s=retention_s,

@@ -95,16 +95,20 @@ class Assembly:
     values: dict[tuple[str, str], dict[str, Any]] = field(default_factory=dict)
 
     @classmethod
-    def load(cls, directory: Path, region: str = "us-east-1") -> Assembly:
+    def load(cls, directory: Path, region: str | None = None) -> Assembly:
+        """The assembly in `directory`, run in `region`: by default the one its stacks are pinned
+        to (a key's or the home Region of replicas: `aws://<account>/<region>`), else us-east-1."""
         manifest = json.loads((directory / "manifest.json").read_text())
+        stacks = {n: a for n, a in manifest["artifacts"].items() if a["type"] == "aws:cloudformation:stack"}
         templates = {
             name: json.loads((directory / artifact["properties"]["templateFile"]).read_text())
-            for name, artifact in manifest["artifacts"].items()
-            if artifact["type"] == "aws:cloudformation:stack"
+            for name, artifact in stacks.items()
         }
         if not templates:
             raise TemplateError(f"no stacks in {directory}")
-        return cls(directory, templates, region)
+        pinned = {str(a.get("environment", "")).rsplit("/", 1)[-1] for a in stacks.values()}
+        pinned.discard("unknown-region")
+        return cls(directory, templates, region or (pinned.pop() if len(pinned) == 1 else "us-east-1"))
 
     def resources(self, type_: str) -> Iterator[Resource]:
         for stack, template in self.templates.items():

@@ -40,7 +40,7 @@ from hybridsync.truth.policies import allows, denials
 from hybridsync.truth.readers import kinesis_reader_rules, reader_rules
 from hybridsync.truth.routes import Network, needed_services, network, network_rules, reach
 from hybridsync.truth.ruleset import RULES, check, enforce
-from hybridsync.truth.templates import Id, Templates, listed, secrets_of
+from hybridsync.truth.templates import Id, Templates, home_replica, listed, secrets_of
 from hybridsync.truth.topics import topic_rules
 
 __all__ = [
@@ -75,6 +75,7 @@ __all__ = [
     "enforce",
     "engine_metrics",
     "freshness_rules",
+    "home_replica",
     "kinesis_reader_rules",
     "kms_rules",
     "listed",

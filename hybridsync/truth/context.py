@@ -48,6 +48,12 @@ SETTINGS: dict[str, Setting] = {
                                  "queues, buckets, secrets and the cluster; the alarm topic gets a key "
                                  "of its own whose policy lets CloudWatch use it. Pins the stacks to "
                                  "the key's account and region"),
+    "replica_regions": Setting(None, "comma-separated Regions every table without replicas of its own "
+                                     "is also a replica in (a global table, version 2019.11.21); the "
+                                     "engine's consumers run in the home Region only"),
+    "home_region": Setting(None, "with replicas: the Region the stacks deploy to, where PostgreSQL's "
+                                 "writer and every consumer run (unset: the key's Region with "
+                                 "`kms_key_arn`, else the CLI's, `CDK_DEFAULT_REGION`)"),
     "max_read_request_units": Setting(None, "on-demand maximum reads per second: N for every table and "
                                             "GSI, or `table=N,table/index=N,...`"),
     "max_write_request_units": Setting(None, "on-demand maximum writes per second, as "
@@ -200,3 +206,13 @@ def change_source(scope: Any, table: Any) -> str:
     if source not in CHANGE_SOURCES:
         raise ValueError(f"-c change_source={source}: one of {', '.join(CHANGE_SOURCES)}")
     return source
+
+
+def replicas(scope: Any, table: Any) -> tuple[str, ...]:
+    """The Regions `table` (hybridsync.model.declare.Table) is also a replica in: its own
+    `replicas`, else `-c replica_regions`; () for a table of one Region."""
+    from hybridsync.model.declare import regions
+
+    if table.replicas:
+        return tuple(table.replicas)
+    return regions(str(read(scope, "replica_regions") or ""), "-c replica_regions")

@@ -11,7 +11,7 @@ from typing import Any
 from hybridsync.truth.facts import PAGES
 from hybridsync.truth.findings import Finding
 from hybridsync.truth.policies import denials, described
-from hybridsync.truth.templates import Id, Templates, listed, secrets_of
+from hybridsync.truth.templates import Id, Templates, home_replica, listed, secrets_of
 
 
 def _key_of(templates: Templates, ident: Id, resource: dict[str, Any]) -> Any:
@@ -28,10 +28,8 @@ def _key_of(templates: Templates, ident: Id, resource: dict[str, Any]) -> Any:
     elif kind == "AWS::Kinesis::Stream":
         key = properties.get("StreamEncryption", {}).get("KeyId")
     elif kind in ("AWS::DynamoDB::GlobalTable", "AWS::DynamoDB::Table"):
-        replicas = properties.get("Replicas", [{}])
-        key = (replicas[0].get("SSESpecification") or properties.get("SSESpecification") or {}).get(
-            "KMSMasterKeyId"
-        )
+        home = home_replica(properties)
+        key = (home.get("SSESpecification") or properties.get("SSESpecification") or {}).get("KMSMasterKeyId")
     else:
         return None
     return None if key is None or "alias/aws/" in json.dumps(key) else key

@@ -113,6 +113,16 @@ def listed(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [] if value is None else [value]
 
 
+def home_replica(properties: dict[str, Any]) -> dict[str, Any]:
+    """A table's replica in the Region its stack deploys to (`AWS::DynamoDB::GlobalTable`'s
+    `Replicas`; {} for a plain table): the one whose Region is the stack's own (`Ref: AWS::Region`,
+    a Region-agnostic stack's only replica), else the last (TableV2 renders a pinned stack's own
+    replica after the others)."""
+    replicas = listed(properties.get("Replicas"))
+    own = [r for r in replicas if r.get("Region") == {"Ref": "AWS::Region"}]
+    return (own or replicas or [{}])[-1]
+
+
 def secrets_of(templates: Templates, stack: str, value: Any) -> set[Id]:
     """The secrets a value names, through a target attachment (RDS's secret of a cluster)."""
     found = set()

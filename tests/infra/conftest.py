@@ -68,4 +68,8 @@ def synthesize_variants(bundle: str) -> dict[str, dict]:
         "existing_routes": synthesize(**existing, existing_db_endpoints="false"),
         "economy": synthesize(freshness="economy"),
         "kinesis": synthesize(change_source="kinesis"),
+        "replicas": synthesize(replica_regions="us-west-2,eu-west-1", home_region="us-east-1"),
+        "replicas_kinesis": synthesize(
+            replica_regions="us-west-2", home_region="eu-central-1", change_source="kinesis"
+        ),
     }

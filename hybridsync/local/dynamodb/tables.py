@@ -11,6 +11,7 @@ from hybridsync.local import create_table
 from hybridsync.local.account import Account
 from hybridsync.local.dynamodb.ttl import TtlSweeper
 from hybridsync.local.template import Assembly, Resource
+from hybridsync.truth import home_replica
 
 
 def table_name(prefix: str, table: Resource) -> str:
@@ -60,7 +61,7 @@ class Tables:
         for table in account.table_resources():
             name = account.tables[table.construct]
             properties = table.properties
-            destination = (properties.get("Replicas") or [{}])[0].get("KinesisStreamSpecification") or (
+            destination = home_replica(properties).get("KinesisStreamSpecification") or (
                 properties.get("KinesisStreamSpecification")
             )
             if destination:  # the Kinesis destination's pump reads the table's own stream (kinesis/models.py)

@@ -11,6 +11,7 @@ from hybridsync.local.account import Account
 from hybridsync.local.iam import policies
 from hybridsync.local.postgres.logins import Logins
 from hybridsync.local.template import Resource
+from hybridsync.truth import home_replica
 
 
 class Roles:
@@ -70,9 +71,9 @@ class Roles:
                 ):
                     found[f"arn:aws:s3:::{self.account.buckets[bucket.construct]}"] = key
         for table in self.account.table_resources():  # their streams' records
-            sse = (table.properties.get("Replicas") or [{}])[0].get(
-                "SSESpecification"
-            ) or table.properties.get("SSESpecification", {})
+            sse = home_replica(table.properties).get("SSESpecification") or table.properties.get(
+                "SSESpecification", {}
+            )
             stream = a.resolve(table.stack, {"Fn::GetAtt": [table.logical_id, "StreamArn"]})
             if stream and (key := customer(table.stack, sse.get("KMSMasterKeyId"))):
                 found[str(stream)] = key

@@ -80,6 +80,7 @@ from hybridsync.model.declare.tables import (
     Side,
     StreamView,
     Table,
+    regions,
 )
 from hybridsync.model.declare.timeseries import (
     Period,
@@ -140,4 +141,5 @@ __all__ = [
     "literal_head",
     "partitions_of",
     "reads",
+    "regions",
 ]

@@ -4,6 +4,7 @@ and the tables themselves, with the CreateTable call each renders."""
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from enum import Enum, StrEnum
 from functools import cached_property
@@ -115,6 +116,21 @@ class StreamView(StrEnum):
 NEW_AND_OLD_IMAGES = StreamView.NEW_AND_OLD_IMAGES
 # Where a table's changes are read from: its DynamoDB stream, or Kinesis Data Streams for DynamoDB.
 CHANGE_SOURCES = ("dynamodb", "kinesis")
+# An AWS Region's name (`us-east-1`, `us-gov-west-1`, `ap-southeast-2`): where a replica lives.
+REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")
+
+
+def regions(names: str | tuple[str, ...] | list[str], what: str) -> tuple[str, ...]:
+    """Region names, each checked (one comma-separated string, as `-c replica_regions` gives them,
+    or a sequence); a ValueError naming `what` otherwise."""
+    given = [n.strip() for n in names.split(",")] if isinstance(names, str) else [str(n) for n in names]
+    given = [n for n in given if n]
+    wrong = [n for n in given if not REGION.match(n)]
+    if wrong:
+        raise ValueError(f"{what}: {', '.join(map(repr, wrong))} is not an AWS Region (e.g. us-west-2)")
+    if len(set(given)) < len(given):
+        raise ValueError(f"{what}: a Region is named twice ({', '.join(given)})")
+    return tuple(given)
 
 
 @dataclass(frozen=True)
@@ -141,7 +157,10 @@ class Table:
     `distinct_index`: a KEYS_ONLY index keyed on the engine's `#static` items, one per item
     collection the write path fills, so listing every partition key reads it, not the table.
     `change_source`: where its changes are read from, `"dynamodb"` (its DynamoDB stream) or
-    `"kinesis"` (Kinesis Data Streams for DynamoDB); None: the app's `-c change_source`."""
+    `"kinesis"` (Kinesis Data Streams for DynamoDB); None: the app's `-c change_source`.
+    `replicas`: the other Regions the table is a global table in (version 2019.11.21, multi-Region
+    eventual consistency), besides the home Region the stacks deploy to; empty: the app's
+    `-c replica_regions`."""
 
     name: str
     partition: KeyAttribute
@@ -152,8 +171,15 @@ class Table:
     purpose: str = ""
     distinct_index: str | None = None
     change_source: str | None = None
+    replicas: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "replicas", regions(self.replicas, f"table {self.name!r}: replicas"))
+        if self.replicas and self.stream is None:  # the engine reads the home replica's stream
+            raise ValueError(
+                f"table {self.name!r}: replicas need stream=NEW_AND_OLD_IMAGES (a global table with "
+                "more than one replica has its streams on: CloudFormation's StreamSpecification)"
+            )
         if self.change_source not in (None, *CHANGE_SOURCES):
             raise ValueError(
                 f"table {self.name!r}: change_source must be one of {CHANGE_SOURCES}, "

@@ -1,0 +1,84 @@
+"""Replicas as declared (a table's own, or the app's `-c replica_regions`), and the local app in the
+Region a replicated app's stacks are pinned to (its home Region)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from hybridsync.local.template import Assembly
+from hybridsync.model.declare import NEW_AND_OLD_IMAGES, KeyAttribute, Table
+from hybridsync.truth import context, home_replica
+
+
+def table(**replicas: object) -> Table:
+    return Table("t", KeyAttribute("pk"), stream=NEW_AND_OLD_IMAGES, **replicas)  # type: ignore[arg-type]
+
+
+def scope(**given: str) -> SimpleNamespace:
+    """What the settings read from a construct: its node's context."""
+    return SimpleNamespace(node=SimpleNamespace(try_get_context=given.get))
+
+
+def test_a_table_takes_its_replicas_as_region_names():
+    assert table(replicas=["us-west-2", "eu-west-1"]).replicas == ("us-west-2", "eu-west-1")
+    assert table(replicas=("us-gov-west-1",)).replicas == ("us-gov-west-1",)
+    assert table().replicas == ()
+
+
+@pytest.mark.parametrize(
+    ("replicas", "refused"),
+    [
+        (("us-west-2", "Oregon"), "'Oregon' is not an AWS Region"),
+        (("us-west-2", "us-west-2"), "a Region is named twice"),
+    ],
+)
+def test_a_replica_that_is_no_region_is_refused_naming_the_table(replicas, refused):
+    with pytest.raises(ValueError, match=f"table 't': replicas: {refused}"):
+        table(replicas=replicas)
+
+
+def test_replicas_need_the_stream_the_engine_reads():
+    with pytest.raises(ValueError, match="replicas need stream=NEW_AND_OLD_IMAGES"):
+        Table("t", KeyAttribute("pk"), replicas=("us-west-2",))
+
+
+def test_a_tables_own_replicas_come_before_the_apps():
+    app = scope(replica_regions="us-west-2, eu-west-1")
+    assert context.replicas(app, table()) == ("us-west-2", "eu-west-1")
+    assert context.replicas(app, table(replicas=("ap-south-1",))) == ("ap-south-1",)
+    assert context.replicas(scope(), table()) == ()
+    with pytest.raises(ValueError, match="-c replica_regions: 'west' is not an AWS Region"):
+        context.replicas(scope(replica_regions="west"), table())
+
+
+def test_the_home_replica_is_the_stacks_own_else_the_last():
+    own = {"Region": {"Ref": "AWS::Region"}, "SSESpecification": {"KMSMasterKeyId": "k"}}
+    assert home_replica({"Replicas": [own]}) is own
+    pinned = [{"Region": "us-west-2"}, {"Region": "eu-west-1", "KinesisStreamSpecification": {}}]
+    assert home_replica({"Replicas": pinned}) is pinned[-1]
+    assert home_replica({"TableName": "plain"}) == {}
+
+
+def assembly(folder: Path, *environments: str) -> Path:
+    artifacts = {}
+    for n, environment in enumerate(environments):
+        (folder / f"s{n}.template.json").write_text(json.dumps({"Resources": {}}))
+        artifacts[f"s{n}"] = {"type": "aws:cloudformation:stack", "environment": environment,
+                              "properties": {"templateFile": f"s{n}.template.json"}}  # fmt: skip
+    (folder / "manifest.json").write_text(json.dumps({"artifacts": artifacts}))
+    return folder
+
+
+def test_the_local_app_runs_in_the_region_its_stacks_are_pinned_to(tmp_path):
+    for name, environments, region in (
+        ("agnostic", ["aws://unknown-account/unknown-region"] * 2, "us-east-1"),
+        ("home", ["aws://unknown-account/eu-west-1"] * 2, "eu-west-1"),
+        ("key", ["aws://123456789012/ap-south-1"], "ap-south-1"),
+    ):
+        (tmp_path / name).mkdir()
+        assert Assembly.load(assembly(tmp_path / name, *environments)).region == region, name
+    assert Assembly.load(tmp_path / "home", region="us-west-2").region == "us-west-2"  # as asked

@@ -3,7 +3,6 @@ the synth that refuses templates the deploy truth finds fault with (see hybridsy
 
 from __future__ import annotations
 
-import os
 import sys
 
 from aws_cdk import App, Aspects, Environment, cx_api
@@ -16,7 +15,7 @@ from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.model import config
-from hybridsync.model.declare import Model, regions
+from hybridsync.model.declare import Model, partition_of, regions
 from hybridsync.truth import DeployTruthError, Templates, context, enforce
 from hybridsync.truth.context import SETTINGS
 
@@ -46,17 +45,24 @@ def _environment(app: App, model: Model) -> Environment | None:
             "replicas with -c kms_key_arn: a KMS key serves one Region and each replica needs its own; "
             "hybridsync does not take replicas' keys yet: drop one of the two"
         )
-    home = app.node.try_get_context("home_region") or os.environ.get("CDK_DEFAULT_REGION")
+    # said, never taken from the CLI's profile: the stateful stacks would follow whoever runs synth
+    home = app.node.try_get_context("home_region")
     if not home:
         raise ValueError(
             "replicas need a home Region, where PostgreSQL's writer and the consumers run: "
-            "-c home_region=us-east-1, or a CLI profile with a Region"
+            '"home_region": "us-east-1" in cdk.json\'s context (or -c home_region=us-east-1)'
         )
     (home,) = regions((str(home),), "-c home_region")
     for table, where in replicated.items():
         if home in where:
             raise ValueError(
                 f"table {table!r}: its replicas name the home Region {home}; replicas are the others"
+            )
+        # partitions share no account, so no table spans two (aws, aws-cn, aws-us-gov, ...)
+        if len(spans := {partition_of(r) for r in (home, *where)}) > 1:
+            raise ValueError(
+                f"table {table!r}: {home} and its replicas {', '.join(where)} are in different AWS "
+                f"partitions ({', '.join(sorted(map(str, spans)))}); a global table stays in one"
             )
     return Environment(region=home)  # no account: nothing is looked up at synth
 

@@ -51,9 +51,9 @@ SETTINGS: dict[str, Setting] = {
     "replica_regions": Setting(None, "comma-separated Regions every table without replicas of its own "
                                      "is also a replica in (a global table, version 2019.11.21); the "
                                      "engine's consumers run in the home Region only"),
-    "home_region": Setting(None, "with replicas: the Region the stacks deploy to, where PostgreSQL's "
-                                 "writer and every consumer run (unset: the key's Region with "
-                                 "`kms_key_arn`, else the CLI's, `CDK_DEFAULT_REGION`)"),
+    "home_region": Setting(None, "with replicas, required: the Region the stacks deploy to, where "
+                                 "PostgreSQL's writer and every consumer run (never the CLI profile's: "
+                                 "the stacks must not follow whoever runs synth)"),
     "max_read_request_units": Setting(None, "on-demand maximum reads per second: N for every table and "
                                             "GSI, or `table=N,table/index=N,...`"),
     "max_write_request_units": Setting(None, "on-demand maximum writes per second, as "

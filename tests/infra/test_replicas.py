@@ -51,7 +51,7 @@ def test_the_kinesis_precision_is_set_on_the_home_replica(variants):
     for properties in tables(variants["replicas_kinesis"]).values():
         replicas = properties["Replicas"]
         assert [r["Region"] for r in replicas] == ["us-west-2", "eu-central-1"]
-        assert home_replica(properties) is replicas[-1]
+        assert home_replica(properties)["Region"] == "eu-central-1"
         assert "KinesisStreamSpecification" not in replicas[0]  # the home replica alone feeds Kinesis
         if destination := replicas[-1].get("KinesisStreamSpecification"):
             assert destination["ApproximateCreationDateTimePrecision"] == "MICROSECOND"
@@ -72,17 +72,21 @@ def test_a_plain_table_s_replica_is_its_stacks_own(variants):
         ({"replica_regions": "us-west-2,us-east-1", "home_region": "us-east-1"}, "the home Region us-east-1"),
         ({"replica_regions": "us-west-2,west", "home_region": "us-east-1"}, "'west' is not an AWS Region"),
         ({"replica_regions": "us-west-2", "home_region": "Ohio"}, "home_region: 'Ohio' is not an AWS Region"),
+        ({"replica_regions": "cn-north-1", "home_region": "us-east-1"}, "different AWS partitions"),
     ],
 )
-def test_what_cannot_be_rendered_is_refused_in_one_sentence(context, refused, monkeypatch):
-    monkeypatch.delenv("CDK_DEFAULT_REGION", raising=False)  # a CLI profile's Region would be the home
+def test_what_cannot_be_rendered_is_refused_in_one_sentence(context, refused):
     flags = json.loads((ROOT / "cdk.json").read_text())["context"]
     with pytest.raises(ValueError, match=refused):
         build(App(context={**flags, **context, "aws:cdk:bundling-stacks": []}))
 
 
-def test_the_cli_profiles_region_is_home_when_none_is_given(monkeypatch):
+def test_the_home_region_is_said_never_taken_from_the_cli_profile(monkeypatch):
+    """The stacks hold the data: a synth run under another profile must not move them."""
     monkeypatch.setenv("CDK_DEFAULT_REGION", "ap-southeast-2")
     flags = json.loads((ROOT / "cdk.json").read_text())["context"]
-    stacks = build(App(context={**flags, "replica_regions": "us-west-2", "aws:cdk:bundling-stacks": []}))
-    assert {stack.region for stack in stacks.values()} == {"ap-southeast-2"}  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="replicas need a home Region"):
+        build(App(context={**flags, "replica_regions": "us-west-2", "aws:cdk:bundling-stacks": []}))
+    stacks = build(App(context={**flags, "replica_regions": "us-west-2", "home_region": "eu-west-1",
+                                "aws:cdk:bundling-stacks": []}))  # fmt: skip
+    assert {stack.region for stack in stacks.values()} == {"eu-west-1"}  # type: ignore[attr-defined]

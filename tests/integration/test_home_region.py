@@ -6,6 +6,7 @@ from __future__ import annotations
 import uuid
 from types import SimpleNamespace
 
+from hybridsync import local
 from hybridsync.local.storage import Storage
 from hybridsync.runtime import aws
 
@@ -22,4 +23,7 @@ def test_the_apps_buckets_are_made_in_its_region(stack):
     Storage(account).create_buckets(account)  # type: ignore[arg-type]
     s3 = account.client("s3")
     assert s3.get_bucket_location(Bucket=name)["LocationConstraint"] == "eu-west-1"
-    Storage(account).create_buckets(account)  # type: ignore[arg-type]  # again: made once, no error
+    # the buckets `local.start` makes, from a shell that sourced such an app's .local/env
+    prefix = f"home-{uuid.uuid4().hex[:8]}"
+    (bucket,) = local.create_buckets(s3, prefix).values()
+    assert s3.get_bucket_location(Bucket=bucket)["LocationConstraint"] == "eu-west-1"

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 import pytest
 
 from hybridsync.local.template import Assembly
-from hybridsync.model.declare import NEW_AND_OLD_IMAGES, KeyAttribute, Table
+from hybridsync.model.declare import NEW_AND_OLD_IMAGES, KeyAttribute, Table, partition_of
 from hybridsync.truth import context, home_replica
 
 
@@ -27,6 +27,19 @@ def test_a_table_takes_its_replicas_as_region_names():
     assert table(replicas=["us-west-2", "eu-west-1"]).replicas == ("us-west-2", "eu-west-1")
     assert table(replicas=("us-gov-west-1",)).replicas == ("us-gov-west-1",)
     assert table().replicas == ()
+    # a table the engine does not read may be replicated too (CDK turns its streams on)
+    assert Table("t", KeyAttribute("pk"), replicas=("us-west-2",)).replicas == ("us-west-2",)
+
+
+@pytest.mark.parametrize(
+    ("region", "partition"),
+    [("us-east-1", "aws"), ("ap-southeast-5", "aws"), ("mx-central-1", "aws"), ("cn-north-1", "aws-cn"),
+     ("us-gov-east-1", "aws-us-gov"), ("eusc-de-east-1", "aws-eusc"), ("us-isob-east-1", "aws-iso-b"),
+     ("il-central-9", "aws"),  # newer than the SDK's list: its partition's pattern
+     ("Oregon", None), ("xx-nowhere-1", None), ("us-east-1\n", None), ("eu-west", None)],
+)  # fmt: skip
+def test_a_regions_partition_is_the_sdks(region, partition):
+    assert partition_of(region) == partition
 
 
 @pytest.mark.parametrize(
@@ -39,11 +52,6 @@ def test_a_table_takes_its_replicas_as_region_names():
 def test_a_replica_that_is_no_region_is_refused_naming_the_table(replicas, refused):
     with pytest.raises(ValueError, match=f"table 't': replicas: {refused}"):
         table(replicas=replicas)
-
-
-def test_replicas_need_the_stream_the_engine_reads():
-    with pytest.raises(ValueError, match="replicas need stream=NEW_AND_OLD_IMAGES"):
-        Table("t", KeyAttribute("pk"), replicas=("us-west-2",))
 
 
 def test_a_tables_own_replicas_come_before_the_apps():
@@ -60,6 +68,8 @@ def test_the_home_replica_is_the_stacks_own_else_the_last():
     assert home_replica({"Replicas": [own]}) is own
     pinned = [{"Region": "us-west-2"}, {"Region": "eu-west-1", "KinesisStreamSpecification": {}}]
     assert home_replica({"Replicas": pinned}) is pinned[-1]
+    written = [own, {"Region": "us-west-2"}]  # a template written by hand: the stack's own comes first
+    assert home_replica({"Replicas": written}) is own
     assert home_replica({"TableName": "plain"}) == {}
 
 

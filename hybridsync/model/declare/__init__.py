@@ -80,6 +80,7 @@ from hybridsync.model.declare.tables import (
     Side,
     StreamView,
     Table,
+    partition_of,
     regions,
 )
 from hybridsync.model.declare.timeseries import (
@@ -139,6 +140,7 @@ __all__ = [
     "engine_entity",
     "job_entities",
     "literal_head",
+    "partition_of",
     "partitions_of",
     "reads",
     "regions",

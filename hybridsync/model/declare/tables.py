@@ -7,8 +7,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from enum import Enum, StrEnum
-from functools import cached_property
-from typing import Required, TypedDict
+from functools import cache, cached_property
+from typing import Any, Required, TypedDict
 
 ID_LENGTH = 128  # a sensible limit for ids; a field's max_length says its own
 
@@ -116,8 +116,24 @@ class StreamView(StrEnum):
 NEW_AND_OLD_IMAGES = StreamView.NEW_AND_OLD_IMAGES
 # Where a table's changes are read from: its DynamoDB stream, or Kinesis Data Streams for DynamoDB.
 CHANGE_SOURCES = ("dynamodb", "kinesis")
-# An AWS Region's name (`us-east-1`, `us-gov-west-1`, `ap-southeast-2`): where a replica lives.
-REGION = re.compile(r"^[a-z]{2}(-gov|-iso[a-z]?)?-[a-z]+-\d{1,2}$")
+
+
+@cache
+def _partitions() -> tuple[dict[str, Any], ...]:
+    from botocore.loaders import create_loader  # the SDK's own list: every partition, its Regions
+
+    return tuple(create_loader().load_data("partitions")["partitions"])
+
+
+def partition_of(region: str) -> str | None:
+    """The AWS partition (`aws`, `aws-cn`, `aws-us-gov`, ...) of a Region's name, as the SDK knows
+    them: its listed Regions, then each partition's pattern for Regions newer than it; None: no
+    Region's name."""
+    partitions = _partitions()
+    listed = next((p["id"] for p in partitions if region in p["regions"]), None)
+    return listed or next(
+        (p["id"] for p in partitions if re.fullmatch(p["regionRegex"].strip("^$"), region)), None
+    )
 
 
 def regions(names: str | tuple[str, ...] | list[str], what: str) -> tuple[str, ...]:
@@ -125,7 +141,7 @@ def regions(names: str | tuple[str, ...] | list[str], what: str) -> tuple[str, .
     or a sequence); a ValueError naming `what` otherwise."""
     given = [n.strip() for n in names.split(",")] if isinstance(names, str) else [str(n) for n in names]
     given = [n for n in given if n]
-    wrong = [n for n in given if not REGION.match(n)]
+    wrong = [n for n in given if partition_of(n) is None]
     if wrong:
         raise ValueError(f"{what}: {', '.join(map(repr, wrong))} is not an AWS Region (e.g. us-west-2)")
     if len(set(given)) < len(given):
@@ -175,11 +191,6 @@ class Table:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", regions(self.replicas, f"table {self.name!r}: replicas"))
-        if self.replicas and self.stream is None:  # the engine reads the home replica's stream
-            raise ValueError(
-                f"table {self.name!r}: replicas need stream=NEW_AND_OLD_IMAGES (a global table with "
-                "more than one replica has its streams on: CloudFormation's StreamSpecification)"
-            )
         if self.change_source not in (None, *CHANGE_SOURCES):
             raise ValueError(
                 f"table {self.name!r}: change_source must be one of {CHANGE_SOURCES}, "

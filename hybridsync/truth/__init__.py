@@ -38,6 +38,7 @@ from hybridsync.truth.keys import KMS_NEEDS, kms_rules
 from hybridsync.truth.order import order_rules
 from hybridsync.truth.policies import allows, denials
 from hybridsync.truth.readers import kinesis_reader_rules, reader_rules
+from hybridsync.truth.replicas import replica_rules
 from hybridsync.truth.routes import Network, needed_services, network, network_rules, reach
 from hybridsync.truth.ruleset import RULES, check, enforce
 from hybridsync.truth.templates import Id, Templates, home_replica, listed, secrets_of
@@ -86,6 +87,7 @@ __all__ = [
     "order_rules",
     "reach",
     "reader_rules",
+    "replica_rules",
     "secrets_of",
     "topic_rules",
     "trust_rules",

@@ -50,6 +50,14 @@ PAGES = {
     # invoke their targets with 60 second precision": under freshness=realtime no consumer waits
     "batching-window": f"{DOCS}/lambda/latest/dg/services-ddb-params.html",
     "schedule-precision": f"{DOCS}/scheduler/latest/UserGuide/schedule-types.html",
+    # a global table's StreamSpecification: "must be specified when you have more than one replica"
+    # (multi-Region eventual consistency); its StreamArn: the stream of the stack's own replica
+    "replica-stream": f"{DOCS}/AWSCloudFormation/latest/UserGuide/"
+    "aws-properties-dynamodb-globaltable-streamspecification.html",
+    # "Each global table produces an independent stream based on all its write operations, wherever
+    # they started from" (global tables' checklist and FAQ)
+    "replica-consumer": f"{DOCS}/amazondynamodb/latest/developerguide/"
+    "bp-global-table-design.prescriptive-guidance.checklist-and-faq.html",
     # "For throttling errors (429) ... Lambda returns the event to the queue and attempts to run the
     # function again for up to 6 hours"
     "async-throttle": f"{DOCS}/lambda/latest/dg/invocation-async-error-handling.html",

@@ -173,6 +173,19 @@ def third_stream_reader(stacks: Stacks) -> None:
     stacks["pipeline"]["Resources"]["TeamsOwnConsumer"] = own
 
 
+def replicas_without_streams(stacks: Stacks) -> None:
+    for table in of_type(stacks["data"], "AWS::DynamoDB::GlobalTable").values():
+        table["Properties"].pop("StreamSpecification")
+
+
+def consumer_of_a_replicas_stream(stacks: Stacks) -> None:
+    """A team's consumer of the Oregon replica's stream (the aggregation's mapping, moved there)."""
+    mappings = of_type(stacks["pipeline"], "AWS::Lambda::EventSourceMapping")
+    mapping = next(m for k, m in mappings.items() if k.startswith("Aggregate"))
+    stream = "arn:aws:dynamodb:us-west-2:123456789012:table/HybridSync-main/stream/2026-11-29T00:00:00.000"
+    mapping["Properties"]["EventSourceArn"] = stream
+
+
 def _kinesis_stream(stacks: Stacks) -> dict:
     resources = stacks["data"]["Resources"]
     resources["ChangeStream"] = {"Type": "AWS::Kinesis::Stream", "Properties": {}}
@@ -238,6 +251,8 @@ MUTATIONS: dict[str, tuple[str, Callable[[Stacks], None], str, str]] = {
     "21 fan-out consumers": ("default", twenty_one_fan_out_consumers, "kinesis-fan-out", "21 enhanced"),
     "6 shared readers": ("default", six_shared_readers, "kinesis-shared-readers", "6 shared-throughput"),
     "realtime window": ("default", realtime_mapping_with_a_window, "freshness", "waits up to 5 s"),
+    "replicas without streams": ("replicas", replicas_without_streams, "replica-stream", "3 replicas"),
+    "a replica's consumer": ("replicas", consumer_of_a_replicas_stream, "replica-consumer", "in us-west-2"),
 }  # fmt: skip
 
 

@@ -1,0 +1,43 @@
+"""Global tables (version 2019.11.21): each replica's stream, and who reads it."""
+
+from __future__ import annotations
+
+import re
+
+from hybridsync.truth.facts import PAGES
+from hybridsync.truth.findings import Finding
+from hybridsync.truth.templates import Templates, listed
+
+
+def replica_rules(templates: Templates) -> list[Finding]:
+    """A global table of more than one replica declares its streams (CloudFormation refuses it
+    otherwise), with both images when the engine reads them; and no stream mapping reads a
+    replica's stream by its ARN: the consumers run in the home Region, on `StreamArn` (the stack's
+    own replica's stream), or every change would be written back and folded twice."""
+    findings = []
+    replicated: dict[str, str] = {}  # Region -> a table with a replica there
+    for (stack, logical), table in templates.resources("AWS::DynamoDB::GlobalTable"):
+        properties = table.get("Properties", {})
+        regions = [r.get("Region") for r in listed(properties.get("Replicas"))]
+        replicated |= {r: f"{stack}/{logical}" for r in regions if isinstance(r, str)}
+        view = (properties.get("StreamSpecification") or {}).get("StreamViewType")
+        if len(regions) > 1 and view != "NEW_AND_OLD_IMAGES":
+            findings.append(Finding(
+                "replica-stream", f"{stack}/{logical}",
+                f"a global table of {len(regions)} replicas with stream view {view or 'none'}: "
+                "CloudFormation requires StreamSpecification past one replica (multi-Region eventual "
+                "consistency), and the engine reads both images",
+                PAGES["replica-stream"],
+            ))  # fmt: skip
+    for (stack, logical), mapping in templates.resources("AWS::Lambda::EventSourceMapping"):
+        source = mapping.get("Properties", {}).get("EventSourceArn")
+        found = re.match(r"arn:aws[\w-]*:dynamodb:([\w-]+):", source) if isinstance(source, str) else None
+        if found and found[1] in replicated:
+            findings.append(Finding(
+                "replica-consumer", f"{stack}/{logical}",
+                f"reads the stream of a replica in {found[1]} ({replicated[found[1]]}): a replica's "
+                "stream carries every change too, so its consumer would apply each change a second "
+                "time; read StreamArn (the stack's own replica) in the home Region",
+                PAGES["replica-consumer"],
+            ))  # fmt: skip
+    return findings

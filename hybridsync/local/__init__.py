@@ -265,9 +265,15 @@ BUCKETS = ("bodies",)  # as the data stack declares them (when the model has bod
 def create_buckets(s3: Any, prefix: str) -> dict[str, str]:
     """The stacks' buckets, `<prefix>-<name>`; those that exist are kept."""
     names = {name: f"{prefix}-{name}" for name in BUCKETS}
-    region = s3.meta.region_name  # outside us-east-1 a bucket names its Region, as S3 requires
-    where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
     for physical in names.values():
-        with suppress(s3.exceptions.BucketAlreadyOwnedByYou, s3.exceptions.BucketAlreadyExists):
-            s3.create_bucket(Bucket=physical, **where)
+        create_bucket(s3, physical)
     return names
+
+
+def create_bucket(s3: Any, name: str) -> None:
+    """A bucket in the client's Region, kept if it exists. Outside us-east-1 the call names the
+    Region, as S3 requires (CreateBucket's LocationConstraint)."""
+    region = s3.meta.region_name
+    where = {} if region == "us-east-1" else {"CreateBucketConfiguration": {"LocationConstraint": region}}
+    with suppress(s3.exceptions.BucketAlreadyOwnedByYou, s3.exceptions.BucketAlreadyExists):
+        s3.create_bucket(Bucket=name, **where)

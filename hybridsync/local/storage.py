@@ -3,6 +3,7 @@ and buckets (the mappings' on-failure bucket), and what they hold."""
 
 from __future__ import annotations
 
+from hybridsync.local import create_bucket
 from hybridsync.local.account import Account
 from hybridsync.local.template import Assembly
 
@@ -40,10 +41,8 @@ class Storage:
     def create_buckets(self, account: Account) -> None:
         s3 = account.client("s3")
         existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
-        # outside us-east-1 a bucket names its Region, as AWS requires (CreateBucket, LocationConstraint)
-        where = {} if account.region == "us-east-1" else {"LocationConstraint": account.region}
         for name in set(account.buckets.values()) - existing:
-            s3.create_bucket(Bucket=name, **({"CreateBucketConfiguration": where} if where else {}))
+            create_bucket(s3, name)  # in the account's Region
 
     def failed_batches_stored(self) -> int:
         """The failed batches the mappings stored in the failure bucket (not redriven yet)."""

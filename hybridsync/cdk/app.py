@@ -37,7 +37,7 @@ def _environment(app: App, model: Model) -> Environment | None:
                 f"-c kms_key_arn={arn}: not a KMS key ARN (arn:aws:kms:<region>:<account>:key/<id>)"
             )
         pinned = Environment(account=parts[4], region=parts[3])
-    replicated = {t.name: context.replicas(app, t) for t in model.tables if context.replicas(app, t)}
+    replicated = {t.name: where for t in model.tables if (where := context.replicas(app, t))}
     if not replicated:
         return pinned
     if pinned:  # a key is regional: each replica would need one of its own (replicaKeyArns)

@@ -40,9 +40,8 @@ class Storage:
 
     def create_buckets(self, account: Account) -> None:
         s3 = account.client("s3")
-        existing = {b["Name"] for b in s3.list_buckets().get("Buckets", [])}
-        for name in set(account.buckets.values()) - existing:
-            create_bucket(s3, name)  # in the account's Region
+        for name in set(account.buckets.values()):
+            create_bucket(s3, name)  # in the account's Region, kept if it exists
 
     def failed_batches_stored(self) -> int:
         """The failed batches the mappings stored in the failure bucket (not redriven yet)."""

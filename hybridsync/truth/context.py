@@ -214,5 +214,5 @@ def replicas(scope: Any, table: Any) -> tuple[str, ...]:
     from hybridsync.model.declare import regions
 
     if table.replicas:
-        return tuple(table.replicas)
+        return table.replicas  # checked when declared
     return regions(str(read(scope, "replica_regions") or ""), "-c replica_regions")

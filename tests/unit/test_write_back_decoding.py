@@ -136,3 +136,17 @@ def test_a_recreate_wins_over_its_tombstone_whatever_its_version():
     for pair in itertools.permutations([removed, recreated]):
         (latest,) = coalesce(pair)
         assert not latest.deleted
+
+
+def test_a_remove_of_an_expired_item_is_ttls_whatever_identity_it_carries():
+    """In a global table TTL deletes in any Region; home's stream gets a replicated delete whose
+    identity AWS does not document. Its old image's expiry, past when the record was made, says it
+    is TTL's: the row stays. A delete before the expiry is a user's."""
+    replicated = events.record("order_remove_ttl_expiry")
+    del replicated["userIdentity"]
+    data = replicated["dynamodb"]
+    data["OldImage"][MODEL.table("main").ttl_attribute] = {"N": "1795440000"}
+    data["ApproximateCreationDateTime"] = 1795440005
+    assert decode(replicated, MODEL) is None
+    data["ApproximateCreationDateTime"] = 1795439995
+    assert decode(replicated, MODEL).deleted

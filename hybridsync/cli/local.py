@@ -115,6 +115,7 @@ def add_up(cli: Commands) -> None:
         help="evaluate every alarm over periods of S seconds instead of its own (5 minutes, 1 minute): "
         "see one go to ALARM and back to OK in seconds",
     )
+    _region_options(up)
     up.add_argument(
         "--pg-max-connections",
         type=common.positive(int),
@@ -123,6 +124,23 @@ def add_up(cli: Commands) -> None:
     )
     _state_option(up)
     _app_options(up)
+
+
+def _region_options(up: argparse.ArgumentParser) -> None:
+    up.add_argument(
+        "--regions",
+        type=_regions,
+        metavar="HOME,REGION...",
+        help="run the global tables' replica Regions too, each a DynamoDB Local, replicated as AWS "
+        "does (asynchronous, last writer wins): e.g. --regions us-east-1,us-west-2 (home first)",
+    )
+    up.add_argument(
+        "--replication-lag",
+        type=common.positive(float),
+        metavar="S",
+        help="with --regions: replicate a write S seconds after it is read (default 0.3; AWS: "
+        "typically within a second)",
+    )
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -171,19 +189,24 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
     with local.start(
         state, args.prefix, tables=False, keep_dynamodb=True, pg_max_connections=args.pg_max_connections
     ) as stack:
-        app = LocalApp(
-            assembly,
-            **stack.endpoints(),
-            state_dir=state,
-            prefix=args.prefix,
-            faults=args.faults,
-            iam=not args.no_iam,
-            shards=args.shards,
-            shard_lifetime_s=args.shard_lifetime,
-            shard_records=args.shard_records,
-            retention_s=args.retention,
-            alarm_period_s=args.alarm_period,
-        )
+        try:
+            app = LocalApp(
+                assembly,
+                **stack.endpoints(),
+                state_dir=state,
+                prefix=args.prefix,
+                faults=args.faults,
+                iam=not args.no_iam,
+                shards=args.shards,
+                shard_lifetime_s=args.shard_lifetime,
+                shard_records=args.shard_records,
+                retention_s=args.retention,
+                alarm_period_s=args.alarm_period,
+                regions=args.regions,
+                replication_lag_s=args.replication_lag,
+            )
+        except ValueError as refused:  # --regions the app cannot have, said before anything runs
+            raise SystemExit(f"hybridsync up: --regions: {refused}") from None
         status_file = state / "status.json"
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with Ctrl-C ignored
@@ -193,14 +216,7 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
             stack.region = assembly.region  # the stacks' own Region, when they are pinned to one
             stack.bucket_names = {c.removesuffix("Bucket").lower(): name for c, name in app.buckets.items()}
             env_file = state / "env"
-            env = stack.environment() | app.failure_environment()
-            if app.streams_server is not None:
-                env["DYNAMODB_STREAMS_ENDPOINT"] = app.streams_server.endpoint
-            env |= app.operator_environment()
-            if app.http is not None:  # the HTTP API, as the api stack's output ApiUrl names it deployed
-                env["API_URL"] = f"http://127.0.0.1:{app.http.server_address[1]}"
-            env |= local.plain_boto3(env)
-            env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in env.items()))
+            _write_env(env_file, stack, app)
             took = time.monotonic() - started
             print(f"hybridsync: the app of {args.assembly}/ running locally, up in {took:.1f}s")
             _banner(stack, app, env_file)
@@ -234,6 +250,22 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
     return 0
 
 
+def _write_env(env_file: Path, stack: Any, app: Any) -> None:
+    """`.local/env`: what other shells, the hybridsync commands and plain boto3 need to reach the app."""
+    from hybridsync import local
+
+    env = stack.environment() | app.failure_environment()
+    if app.streams_server is not None:
+        env["DYNAMODB_STREAMS_ENDPOINT"] = app.streams_server.endpoint
+    env |= app.operator_environment()
+    if app.replicator is not None:  # each Region's DynamoDB: DYNAMODB_ENDPOINT_US_WEST_2
+        env |= app.replicator.environment()
+    if app.http is not None:  # the HTTP API, as the api stack's output ApiUrl names it deployed
+        env["API_URL"] = f"http://127.0.0.1:{app.http.server_address[1]}"
+    env |= local.plain_boto3(env)
+    env_file.write_text("".join(f"export {k}={v!r}\n" for k, v in env.items()))
+
+
 def _seed(app: Any, engine: Any, seed: Callable[..., Any], console: Any) -> dict[str, Any]:
     """`up --seed`: the project's seed writes through the real write paths (`seed(app, engine)`),
     then, once the pipeline caught up: drift both ways and the aggregates against a recount."""
@@ -261,6 +293,10 @@ def _seed(app: Any, engine: Any, seed: Callable[..., Any], console: Any) -> dict
     )
     report.show(console, figures)
     return figures
+
+
+def _regions(text: str) -> list[str]:
+    return [name.strip() for name in text.split(",") if name.strip()]
 
 
 def _fault_plan(text: str) -> Any:
@@ -312,6 +348,8 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
             f"  series     {app.prefix}-{series.table.name}-<day>: {', '.join(days) or 'none yet'} "
             "(a table per day, rotated by the Rotate function)"
         )
+    if app.replicator is not None:
+        _banner_regions(app.replicator)
     if app.faults:
         print(f"  faults     {app.faults.plan} injected into stream deliveries")
     _drain_line(app)
@@ -319,6 +357,16 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
         print(f"  streams    {app.streams_server.endpoint}  (the app's DynamoDB Streams API, for any reader)")
     print(f"  env        source {env_file}  (for other shells, the hybridsync commands, plain boto3 and the "
           "AWS CLI); `hybridsync status` for lag and the outbox")  # fmt: skip
+
+
+def _banner_regions(replicator: Any) -> None:
+    """Each Region of the global tables' twin, and what it replicates."""
+    home, *others = replicator.regions.values()
+    print(f"  region     {home.name}  home: the app's DynamoDB above, its consumers, PostgreSQL's writer")
+    for region in others:
+        tables = [table for table, names in replicator.tables.items() if region.name in names]
+        print(f"  region     {region.name}  {region.endpoint}  (DynamoDB Local: {', '.join(tables)}; "
+              f"last writer wins, replicated {replicator.lag_s:g}s after a write)")  # fmt: skip
 
 
 def _banner_services(stack: Any, app: Any) -> None:

@@ -19,6 +19,8 @@ from hybridsync.local.awslambda.event_sources import EventSources
 from hybridsync.local.awslambda.responses import LambdaApi
 from hybridsync.local.awslambda.service import LambdaFunctions
 from hybridsync.local.cloudwatch.service import CloudWatch
+from hybridsync.local.dynamodb import replication
+from hybridsync.local.dynamodb.replication import Replicator
 from hybridsync.local.dynamodb.sharding import ShardedStreams
 from hybridsync.local.dynamodb.tables import Tables
 from hybridsync.local.events.schedules import Schedules
@@ -74,6 +76,8 @@ class LocalApp:
         shard_records: int | None = None,
         retention_s: float | None = None,
         alarm_period_s: int | None = None,
+        regions: list[str] | None = None,
+        replication_lag_s: float | None = None,
     ):
         # Streams as production has them (dynamodb/sharding.py): N shards, rollover, trimming; else
         # DynamoDB Local's own single shard per table, read directly.
@@ -103,6 +107,12 @@ class LocalApp:
         self.event_sources = EventSources(account, self.lambdas, self.kinesis, self.sharding, self.storage)
         self.http_apis = HttpApis(account)
         self.schedules = Schedules(account, self.lambdas)
+        # the global tables' other Regions (dynamodb/replication.py): `regions`, home first
+        self.replicator: Replicator | None = None
+        self.regions = regions
+        self.replication_lag_s = replication.LAG_S if replication_lag_s is None else replication_lag_s
+        if regions:
+            replication.replicated_tables(account, regions)  # refused before anything starts
 
     def __getattr__(self, name: str) -> Any:
         holder = DELEGATED.get(name)
@@ -118,6 +128,8 @@ class LocalApp:
         that invoke these functions (construct ids: `{"SqlSync"}` runs the outbox drain alone)."""
         account, assembly = self._account, self._account.assembly
         self.dynamodb.provision(account, assembly)
+        if self.regions:
+            self.replicator = replication.twin(account, self.regions, lag_s=self.replication_lag_s)
         self.kinesis.provision(account, assembly)
         self.storage.provision(account, assembly)
         account.lambda_api = LambdaApi(self)  # before the functions: the operations function calls it
@@ -163,12 +175,15 @@ class LocalApp:
                 pump.table: {"stream": arn, "put": pump.put, "waiting": pump.waiting}
                 for arn, pump in self.pumps.items()
             },
+            "replication": self.replicator.figures() if self.replicator else None,
         }
 
     def stop(self) -> None:
         """Stop polling (each poller delivers what it has read first), then the rest."""
         account = self._account
         account.stopping.set()
+        if self.replicator is not None:
+            self.replicator.close()
         self.http_apis.close()
         for thread in account.threads:
             thread.join(timeout=30)

@@ -41,7 +41,7 @@ from hybridsync.truth.readers import kinesis_reader_rules, reader_rules
 from hybridsync.truth.replicas import replica_rules
 from hybridsync.truth.routes import Network, needed_services, network, network_rules, reach
 from hybridsync.truth.ruleset import RULES, check, enforce
-from hybridsync.truth.templates import Id, Templates, home_replica, listed, secrets_of
+from hybridsync.truth.templates import Id, Templates, home_replica, listed, replica_regions, secrets_of
 from hybridsync.truth.topics import topic_rules
 
 __all__ = [
@@ -87,6 +87,7 @@ __all__ = [
     "order_rules",
     "reach",
     "reader_rules",
+    "replica_regions",
     "replica_rules",
     "secrets_of",
     "topic_rules",

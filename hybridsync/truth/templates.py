@@ -123,6 +123,16 @@ def home_replica(properties: dict[str, Any]) -> dict[str, Any]:
     return (own or replicas or [{}])[-1]
 
 
+def replica_regions(properties: dict[str, Any]) -> list[str]:
+    """The Regions of a table's other replicas, as its template names them (none for a plain table)."""
+    home = home_replica(properties)
+    return [
+        r["Region"]
+        for r in listed(properties.get("Replicas"))
+        if r is not home and isinstance(r.get("Region"), str)
+    ]
+
+
 def secrets_of(templates: Templates, stack: str, value: Any) -> set[Id]:
     """The secrets a value names, through a target attachment (RDS's secret of a cluster)."""
     found = set()

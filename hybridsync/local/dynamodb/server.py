@@ -107,13 +107,13 @@ def _die_with_parent() -> None:  # pragma: no cover - runs in the child, before 
         pass
 
 
-def start(db_path: Path | None = None, *, log: Path | None = None,
-          timeout_s: float = 60) -> tuple[str, subprocess.Popen]:  # fmt: skip
-    """DynamoDB Local on a free port: its endpoint and process. In memory, or in `db_path` so its
-    tables (and their streams) survive a restart. `-sharedDb`: one database whatever the caller's
-    credentials and region, as one account's tables are for its clients."""
+def start(db_path: Path | None = None, *, log: Path | None = None, timeout_s: float = 60,
+          port: int | None = None) -> tuple[str, subprocess.Popen]:  # fmt: skip
+    """DynamoDB Local on `port` (else a free one): its endpoint and process. In memory, or in
+    `db_path` so its tables (and their streams) survive a restart. `-sharedDb`: one database
+    whatever the caller's credentials and region, as one account's tables are for its clients."""
     folder, runtime = install(), java()
-    port = free_port()
+    port = port or free_port()
     storage = ["-dbPath", str(db_path)] if db_path else ["-inMemory"]
     if db_path:
         db_path.mkdir(parents=True, exist_ok=True)

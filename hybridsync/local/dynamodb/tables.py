@@ -22,7 +22,7 @@ def table_name(prefix: str, table: Resource) -> str:
     )
 
 
-def _create_request(name: str, properties: dict[str, Any]) -> dict[str, Any]:
+def create_request(name: str, properties: dict[str, Any]) -> dict[str, Any]:
     """The CreateTable call of a synthesized table (on demand: capacity means nothing locally)."""
 
     def keys(schema: list[dict[str, str]]) -> list[dict[str, str]]:
@@ -71,7 +71,7 @@ class Tables:
                 ttl = table.properties.get("TimeToLiveSpecification") or {}
                 create_table(
                     client,
-                    _create_request(name, properties),
+                    create_request(name, properties),
                     ttl.get("AttributeName") if ttl.get("Enabled") else None,
                 )
             description = client.describe_table(TableName=name)["Table"]

@@ -1,0 +1,498 @@
+"""The local twin of a DynamoDB global table (version 2019.11.21, multi-Region eventual consistency):
+one DynamoDB Local per Region, and a replicator between them with the semantics AWS documents.
+
+- **Asynchronous.** A write is made in one Region's table and replicated to the others later,
+  "typically within a second or less" (V2globaltables_HowItWorks.html, "Replication latency"):
+  here after `lag_s` (0.3 s by default) from the moment the replicator reads it from its Region's
+  stream, which it polls every `poll_s`.
+- **Last writer wins**, "based on the latest internal timestamp on a per-item basis" (same page,
+  "Conflict resolution"). The twin's timestamp is the moment it reads the write from its Region's
+  stream, at most a poll after the write: writes to one item in two Regions closer than that may
+  resolve either way, as they may in AWS, whose Regions' clocks differ too. Every replica
+  converges to the same winner.
+- **Quick changes merge.** Replication "may merge" several changes of one item made in quick
+  succession (FAQ, bp-global-table-design.prescriptive-guidance.checklist-and-faq.html): what
+  reaches another Region is the item's winner when its replication is due, so a version
+  superseded within `lag_s` never reaches it.
+- **Each Region's stream carries every write**, local or replicated, and a replicated write is
+  marked nowhere (same FAQ). Conditional writes evaluate the local replica's item
+  (HowItWorks, "Conflict resolution"): each Region is its own DynamoDB Local.
+- **Catch-up.** A Region cut off (`partition`) or down (`stop_region`) keeps what was not
+  replicated; once back it replicates it, and receives what it missed (HowItWorks, "Availability
+  and durability": RPO is the replication delay).
+- **TTL.** A TTL deletion "can be done in any Region" and reaches the others as a replicated write
+  (bp-global-table-design.prescriptive-guidance.throughput.html). Every Region's DynamoDB Local
+  expires items itself; their deletions replicate like any delete, with no identity (AWS does not
+  document what other Regions' records of it carry: consumers must not rely on it).
+
+What it cannot show: replication latency under real load and distance, and MRSC (strong
+consistency, its witness). A replicated write the twin applies over a newer local write it has not
+read yet briefly overwrites it, and is overwritten in turn (AWS would discard it there): a Region's
+stream may show a losing version between two winning ones; every replica still converges.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import logging
+import shutil
+import statistics
+import threading
+import time
+from collections import defaultdict, deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from hybridsync.local import create_table
+from hybridsync.local.account import Account
+from hybridsync.local.dynamodb import server as dynamodb_local
+from hybridsync.local.dynamodb.streams import ShardCursor
+from hybridsync.local.dynamodb.tables import create_request
+from hybridsync.local.dynamodb.ttl import Expiries, TtlSweeper
+from hybridsync.runtime import aws
+from hybridsync.streams.records import json_default
+from hybridsync.truth import replica_regions
+
+log = logging.getLogger(__name__)
+BOTH_IMAGES = "NEW_AND_OLD_IMAGES"  # a replica's stream: the deploy rule replica-stream
+LAG_S = 0.3  # AWS: "typically within a second or less"
+POLL_S = 0.05
+RETRY_S = 0.5  # a write to a Region that did not answer is tried again after this
+Item = dict[str, Any]  # DynamoDB JSON
+Key = tuple[str, str]  # table, its key (DynamoDB JSON, canonical)
+
+
+def canonical(value: Any) -> str:
+    """An item (or key) as one string: equal items, equal strings, whatever the order DynamoDB
+    gives a set's members in."""
+    return json.dumps(_sets_sorted(value), sort_keys=True, default=json_default)
+
+
+def _sets_sorted(value: Any) -> Any:
+    """Sets' members sorted, numbers as DynamoDB compares them (`20.0` is `20`: DynamoDB Local keeps
+    an UpdateItem's `20.0` as written, and a PutItem of it reads back `20`)."""
+    if isinstance(value, dict):
+        return {k: _member(k, v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_sets_sorted(v) for v in value]
+    return value
+
+
+def _member(kind: str, value: Any) -> Any:
+    if kind == "N":
+        return _number(value)
+    if kind == "NS":
+        return sorted(_number(v) for v in value)
+    if kind in ("SS", "BS"):
+        return sorted(value, key=str)
+    return _sets_sorted(value)
+
+
+def _number(text: str) -> str:
+    try:
+        return format(Decimal(text).normalize(), "f")
+    except ArithmeticError:
+        return text
+
+
+@dataclass(frozen=True)
+class Version:
+    """One write of an item: the replicator's per-item timestamp, its Region, the item (None: deleted)."""
+
+    stamp: float
+    region: str
+    image: Item | None
+
+
+class Ledger:
+    """What each Region holds of each item, and who wins: the replicator's decisions, without I/O.
+
+    `read(region, key, image)` takes each record of a Region's stream, in its order; `due()` says
+    which Region must be brought to which item's winner; `applying`/`applied` bracket that write."""
+
+    def __init__(self, regions: dict[str, tuple[str, ...]], clock: Callable[[], float] = time.time):
+        self.regions, self.clock = regions, clock  # table -> the Regions it has replicas in
+        self._last = 0.0
+        self.winners: dict[Key, Version] = {}
+        self.held: dict[tuple[str, Key], float] = {}  # (Region, item) -> stamp of the version it holds
+        self._echoes: dict[tuple[str, Key], deque[tuple[float, str]]] = defaultdict(deque)
+        self.local_writes: dict[str, int] = defaultdict(int)
+        self.replicated: dict[str, int] = defaultdict(int)
+        self.overwritten = 0  # replicated versions a Region's newer write had to win back (see module)
+
+    def stamp(self) -> float:
+        self._last = max(self.clock(), self._last + 1e-6)  # strictly increasing: no two writes tie
+        return self._last
+
+    def read(self, region: str, key: Key, image: Item | None) -> list[tuple[str, Key]]:
+        """A record of `region`'s stream. Returns the (Region, item) pairs now due a replication."""
+        echoes, shown = self._echoes[(region, key)], canonical(image)
+        mine = next((n for n, (_, written) in enumerate(echoes) if written == shown), None)
+        if mine is not None:  # our own replicated write, read back (those before it made no record)
+            for _ in range(mine):
+                echoes.popleft()
+            self.held[(region, key)] = echoes.popleft()[0]
+        elif (winner := self.winners.get(key)) and canonical(winner.image) == shown:
+            self.held[(region, key)] = winner.stamp  # the winner already: written here too, or merged
+        else:
+            version = Version(self.stamp(), region, image)
+            self.winners[key] = version
+            self.held[(region, key)] = version.stamp
+            self.local_writes[region] += 1
+        winner = self.winners.get(key)
+        if winner is None:
+            return []
+        due = [
+            (other, key) for other in self.regions[key[0]] if self.held.get((other, key), -1.0) < winner.stamp
+        ]
+        if winner.region == region and (region, key) in due:
+            self.overwritten += 1  # a replicated write landed after a newer local one: win it back
+        return due
+
+    def pending(self, region: str, key: Key) -> Version | None:
+        """The version `region` must be brought to, or None: it holds the winner, or is getting it."""
+        winner = self.winners.get(key)
+        if winner is None or self.held.get((region, key), -1.0) >= winner.stamp:
+            return None
+        if any(stamp >= winner.stamp for stamp, _ in self._echoes[(region, key)]):
+            return None  # written already; its record is on its way
+        return winner
+
+    def applying(self, region: str, key: Key, version: Version) -> None:
+        """Before the write: its record may be read before the write call returns."""
+        self._echoes[(region, key)].append((version.stamp, canonical(version.image)))
+
+    def applied(self, region: str, key: Key, version: Version, *, recorded: bool | None) -> None:
+        """After the write. `recorded`: whether it changed the item (so the stream has a record of
+        it); None: the write failed, and will be tried again."""
+        echoes = self._echoes[(region, key)]
+        if not recorded:  # no record will come (unchanged, or not written)
+            for n in range(len(echoes) - 1, -1, -1):
+                if echoes[n][0] == version.stamp:
+                    del echoes[n]
+                    break
+            if recorded is False:
+                self.held[(region, key)] = max(self.held.get((region, key), -1.0), version.stamp)
+        if recorded is not None:
+            self.replicated[region] += 1
+
+    def seed(self, region: str, key: Key, image: Item) -> None:
+        """An item copied into a new replica (as AWS fills one from the table): its record is ours."""
+        self._echoes[(region, key)].append((0.0, canonical(image)))
+        self.held.setdefault((region, key), 0.0)
+
+
+@dataclass
+class Region:
+    """One Region of the twin: its DynamoDB Local (kept in `folder` while the app runs, so a stopped
+    Region comes back with its data and its stream), on a port of its own."""
+
+    name: str
+    folder: Path
+    port: int = 0
+    process: Any = None
+    cut_off: bool = False  # partitioned from every other Region
+    stopped: bool = False
+
+    @property
+    def endpoint(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, log_file: Path | None = None) -> None:
+        self.port = self.port or dynamodb_local.free_port()
+        self.process = dynamodb_local.start(self.folder, log=log_file, port=self.port)[1]
+        self.stopped = False
+
+    def stop(self) -> None:
+        if self.process is not None:
+            dynamodb_local.stop(self.process)
+        self.process, self.stopped = None, True
+
+    def client(self, service: str = "dynamodb") -> Any:
+        return aws.client(service, self.endpoint, self.name, retries={"max_attempts": 1},
+                          connect_timeout=1, read_timeout=10)  # fmt: skip
+
+
+@dataclass(order=True)
+class _Task:
+    due: float
+    region: str = field(compare=False)
+    key: Key = field(compare=False)
+
+
+class Replicator:
+    """Replicates tables between Regions (`regions`: name -> its Region, home first: the one the app
+    runs on; `tables`: each table's Regions, home first), until `close()`."""
+
+    def __init__(self, regions: dict[str, Region], tables: dict[str, tuple[str, ...]], *,
+                 lag_s: float = LAG_S, poll_s: float = POLL_S,
+                 clock: Callable[[], float] = time.time):  # fmt: skip
+        self.regions, self.tables, self.lag_s, self.poll_s = regions, tables, lag_s, poll_s
+        self.ledger = Ledger(tables, clock)
+        self._lock = threading.Condition()
+        self._tasks: dict[str, list[_Task]] = {name: [] for name in regions}
+        self._cursors: dict[tuple[str, str], ShardCursor] = {}
+        self._keys: dict[str, list[str]] = {}  # table -> its key attributes
+        self._latency: dict[tuple[str, str], list[float]] = defaultdict(list)  # (from, to) -> seconds
+        self._reading: dict[str, float] = {}  # Region -> when its streams were last read to their end
+        self.stopping = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.sweepers: dict[str, list[TtlSweeper]] = defaultdict(list)  # Region -> its TTL (home: the app's)
+
+    # --- starting --------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Fill each replica from home (as AWS fills a new replica), then replicate both ways."""
+        for table, (home, *others) in self.tables.items():
+            client = self.regions[home].client()
+            schema = client.describe_table(TableName=table)["Table"]["KeySchema"]
+            self._keys[table] = [k["AttributeName"] for k in schema]
+            for name in (home, *others):  # every stream from its end: what is there is settled
+                cursor = self._cursor(self.regions[name], table)
+                while cursor.page()[0]:
+                    pass
+            pages = client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
+            for item in (i for page in pages for i in page["Items"]):
+                key = (table, self._key_of(table, item))
+                for name in others:
+                    self.ledger.seed(name, key, item)
+                    self.regions[name].client().put_item(TableName=table, Item=item)
+        for name in self.regions:
+            self._spawn(self._read, name, f"replica-read-{name}")
+            self._spawn(self._apply, name, f"replica-write-{name}")
+        for name, sweepers in self.sweepers.items():
+            for sweeper in sweepers:
+                self._spawn(lambda _, s=sweeper: s.run(self.stopping), name, f"ttl-{name}-{sweeper.table}")
+
+    def _spawn(self, target: Callable[[str], None], region: str, name: str) -> None:
+        thread = threading.Thread(target=target, args=(region,), name=name, daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _cursor(self, region: Region, table: str) -> ShardCursor:
+        if (region.name, table) not in self._cursors:
+            client, streams = region.client(), region.client("dynamodbstreams")
+            arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+            shard = streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"][0]["ShardId"]
+            self._cursors[(region.name, table)] = ShardCursor(streams, arn, shard, "TRIM_HORIZON")
+        return self._cursors[(region.name, table)]
+
+    def _key_of(self, table: str, item: Item) -> str:
+        return canonical({name: item[name] for name in self._keys[table]})
+
+    # --- the two loops of each Region ------------------------------------------------------------
+
+    def _read(self, name: str) -> None:
+        """Reads the Region's streams, even while it is cut off: its writes keep their timestamps."""
+        region = self.regions[name]
+        while not self.stopping.wait(self.poll_s):
+            began = time.time()
+            try:
+                for table in (t for t, names in self.tables.items() if name in names):
+                    while records := self._cursor(region, table).page()[0]:
+                        self._take(name, table, records)
+            except Exception as error:  # the Region is down: read again once it is back
+                log.debug("reading %s: %s", name, error)
+                continue
+            with self._lock:
+                self._reading[name] = began
+                self._lock.notify_all()
+
+    def _take(self, name: str, table: str, records: list[dict[str, Any]]) -> None:
+        with self._lock:
+            now = time.time()
+            for record in records:
+                data = record["dynamodb"]
+                image = data.get("NewImage") if record["eventName"] != "REMOVE" else None
+                for region, key in self.ledger.read(name, (table, canonical(data["Keys"])), image):
+                    heapq.heappush(self._tasks[region], _Task(now + self.lag_s, region, key))
+            self._lock.notify_all()
+
+    def _apply(self, name: str) -> None:
+        """Brings the Region's items to their winners, each when its replication is due."""
+        region = self.regions[name]
+        client = region.client()
+        while not self.stopping.is_set():
+            with self._lock:
+                tasks = self._tasks[name]
+                wait = (tasks[0].due - time.time()) if tasks else self.poll_s
+                if wait > 0:
+                    self._lock.wait(min(wait, self.poll_s))
+                    continue
+                task = heapq.heappop(tasks)
+                version = self.ledger.pending(name, task.key)
+                if version is None:
+                    continue
+                if region.cut_off or self.regions[version.region].cut_off:
+                    heapq.heappush(tasks, _Task(time.time() + self.poll_s, name, task.key))
+                    continue
+                self.ledger.applying(name, task.key, version)
+            recorded = self._write(client, task.key, version)
+            with self._lock:
+                self.ledger.applied(name, task.key, version, recorded=recorded)
+                if recorded is None:
+                    heapq.heappush(tasks, _Task(time.time() + RETRY_S, name, task.key))
+                elif version.region != name:  # not a Region winning back its own write
+                    self._latency[(version.region, name)].append(time.time() - version.stamp)
+                self._lock.notify_all()
+
+    def _write(self, client: Any, key: Key, version: Version) -> bool | None:
+        """Writes the version; whether it changed the item (None: the Region did not answer)."""
+        table, keys = key
+        try:
+            if version.image is None:
+                old = client.delete_item(TableName=table, Key=json.loads(keys), ReturnValues="ALL_OLD")
+                return bool(old.get("Attributes"))
+            old = client.put_item(TableName=table, Item=version.image, ReturnValues="ALL_OLD")
+            return canonical(old.get("Attributes") or None) != canonical(version.image)
+        except Exception as error:
+            log.debug("replicating into %s: %s", client.meta.region_name, error)
+            return None
+
+    # --- faults and figures ----------------------------------------------------------------------
+
+    def partition(self, name: str, cut: bool = True) -> None:
+        """Cut a Region off from every other (its clients still reach it), or join it back."""
+        with self._lock:
+            self.regions[name].cut_off = cut
+            self._lock.notify_all()
+
+    def stop_region(self, name: str) -> None:
+        """The Region's DynamoDB goes down: its clients, and replication, get no answer."""
+        self.regions[name].stop()
+
+    def start_region(self, name: str) -> None:
+        """The Region comes back, with its data and its stream."""
+        region = self.regions[name]
+        region.start(region.folder.parent / f"dynamodb-local-{name}.log")
+
+    def settle(self, timeout_s: float = 30.0) -> bool:
+        """Waits until every Region holds every item's winner and every stream has been read past
+        the moment of the call; whether it did within the timeout."""
+        called = time.time()
+        deadline = time.monotonic() + timeout_s
+
+        def settled() -> bool:
+            read = all(self._reading.get(name, 0.0) > called for name in self.regions)
+            return read and not any(
+                self.ledger.pending(name, key) for key in self.ledger.winners for name in self.tables[key[0]]
+            )
+
+        with self._lock:
+            while not settled():
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(min(left, self.poll_s))
+        return True
+
+    def figures(self) -> dict[str, Any]:
+        """Writes per Region (local, replicated in), replication latency per Region pair (ms, as
+        CloudWatch's ReplicationLatency), and the versions a newer local write won back."""
+        with self._lock:
+            latency = {
+                f"{source}->{target}": {
+                    "p50_ms": round(statistics.median(seconds) * 1000, 1),
+                    "max_ms": round(max(seconds) * 1000, 1),
+                }
+                for (source, target), seconds in self._latency.items()
+                if seconds
+            }
+            return {
+                "local_writes": dict(self.ledger.local_writes),
+                "replicated": dict(self.ledger.replicated),
+                "latency": latency,
+                "overwritten": self.ledger.overwritten,
+                "cut_off": [name for name, region in self.regions.items() if region.cut_off],
+                "down": [name for name, region in self.regions.items() if region.stopped],
+            }
+
+    def close(self) -> None:
+        """Stop replicating, and stop the other Regions (home's DynamoDB is the app's)."""
+        self.stopping.set()
+        with self._lock:
+            self._lock.notify_all()
+        for thread in self.threads:
+            thread.join(timeout=10)
+        for region in list(self.regions.values())[1:]:
+            region.stop()
+
+    def environment(self) -> dict[str, str]:
+        """Each Region's DynamoDB endpoint, as `.local/env` names it: `DYNAMODB_ENDPOINT_US_WEST_2`."""
+        return {
+            f"DYNAMODB_ENDPOINT_{name.upper().replace('-', '_')}": r.endpoint
+            for name, r in self.regions.items()
+        }
+
+
+def replica_folder(state_dir: Path, region: str, *, fresh: bool) -> Path:
+    """Where a replica Region's DynamoDB Local keeps its tables. `fresh`: emptied first (each `up`
+    fills its replicas anew from home, as AWS fills a replica it adds)."""
+    folder = state_dir.resolve() / "regions" / region
+    if fresh:
+        shutil.rmtree(folder, ignore_errors=True)
+    folder.mkdir(parents=True, exist_ok=True)
+    return folder
+
+
+def replicated_tables(account: Account, names: list[str]) -> dict[str, tuple[str, ...]]:
+    """Each table the twin of `names` (home first: the app's own Region) replicates, with its
+    Regions, home first. ValueError, in one sentence, for Regions the app cannot have."""
+    home, others = names[0], names[1:]
+    if home != account.region:
+        raise ValueError(f"the first Region is home, and this app's stacks are pinned to {account.region}: "
+                         f"give {','.join([account.region, *others])}")  # fmt: skip
+    if not others or len(set(names)) != len(names):
+        raise ValueError(f"name home and one replica Region at least, each once (got {','.join(names)})")
+    tables: dict[str, tuple[str, ...]] = {}
+    for resource in account.table_resources():
+        if replicas := [r for r in replica_regions(resource.properties) if r in others]:
+            view = (resource.properties.get("StreamSpecification") or {}).get("StreamViewType")
+            if view != BOTH_IMAGES:  # the deploy rule replica-stream: CloudFormation refuses it too
+                raise ValueError(f"{resource.construct} has replicas but its stream is {view or 'off'}: a "
+                                 f"global table of more than one replica streams {BOTH_IMAGES}")  # fmt: skip
+            tables[account.tables[resource.construct]] = (home, *replicas)
+    declared = sorted({r for t in account.table_resources() for r in replica_regions(t.properties)})
+    if missing := [r for r in others if not any(r in t for t in tables.values())]:
+        raise ValueError(f"no table of this app has a replica in {', '.join(missing)} (its replicas: "
+                         f"{', '.join(declared) or 'none'}; declare them: docs/many-regions.md)")  # fmt: skip
+    return tables
+
+
+def twin(account: Account, names: list[str], *, lag_s: float = LAG_S) -> Replicator:
+    """The app's global tables across `names` (home first), started: a DynamoDB Local for each
+    other Region, each table created there as its template's replica, filled from home, replicated."""
+    tables = replicated_tables(account, names)
+    home, others = names[0], names[1:]
+    port = int(account.dynamodb_endpoint.rsplit(":", 1)[1])
+    regions = {home: Region(home, account.state_dir.resolve() / "dynamodb", port)}
+    regions |= {name: Region(name, replica_folder(account.state_dir, name, fresh=True)) for name in others}
+    replicator = Replicator(regions, tables, lag_s=lag_s)
+    try:
+        for name in others:
+            regions[name].start(account.state_dir.resolve() / "regions" / f"dynamodb-local-{name}.log")
+        for resource in account.table_resources():
+            name = account.tables[resource.construct]
+            for region_name in tables.get(name, ())[1:]:
+                request = create_request(name, resource.properties)
+                request["StreamSpecification"] = {
+                    "StreamEnabled": True,
+                    "StreamViewType": BOTH_IMAGES,
+                }
+                ttl = resource.properties.get("TimeToLiveSpecification") or {}
+                expiring = ttl.get("AttributeName") if ttl.get("Enabled") else None
+                client = regions[region_name].client()
+                create_table(client, request, expiring)
+                if expiring:  # TTL deletes in any Region: its deletion replicates to the others
+                    keys = [k["AttributeName"] for k in request["KeySchema"]]
+                    sweeper = TtlSweeper(client, name, expiring, keys, Expiries())
+                    replicator.sweepers[region_name].append(sweeper)
+        replicator.start()
+    except BaseException:
+        replicator.close()
+        raise
+    return replicator

@@ -1,0 +1,106 @@
+"""The global tables' twin decides without I/O (local/dynamodb/replication.py `Ledger`): last writer
+wins on a per-item timestamp, every replica is brought to the winner, a replicated write read back
+is no new write, and quick changes merge. The AWS pages are cited in the module."""
+
+from __future__ import annotations
+
+import itertools
+
+from hybridsync.local.dynamodb.replication import Ledger, canonical
+
+TABLE = "main"
+KEY = (TABLE, canonical({"pk": {"S": "a"}}))
+
+
+def item(value: str) -> dict:
+    return {"pk": {"S": "a"}, "v": {"S": value}}
+
+
+def ledger() -> Ledger:
+    ticks = itertools.count(1)
+    return Ledger({TABLE: ("home", "west")}, clock=lambda: float(next(ticks)))
+
+
+def replicate(book: Ledger, region: str) -> None:
+    """The replicator's write of the winner into `region`, then its record read back there."""
+    version = book.pending(region, KEY)
+    assert version is not None
+    book.applying(region, KEY, version)
+    book.applied(region, KEY, version, recorded=True)
+    assert book.read(region, KEY, version.image) == []
+
+
+def test_a_local_write_is_due_in_every_other_region_and_its_echo_is_no_new_write():
+    book = ledger()
+    assert book.read("home", KEY, item("x")) == [("west", KEY)]
+    replicate(book, "west")
+    assert book.pending("west", KEY) is None and book.local_writes == {"home": 1}
+
+
+def test_the_later_of_two_racing_writes_wins_everywhere():
+    book = ledger()
+    book.read("home", KEY, item("home"))  # stamped 1
+    assert book.read("west", KEY, item("west")) == [("home", KEY)]  # stamped 2: home must take it
+    assert book.winners[KEY].image == item("west")
+    replicate(book, "home")
+    assert book.pending("west", KEY) is None and book.pending("home", KEY) is None
+
+
+def test_a_replicated_write_landing_after_a_newer_local_one_is_won_back():
+    """West takes home's version after a local write the replicator had not read yet: reading that
+    local write then the echo, west is due its own newer write again."""
+    book = ledger()
+    book.read("home", KEY, item("old"))
+    version = book.pending("west", KEY)
+    book.applying("west", KEY, version)
+    book.applied("west", KEY, version, recorded=True)
+    assert set(book.read("west", KEY, item("new"))) == {("home", KEY)}  # read before the echo
+    assert book.read("west", KEY, item("old")) == [("home", KEY), ("west", KEY)]
+    assert book.overwritten == 1 and book.pending("west", KEY).image == item("new")
+
+
+def test_quick_changes_merge_into_one_replicated_write():
+    book = ledger()
+    for value in "abc":
+        book.read("home", KEY, item(value))
+    assert book.pending("west", KEY).image == item("c")  # a and b never reach west
+    replicate(book, "west")
+    assert book.pending("west", KEY) is None
+
+
+def test_a_write_that_changes_nothing_leaves_no_record_to_wait_for():
+    """DynamoDB writes no stream record for a write that changes nothing (measured on DynamoDB
+    Local too): the replica holds the winner at once."""
+    book = ledger()
+    book.read("home", KEY, item("x"))
+    version = book.pending("west", KEY)
+    book.applying("west", KEY, version)
+    book.applied("west", KEY, version, recorded=False)
+    assert book.pending("west", KEY) is None
+    assert book.read("west", KEY, item("y")) == [("home", KEY)]  # a later write is local, not an echo
+
+
+def test_a_failed_write_is_due_again():
+    book = ledger()
+    book.read("home", KEY, item("x"))
+    version = book.pending("west", KEY)
+    book.applying("west", KEY, version)
+    book.applied("west", KEY, version, recorded=None)
+    assert book.pending("west", KEY) == version
+
+
+def test_a_delete_replicates_as_a_delete():
+    book = ledger()
+    book.read("home", KEY, item("x"))
+    replicate(book, "west")
+    assert book.read("west", KEY, None) == [("home", KEY)]
+    assert book.pending("home", KEY).image is None
+
+
+def test_items_compare_as_dynamodb_compares_them():
+    """DynamoDB Local keeps an UpdateItem's `20.0` as written and reads a PutItem's back as `20`;
+    a set's members come in any order."""
+    assert canonical({"n": {"N": "20.0"}}) == canonical({"n": {"N": "20"}})
+    assert canonical({"s": {"SS": ["b", "a"]}}) == canonical({"s": {"SS": ["a", "b"]}})
+    assert canonical({"s": {"NS": ["1.50", "2"]}}) == canonical({"s": {"NS": ["2", "1.5"]}})
+    assert canonical({"n": {"N": "20"}}) != canonical({"n": {"N": "21"}})

@@ -141,6 +141,13 @@ def _region_options(up: argparse.ArgumentParser) -> None:
         help="with --regions: replicate a write S seconds after it is read (default 0.3; AWS: "
         "typically within a second)",
     )
+    up.add_argument(
+        "--region-faults",
+        type=_region_faults,
+        metavar="PLAN",
+        help="with --regions: cut a replica Region off, or stop its DynamoDB, at a time and for a while "
+        "(seconds from the start): e.g. partition=us-west-2@10+5,stop=us-west-2@30+10",
+    )
 
 
 def _up(args: argparse.Namespace) -> int:
@@ -204,6 +211,7 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
                 alarm_period_s=args.alarm_period,
                 regions=args.regions,
                 replication_lag_s=args.replication_lag,
+                region_faults=args.region_faults,
             )
         except ValueError as refused:  # --regions the app cannot have, said before anything runs
             raise SystemExit(f"hybridsync up: --regions: {refused}") from None
@@ -299,6 +307,15 @@ def _regions(text: str) -> list[str]:
     return [name.strip() for name in text.split(",") if name.strip()]
 
 
+def _region_faults(text: str) -> Any:
+    from hybridsync.local.dynamodb.replication import RegionFault
+
+    try:
+        return RegionFault.parse(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+
+
 def _fault_plan(text: str) -> Any:
     from hybridsync.local.faults import FaultPlan
 
@@ -350,6 +367,9 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
         )
     if app.replicator is not None:
         _banner_regions(app.replicator)
+    if app.region_faults:
+        shown = ", ".join(f"{f.kind} {f.region} at {f.at_s:g}s for {f.for_s:g}s" for f in app.region_faults)
+        print(f"  faults     {shown} (Region faults; `hybridsync status` counts them)")
     if app.faults:
         print(f"  faults     {app.faults.plan} injected into stream deliveries")
     _drain_line(app)

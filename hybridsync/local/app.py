@@ -20,7 +20,7 @@ from hybridsync.local.awslambda.responses import LambdaApi
 from hybridsync.local.awslambda.service import LambdaFunctions
 from hybridsync.local.cloudwatch.service import CloudWatch
 from hybridsync.local.dynamodb import replication
-from hybridsync.local.dynamodb.replication import Replicator
+from hybridsync.local.dynamodb.replication import RegionFault, Replicator
 from hybridsync.local.dynamodb.sharding import ShardedStreams
 from hybridsync.local.dynamodb.tables import Tables
 from hybridsync.local.events.schedules import Schedules
@@ -78,6 +78,7 @@ class LocalApp:
         alarm_period_s: int | None = None,
         regions: list[str] | None = None,
         replication_lag_s: float | None = None,
+        region_faults: list[RegionFault] | None = None,
     ):
         # Streams as production has them (dynamodb/sharding.py): N shards, rollover, trimming; else
         # DynamoDB Local's own single shard per table, read directly.
@@ -111,8 +112,11 @@ class LocalApp:
         self.replicator: Replicator | None = None
         self.regions = regions
         self.replication_lag_s = replication.LAG_S if replication_lag_s is None else replication_lag_s
-        if regions:
-            replication.replicated_tables(account, regions)  # refused before anything starts
+        self.region_faults = region_faults or []
+        if regions:  # refused before anything starts
+            replication.replicated_tables(account, regions, self.region_faults)
+        elif region_faults:
+            raise ValueError("Region faults need the Regions: --regions HOME,REGION")
 
     def __getattr__(self, name: str) -> Any:
         holder = DELEGATED.get(name)
@@ -129,7 +133,9 @@ class LocalApp:
         account, assembly = self._account, self._account.assembly
         self.dynamodb.provision(account, assembly)
         if self.regions:
-            self.replicator = replication.twin(account, self.regions, lag_s=self.replication_lag_s)
+            self.replicator = replication.twin(
+                account, self.regions, lag_s=self.replication_lag_s, faults=self.region_faults
+            )
         self.kinesis.provision(account, assembly)
         self.storage.provision(account, assembly)
         account.lambda_api = LambdaApi(self)  # before the functions: the operations function calls it

@@ -6,7 +6,9 @@ from __future__ import annotations
 
 import itertools
 
-from hybridsync.local.dynamodb.replication import Ledger, canonical
+import pytest
+
+from hybridsync.local.dynamodb.replication import Ledger, RegionFault, canonical
 
 TABLE = "main"
 KEY = (TABLE, canonical({"pk": {"S": "a"}}))
@@ -104,3 +106,24 @@ def test_items_compare_as_dynamodb_compares_them():
     assert canonical({"s": {"SS": ["b", "a"]}}) == canonical({"s": {"SS": ["a", "b"]}})
     assert canonical({"s": {"NS": ["1.50", "2"]}}) == canonical({"s": {"NS": ["2", "1.5"]}})
     assert canonical({"n": {"N": "20"}}) != canonical({"n": {"N": "21"}})
+
+
+def test_a_region_fault_plan_reads_kind_region_start_and_length():
+    plan = RegionFault.parse("partition=us-west-2@5+3, stop=eu-west-1@12.5+4")
+    assert plan == [RegionFault("partition", "us-west-2", 5, 3), RegionFault("stop", "eu-west-1", 12.5, 4)]
+    assert RegionFault.parse("") == []
+
+
+@pytest.mark.parametrize(
+    ("text", "said"),
+    [
+        ("flood=us-west-2@1+1", "partition or stop"),
+        ("stop=us-west-2", "write KIND=REGION@START"),
+        ("stop=us-west-2@x+1", "write KIND=REGION@START"),
+        ("stop=us-west-2@1+0", "lasts more than 0 s"),
+        ("stop=us-west-2@-1+2", "0 or later"),
+    ],
+)
+def test_a_region_fault_plan_that_cannot_run_says_why(text, said):
+    with pytest.raises(ValueError, match=said):
+        RegionFault.parse(text)

@@ -186,6 +186,40 @@ class Ledger:
         self.held.setdefault((region, key), 0.0)
 
 
+@dataclass(frozen=True)
+class RegionFault:
+    """A Region cut off from the others (`partition`: its clients still reach it) or down (`stop`:
+    its DynamoDB Local stopped, then started again with its data), `at_s` after the start, for `for_s`."""
+
+    kind: str
+    region: str
+    at_s: float
+    for_s: float
+
+    KINDS = ("partition", "stop")
+
+    @classmethod
+    def parse(cls, text: str) -> list[RegionFault]:
+        """`partition=us-west-2@5+3,stop=us-west-2@12+4`: kind=Region@start+seconds, each."""
+        plan = []
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            kind, _, rest = part.partition("=")
+            region, _, timing = rest.partition("@")
+            at, _, length = timing.partition("+")
+            try:
+                fault = cls(kind.strip(), region.strip(), float(at), float(length))
+            except ValueError:
+                raise ValueError(
+                    f"{part!r}: write KIND=REGION@START+SECONDS, e.g. stop=us-west-2@10+5"
+                ) from None
+            if fault.kind not in cls.KINDS:
+                raise ValueError(f"{part!r}: a Region fault is {' or '.join(cls.KINDS)}")
+            if fault.at_s < 0 or fault.for_s <= 0:
+                raise ValueError(f"{part!r}: the start is 0 or later, and the fault lasts more than 0 s")
+            plan.append(fault)
+        return plan
+
+
 @dataclass
 class Region:
     """One Region of the twin: its DynamoDB Local (kept in `folder` while the app runs, so a stopped
@@ -241,6 +275,7 @@ class Replicator:
         self._reading: dict[str, float] = {}  # Region -> when its streams were last read to their end
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
+        self.faults: dict[str, int] = defaultdict(int)  # Region faults injected, by kind
         self.sweepers: dict[str, list[TtlSweeper]] = defaultdict(list)  # Region -> its TTL (home: the app's)
 
     # --- starting --------------------------------------------------------------------------------
@@ -370,6 +405,32 @@ class Replicator:
         region = self.regions[name]
         region.start(region.folder.parent / f"dynamodb-local-{name}.log")
 
+    def inject(self, plan: list[RegionFault]) -> None:
+        """Run the plan's faults, each at its time from now (a thread of the replicator's)."""
+        began = time.monotonic()
+
+        def run(fault: RegionFault) -> None:
+            if self.stopping.wait(max(0.0, began + fault.at_s - time.monotonic())):
+                return
+            cut, restore = {
+                "partition": (
+                    lambda: self.partition(fault.region),
+                    lambda: self.partition(fault.region, False),
+                ),
+                "stop": (lambda: self.stop_region(fault.region), lambda: self.start_region(fault.region)),
+            }[fault.kind]
+            cut()
+            with self._lock:
+                self.faults[fault.kind] += 1
+            self.stopping.wait(fault.for_s)
+            restore()
+            # A restarted DynamoDB Local dies with the thread that started it (PR_SET_PDEATHSIG
+            # follows the parent thread, not the process): this one lasts as long as the replicator.
+            self.stopping.wait()
+
+        for fault in plan:
+            self._spawn(lambda _, f=fault: run(f), fault.region, f"region-{fault.kind}-{fault.region}")
+
     def settle(self, timeout_s: float = 30.0) -> bool:
         """Waits until every Region holds every item's winner and every stream has been read past
         the moment of the call; whether it did within the timeout."""
@@ -390,6 +451,14 @@ class Replicator:
                 self._lock.wait(min(left, self.poll_s))
         return True
 
+    def _behind(self, region: str) -> int:
+        """How many items `region` does not hold the winner of yet."""
+        return sum(
+            1
+            for key in self.ledger.winners
+            if region in self.tables[key[0]] and self.ledger.pending(region, key)
+        )
+
     def figures(self) -> dict[str, Any]:
         """Writes per Region (local, replicated in), replication latency per Region pair (ms, as
         CloudWatch's ReplicationLatency), and the versions a newer local write won back."""
@@ -409,6 +478,9 @@ class Replicator:
                 "overwritten": self.ledger.overwritten,
                 "cut_off": [name for name, region in self.regions.items() if region.cut_off],
                 "down": [name for name, region in self.regions.items() if region.stopped],
+                "faults": dict(self.faults),
+                "behind": {name: self._behind(name) for name in self.regions},  # not at the winner yet
+                "read_at": dict(self._reading),
             }
 
     def close(self) -> None:
@@ -439,10 +511,16 @@ def replica_folder(state_dir: Path, region: str, *, fresh: bool) -> Path:
     return folder
 
 
-def replicated_tables(account: Account, names: list[str]) -> dict[str, tuple[str, ...]]:
+def replicated_tables(account: Account, names: list[str],
+                      faults: list[RegionFault] = ()) -> dict[str, tuple[str, ...]]:  # fmt: skip
     """Each table the twin of `names` (home first: the app's own Region) replicates, with its
-    Regions, home first. ValueError, in one sentence, for Regions the app cannot have."""
+    Regions, home first. ValueError, in one sentence, for Regions the app cannot have, or faults
+    of a Region it has not."""
     home, others = names[0], names[1:]
+    for fault in faults:
+        if fault.region not in others:
+            raise ValueError(f"a Region fault names {fault.region}, not one of the replica Regions "
+                             f"({', '.join(others) or 'none'}): home's DynamoDB is the app's")  # fmt: skip
     if home != account.region:
         raise ValueError(f"the first Region is home, and this app's stacks are pinned to {account.region}: "
                          f"give {','.join([account.region, *others])}")  # fmt: skip
@@ -463,10 +541,12 @@ def replicated_tables(account: Account, names: list[str]) -> dict[str, tuple[str
     return tables
 
 
-def twin(account: Account, names: list[str], *, lag_s: float = LAG_S) -> Replicator:
+def twin(account: Account, names: list[str], *, lag_s: float = LAG_S,
+         faults: list[RegionFault] = ()) -> Replicator:  # fmt: skip
     """The app's global tables across `names` (home first), started: a DynamoDB Local for each
-    other Region, each table created there as its template's replica, filled from home, replicated."""
-    tables = replicated_tables(account, names)
+    other Region, each table created there as its template's replica, filled from home, replicated;
+    then `faults` injected, each at its time."""
+    tables = replicated_tables(account, names, faults)
     home, others = names[0], names[1:]
     port = int(account.dynamodb_endpoint.rsplit(":", 1)[1])
     regions = {home: Region(home, account.state_dir.resolve() / "dynamodb", port)}
@@ -495,4 +575,5 @@ def twin(account: Account, names: list[str], *, lag_s: float = LAG_S) -> Replica
     except BaseException:
         replicator.close()
         raise
+    replicator.inject(list(faults))
     return replicator

@@ -133,8 +133,12 @@ def test_a_conditional_write_evaluates_its_own_regions_item(twin):
     table, tag = twin.tables["MainTable"], uuid.uuid4().hex[:6]
     first, second = order(tag, 1), order(tag, 1, Total=Decimal("99"))
     absent = {"ConditionExpression": "attribute_not_exists(PK)"}
-    put(twin.client, table, ORDER, first, **absent)
-    put(west(twin), table, ORDER, second, **absent)  # not refused: us-west-2 has not the first yet
+    twin.replicator.partition(WEST)  # neither reaches the other before both are written
+    try:
+        put(twin.client, table, ORDER, first, **absent)
+        put(west(twin), table, ORDER, second, **absent)  # not refused: us-west-2 has not the first
+    finally:
+        twin.replicator.partition(WEST, cut=False)
     assert twin.replicator.settle(30)
     (here,), (there,) = items(twin.client, table, tag), items(west(twin), table, tag)
     assert here == there and here in (canonical(marshal(ORDER.item(v))) for v in (first, second))

@@ -58,6 +58,10 @@ KEYS = {  # the figures each benchmark must print (it may print more)
                 "records", "s3_records_per_s", "stream_records_per_s", "s3_vs_stream_fetch_ratio"},
     "posture": {"tls_connect_ms", "socket_connect_ms", "connect_ratio", "roundtrip_ratio", "rows_ratio",
                 "iam_token_ms"},
+    "regions": {"home_row_p50_s", "home_row_p99_s", "replica_row_p50_s", "replica_row_p99_s",
+                "replica_vs_home_row_p50_ratio", "unseen", "replication_p50_ms", "replication_max_ms",
+                "racing_writes", "settled", "replicas_equal", "racing_drift", "aggregates_equal_recount",
+                "won_back"},
     "read_path": {"hit_dynamodb_calls", "hit_sql_calls", "miss_dynamodb_calls", "hit_vs_sql_p50_ratio",
                   "outbox_vs_raw_ratio"},
     "write_back": {"records", "records_per_s", "vs_copy_ratio", "vs_naive_ratio", "plain_vs_copy_ratio",
@@ -68,7 +72,16 @@ KEYS = {  # the figures each benchmark must print (it may print more)
                "place_order_vs_put_ratio", "history_ok", "review_put_wu", "review_put_wu_before",
                "static_conflicts_one_customer", "static_conflicts_two_customers"},
 }  # fmt: skip
-NEEDS_ASSEMBLY = {"chaos", "freshness", "fuzz", "local_pipeline", "mixed_writers", "operate", "scale"}
+NEEDS_ASSEMBLY = {
+    "chaos",
+    "freshness",
+    "fuzz",
+    "local_pipeline",
+    "mixed_writers",
+    "operate",
+    "regions",
+    "scale",
+}
 
 
 def test_every_benchmark_is_covered():
@@ -105,6 +118,9 @@ def test_benchmark_smoke_run_prints_its_figures(name, cloud_assembly, request):
         assert figures["aggregate_exact"], figures
         # a floor is a share of the naive ADD: above 0, and no fold beats folding every window's changes
         assert 0 < figures["aggregate_floor_5s_ratio"] <= figures["aggregate_floor_1s_ratio"] <= 1, figures
+    if name == "regions":  # racing in two Regions leaves every replica, row and aggregate right
+        assert figures["unseen"] == 0 and figures["settled"] and figures["replicas_equal"], figures
+        assert figures["racing_drift"] == 0 and figures["aggregates_equal_recount"], figures
     if name == "adopt":  # correctness holds at any size: nothing lost, resumed, the rebuild exact
         assert (figures["drift"], figures["undone"], figures["resumed"]) == (0, 0, True), figures
         assert (

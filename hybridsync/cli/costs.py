@@ -6,7 +6,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from hybridsync.cli import common
 from hybridsync.cli.common import Commands
@@ -57,6 +57,12 @@ def add_plan(cli: Commands) -> None:
                               "drain polling all month), economy (5 s and 30 s windows, a drain a minute), "
                               "or both side by side with realtime minus economy (default both; the "
                               "plan's aggregation is priced at realtime then)")  # fmt: skip
+    planned.add_argument("--replicas", type=int, default=0,
+                         help="Regions holding a replica of every table besides home: their replicated "
+                              "writes, indexes and cross-Region transfer (default 0)")  # fmt: skip
+    planned.add_argument("--transfer-usd-per-gb", type=float, default=None,
+                         help="with --replicas: the cross-Region transfer price (default 0.02: us-east-1 "
+                              "to another US Region)")  # fmt: skip
     planned.add_argument("--json", action="store_true", help="one JSON object instead of the table")
 
 
@@ -82,8 +88,12 @@ def _plan(args: argparse.Namespace) -> int:
         fresh = plan.freshness_costs(work, args.freshness, source, args.kinesis_shards, not args.no_fan_out)
     except ValueError as error:
         raise SystemExit(f"plan: {error}") from None
+    try:
+        replicas = _replicas(args, work, result)
+    except ValueError as error:
+        raise SystemExit(f"plan: {error}") from None
     if args.json:
-        print(json.dumps(vars(result) | {"change_sources": {
+        print(json.dumps(vars(result) | {"replicas_usd": replicas, "change_sources": {
             name: {"label": c.label, "monthly_usd": c.items | {"total": c.total}, "notes": c.notes}
             for name, c in sources.items()}, "stream_prices_as_of": plan.STREAM_PRICES_AS_OF,
             "freshness_costs": {name: {"source": source, "shards": c.shards, "idle_usd": c.idle,
@@ -99,6 +109,8 @@ def _plan(args: argparse.Namespace) -> int:
     rows |= {f"concurrency: {k}": v for k, v in result.concurrency.items()}
     rows |= {f"GSI write shards: {k}": v for k, v in result.gsi_shards.items()}
     rows |= {f"$/month: {k}": f"{v:,.2f}" for k, v in result.monthly_usd.items()}
+    if replicas:
+        rows |= {f"$/month: {args.replicas} replica Region(s): {k}": f"{v:,.2f}" for k, v in replicas.items()}
     for name, value in rows.items():
         table.add_row(name, str(value))
     Console().print(table)
@@ -107,6 +119,18 @@ def _plan(args: argparse.Namespace) -> int:
     _print_sources(sources)
     _print_freshness(fresh, source)
     return 0
+
+
+def _replicas(args: argparse.Namespace, work: Any, result: Any) -> dict[str, float] | None:
+    """`--replicas`: what the other Regions add to the month (sizing/replicas.py), None without."""
+    from hybridsync.sizing import replicas
+
+    if args.transfer_usd_per_gb is not None and not args.replicas:
+        raise ValueError("--transfer-usd-per-gb prices replicas' transfer: give --replicas N too")
+    if not args.replicas:
+        return None
+    price = replicas.TRANSFER_USD_PER_GB if args.transfer_usd_per_gb is None else args.transfer_usd_per_gb
+    return replicas.replicas_cost(work, result, args.replicas, price)
 
 
 def _print_sources(sources: dict) -> None:

@@ -221,3 +221,41 @@ def test_the_plan_prices_the_settings_the_stacks_deploy():
     from hybridsync.cdk.schedules import DRAIN_MEMORY_MB
 
     assert plan.DRAIN_MEMORY_GB == DRAIN_MEMORY_MB / 1024
+
+
+def test_replicas_pay_every_write_again_their_indexes_and_the_transfer():
+    """Global tables billing: one replicated write unit per replica for each write, priced as a
+    write unit; the replicas' GSIs in plain write units; each item sent to each other Region."""
+    from hybridsync.sizing import replicas
+
+    work = plan.Workload(1000, item_kb=2)
+    result = plan.plan(work)
+    one, two = replicas.replicas_cost(work, result, 1), replicas.replicas_cost(work, result, 2)
+    home = result.monthly_usd
+    assert one["replicated writes"] == pytest.approx(
+        home["dynamodb_writes"] + home["aggregation_writes"], abs=0.02
+    )
+    assert one["replicas' GSI writes"] == pytest.approx(home["gsi_writes"], abs=0.01)
+    sent_gb = (1000 * 2 + plan.aggregation_write_units(work)) * MONTH / 1e6
+    assert one["cross-Region transfer"] == pytest.approx(sent_gb * 0.02, abs=0.01)
+    assert two["total"] == pytest.approx(2 * one["total"], abs=0.02)
+    assert replicas.replicas_cost(work, result, 0)["total"] == 0
+    with pytest.raises(ValueError, match="0 or more"):
+        replicas.replicas_cost(work, result, -1)
+
+
+def test_the_plan_command_adds_the_replicas_rows(capsys):
+    from hybridsync import cli
+
+    cli.main(["plan", "--writes-per-s", "100", "--replicas", "2", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert set(data["replicas_usd"]) == {
+        "replicated writes",
+        "replicas' GSI writes",
+        "cross-Region transfer",
+        "total",
+    }
+    cli.main(["plan", "--writes-per-s", "100"])
+    assert "replica Region" not in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="give --replicas N too"):
+        cli.main(["plan", "--writes-per-s", "100", "--transfer-usd-per-gb", "0.05"])

@@ -92,3 +92,15 @@ def test_the_local_app_runs_in_the_region_its_stacks_are_pinned_to(tmp_path):
         (tmp_path / name).mkdir()
         assert Assembly.load(assembly(tmp_path / name, *environments)).region == region, name
     assert Assembly.load(tmp_path / "home", region="us-west-2").region == "us-west-2"  # as asked
+
+
+def test_strong_consistency_is_refused_with_its_reason():
+    """MRSC global tables take no transactions and have no TTL (GlobalTables.html): the aggregation
+    folds each batch in a TransactWriteItems, and TTL expires what PostgreSQL keeps."""
+    with pytest.raises(
+        ValueError, match=r"table 'main': multi-Region strong consistency \(MRSC\) is refused"
+    ):
+        Table("main", KeyAttribute("pk"), replicas=("us-west-2",), consistency="strong")
+    with pytest.raises(ValueError, match="consistency is 'eventual'"):
+        Table("main", KeyAttribute("pk"), consistency="Strong")
+    assert Table("main", KeyAttribute("pk"), replicas=("us-west-2",)).consistency == "eventual"

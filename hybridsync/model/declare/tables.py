@@ -176,7 +176,8 @@ class Table:
     `"kinesis"` (Kinesis Data Streams for DynamoDB); None: the app's `-c change_source`.
     `replicas`: the other Regions the table is a global table in (version 2019.11.21, multi-Region
     eventual consistency), besides the home Region the stacks deploy to; empty: the app's
-    `-c replica_regions`."""
+    `-c replica_regions`. `consistency`: its replicas' mode, `"eventual"` (MREC); `"strong"` (MRSC)
+    is refused, with the reason."""
 
     name: str
     partition: KeyAttribute
@@ -188,9 +189,20 @@ class Table:
     distinct_index: str | None = None
     change_source: str | None = None
     replicas: tuple[str, ...] = ()
+    consistency: str = "eventual"
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "replicas", regions(self.replicas, f"table {self.name!r}: replicas"))
+        if self.consistency == "strong":  # GlobalTables.html, "Multi-Region strong consistency"
+            raise ValueError(
+                f"table {self.name!r}: multi-Region strong consistency (MRSC) is refused: its tables take no "
+                "transactions, and the aggregation folds each batch in one TransactWriteItems; nor TTL, "
+                "which expires what PostgreSQL keeps. Keep consistency='eventual' (MREC)"
+            )
+        if self.consistency != "eventual":
+            raise ValueError(
+                f"table {self.name!r}: consistency is 'eventual' (MREC), not {self.consistency!r}"
+            )
         if self.change_source not in (None, *CHANGE_SOURCES):
             raise ValueError(
                 f"table {self.name!r}: change_source must be one of {CHANGE_SOURCES}, "

@@ -61,6 +61,7 @@ class MonitoringStack(Stack):
         self._api(api)
         self._database(database)
         self._tables(model, data)
+        self._replication(model, data)
         self._change_streams(data)
         self._canary()
         self.dashboard = dashboard(self, list(self.alarms.values()), model, data, database, pipeline, api)
@@ -332,6 +333,33 @@ class MonitoringStack(Stack):
                 0,
                 f"DynamoDB answered 500 on {table.name}: the SDK retried; if it persists, AWS Health",
             )
+
+    def _replication(self, model: Model, data: DataStack) -> None:
+        """A global table's replication to each replica Region, as DynamoDB measures it from the home
+        Region (`ReplicationLatency`, ms, per `ReceivingRegion`: developerguide,
+        metrics-dimensions). Over a minute on average for 15 minutes, home's writes are not reaching
+        that Region: what is not there yet is lost with home. The evacuation guide watches it before
+        moving writes (bp-global-table-design.prescriptive-guidance.evacuation.html)."""
+        for table in model.tables:
+            for region in context.replicas(self, table):
+                metric = cloudwatch.Metric(
+                    namespace="AWS/DynamoDB",
+                    metric_name="ReplicationLatency",
+                    statistic="Average",
+                    period=FIVE_MINUTES,
+                    dimensions_map={
+                        "TableName": data.tables[table.name].table_name,
+                        "ReceivingRegion": region,
+                    },
+                )
+                self.alarm(
+                    f"{title(table.name)}ReplicationLatency{title(region)}",
+                    metric,
+                    60_000,
+                    f"{table.name}'s writes take over a minute to reach {region}: a write there may "
+                    "be lost if home fails now; evacuating a Region: docs/operating.md",
+                    periods=3,
+                )
 
     def _change_streams(self, data: DataStack) -> None:
         """A Kinesis change stream DynamoDB stopped writing to (a key policy that no longer lets it, a

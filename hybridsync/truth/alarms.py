@@ -11,7 +11,7 @@ from typing import Any
 
 from hybridsync.truth.facts import CANARY, PAGES, PUBLISHED, PUBLISHED_VALUES, VALUE_PAGES
 from hybridsync.truth.findings import Finding
-from hybridsync.truth.templates import Id, Templates
+from hybridsync.truth.templates import Id, Templates, replica_regions
 
 
 @functools.cache
@@ -153,6 +153,11 @@ def _wrong_references(templates: Templates, stack: str, namespace: str, dimensio
                 wrong.append(
                     f"GlobalSecondaryIndexName={index}: {found[0][0]}/{found[0][1]} has no such index"
                 )
+        if dimension == "TableName" and isinstance(region := dimensions.get("ReceivingRegion"), str):
+            replicas = replica_regions(resource.get("Properties", {}))
+            if region not in replicas:  # DynamoDB publishes it for the table's replica Regions alone
+                wrong.append(f"ReceivingRegion={region}: {found[0][0]}/{found[0][1]} has no replica there "
+                             f"(its replicas: {', '.join(replicas) or 'none'})")  # fmt: skip
     return "; ".join(wrong)
 
 

@@ -138,6 +138,9 @@ PUBLISHED: dict[str, dict[str, list[tuple[str, ...]]]] = {
         "SystemErrors": [("Operation", "TableName")],
         # its SampleCount is "the number of successful requests"
         "SuccessfulRequestLatency": [("Operation", "TableName")],
+        # global tables (version 2019.11.21): "the elapsed time between when an item is written to a
+        # replica table, and when that item appears in another replica", per receiving Region
+        "ReplicationLatency": [("ReceivingRegion", "TableName")],
     },
     # Kinesis: "Monitoring the Amazon Kinesis Data Streams service with Amazon CloudWatch", basic
     # stream-level metrics (streams/latest/dev/monitoring-with-cloudwatch.html)

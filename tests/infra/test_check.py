@@ -116,6 +116,13 @@ def index_alarm_on_a_missing_index(stacks: Stacks) -> None:
                 dimension["Value"] = "OrdersByTme"
 
 
+def latency_alarm_on_a_region_without_a_replica(stacks: Stacks) -> None:
+    for alarm in of_type(stacks["monitoring"], "AWS::CloudWatch::Alarm").values():
+        for dimension in alarm["Properties"].get("Dimensions", []):
+            if dimension["Name"] == "ReceivingRegion":
+                dimension["Value"] = "ap-south-1"
+
+
 def no_streams_endpoint(stacks: Stacks) -> None:
     (streams,) = [k for k in of_type(stacks["database"], "AWS::EC2::VPCEndpoint") if "Streams" in k]
     del stacks["database"]["Resources"][streams]
@@ -233,6 +240,8 @@ MUTATIONS: dict[str, tuple[str, Callable[[Stacks], None], str, str]] = {
                                        "AWS publishes it with the QueueName"),
     "index alarm on a missing index": ("default", index_alarm_on_a_missing_index, "alarm-metric",
                                        "has no such index"),
+    "latency alarm on a Region without a replica": ("replicas", latency_alarm_on_a_region_without_a_replica,
+                                                    "alarm-metric", "ReceivingRegion=ap-south-1"),
     "no Streams endpoint": ("default", no_streams_endpoint, "vpc-route", "dynamodbstreams"),
     "DynamoDB gateway on one subnet": ("default", dynamodb_gateway_on_one_subnet, "vpc-route",
                                        "calls dynamodb"),

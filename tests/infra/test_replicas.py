@@ -90,3 +90,20 @@ def test_the_home_region_is_said_never_taken_from_the_cli_profile(monkeypatch):
     stacks = build(App(context={**flags, "replica_regions": "us-west-2", "home_region": "eu-west-1",
                                 "aws:cdk:bundling-stacks": []}))  # fmt: skip
     assert {stack.region for stack in stacks.values()} == {"eu-west-1"}  # type: ignore[attr-defined]
+
+
+def test_each_replica_region_has_its_replication_latency_alarm(variants):
+    """DynamoDB's ReplicationLatency, per table and ReceivingRegion, from the home Region: over a
+    minute on average for 15 minutes, home's writes are not reaching that Region."""
+    alarms = of_type(variants["replicas"]["monitoring"], "AWS::CloudWatch::Alarm").values()
+    latency = [a["Properties"] for a in alarms if a["Properties"].get("MetricName") == "ReplicationLatency"]
+    receiving = sorted(
+        next(d["Value"] for d in a["Dimensions"] if d["Name"] == "ReceivingRegion") for a in latency
+    )
+    assert receiving == sorted(["us-west-2", "eu-west-1"] * len(MODEL.tables))
+    assert {(a["Statistic"], a["Threshold"], a["EvaluationPeriods"]) for a in latency} == {
+        ("Average", 60000, 3)
+    }
+    assert all("operating.md" in a["AlarmDescription"] for a in latency)
+    default = of_type(variants["default"]["monitoring"], "AWS::CloudWatch::Alarm").values()
+    assert not [a for a in default if a["Properties"].get("MetricName") == "ReplicationLatency"]

@@ -25,7 +25,8 @@ def add_doctor(cli: Commands) -> None:
         "doctor",
         "check what the app needs, where it runs (one line per check, exit 1 on any failure): from inside "
         "each VPC function every service it needs, each secret it reads and its database login; the RDS "
-        "Proxy's targets; every stream mapping enabled or paused on purpose; every alarm's topic heard by "
+        "Proxy's targets; every stream mapping enabled or paused on purpose; each replica ACTIVE and "
+        "replicating within a minute; every alarm's topic heard by "
         "a confirmed subscription; a canary alarm driven to ALARM and back, its notification sent. "
         "Without --deployed: the local app of `hybridsync up`",
         "hybridsync doctor --deployed   (the first command after `cdk deploy`; locally: hybridsync doctor)",

@@ -472,6 +472,7 @@ class Replicator:
                 if seconds
             }
             return {
+                "home": next(iter(self.regions)),
                 "local_writes": dict(self.ledger.local_writes),
                 "replicated": dict(self.ledger.replicated),
                 "latency": latency,

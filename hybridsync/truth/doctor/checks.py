@@ -138,6 +138,12 @@ def proxies(app: App, target: Target) -> Iterator[Check]:
         yield from target.proxy(proxy)
 
 
+def replicas(app: App, target: Target) -> Iterator[Check]:
+    """Each replicated table's replicas (truth/doctor/replicas.py)."""
+    for table, regions in app.replicated_tables():
+        yield from target.replicas(table, regions)
+
+
 def mappings(app: App, target: Target) -> Iterator[Check]:
     by_function: dict[Id | None, list[tuple[Id, bool]]] = {}
     for mapping, function, enabled in app.mappings():
@@ -281,6 +287,7 @@ def run_checks(
     yield from vpcs(app, target)
     yield from proxies(app, target)
     yield from mappings(app, target)
+    yield from replicas(app, target)
     yield from topics(app, target)
     if with_canary:
         yield from canary(app, target, canary_wait_s)

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from hybridsync.truth.facts import CANARY, SECRET_TYPES
-from hybridsync.truth.templates import Id, Templates
+from hybridsync.truth.templates import Id, Templates, replica_regions
 
 Topic = Id | str  # one of the stacks' topics, or a team's own by its ARN
 STACKS = ("data", "database", "pipeline", "api", "monitoring")
@@ -58,6 +58,12 @@ class App:
 
     def environment(self, ident: Id) -> dict[str, Any]:
         return dict(self.resource(ident).get("Properties", {}).get("Environment", {}).get("Variables", {}))
+
+    def replicated_tables(self) -> list[tuple[Id, list[str]]]:
+        """Each global table with replicas in other Regions, and those Regions."""
+        found = [(ident, replica_regions(table.get("Properties", {})))
+                 for ident, table in self.templates.resources("AWS::DynamoDB::GlobalTable")]  # fmt: skip
+        return [(ident, regions) for ident, regions in found if regions]
 
     def functions(self) -> list[Id]:
         """The engine's functions attached to a VPC (those whose network the stacks decide)."""

@@ -9,6 +9,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Protocol
 
+from hybridsync.truth.doctor import replicas as replica_checks
 from hybridsync.truth.doctor.inventory import STACKS, App, Check, Topic
 from hybridsync.truth.templates import Id
 
@@ -34,6 +35,7 @@ class Target(Protocol):
     def alarm_name(self, alarm: Id) -> str: ...
     def set_alarm_state(self, alarm: Id, state: str, reason: str) -> None: ...
     def alarm_history(self, alarm: Id, since: datetime) -> list[dict[str, Any]]: ...
+    def replicas(self, table: Id, regions: list[str]) -> list[Check]: ...
 
 
 def invoke_probe(client: Any, name: str, event: dict[str, Any]) -> dict[str, Any]:
@@ -72,6 +74,10 @@ class Deployed:
 
     def invoke(self, function: Id, event: dict[str, Any]) -> dict[str, Any]:
         return invoke_probe(self.functions, self.physical[function], event)
+
+    def replicas(self, table: Id, regions: list[str]) -> list[Check]:
+        name = self.physical.get(table, table[1])
+        return replica_checks.deployed(self.client("dynamodb"), self.client("cloudwatch"), name, regions)
 
     def secrets(self, function: Id, variables: list[str]) -> list[str]:
         return variables
@@ -221,6 +227,18 @@ class Local:
 
     def invoke(self, function: Id, event: dict[str, Any]) -> dict[str, Any]:
         return invoke_probe(self.client, self.app.construct(function), event)
+
+    def replicas(self, table: Id, regions: list[str]) -> list[Check]:
+        """The twin's figures as `hybridsync up` last wrote them (its status file)."""
+        status = self.notifications.parent / "status.json"
+        try:
+            replication = json.loads(status.read_text()).get("replication")
+        except (OSError, ValueError):
+            replication = None
+        name = (
+            f"{self.prefix}-{self.app.resource(table).get('Metadata', {}).get('hybridsync:table', table[1])}"
+        )
+        return replica_checks.local(replication, name, regions)
 
     def secrets(self, function: Id, variables: list[str]) -> list[str]:
         # A login through the proxy (IAM) reads its login's secret locally instead (local/postgres/logins.py)

@@ -335,11 +335,10 @@ class MonitoringStack(Stack):
             )
 
     def _replication(self, model: Model, data: DataStack) -> None:
-        """A global table's replication to each replica Region, as DynamoDB measures it from the home
-        Region (`ReplicationLatency`, ms, per `ReceivingRegion`: developerguide,
-        metrics-dimensions). Over a minute on average for 15 minutes, home's writes are not reaching
-        that Region: what is not there yet is lost with home. The evacuation guide watches it before
-        moving writes (bp-global-table-design.prescriptive-guidance.evacuation.html)."""
+        """Replication to each replica Region, as DynamoDB measures it from home (`ReplicationLatency`,
+        ms, per `ReceivingRegion`: metrics-dimensions). Over a minute on average for 15 minutes, home's
+        writes are not reaching that Region, and are lost with home (the evacuation guide watches it:
+        bp-global-table-design.prescriptive-guidance.evacuation.html)."""
         for table in model.tables:
             for region in context.replicas(self, table):
                 metric = cloudwatch.Metric(

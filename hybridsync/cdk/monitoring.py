@@ -337,8 +337,8 @@ class MonitoringStack(Stack):
     def _replication(self, model: Model, data: DataStack) -> None:
         """Replication to each replica Region, as DynamoDB measures it from home (`ReplicationLatency`,
         ms, per `ReceivingRegion`: metrics-dimensions). Over a minute on average for 15 minutes, home's
-        writes are not reaching that Region, and are lost with home (the evacuation guide watches it:
-        bp-global-table-design.prescriptive-guidance.evacuation.html)."""
+        writes are late there: reached only once home is back if it fails (the evacuation guide
+        watches it: bp-global-table-design.prescriptive-guidance.evacuation.html)."""
         for table in model.tables:
             for region in context.replicas(self, table):
                 metric = cloudwatch.Metric(
@@ -355,8 +355,8 @@ class MonitoringStack(Stack):
                     f"{title(table.name)}ReplicationLatency{title(region)}",
                     metric,
                     60_000,
-                    f"{table.name}'s writes take over a minute to reach {region}: a write there may "
-                    "be lost if home fails now; evacuating a Region: docs/operating.md",
+                    f"{table.name}'s writes take over a minute to reach {region}: if home fails, they "
+                    "get there only once it is back; evacuating a Region: docs/operating.md",
                     periods=3,
                 )
 

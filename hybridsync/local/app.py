@@ -154,6 +154,8 @@ class LocalApp:
             self.http_apis.start(http_port)
         if schedules:
             self.schedules.start(None if schedules is True else set(schedules))
+        if self.replicator is not None:  # the Region faults' clock starts with the running app
+            self.replicator.inject(self.region_faults)
 
     # --- status and stopping ------------------------------------------------------------------
 

@@ -14,9 +14,10 @@ billed once in every replica, and each crosses to the others.
   assumption for other pairs (`--transfer-usd-per-gb`). The aggregation's items are counted at
   1 KB a write unit, their largest.
 
-Reads, storage and the consumers are not multiplied: reads are made where they are served, and
-the consumers run at home only. Storage (each replica holds every item) is left out, as `plan`
-leaves the home table's out.
+Reads and the consumers are not multiplied: reads are made where they are served, and the
+consumers run at home only. Left out: storage (each replica holds every item; `plan` leaves the
+home table's out too), filling a replica added to a table that holds data (billed as a restore),
+and TTL's deletions, free at home but replicated writes in the other Regions.
 """
 
 from __future__ import annotations

@@ -139,18 +139,19 @@ class Truth:
 
 
 def _expired(entity: Entity, old: dict[str, Any], change: StreamChange) -> bool:
-    """Whether a REMOVE took an item its TTL had expired: then it is TTL's, whatever identity its
-    record carries. In a global table TTL deletes in any Region, and the other Regions' streams get
-    a replicated delete (bp-global-table-design.prescriptive-guidance.throughput.html) whose
-    identity AWS does not document: at home it may look like a user's. A user's delete of an
-    item already expired keeps its row too, as TTL's would have a moment later."""
+    """Whether a REMOVE took an item its TTL had expired when the record was made: then it is TTL's,
+    whatever identity it carries. In a global table TTL deletes in any Region, and its deletions
+    "are not identifiable" in the streams of the Regions they are replicated to
+    (ttl-expired-items.html): at home one looks like a user's. So a user's delete of an item
+    already expired keeps its row too, as TTL's would have; and a user's delete made in another
+    Region before the expiry but replicated home after it. A record without its creation time is
+    never taken for TTL's."""
     attribute = entity.table.ttl_attribute
     expires = (old.get(attribute) or {}).get("N") if attribute else None
-    if expires is None:
+    if expires is None or not change.created_micros:
         return False
-    at = change.created_micros / 1e6 if change.created_micros else time.time()
     try:
-        return Decimal(expires) <= Decimal(at)
+        return Decimal(expires) <= Decimal(change.created_micros) / 1_000_000
     except ArithmeticError:
         return False
 

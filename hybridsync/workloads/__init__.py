@@ -105,23 +105,25 @@ def wait_caught_up(
     pause_s: float = 0.5,
     calm: int = 3,
     progress: Callable[[str], None] | None = None,
+    outbox: bool = True,
 ) -> bool:
     """Every mapping idle (no lag, not blocked, its stream read after this call began, so what
     was written before the call is counted) and the outbox empty, `calm` times in a row; False at
     the timeout. `mappings()` gives each mapping's status (`lag_records`, `blocked`,
-    `read_through`), as `LocalApp.status()["mappings"]` or the status file has them."""
+    `read_through`), as `LocalApp.status()["mappings"]` or the status file has them. `outbox=False`:
+    the outbox is not waited for (an app whose drain does not run, on a database others share)."""
     since = time.time()
     deadline, seen = time.monotonic() + timeout_s, 0
     while time.monotonic() < deadline:
-        status, outbox = mappings(), outbox_rows(engine)
+        status, waiting = mappings(), outbox_rows(engine) if outbox else 0
         idle = status is not None and all(
             m["lag_records"] == 0 and not m.get("blocked") and m.get("read_through", 0) >= since
             for m in status.values()
         )
-        seen = seen + 1 if idle and outbox == 0 else 0
+        seen = seen + 1 if idle and waiting == 0 else 0
         if progress:
             lag = ", ".join(f"{name.split(':')[0]} {m['lag_records']}" for name, m in (status or {}).items())
-            progress(f"lag {lag or '?'}, outbox {'?' if outbox is None else outbox}")
+            progress(f"lag {lag or '?'}, outbox {'?' if waiting is None else waiting}")
         if seen >= calm:
             return True
         time.sleep(pause_s)

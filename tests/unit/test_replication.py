@@ -8,6 +8,7 @@ import itertools
 
 import pytest
 
+from hybridsync.local.dynamodb import replication
 from hybridsync.local.dynamodb.replication import Ledger, RegionFault, canonical
 
 TABLE = "main"
@@ -89,6 +90,52 @@ def test_a_failed_write_is_due_again():
     book.applying("west", KEY, version)
     book.applied("west", KEY, version, recorded=None)
     assert book.pending("west", KEY) == version
+
+
+def test_a_write_that_got_no_answer_but_landed_is_never_taken_for_a_new_one():
+    """West's put of A gets no answer (stopped mid-call) but landed; home writes B meanwhile. When
+    west's record of A is read, it is A's, not a newer local write: B still wins everywhere."""
+    book = ledger()
+    book.read("home", KEY, item("A"))
+    version = book.pending("west", KEY)
+    book.applying("west", KEY, version)
+    book.applied("west", KEY, version, recorded=None)
+    book.read("home", KEY, item("B"))
+    assert book.read("west", KEY, item("A")) == [("west", KEY)]  # west is due B, home owes nothing
+    assert book.winners[KEY].image == item("B") and book.local_writes == {"home": 2}
+    replicate(book, "west")
+    assert book.settled("west", KEY) and book.settled("home", KEY)
+
+
+def test_a_write_whose_record_went_to_an_older_one_of_the_same_item_is_written_again(monkeypatch):
+    """West's put of X gets no answer and did not land; X is written again and lands. Its one
+    record is taken for the first X: west's newer write of X then awaits a record that never comes.
+    Past ECHO_WAIT_S it is due again (a no-op write: held at once)."""
+    book = ledger()
+    book.read("home", KEY, item("X"))
+    first = book.pending("west", KEY)
+    book.applying("west", KEY, first)
+    book.applied("west", KEY, first, recorded=None)
+    book.read("home", KEY, item("Y"))
+    book.read("home", KEY, item("X"))  # X again, newer
+    again = book.pending("west", KEY)
+    book.applying("west", KEY, again)
+    book.applied("west", KEY, again, recorded=True)
+    book.read("west", KEY, item("X"))  # its record, matched to the first X
+    assert not book.settled("west", KEY) and book.pending("west", KEY) is None  # awaiting a record
+    monkeypatch.setattr(replication, "ECHO_WAIT_S", 0.0)
+    assert book.pending("west", KEY) == again
+
+
+def test_settled_only_once_the_write_is_read_back():
+    book = ledger()
+    book.read("home", KEY, item("x"))
+    version = book.pending("west", KEY)
+    book.applying("west", KEY, version)
+    assert book.pending("west", KEY) is None and not book.settled("west", KEY)  # written, not read back
+    book.applied("west", KEY, version, recorded=True)
+    book.read("west", KEY, item("x"))
+    assert book.settled("west", KEY)
 
 
 def test_a_delete_replicates_as_a_delete():

@@ -5,12 +5,12 @@ one DynamoDB Local per Region, and a replicator between them with the semantics 
   "typically within a second or less" (V2globaltables_HowItWorks.html, "Replication latency"):
   here after `lag_s` (0.3 s by default) from the moment the replicator reads it from its Region's
   stream, which it polls every `poll_s`.
-- **Last writer wins**, "based on the latest internal timestamp on a per-item basis" (same page,
-  "Conflict resolution"). The twin's timestamp is the moment it reads the write from its Region's
-  stream, at most a poll after the write: writes to one item in two Regions closer than that may
-  resolve either way, as they may in AWS, whose Regions' clocks differ too. Every replica
-  converges to the same winner.
-- **Quick changes merge.** Replication "may merge" several changes of one item made in quick
+- **Last writer wins**: conflicts resolve "using the modification with the latest internal
+  timestamp on a per-item basis" (same page, "Conflict resolution"). The twin's timestamp is the
+  moment it reads the write from its Region's stream: a poll after the write, later under load or
+  after a stop, so writes to one item in two Regions that close may resolve either way. Every
+  replica converges to the same winner.
+- **Quick changes merge.** Replication may merge several changes of one item made in quick
   succession (FAQ, bp-global-table-design.prescriptive-guidance.checklist-and-faq.html): what
   reaches another Region is the item's winner when its replication is due, so a version
   superseded within `lag_s` never reaches it.
@@ -22,8 +22,8 @@ one DynamoDB Local per Region, and a replicator between them with the semantics 
   and durability": RPO is the replication delay).
 - **TTL.** A TTL deletion "can be done in any Region" and reaches the others as a replicated write
   (bp-global-table-design.prescriptive-guidance.throughput.html). Every Region's DynamoDB Local
-  expires items itself; their deletions replicate like any delete, with no identity (AWS does not
-  document what other Regions' records of it carry: consumers must not rely on it).
+  expires items itself; their deletions replicate like any delete, with no identity: TTL deletions
+  replicated to other Regions "are not identifiable" in their streams (ttl-expired-items.html).
 
 What it cannot show: replication latency under real load and distance, and MRSC (strong
 consistency, its witness). A replicated write the twin applies over a newer local write it has not
@@ -41,7 +41,7 @@ import statistics
 import threading
 import time
 from collections import defaultdict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from pathlib import Path
@@ -62,6 +62,8 @@ BOTH_IMAGES = "NEW_AND_OLD_IMAGES"  # a replica's stream: the deploy rule replic
 LAG_S = 0.3  # AWS: "typically within a second or less"
 POLL_S = 0.05
 RETRY_S = 0.5  # a write to a Region that did not answer is tried again after this
+ECHO_WAIT_S = 5.0  # a replicated write's record not read back by then: written again (a no-op if it is there)
+REVIEW_S = 1.0  # how often each Region's items are checked against their winners
 Item = dict[str, Any]  # DynamoDB JSON
 Key = tuple[str, str]  # table, its key (DynamoDB JSON, canonical)
 
@@ -99,6 +101,22 @@ def _number(text: str) -> str:
         return text
 
 
+@dataclass
+class Echo:
+    """A write the replicator made in a Region, until its record is read back there. `certain`:
+    the write answered (else it may not have landed, and is tried again)."""
+
+    stamp: float
+    image: str  # canonical
+    certain: bool = True
+    at: float = field(default_factory=time.monotonic)
+
+    def awaited(self) -> bool:
+        """Whether its record is still awaited: it answered, and not so long ago that its record,
+        if any, must have been matched to another write of the same item (then it is written again)."""
+        return self.certain and time.monotonic() - self.at < ECHO_WAIT_S
+
+
 @dataclass(frozen=True)
 class Version:
     """One write of an item: the replicator's per-item timestamp, its Region, the item (None: deleted)."""
@@ -119,7 +137,7 @@ class Ledger:
         self._last = 0.0
         self.winners: dict[Key, Version] = {}
         self.held: dict[tuple[str, Key], float] = {}  # (Region, item) -> stamp of the version it holds
-        self._echoes: dict[tuple[str, Key], deque[tuple[float, str]]] = defaultdict(deque)
+        self._echoes: dict[tuple[str, Key], deque[Echo]] = defaultdict(deque)
         self.local_writes: dict[str, int] = defaultdict(int)
         self.replicated: dict[str, int] = defaultdict(int)
         self.overwritten = 0  # replicated versions a Region's newer write had to win back (see module)
@@ -131,11 +149,11 @@ class Ledger:
     def read(self, region: str, key: Key, image: Item | None) -> list[tuple[str, Key]]:
         """A record of `region`'s stream. Returns the (Region, item) pairs now due a replication."""
         echoes, shown = self._echoes[(region, key)], canonical(image)
-        mine = next((n for n, (_, written) in enumerate(echoes) if written == shown), None)
+        mine = next((n for n, echo in enumerate(echoes) if echo.image == shown), None)
         if mine is not None:  # our own replicated write, read back (those before it made no record)
             for _ in range(mine):
                 echoes.popleft()
-            self.held[(region, key)] = echoes.popleft()[0]
+            self.held[(region, key)] = echoes.popleft().stamp  # its own stamp: never a new write
         elif (winner := self.winners.get(key)) and canonical(winner.image) == shown:
             self.held[(region, key)] = winner.stamp  # the winner already: written here too, or merged
         else:
@@ -158,31 +176,37 @@ class Ledger:
         winner = self.winners.get(key)
         if winner is None or self.held.get((region, key), -1.0) >= winner.stamp:
             return None
-        if any(stamp >= winner.stamp for stamp, _ in self._echoes[(region, key)]):
+        if any(echo.awaited() and echo.stamp >= winner.stamp for echo in self._echoes[(region, key)]):
             return None  # written already; its record is on its way
         return winner
 
+    def settled(self, region: str, key: Key) -> bool:
+        """Whether `region` holds `key`'s winner, its record read back (not merely written)."""
+        winner = self.winners.get(key)
+        return winner is None or self.held.get((region, key), -1.0) >= winner.stamp
+
     def applying(self, region: str, key: Key, version: Version) -> None:
         """Before the write: its record may be read before the write call returns."""
-        self._echoes[(region, key)].append((version.stamp, canonical(version.image)))
+        self._echoes[(region, key)].append(Echo(version.stamp, canonical(version.image)))
 
     def applied(self, region: str, key: Key, version: Version, *, recorded: bool | None) -> None:
         """After the write. `recorded`: whether it changed the item (so the stream has a record of
-        it); None: the write failed, and will be tried again."""
+        it); None: no answer, so it may or may not have landed: its record, if one comes, is still
+        known as this version's (never a new write), and the write is tried again."""
         echoes = self._echoes[(region, key)]
-        if not recorded:  # no record will come (unchanged, or not written)
-            for n in range(len(echoes) - 1, -1, -1):
-                if echoes[n][0] == version.stamp:
-                    del echoes[n]
-                    break
-            if recorded is False:
-                self.held[(region, key)] = max(self.held.get((region, key), -1.0), version.stamp)
+        mine = next((e for e in reversed(echoes) if e.stamp == version.stamp), None)
+        if recorded is None and mine is not None:
+            mine.certain = False
+        elif recorded is False:  # unchanged: no record will come
+            if mine is not None:
+                echoes.remove(mine)
+            self.held[(region, key)] = max(self.held.get((region, key), -1.0), version.stamp)
         if recorded is not None:
             self.replicated[region] += 1
 
     def seed(self, region: str, key: Key, image: Item) -> None:
         """An item copied into a new replica (as AWS fills one from the table): its record is ours."""
-        self._echoes[(region, key)].append((0.0, canonical(image)))
+        self._echoes[(region, key)].append(Echo(0.0, canonical(image)))
         self.held.setdefault((region, key), 0.0)
 
 
@@ -351,9 +375,16 @@ class Replicator:
         """Brings the Region's items to their winners, each when its replication is due."""
         region = self.regions[name]
         client = region.client()
+        reviewed = time.monotonic()
         while not self.stopping.is_set():
             with self._lock:
                 tasks = self._tasks[name]
+                if time.monotonic() - reviewed > REVIEW_S:  # an item no task brings to its winner
+                    reviewed = time.monotonic()
+                    due = {t.key for t in tasks}
+                    for key in self.ledger.winners:
+                        if name in self.tables[key[0]] and key not in due and self.ledger.pending(name, key):
+                            heapq.heappush(tasks, _Task(time.time(), name, key))
                 wait = (tasks[0].due - time.time()) if tasks else self.poll_s
                 if wait > 0:
                     self._lock.wait(min(wait, self.poll_s))
@@ -401,7 +432,8 @@ class Replicator:
         self.regions[name].stop()
 
     def start_region(self, name: str) -> None:
-        """The Region comes back, with its data and its stream."""
+        """The Region comes back, with its data and its stream. Its DynamoDB Local lives as long as
+        the calling thread (PR_SET_PDEATHSIG): call it from one that lasts."""
         region = self.regions[name]
         region.start(region.folder.parent / f"dynamodb-local-{name}.log")
 
@@ -422,8 +454,8 @@ class Replicator:
             cut()
             with self._lock:
                 self.faults[fault.kind] += 1
-            self.stopping.wait(fault.for_s)
-            restore()
+            if not self.stopping.wait(fault.for_s):  # not on the way out: no Region started to stop it
+                restore()
             # A restarted DynamoDB Local dies with the thread that started it (PR_SET_PDEATHSIG
             # follows the parent thread, not the process): this one lasts as long as the replicator.
             self.stopping.wait()
@@ -439,8 +471,8 @@ class Replicator:
 
         def settled() -> bool:
             read = all(self._reading.get(name, 0.0) > called for name in self.regions)
-            return read and not any(
-                self.ledger.pending(name, key) for key in self.ledger.winners for name in self.tables[key[0]]
+            return read and all(
+                self.ledger.settled(name, key) for key in self.ledger.winners for name in self.tables[key[0]]
             )
 
         with self._lock:
@@ -456,7 +488,7 @@ class Replicator:
         return sum(
             1
             for key in self.ledger.winners
-            if region in self.tables[key[0]] and self.ledger.pending(region, key)
+            if region in self.tables[key[0]] and not self.ledger.settled(region, key)
         )
 
     def figures(self) -> dict[str, Any]:
@@ -513,7 +545,7 @@ def replica_folder(state_dir: Path, region: str, *, fresh: bool) -> Path:
 
 
 def replicated_tables(account: Account, names: list[str],
-                      faults: list[RegionFault] = ()) -> dict[str, tuple[str, ...]]:  # fmt: skip
+                      faults: Sequence[RegionFault] = ()) -> dict[str, tuple[str, ...]]:  # fmt: skip
     """Each table the twin of `names` (home first: the app's own Region) replicates, with its
     Regions, home first. ValueError, in one sentence, for Regions the app cannot have, or faults
     of a Region it has not."""
@@ -543,10 +575,10 @@ def replicated_tables(account: Account, names: list[str],
 
 
 def twin(account: Account, names: list[str], *, lag_s: float = LAG_S,
-         faults: list[RegionFault] = ()) -> Replicator:  # fmt: skip
+         faults: Sequence[RegionFault] = ()) -> Replicator:  # fmt: skip
     """The app's global tables across `names` (home first), started: a DynamoDB Local for each
-    other Region, each table created there as its template's replica, filled from home, replicated;
-    then `faults` injected, each at its time."""
+    other Region, each table created there as its template's replica, filled from home, replicated.
+    `faults` are checked here; `Replicator.inject` runs them once the app runs."""
     tables = replicated_tables(account, names, faults)
     home, others = names[0], names[1:]
     port = int(account.dynamodb_endpoint.rsplit(":", 1)[1])
@@ -576,5 +608,4 @@ def twin(account: Account, names: list[str], *, lag_s: float = LAG_S,
     except BaseException:
         replicator.close()
         raise
-    replicator.inject(list(faults))
     return replicator

@@ -129,8 +129,9 @@ class Version:
 class Ledger:
     """What each Region holds of each item, and who wins: the replicator's decisions, without I/O.
 
-    `read(region, key, image)` takes each record of a Region's stream, in its order; `due()` says
-    which Region must be brought to which item's winner; `applying`/`applied` bracket that write."""
+    `read(region, key, image)` takes each record of a Region's stream, in its order, and says which
+    Regions are now due the item's winner; `pending` what to write there; `applying`/`applied`
+    bracket that write; `settled` whether its record was read back."""
 
     def __init__(self, regions: dict[str, tuple[str, ...]], clock: Callable[[], float] = time.time):
         self.regions, self.clock = regions, clock  # table -> the Regions it has replicas in

@@ -15,7 +15,7 @@ STACKS = ("data", "database", "pipeline", "api", "monitoring")
 
 @dataclass(frozen=True)
 class Check:
-    """One verdict: `kind` (network, secret, database, probe, proxy, mapping, alarm, canary), what it
+    """One verdict: `kind` (network, secret, database, probe, proxy, mapping, replica, alarm, canary), what it
     is about, what was found, and on a failure what to do."""
 
     kind: str

@@ -48,27 +48,16 @@ sys.path.insert(0, str(ROOT))
 from hybridsync import local, workloads  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.dynamodb.replication import canonical  # noqa: E402
-from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
+from hybridsync.local.template import synth_if_stale  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
 from hybridsync.workloads import percentile, scratch  # noqa: E402
 from shop.model import MODEL, ORDER_LINE  # noqa: E402
+from tests.integration.test_regions import HOME, WEST, replicated  # noqa: E402
 
-HOME, WEST = "us-east-1", "us-west-2"
 CREATED = "2031-07-08T09:00:00.000Z"
 WATCH_EVERY_S = 0.02
 WAIT_S = 20.0
-
-
-def replicated(assembly_dir: Path) -> Assembly:
-    """The app as `-c replica_regions=us-west-2` renders it, its batching windows at 0."""
-    assembly = Assembly.load(assembly_dir)
-    for table in assembly.resources("AWS::DynamoDB::GlobalTable"):
-        table.properties["Replicas"] = [{"Region": WEST}, *table.properties["Replicas"]]
-        table.properties.setdefault("StreamSpecification", {"StreamViewType": "NEW_AND_OLD_IMAGES"})
-    for mapping in assembly.resources("AWS::Lambda::EventSourceMapping"):
-        mapping.properties["MaximumBatchingWindowInSeconds"] = 0
-    return assembly
 
 
 def line(tag: str, order: int, number: int, **values: Any) -> dict[str, Any]:

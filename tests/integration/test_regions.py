@@ -24,18 +24,25 @@ HOME, WEST = "us-east-1", "us-west-2"
 CREATED = "2031-05-06T10:00:00.000Z"
 
 
-@pytest.fixture(scope="module")
-def twin(cloud_assembly, stack, tmp_path_factory):
-    """The session's app with a us-west-2 replica of every table (the template as `-c
-    replica_regions=us-west-2` renders it: its home replica last), running in both Regions."""
-    assembly = Assembly.load(cloud_assembly)
+def replicated(assembly_dir) -> Assembly:
+    """The app with a us-west-2 replica of every table, as `-c replica_regions=us-west-2` renders it
+    (its home replica last, streams with both images), its batching windows at 0. Also the chaos
+    run's and bench/regions.py's."""
+    assembly = Assembly.load(assembly_dir)
     for table in assembly.resources("AWS::DynamoDB::GlobalTable"):
         table.properties["Replicas"] = [{"Region": WEST}, *table.properties["Replicas"]]
         table.properties.setdefault("StreamSpecification", {"StreamViewType": "NEW_AND_OLD_IMAGES"})
     for mapping in assembly.resources("AWS::Lambda::EventSourceMapping"):
         mapping.properties["MaximumBatchingWindowInSeconds"] = 0
+    return assembly
+
+
+@pytest.fixture(scope="module")
+def twin(cloud_assembly, stack, tmp_path_factory):
+    """The session's app, replicated, running in both Regions."""
     state, prefix = tmp_path_factory.mktemp("twin"), f"tw{uuid.uuid4().hex[:4]}"
-    app = LocalApp(assembly, **stack.endpoints(), state_dir=state, prefix=prefix, regions=[HOME, WEST])
+    app = LocalApp(replicated(cloud_assembly), **stack.endpoints(), state_dir=state, prefix=prefix,
+                   regions=[HOME, WEST])  # fmt: skip
     app.start(http_port=None, schedules=False)
     yield app
     app.stop()

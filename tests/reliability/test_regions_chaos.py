@@ -20,10 +20,9 @@ from hybridsync import workloads
 from hybridsync.local.app import LocalApp
 from hybridsync.local.dynamodb.replication import RegionFault
 from hybridsync.local.faults import FaultPlan
-from hybridsync.local.template import Assembly
 from hybridsync.model.convert import marshal
 from shop.model import MODEL, ORDER, ORDER_LINE
-from tests.integration.test_regions import CREATED, HOME, WEST, items
+from tests.integration.test_regions import CREATED, HOME, WEST, items, replicated
 
 WRITE_S = 12.0
 FAULTS = "partition=us-west-2@2+3,stop=us-west-2@6+3"
@@ -31,12 +30,7 @@ FAULTS = "partition=us-west-2@2+3,stop=us-west-2@6+3"
 
 @pytest.fixture(scope="module")
 def chaos_app(cloud_assembly, stack, tmp_path_factory):
-    assembly = Assembly.load(cloud_assembly)
-    for table in assembly.resources("AWS::DynamoDB::GlobalTable"):
-        table.properties["Replicas"] = [{"Region": WEST}, *table.properties["Replicas"]]
-        table.properties.setdefault("StreamSpecification", {"StreamViewType": "NEW_AND_OLD_IMAGES"})
-    for mapping in assembly.resources("AWS::Lambda::EventSourceMapping"):
-        mapping.properties["MaximumBatchingWindowInSeconds"] = 0
+    assembly = replicated(cloud_assembly)
     plan = FaultPlan(seed=53, duplicate=0.2, fail_before=0.05, fail_after=0.05, throttle=0.05,
                      server_error_after=0.05)  # fmt: skip
     app = LocalApp(assembly, **stack.endpoints(), state_dir=tmp_path_factory.mktemp("regions-chaos"),

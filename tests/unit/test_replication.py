@@ -9,7 +9,7 @@ import itertools
 import pytest
 
 from hybridsync.local.dynamodb import replication
-from hybridsync.local.dynamodb.replication import Ledger, RegionFault, canonical
+from hybridsync.local.dynamodb.replication import Ledger, RegionFault, Version, canonical
 
 TABLE = "main"
 KEY = (TABLE, canonical({"pk": {"S": "a"}}))
@@ -24,12 +24,18 @@ def ledger() -> Ledger:
     return Ledger({TABLE: ("home", "west")}, clock=lambda: float(next(ticks)))
 
 
-def replicate(book: Ledger, region: str) -> None:
-    """The replicator's write of the winner into `region`, then its record read back there."""
+def write(book: Ledger, region: str, recorded: bool | None) -> Version:
+    """The replicator's write of the winner into `region`, answered as `recorded` says."""
     version = book.pending(region, KEY)
     assert version is not None
     book.applying(region, KEY, version)
-    book.applied(region, KEY, version, recorded=True)
+    book.applied(region, KEY, version, recorded=recorded)
+    return version
+
+
+def replicate(book: Ledger, region: str) -> None:
+    """The replicator's write of the winner into `region`, then its record read back there."""
+    version = write(book, region, recorded=True)
     assert book.read(region, KEY, version.image) == []
 
 
@@ -54,9 +60,7 @@ def test_a_replicated_write_landing_after_a_newer_local_one_is_won_back():
     local write then the echo, west is due its own newer write again."""
     book = ledger()
     book.read("home", KEY, item("old"))
-    version = book.pending("west", KEY)
-    book.applying("west", KEY, version)
-    book.applied("west", KEY, version, recorded=True)
+    write(book, "west", recorded=True)
     assert set(book.read("west", KEY, item("new"))) == {("home", KEY)}  # read before the echo
     assert book.read("west", KEY, item("old")) == [("home", KEY), ("west", KEY)]
     assert book.overwritten == 1 and book.pending("west", KEY).image == item("new")
@@ -76,9 +80,7 @@ def test_a_write_that_changes_nothing_leaves_no_record_to_wait_for():
     Local too): the replica holds the winner at once."""
     book = ledger()
     book.read("home", KEY, item("x"))
-    version = book.pending("west", KEY)
-    book.applying("west", KEY, version)
-    book.applied("west", KEY, version, recorded=False)
+    write(book, "west", recorded=False)
     assert book.pending("west", KEY) is None
     assert book.read("west", KEY, item("y")) == [("home", KEY)]  # a later write is local, not an echo
 
@@ -86,9 +88,7 @@ def test_a_write_that_changes_nothing_leaves_no_record_to_wait_for():
 def test_a_failed_write_is_due_again():
     book = ledger()
     book.read("home", KEY, item("x"))
-    version = book.pending("west", KEY)
-    book.applying("west", KEY, version)
-    book.applied("west", KEY, version, recorded=None)
+    version = write(book, "west", recorded=None)
     assert book.pending("west", KEY) == version
 
 
@@ -97,9 +97,7 @@ def test_a_write_that_got_no_answer_but_landed_is_never_taken_for_a_new_one():
     west's record of A is read, it is A's, not a newer local write: B still wins everywhere."""
     book = ledger()
     book.read("home", KEY, item("A"))
-    version = book.pending("west", KEY)
-    book.applying("west", KEY, version)
-    book.applied("west", KEY, version, recorded=None)
+    write(book, "west", recorded=None)
     book.read("home", KEY, item("B"))
     assert book.read("west", KEY, item("A")) == [("west", KEY)]  # west is due B, home owes nothing
     assert book.winners[KEY].image == item("B") and book.local_writes == {"home": 2}
@@ -113,14 +111,10 @@ def test_a_write_whose_record_went_to_an_older_one_of_the_same_item_is_written_a
     Past ECHO_WAIT_S it is due again (a no-op write: held at once)."""
     book = ledger()
     book.read("home", KEY, item("X"))
-    first = book.pending("west", KEY)
-    book.applying("west", KEY, first)
-    book.applied("west", KEY, first, recorded=None)
+    write(book, "west", recorded=None)
     book.read("home", KEY, item("Y"))
     book.read("home", KEY, item("X"))  # X again, newer
-    again = book.pending("west", KEY)
-    book.applying("west", KEY, again)
-    book.applied("west", KEY, again, recorded=True)
+    again = write(book, "west", recorded=True)
     book.read("west", KEY, item("X"))  # its record, matched to the first X
     assert not book.settled("west", KEY) and book.pending("west", KEY) is None  # awaiting a record
     monkeypatch.setattr(replication, "ECHO_WAIT_S", 0.0)

@@ -192,6 +192,9 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
             f'--{hook}: name a function in pyproject.toml ([tool.hybridsync] {hook} = "myapp.{hook}:run")'
         )
     _port_free(args.port)
+    if args.region_faults and not args.regions:
+        raise SystemExit("hybridsync up: --region-faults cuts off or stops replica Regions: run them with "
+                         "--regions HOME,REGION too")  # fmt: skip
     assembly = Assembly.load(synth_if_stale(Path(args.assembly), synth=not args.no_synth))
     with local.start(
         state, args.prefix, tables=False, keep_dynamodb=True, pg_max_connections=args.pg_max_connections

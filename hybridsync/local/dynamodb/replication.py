@@ -261,8 +261,10 @@ class Region:
     def endpoint(self) -> str:
         return f"http://127.0.0.1:{self.port}"
 
-    def start(self, log_file: Path | None = None) -> None:
+    def start(self) -> None:
+        """Its DynamoDB Local, on its port (the same one again after a stop), logging beside its folder."""
         self.port = self.port or dynamodb_local.free_port()
+        log_file = self.folder.parent / f"dynamodb-local-{self.name}.log"
         self.process = dynamodb_local.start(self.folder, log=log_file, port=self.port)[1]
         self.stopped = False
 
@@ -316,11 +318,12 @@ class Replicator:
                 while cursor.page()[0]:
                     pass
             pages = client.get_paginator("scan").paginate(TableName=table, ConsistentRead=True)
+            replicas = {name: self.regions[name].client() for name in others}
             for item in (i for page in pages for i in page["Items"]):
                 key = (table, self._key_of(table, item))
-                for name in others:
+                for name, replica in replicas.items():
                     self.ledger.seed(name, key, item)
-                    self.regions[name].client().put_item(TableName=table, Item=item)
+                    replica.put_item(TableName=table, Item=item)
         for name in self.regions:
             self._spawn(self._read, name, f"replica-read-{name}")
             self._spawn(self._apply, name, f"replica-write-{name}")
@@ -435,8 +438,7 @@ class Replicator:
     def start_region(self, name: str) -> None:
         """The Region comes back, with its data and its stream. Its DynamoDB Local lives as long as
         the calling thread (PR_SET_PDEATHSIG): call it from one that lasts."""
-        region = self.regions[name]
-        region.start(region.folder.parent / f"dynamodb-local-{name}.log")
+        self.regions[name].start()
 
     def inject(self, plan: list[RegionFault]) -> None:
         """Run the plan's faults, each at its time from now (a thread of the replicator's)."""
@@ -535,12 +537,11 @@ class Replicator:
         }
 
 
-def replica_folder(state_dir: Path, region: str, *, fresh: bool) -> Path:
-    """Where a replica Region's DynamoDB Local keeps its tables. `fresh`: emptied first (each `up`
-    fills its replicas anew from home, as AWS fills a replica it adds)."""
+def replica_folder(state_dir: Path, region: str) -> Path:
+    """Where a replica Region's DynamoDB Local keeps its tables, emptied first: each `up` fills its
+    replicas anew from home, as AWS fills a replica it adds."""
     folder = state_dir.resolve() / "regions" / region
-    if fresh:
-        shutil.rmtree(folder, ignore_errors=True)
+    shutil.rmtree(folder, ignore_errors=True)
     folder.mkdir(parents=True, exist_ok=True)
     return folder
 
@@ -584,11 +585,11 @@ def twin(account: Account, names: list[str], *, lag_s: float = LAG_S,
     home, others = names[0], names[1:]
     port = int(account.dynamodb_endpoint.rsplit(":", 1)[1])
     regions = {home: Region(home, account.state_dir.resolve() / "dynamodb", port)}
-    regions |= {name: Region(name, replica_folder(account.state_dir, name, fresh=True)) for name in others}
+    regions |= {name: Region(name, replica_folder(account.state_dir, name)) for name in others}
     replicator = Replicator(regions, tables, lag_s=lag_s)
     try:
         for name in others:
-            regions[name].start(account.state_dir.resolve() / "regions" / f"dynamodb-local-{name}.log")
+            regions[name].start()
         for resource in account.table_resources():
             name = account.tables[resource.construct]
             for region_name in tables.get(name, ())[1:]:

@@ -16,6 +16,7 @@ never imports the Kinesis reader.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -90,8 +91,8 @@ KINESIS: Final = Source(
     # change may appear more than once; positions are microsecond times, which two changes may share.
     promises=Promises(in_order=False, once=False, unique_positions=False,
                       cite="https://docs.aws.amazon.com/amazondynamodb/latest/developerguide/kds.html"),
-    # above every DynamoDB Streams sequence number (21 digits locally, about 25 in AWS), within the
-    # write-back's Numeric(40) position column
+    # above every DynamoDB stream's slot (see SLOT_WIDTH), within the write-back's Numeric(40)
+    # position column
     positions_from=9 * 10**38,
     reader="hybridsync.streams.kinesis:read",
     arn_marker=":kinesis:",
@@ -101,8 +102,14 @@ KINESIS: Final = Source(
 )  # fmt: skip
 SOURCES: Final[Mapping[str, Source]] = {s.event_source: s for s in (DYNAMODB_STREAMS, KINESIS)}
 DEFAULT: Final = DYNAMODB_STREAMS  # a record naming no registered source is a DynamoDB stream record
-# the first position of each source's band, in order
-POSITION_BANDS: Final[tuple[int, ...]] = tuple(sorted(s.positions_from for s in SOURCES.values()))
+# A DynamoDB stream's sequence numbers order that stream's records only. Another stream numbers its
+# own: another Region's replica of a global table ("each replica has its own stream"), or a stream
+# disabled and enabled again (a new stream, a new ARN). So DynamoDB Streams' band is cut into slots,
+# one per stream, hashed from its ARN: a position is SLOT_WIDTH * slot + sequence number, and two
+# streams' positions are never compared (a row they both wrote is settled from the item). Sequence
+# numbers have 21 digits locally and 28 in the Lambda developer guide's sample event: 32 leave room.
+SLOT_WIDTH: Final = 10**32
+SLOTS: Final = KINESIS.positions_from // SLOT_WIDTH  # slot 0: a record naming no stream (as before slots)
 
 
 @dataclass(frozen=True, slots=True)
@@ -231,17 +238,26 @@ def shaped(
 
 def read_dynamodb(record: dict[str, Any]) -> StreamChange:
     """A DynamoDB stream record (Lambda's `aws:dynamodb` event record): its position is its
-    `SequenceNumber`, its identity its `eventID`. Never rejected here: what it lacks, each
-    consumer refuses in its own words."""
+    `SequenceNumber` in its stream's slot, its identity its `eventID`. Never rejected here: what it
+    lacks, each consumer refuses in its own words."""
     data = _map(record.get("dynamodb")) or {}
-    event_id = record.get("eventID")
-    return shaped(DYNAMODB_STREAMS, record, position=_number(data.get("SequenceNumber")),
+    event_id, sequence = record.get("eventID"), _number(data.get("SequenceNumber"))
+    position = None if sequence is None else slot(record.get("eventSourceARN")) * SLOT_WIDTH + sequence
+    return shaped(DYNAMODB_STREAMS, record, position=position,
                   identity=str(event_id) if event_id else None)  # fmt: skip
 
 
 def band(position: int) -> int:
-    """The band (see `Source.positions_from`) a write-back position is in: its source's."""
-    return sum(1 for start in POSITION_BANDS if position >= start)
+    """The band a write-back position is in: its DynamoDB stream's slot (see SLOT_WIDTH), or, for any
+    Kinesis position, one past them all. Positions of two bands are never compared."""
+    return min(position // SLOT_WIDTH, SLOTS)
+
+
+def slot(stream_arn: object) -> int:
+    """The slot of a DynamoDB stream's positions: 1 to SLOTS - 1 by its ARN, 0 when none is named."""
+    if not isinstance(stream_arn, str) or not stream_arn:
+        return 0
+    return 1 + int.from_bytes(hashlib.sha256(stream_arn.encode()).digest()[:8], "big") % (SLOTS - 1)
 
 
 @dataclass(frozen=True)

@@ -255,8 +255,8 @@ STREAM, LOCKED, NEW, LOAD = "stream", "locked", "new", "load"
 
 
 def _band(position: str) -> str:
-    """SQL: the change source's band a position is in (`hybridsync.streams.changes.band`)."""
-    return f"width_bucket({position}, ARRAY[{', '.join(map(str, stream.POSITION_BANDS))}]::numeric[])"
+    """SQL: the band a position is in, its stream's (`hybridsync.streams.changes.band`)."""
+    return f"least(div({position}, {stream.SLOT_WIDTH}), {stream.SLOTS})"
 
 
 def _on_conflict(entity: Entity, mode: str) -> str:

@@ -45,8 +45,8 @@ def test_each_source_is_one_entry_named_by_its_event_source():
     # DynamoDB Streams: in order, once (Streams.html); Kinesis: neither (kds.html)
     assert changes.DYNAMODB_STREAMS.promises.in_order and changes.DYNAMODB_STREAMS.promises.once
     assert not changes.KINESIS.promises.in_order and not changes.KINESIS.promises.once
-    # each source's positions in a band of their own, in registry order
-    assert list(changes.POSITION_BANDS) == sorted({s.positions_from for s in changes.SOURCES.values()})
+    # Kinesis's positions above every DynamoDB stream's slot
+    assert changes.KINESIS.positions_from == changes.SLOTS * changes.SLOT_WIDTH
 
 
 def test_a_dynamodb_stream_record_is_read_once_into_its_change():
@@ -56,10 +56,27 @@ def test_a_dynamodb_stream_record_is_read_once_into_its_change():
     assert change.record is record  # kept as delivered, for dead letters and failed batches
     assert change.event == "INSERT" and change.has_data and not change.ttl_expiry
     assert change.keys == record["dynamodb"]["Keys"] and change.new_image == record["dynamodb"]["NewImage"]
-    assert change.sequence == change.position == int(record["dynamodb"]["SequenceNumber"])
+    sequence = int(record["dynamodb"]["SequenceNumber"])
+    assert change.sequence == sequence  # its place in its shard; its position, in its stream's slot:
+    assert change.position == changes.slot(record["eventSourceARN"]) * changes.SLOT_WIDTH + sequence
     assert change.identity == record["eventID"] and change.change_id is None
     assert change.table == table_of_arn(record["eventSourceARN"])
     assert changes.read_one(events.record("order_remove_ttl_expiry")).ttl_expiry
+
+
+def test_two_streams_positions_are_never_compared():
+    """Each replica of a global table has its own stream, numbered on its own: a position carries
+    its stream's slot, so a row written from one stream is settled from the item when another's
+    record comes (writeback._band), not compared."""
+    home = events.record("order_line_insert")
+    west = home | {"eventSourceARN": home["eventSourceARN"].rsplit("/", 1)[0] + "/2031-01-01T00:00:00.000"}
+    west["dynamodb"] = home["dynamodb"] | {"SequenceNumber": "1"}  # west's stream numbers its own
+    first, second = changes.read_one(home), changes.read_one(west)
+    assert changes.band(first.position) != changes.band(second.position)
+    assert 0 < changes.slot(home["eventSourceARN"]) < changes.SLOTS
+    assert changes.slot(home["eventSourceARN"]) == changes.slot(str(home["eventSourceARN"]))  # stable
+    assert changes.slot(None) == 0  # a record naming no stream: the slot positions had before slots
+    assert changes.band(first.position) < changes.band(changes.KINESIS.positions_from)
 
 
 def test_a_kinesis_record_is_read_into_the_same_change_with_its_sources_position_and_identity():
@@ -71,7 +88,7 @@ def test_a_kinesis_record_is_read_into_the_same_change_with_its_sources_position
     assert change.table == table_of_arn(plain["eventSourceARN"])
     assert change.sequence == 49_600_000_000_000_000_001  # its place in the Kinesis shard
     assert change.position == changes.KINESIS.positions_from + MICROS
-    assert changes.band(change.position) != changes.band(int(plain["dynamodb"]["SequenceNumber"]))
+    assert changes.band(change.position) != changes.band(changes.read_one(plain).position)
     assert change.created_micros == MICROS
     # every copy of the change is one change: one identity, whatever its Kinesis sequence number
     copy = changes.read_one(as_kinesis(plain, sequence=49_600_000_000_000_000_999))

@@ -4,6 +4,7 @@ semantic the replicator claims is checked here against its AWS page (cited in th
 
 from __future__ import annotations
 
+import json
 import random
 import time
 import uuid
@@ -16,6 +17,8 @@ import sqlalchemy as sa
 from hybridsync import workloads
 from hybridsync.local.app import LocalApp
 from hybridsync.local.dynamodb.replication import canonical
+from hybridsync.local.dynamodb.ttl import Expiries, TtlSweeper
+from hybridsync.local.process import tuned_assembly
 from hybridsync.local.template import Assembly
 from hybridsync.model.convert import marshal
 from shop.model import MODEL, ORDER, ORDER_LINE
@@ -35,6 +38,20 @@ def replicated(assembly_dir) -> Assembly:
     for mapping in assembly.resources("AWS::Lambda::EventSourceMapping"):
         mapping.properties["MaximumBatchingWindowInSeconds"] = 0
     return assembly
+
+
+def replicated_on_disk(assembly_dir, target):
+    """`replicated`, written as an assembly `hybridsync up --assembly` takes (assets linked)."""
+    tuned_assembly(assembly_dir, target, MaximumBatchingWindowInSeconds=0)
+    for path in target.glob("*.template.json"):
+        template = json.loads(path.read_text())
+        for resource in template["Resources"].values():
+            if resource["Type"] == "AWS::DynamoDB::GlobalTable":
+                properties = resource["Properties"]
+                properties["Replicas"] = [{"Region": WEST}, *properties["Replicas"]]
+                properties.setdefault("StreamSpecification", {"StreamViewType": "NEW_AND_OLD_IMAGES"})
+        path.write_text(json.dumps(template))
+    return target
 
 
 @pytest.fixture(scope="module")
@@ -218,8 +235,8 @@ def test_ttl_deleting_in_another_region_keeps_the_row_as_at_home(twin, engine):
             sweeper.attribute = "NotTheTtlAttribute"
         assert twin.replicator.settle(30)
         caught_up(twin)
-        (west_ttl,) = twin.replicator.sweepers[WEST]
-        west_ttl.sweep()  # TTL fires in us-west-2 (now, or it did on its own schedule)
+        # TTL fires in us-west-2 (now, or it did on its own schedule)
+        TtlSweeper(west(twin), table, *twin.replicator.expiring[table], Expiries()).sweep()
         assert items(west(twin), table, tag) == []
         assert twin.replicator.settle(30)
     finally:

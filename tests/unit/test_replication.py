@@ -105,6 +105,33 @@ def test_a_write_that_got_no_answer_but_landed_is_never_taken_for_a_new_one():
     assert book.settled("west", KEY) and book.settled("home", KEY)
 
 
+def test_a_write_retried_after_no_answer_is_one_echo_and_a_later_local_write_alike_is_new():
+    """West's put of X gets no answer twice, then lands: one record comes of the three. Later west
+    writes X itself (an aggregate back to a value it had): a new write that wins, not an echo.
+    Seen in the failover chaos run: taken for an echo, the twin wrote the older winner over it."""
+    book = ledger()
+    book.read("home", KEY, item("X"))
+    for recorded in (None, None, True):
+        write(book, "west", recorded=recorded)
+    assert book.read("west", KEY, item("X")) == []  # the one record: the retries' echo
+    assert book.read("west", KEY, item("Y")) == [("home", KEY)]  # west writes Y (a rebuild), then X
+    assert book.read("west", KEY, item("X")) == [("home", KEY)]  # west's own X: due home, nothing west
+    assert book.winners[KEY].region == "west" and book.local_writes == {"home": 1, "west": 2}
+
+
+def test_writes_a_stopped_region_refused_leave_no_echo_a_later_local_write_could_be_taken_for():
+    """West is down: the versions X, then Y, are refused (the connection, before anything was sent).
+    Once back, Y lands. West later writes X itself: a new write, not the refused X's record.
+    Seen in the failover chaos run: an aggregate back at a value it had while its Region was down."""
+    book = ledger()
+    for value in ("X", "Y"):
+        book.read("home", KEY, item(value))
+        book.refused("west", KEY, book.pending("west", KEY))
+    replicate(book, "west")  # Y
+    assert book.read("west", KEY, item("X")) == [("home", KEY)]
+    assert book.winners[KEY].region == "west"
+
+
 def test_a_write_whose_record_went_to_an_older_one_of_the_same_item_is_written_again(monkeypatch):
     """West's put of X gets no answer and did not land; X is written again and lands. Its one
     record is taken for the first X: west's newer write of X then awaits a record that never comes.

@@ -47,6 +47,8 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from botocore.exceptions import EndpointConnectionError
+
 from hybridsync.local import create_table
 from hybridsync.local.account import Account
 from hybridsync.local.dynamodb import server as dynamodb_local
@@ -138,6 +140,7 @@ class Ledger:
         self._last = 0.0
         self.winners: dict[Key, Version] = {}
         self.held: dict[tuple[str, Key], float] = {}  # (Region, item) -> stamp of the version it holds
+        self.written: dict[tuple[str, Key], float] = {}  # (Region, item) -> stamp of its last write there
         self._echoes: dict[tuple[str, Key], deque[Echo]] = defaultdict(deque)
         self.local_writes: dict[str, int] = defaultdict(int)
         self.replicated: dict[str, int] = defaultdict(int)
@@ -154,13 +157,17 @@ class Ledger:
         if mine is not None:  # our own replicated write, read back (those before it made no record)
             for _ in range(mine):
                 echoes.popleft()
-            self.held[(region, key)] = echoes.popleft().stamp  # its own stamp: never a new write
+            stamp = self.held[(region, key)] = echoes.popleft().stamp  # its own stamp: never a new write
+            # its retries made no record of their own (an unchanged item makes none): a later local
+            # write of the same content is a new write, not them
+            for echo in [e for e in echoes if e.stamp == stamp]:
+                echoes.remove(echo)
         elif (winner := self.winners.get(key)) and canonical(winner.image) == shown:
             self.held[(region, key)] = winner.stamp  # the winner already: written here too, or merged
         else:
             version = Version(self.stamp(), region, image)
             self.winners[key] = version
-            self.held[(region, key)] = version.stamp
+            self.held[(region, key)] = self.written[(region, key)] = version.stamp
             self.local_writes[region] += 1
         winner = self.winners.get(key)
         if winner is None:
@@ -187,8 +194,12 @@ class Ledger:
         return winner is None or self.held.get((region, key), -1.0) >= winner.stamp
 
     def applying(self, region: str, key: Key, version: Version) -> None:
-        """Before the write: its record may be read before the write call returns."""
-        self._echoes[(region, key)].append(Echo(version.stamp, canonical(version.image)))
+        """Before the write: its record may be read before the write call returns. A version
+        written again (its first write got no answer) is one echo: one record at most comes of it."""
+        echoes = self._echoes[(region, key)]
+        for echo in [e for e in echoes if e.stamp == version.stamp]:
+            echoes.remove(echo)
+        echoes.append(Echo(version.stamp, canonical(version.image)))
 
     def applied(self, region: str, key: Key, version: Version, *, recorded: bool | None) -> None:
         """After the write. `recorded`: whether it changed the item (so the stream has a record of
@@ -204,6 +215,13 @@ class Ledger:
             self.held[(region, key)] = max(self.held.get((region, key), -1.0), version.stamp)
         if recorded is not None:
             self.replicated[region] += 1
+
+    def refused(self, region: str, key: Key, version: Version) -> None:
+        """The write never reached the Region (its connection refused): no record can come of it, so
+        its echo goes (else a later local write of the same content would be taken for it)."""
+        echoes = self._echoes[(region, key)]
+        for echo in [e for e in echoes if e.stamp == version.stamp]:
+            echoes.remove(echo)
 
     def seed(self, region: str, key: Key, image: Item) -> None:
         """An item copied into a new replica (as AWS fills one from the table): its record is ours."""
@@ -287,7 +305,8 @@ class _Task:
 
 class Replicator:
     """Replicates tables between Regions (`regions`: name -> its Region, home first: the one the app
-    runs on; `tables`: each table's Regions, home first), until `close()`."""
+    runs on; `tables`: each table's Regions, home first), until `close()`. `rehome` makes another
+    Region home (a failover: local/failover.py)."""
 
     def __init__(self, regions: dict[str, Region], tables: dict[str, tuple[str, ...]], *,
                  lag_s: float = LAG_S, poll_s: float = POLL_S,
@@ -303,7 +322,9 @@ class Replicator:
         self.stopping = threading.Event()
         self.threads: list[threading.Thread] = []
         self.faults: dict[str, int] = defaultdict(int)  # Region faults injected, by kind
-        self.sweepers: dict[str, list[TtlSweeper]] = defaultdict(list)  # Region -> its TTL (home: the app's)
+        # TTL in every Region but home (home's is the app's): table -> (its TTL attribute, its keys)
+        self.expiring: dict[str, tuple[str, list[str]]] = {}
+        self._sweeping: dict[str, threading.Event] = {}  # Region -> set to stop its sweepers
 
     # --- starting --------------------------------------------------------------------------------
 
@@ -327,9 +348,32 @@ class Replicator:
         for name in self.regions:
             self._spawn(self._read, name, f"replica-read-{name}")
             self._spawn(self._apply, name, f"replica-write-{name}")
-        for name, sweepers in self.sweepers.items():
-            for sweeper in sweepers:
-                self._spawn(lambda _, s=sweeper: s.run(self.stopping), name, f"ttl-{name}-{sweeper.table}")
+        for name in list(self.regions)[1:]:
+            self._sweep(name)
+
+    def _sweep(self, name: str) -> None:
+        """Expire the Region's items (TTL deletes in every Region; each deletion replicates)."""
+        self._sweeping[name] = done = threading.Event()
+        for table, (attribute, keys) in self.expiring.items():
+            if name in self.tables[table]:
+                sweeper = TtlSweeper(self.regions[name].client(), table, attribute, keys, Expiries())
+                self._spawn(lambda _, s=sweeper: s.run(done), name, f"ttl-{name}-{table}")
+
+    @property
+    def home(self) -> str:
+        return next(iter(self.regions))
+
+    def rehome(self, name: str) -> None:
+        """`name` becomes home, the Region the app runs on (a failover): its TTL becomes the app's,
+        and the old home's the replicator's. Replication itself has no home: it goes every way."""
+        old = self.home
+        if missing := [t for t, names in self.tables.items() if name not in names]:
+            raise ValueError(f"{', '.join(missing)} has no replica in {name}")
+        with self._lock:
+            self.regions = {name: self.regions[name]} | {k: v for k, v in self.regions.items() if k != name}
+            self.tables = {t: (name, *[r for r in names if r != name]) for t, names in self.tables.items()}
+        self._sweeping.pop(name).set()
+        self._sweep(old)
 
     def _spawn(self, target: Callable[[str], None], region: str, name: str) -> None:
         thread = threading.Thread(target=target, args=(region,), name=name, daemon=True)
@@ -401,27 +445,34 @@ class Replicator:
                     heapq.heappush(tasks, _Task(time.time() + self.poll_s, name, task.key))
                     continue
                 self.ledger.applying(name, task.key, version)
-            recorded = self._write(client, task.key, version)
+            recorded, sent = self._write(client, task.key, version)
             with self._lock:
-                self.ledger.applied(name, task.key, version, recorded=recorded)
+                if sent:
+                    self.ledger.applied(name, task.key, version, recorded=recorded)
+                else:
+                    self.ledger.refused(name, task.key, version)
                 if recorded is None:
                     heapq.heappush(tasks, _Task(time.time() + RETRY_S, name, task.key))
                 elif version.region != name:  # not a Region winning back its own write
                     self._latency[(version.region, name)].append(time.time() - version.stamp)
                 self._lock.notify_all()
 
-    def _write(self, client: Any, key: Key, version: Version) -> bool | None:
-        """Writes the version; whether it changed the item (None: the Region did not answer)."""
+    def _write(self, client: Any, key: Key, version: Version) -> tuple[bool | None, bool]:
+        """Writes the version: whether it changed the item (None: the Region did not answer), and
+        whether the request was sent at all (a refused connection: it cannot have landed)."""
         table, keys = key
         try:
             if version.image is None:
                 old = client.delete_item(TableName=table, Key=json.loads(keys), ReturnValues="ALL_OLD")
-                return bool(old.get("Attributes"))
+                return bool(old.get("Attributes")), True
             old = client.put_item(TableName=table, Item=version.image, ReturnValues="ALL_OLD")
-            return canonical(old.get("Attributes") or None) != canonical(version.image)
+            return canonical(old.get("Attributes") or None) != canonical(version.image), True
+        except EndpointConnectionError as error:  # a stopped Region: nothing reached it
+            log.debug("replicating into %s: %s", client.meta.region_name, error)
+            return None, False
         except Exception as error:
             log.debug("replicating into %s: %s", client.meta.region_name, error)
-            return None
+            return None, True
 
     # --- faults and figures ----------------------------------------------------------------------
 
@@ -486,6 +537,25 @@ class Replicator:
                 self._lock.wait(min(left, self.poll_s))
         return True
 
+    def delivered(self, source: str, target: str, timeout_s: float = 30.0) -> bool:
+        """Waits until `target` holds every write `source` took before the call, or a later winner
+        (what a live failover waits for: local/failover.py); whether it did within the timeout."""
+        called, deadline = time.time(), time.monotonic() + timeout_s
+        taken: dict[Key, float] | None = None  # once the source's stream is read past the call
+        with self._lock:
+            while True:
+                if taken is None and self._reading.get(source, 0.0) > called:
+                    taken = {key: stamp for (region, key), stamp in self.ledger.written.items()
+                             if region == source and target in self.tables[key[0]]}  # fmt: skip
+                if taken is not None and all(
+                    self.ledger.held.get((target, key), -1.0) >= stamp for key, stamp in taken.items()
+                ):
+                    return True
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return False
+                self._lock.wait(min(left, self.poll_s))
+
     def _behind(self, region: str) -> int:
         """How many items `region` does not hold the winner of yet."""
         return sum(
@@ -507,7 +577,7 @@ class Replicator:
                 if seconds
             }
             return {
-                "home": next(iter(self.regions)),
+                "home": self.home,
                 "local_writes": dict(self.ledger.local_writes),
                 "replicated": dict(self.ledger.replicated),
                 "latency": latency,
@@ -520,13 +590,15 @@ class Replicator:
             }
 
     def close(self) -> None:
-        """Stop replicating, and stop the other Regions (home's DynamoDB is the app's)."""
+        """Stop replicating, and stop the Regions it started (the first home's DynamoDB is the app's)."""
         self.stopping.set()
+        for sweeping in self._sweeping.values():
+            sweeping.set()
         with self._lock:
             self._lock.notify_all()
         for thread in self.threads:
             thread.join(timeout=10)
-        for region in list(self.regions.values())[1:]:
+        for region in self.regions.values():
             region.stop()
 
     def environment(self) -> dict[str, str]:
@@ -552,10 +624,11 @@ def replicated_tables(account: Account, names: list[str],
     Regions, home first. ValueError, in one sentence, for Regions the app cannot have, or faults
     of a Region it has not."""
     home, others = names[0], names[1:]
-    for fault in faults:
-        if fault.region not in others:
+    for fault in faults:  # home may be cut off (then failed over from); its DynamoDB is the app's
+        if fault.region not in others and (fault.region, fault.kind) != (home, "partition"):
             raise ValueError(f"a Region fault names {fault.region}, not one of the replica Regions "
-                             f"({', '.join(others) or 'none'}): home's DynamoDB is the app's")  # fmt: skip
+                             f"({', '.join(others) or 'none'}): home's DynamoDB is the app's; "
+                             f"cut it off instead: partition={home}@START+SECONDS")  # fmt: skip
     if home != account.region:
         raise ValueError(f"the first Region is home, and this app's stacks are pinned to {account.region}: "
                          f"give {','.join([account.region, *others])}")  # fmt: skip
@@ -600,12 +673,9 @@ def twin(account: Account, names: list[str], *, lag_s: float = LAG_S,
                 }
                 ttl = resource.properties.get("TimeToLiveSpecification") or {}
                 expiring = ttl.get("AttributeName") if ttl.get("Enabled") else None
-                client = regions[region_name].client()
-                create_table(client, request, expiring)
+                create_table(regions[region_name].client(), request, expiring)
                 if expiring:  # TTL deletes in any Region: its deletion replicates to the others
-                    keys = [k["AttributeName"] for k in request["KeySchema"]]
-                    sweeper = TtlSweeper(client, name, expiring, keys, Expiries())
-                    replicator.sweepers[region_name].append(sweeper)
+                    replicator.expiring[name] = (expiring, [k["AttributeName"] for k in request["KeySchema"]])
         replicator.start()
     except BaseException:
         replicator.close()

@@ -11,7 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from hybridsync.cli import common
+from hybridsync.cli import common, failover
 from hybridsync.cli.common import Commands
 from hybridsync.model import config
 from hybridsync.sql import migrations
@@ -219,6 +219,7 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
         except ValueError as refused:  # --regions the app cannot have, said before anything runs
             raise SystemExit(f"hybridsync up: --regions: {refused}") from None
         status_file = state / "status.json"
+        running = [app]  # one app; after `hybridsync failover`, the one running in the new home
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with Ctrl-C ignored
         try:
@@ -248,17 +249,26 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
             if args.once:
                 return 0
             print("Ctrl-C stops everything (PostgreSQL data, stream positions stay in .local/).", flush=True)
-            while True:
-                staged = status_file.with_suffix(".tmp")  # `hybridsync status` never reads half a file
-                staged.write_text(json.dumps(app.status(), indent=1))
-                staged.replace(status_file)
-                time.sleep(2)
+            _serve(running, state, args.port, lambda moved: _write_env(env_file, stack, moved))
         except KeyboardInterrupt:
             print("stopping: delivering what was read, then stopping the functions")
         finally:
-            app.stop()  # its functions first (a drain polling), then PostgreSQL goes away
+            running[0].stop()  # its functions first (a drain polling), then PostgreSQL goes away
             status_file.unlink(missing_ok=True)
     return 0
+
+
+def _serve(running: list[Any], state: Path, port: int, moved: Callable[[Any], None]) -> None:
+    """Until Ctrl-C: the status file every 2 s, and a `hybridsync failover` when one is asked (the
+    app in `running` replaced by the one it starts)."""
+    status_file = state / "status.json"
+    while True:
+        staged = status_file.with_suffix(".tmp")  # `hybridsync status` never reads half a file
+        staged.write_text(json.dumps(running[0].status(), indent=1))
+        staged.replace(status_file)
+        time.sleep(2)
+        if running[0].replicator is not None:
+            running[0] = failover.take(state, running[0], port, moved)
 
 
 def _write_env(env_file: Path, stack: Any, app: Any) -> None:
@@ -266,6 +276,7 @@ def _write_env(env_file: Path, stack: Any, app: Any) -> None:
     from hybridsync import local
 
     env = stack.environment() | app.failure_environment()
+    env["DYNAMODB_ENDPOINT"] = app.dynamodb_endpoint  # home's: another Region's after a failover
     if app.streams_server is not None:
         env["DYNAMODB_STREAMS_ENDPOINT"] = app.streams_server.endpoint
     env |= app.operator_environment()

@@ -79,6 +79,7 @@ class LocalApp:
         regions: list[str] | None = None,
         replication_lag_s: float | None = None,
         region_faults: list[RegionFault] | None = None,
+        replicator: Replicator | None = None,  # a running twin this app runs in as home: a failover's
     ):
         # Streams as production has them (dynamodb/sharding.py): N shards, rollover, trimming; else
         # DynamoDB Local's own single shard per table, read directly.
@@ -109,7 +110,7 @@ class LocalApp:
         self.http_apis = HttpApis(account)
         self.schedules = Schedules(account, self.lambdas)
         # the global tables' other Regions (dynamodb/replication.py): `regions`, home first
-        self.replicator: Replicator | None = None
+        self.replicator, self.owns_replicator = replicator, replicator is None  # closed with the app
         self.regions = regions
         self.replication_lag_s = replication.LAG_S if replication_lag_s is None else replication_lag_s
         self.region_faults = region_faults or []
@@ -127,10 +128,14 @@ class LocalApp:
     # --- starting -----------------------------------------------------------------------------
 
     def start(self, *, http_port: int | None = 0, schedules: bool | Collection[str] = True,
-              mappings: bool = True) -> None:  # fmt: skip
+              mappings: bool = True, paused: Collection[str] = (),
+              lambda_port: int = 0) -> None:  # fmt: skip
         """Provision and run the app. `schedules`: every EventBridge schedule, none, or only those
-        that invoke these functions (construct ids: `{"SqlSync"}` runs the outbox drain alone)."""
+        that invoke these functions (construct ids: `{"SqlSync"}` runs the outbox drain alone).
+        `paused`: functions (construct ids) whose mappings are created disabled. `lambda_port`: its
+        Lambda API's (a port of its own by default)."""
         account, assembly = self._account, self._account.assembly
+        self.event_sources.paused = set(paused)
         self.dynamodb.provision(account, assembly)
         if self.regions:
             self.replicator = replication.twin(
@@ -138,7 +143,8 @@ class LocalApp:
             )
         self.kinesis.provision(account, assembly)
         self.storage.provision(account, assembly)
-        account.lambda_api = LambdaApi(self)  # before the functions: the operations function calls it
+        # before the functions: the operations function calls it
+        account.lambda_api = LambdaApi(self, lambda_port)
         self.lambdas.provision(account, assembly)
         if mappings:  # refused before anything runs, as a deploy would fail
             self.event_sources.provision(account, assembly)
@@ -190,7 +196,7 @@ class LocalApp:
         """Stop polling (each poller delivers what it has read first), then the rest."""
         account = self._account
         account.stopping.set()
-        if self.replicator is not None:
+        if self.replicator is not None and self.owns_replicator:
             self.replicator.close()
         self.http_apis.close()
         for thread in account.threads:

@@ -1,9 +1,10 @@
 """Chaos on two Regions: the app with a us-west-2 replica of its tables (the global tables' twin,
 local/dynamodb/replication.py), writers in both Regions racing on the same orders and lines (puts,
-deletes, conditional increments), us-west-2 cut off then stopped while they write, and every
-delivery fault of the fault plan on the engine's consumers at home. Then: every replica holds the
-same items, the rows equal them (nothing lost, nothing stale), the aggregates equal a recount
-(nothing counted twice, no losing version counted)."""
+deletes, conditional increments), us-west-2 cut off then stopped while they write, every
+delivery fault of the fault plan on the engine's consumers, and then a failover to us-west-2 while
+they write on (local/failover.py). Then: every replica holds the same items, the rows equal them
+(nothing lost, nothing stale), the aggregates equal a recount (nothing counted twice, no losing
+version counted)."""
 
 from __future__ import annotations
 
@@ -19,6 +20,7 @@ import pytest
 from hybridsync import workloads
 from hybridsync.local.app import LocalApp
 from hybridsync.local.dynamodb.replication import RegionFault
+from hybridsync.local.failover import failover
 from hybridsync.local.faults import FaultPlan
 from hybridsync.model.convert import marshal
 from shop.model import MODEL, ORDER, ORDER_LINE
@@ -26,6 +28,7 @@ from tests.integration.test_regions import CREATED, HOME, WEST, items, replicate
 
 WRITE_S = 12.0
 FAULTS = "partition=us-west-2@2+3,stop=us-west-2@6+3"
+FAILOVER_AT_S = 10.0  # us-west-2 back from its stop: it becomes home while the writers go on
 
 
 @pytest.fixture(scope="module")
@@ -37,8 +40,9 @@ def chaos_app(cloud_assembly, stack, tmp_path_factory):
                    prefix=f"rc{uuid.uuid4().hex[:4]}", faults=plan, regions=[HOME, WEST],
                    region_faults=RegionFault.parse(FAULTS))  # fmt: skip
     app.start(http_port=None, schedules=False)
-    yield app
-    app.stop()
+    running = [app]  # the app running last: the failover's
+    yield running
+    running[-1].stop()
 
 
 class Writer(threading.Thread):
@@ -97,22 +101,28 @@ class Writer(threading.Thread):
 
 
 def test_nothing_lost_counted_twice_or_stale_with_two_regions_racing_under_faults(chaos_app, engine):
-    tag, until = uuid.uuid4().hex[:6], time.monotonic() + WRITE_S
+    tag, began = uuid.uuid4().hex[:6], time.monotonic()
+    home = chaos_app[0]
     writers = [
-        Writer(chaos_app, region, tag, seed, until) for seed, region in enumerate([HOME, WEST, HOME, WEST])
+        Writer(home, region, tag, seed, began + WRITE_S)
+        for seed, region in enumerate([HOME, WEST, HOME, WEST])
     ]
     for writer in writers:
         writer.start()
+    time.sleep(max(0.0, began + FAILOVER_AT_S - time.monotonic()))
+    chaos_app.append(failover(home, WEST, MODEL)[0])
     for writer in writers:
         writer.join()
     assert not [e for w in writers for e in w.errors]
     done = sum((w.done for w in writers), Counter())
+    chaos_app = chaos_app[-1]
     print(dict(done), chaos_app.replicator.figures())  # shown with -s
     assert chaos_app.replicator.settle(60), chaos_app.replicator.figures()
     assert workloads.wait_caught_up(lambda: chaos_app.status()["mappings"], None, timeout_s=180, outbox=False)
     table = chaos_app.tables["MainTable"]
+    assert chaos_app.replicator.home == WEST
     assert items(chaos_app.client, table, tag) == items(
-        chaos_app.replicator.regions[WEST].client(), table, tag
+        chaos_app.replicator.regions[HOME].client(), table, tag
     )
     verdict = workloads.verify(
         chaos_app.client, chaos_app.table_names, engine, MODEL, keep=lambda k: tag in str(k)
@@ -125,5 +135,5 @@ def test_nothing_lost_counted_twice_or_stale_with_two_regions_racing_under_fault
     figures = chaos_app.replicator.figures()
     assert figures["faults"] == {"partition": 1, "stop": 1}
     assert figures["local_writes"][WEST] > 50 and done["unanswered"] > 0  # west wrote, and was down a while
-    injected = chaos_app.status()["faults_injected"]
+    injected = home.faults.counts + chaos_app.faults.counts  # before the failover and after
     assert injected.get("duplicate", 0) > 0 and injected.get("fail_after", 0) > 0

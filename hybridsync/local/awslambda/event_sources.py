@@ -42,6 +42,7 @@ class EventSources:
         self.mapping_settings: dict[str, Settings] = {}
         self.mapping_sources: dict[str, str] = {}  # mapping -> its stream ARN
         self.switches: dict[str, Switch] = {}  # mapping -> enabled or not (the local Lambda API)
+        self.paused: set[str] = set()  # functions (construct ids) whose mappings are created disabled
 
     def provision(self, account: Account, assembly: Assembly) -> None:
         """Every stream mapping, checked as CreateEventSourceMapping checks it (a refusal fails the
@@ -162,6 +163,8 @@ class EventSources:
         invoke = self.lambdas.functions[function.construct].invoke
         if self.account.faults:
             invoke = self.account.faults.wrap(function.construct, invoke)
+        declared = mapping.properties.get("Enabled", True) is not False
+        enabled = declared and function.construct not in self.paused
         return {
             "settings": settings,
             "invoke": invoke,
@@ -171,9 +174,7 @@ class EventSources:
             "function_arn": assembly.resolve(function.stack, {"Fn::GetAtt": [function.logical_id, "Arn"]}),
             "stats": stats,
             # Enabled: false (pipeline_enabled=false) creates it disabled, its position kept
-            "switch": self.switches.setdefault(
-                name, Switch(enabled=mapping.properties.get("Enabled", True) is not False)
-            ),
+            "switch": self.switches.setdefault(name, Switch(enabled=enabled)),
             "metric": self._mapping_metric(function.construct, mapping_id),
         }
 

@@ -76,9 +76,9 @@ def function_name(name_or_arn: str) -> str:
 
 
 class LambdaApi:
-    """Serves `app`'s functions and mappings on 127.0.0.1 (a port of its own)."""
+    """Serves `app`'s functions and mappings on 127.0.0.1 (a port of its own, or `port`)."""
 
-    def __init__(self, app: Any):
+    def __init__(self, app: Any, port: int = 0):
         self.app = app
         api = self
 
@@ -98,7 +98,7 @@ class LambdaApi:
             def do_DELETE(self) -> None:
                 api.answer(self, "DELETE")
 
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server = ThreadingHTTPServer(("127.0.0.1", port), Handler)
         self.endpoint = f"http://127.0.0.1:{self.server.server_address[1]}"
         threading.Thread(target=self.server.serve_forever, daemon=True, name="lambda-api").start()
 

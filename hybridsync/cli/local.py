@@ -547,7 +547,23 @@ def _status(args: argparse.Namespace) -> int:
             + (f"; last error: {drained['last_error']}" if drained["last_error"] else "")
         )
     _freshness(status.get("freshness") or {})
+    _replication(status.get("replication"))
     return 0
+
+
+def _replication(figures: dict[str, Any] | None) -> None:
+    """The twin of `up --regions`: home, each Region's writes and what it is behind, the latency per
+    Region pair (as CloudWatch's ReplicationLatency), the faults on now."""
+    if not figures:
+        return
+    print(f"replication: home {figures['home']}")
+    for region, behind in figures["behind"].items():
+        state = "cut off" if region in figures["cut_off"] else "down" if region in figures["down"] else "up"
+        writes, replicated = figures["local_writes"].get(region, 0), figures["replicated"].get(region, 0)
+        print(f"  {region:<16} {state:<8} {writes:>7} local writes, {replicated:>7} replicated in, "
+              f"{behind} item(s) behind")  # fmt: skip
+    for pair, latency in figures["latency"].items():
+        print(f"  {pair:<33} latency p50 {latency['p50_ms']:.0f} ms, max {latency['max_ms']:.0f} ms")
 
 
 FRESHNESS_DIRECTIONS = {"write_back": "DynamoDB -> PostgreSQL row", "aggregate": "DynamoDB -> aggregate",

@@ -185,5 +185,7 @@ def test_the_failover_command_moves_the_running_app(cloud_assembly, tmp_path):
                 time.sleep(0.5)
                 conn.rollback()
         assert up.status()["replication"]["home"] == WEST
+        shown = up.cli("status", *state).stdout
+        assert "replication: home us-west-2" in shown and "local writes" in shown, shown
     finally:
         up.stop()

@@ -14,13 +14,19 @@ ratio: a write in us-west-2 waits for replication (the lag, 0.3 s by default, pl
 home's stream carries it. Beside them the replicator's own latency per Region pair (CloudWatch's
 `ReplicationLatency`, from when it read the write).
 
-Part 2, racing. Two writers per Region for S seconds (default 20; --smoke 4) on the same 16 orders'
-lines: puts, deletes, conditional increments. Then: whether every replica holds the same items,
-the drift between them and PostgreSQL, whether the aggregates equal a recount, the versions a
-Region's newer write had to win back.
+Part 2, failing over. A writer per Region puts lines, each its own, while the app fails over live
+to us-west-2 (`hybridsync failover`: local/failover.py). The hand-over's steps in seconds (fence,
+replication settled, the pipeline started there, the aggregates rebuilt), and each line's time to
+its row: the worst against home's p50 of part 1 says how long a change waits across it.
+
+Part 3, racing, on the new home. Two writers per Region for S seconds (default 20; --smoke 4) on the
+same 16 orders' lines: puts, deletes, conditional increments. Then: whether every replica holds
+the same items, the drift between them and PostgreSQL, whether the aggregates equal a recount,
+the versions a Region's newer write had to win back.
 
 What travels: the ratio of Regions (one machine, the same emulators: it measures the replication
 lag the twin is given, not AWS's distance) and the correctness figures, which must hold anywhere.
+The hand-over's length is mostly its rebuild's, which scans the table: it grows with the table.
 
 Usage: python bench/regions.py [--smoke] [--bursts N] [--writes N] [--seconds S] [--lag S] [--assembly DIR]
 """
@@ -48,6 +54,7 @@ sys.path.insert(0, str(ROOT))
 from hybridsync import local, workloads  # noqa: E402
 from hybridsync.local.app import LocalApp  # noqa: E402
 from hybridsync.local.dynamodb.replication import canonical  # noqa: E402
+from hybridsync.local.failover import failover  # noqa: E402
 from hybridsync.local.template import synth_if_stale  # noqa: E402
 from hybridsync.model.convert import marshal  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
@@ -99,10 +106,50 @@ def freshness(
     return seen
 
 
+def handover(app: LocalApp, engine: sa.Engine) -> tuple[LocalApp, dict[str, Any]]:
+    """Part 2: a live failover to us-west-2 with a writer per Region; the app it leaves running."""
+    table, tag, stop = app.tables["MainTable"], f"h{uuid.uuid4().hex[:6]}", threading.Event()
+    written: dict[str, float] = {}  # order id -> when its put returned
+
+    def writer(region: str) -> None:
+        client, n = app.replicator.regions[region].client(), 0
+        while not stop.is_set():
+            values = line(tag, n, 1, OrderId=f"{tag}-{region}-o{n}")
+            client.put_item(TableName=table, Item=marshal(ORDER_LINE.item(values)))
+            written[values["OrderId"]] = time.monotonic()
+            n += 1
+            time.sleep(0.05)
+
+    threads = [threading.Thread(target=writer, args=(region,)) for region in (HOME, WEST)]
+    for thread in threads:
+        thread.start()
+    try:
+        time.sleep(2)
+        moved, done = failover(app, WEST, MODEL)
+        time.sleep(2)
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
+    delays, deadline = [], time.monotonic() + 3 * WAIT_S
+    while written and time.monotonic() < deadline:
+        with engine.connect() as conn:
+            rows = conn.execute(sa.text("SELECT order_id FROM order_lines WHERE order_id LIKE :t"),
+                                {"t": f"{tag}-%"}).scalars().all()  # fmt: skip
+        now = time.monotonic()
+        delays += [now - written.pop(order_id) for order_id in set(rows) & set(written)]
+        time.sleep(WATCH_EVERY_S)
+    steps = {f"handover_{k}": round(v, 2) for k, v in done.as_json().items() if k.endswith("_s")}
+    return moved, steps | {"handover_rows": len(delays), "handover_unseen": len(written),
+                           "handover_row_p50_s": round(percentile(delays, 0.5), 3),
+                           "handover_row_max_s": round(max(delays, default=0.0), 3),
+                           "handover_rebuild_written": done.rebuild.get("written", 0)}  # fmt: skip
+
+
 def racing(app: LocalApp, engine: sa.Engine, seconds: float, seed: int) -> dict[str, Any]:
-    """Part 2: two writers per Region on the same lines, then everything checked."""
+    """Part 3: two writers per Region on the same lines, then everything checked."""
     table, tag, until = app.tables["MainTable"], f"r{uuid.uuid4().hex[:6]}", time.monotonic() + seconds
-    clients = {HOME: app.client, WEST: app.replicator.regions[WEST].client()}
+    clients = {region: app.replicator.regions[region].client() for region in (HOME, WEST)}
     writes = [0]
 
     def writer(region: str, n: int) -> None:
@@ -169,6 +216,7 @@ def main() -> None:
         try:
             seen = freshness(app, engine, bursts, writes, args.seed)
             latency = app.replicator.figures()["latency"]
+            app, moved = handover(app, engine)
             race = racing(app, engine, args.seconds or (4 if args.smoke else 20), args.seed)
         finally:
             app.stop()
@@ -182,11 +230,14 @@ def main() -> None:
         "unseen": len(seen.get("unseen", [])),
         "replication_p50_ms": latency.get(f"{WEST}->{HOME}", {}).get("p50_ms"),
         "replication_max_ms": latency.get(f"{WEST}->{HOME}", {}).get("max_ms"),
-    } | race  # fmt: skip
+    } | moved | race  # fmt: skip
+    worst = moved["handover_row_max_s"]
+    figures["handover_row_max_vs_home_row_p50_ratio"] = round(worst / home_p50, 1) if home_p50 else None
     for name, value in figures.items():
         print(f"{name:32} {value}")
     print(json.dumps(figures))
-    good = figures["unseen"] == 0 and race["settled"] and race["replicas_equal"] and race["racing_drift"] == 0
+    good = figures["unseen"] == moved["handover_unseen"] == 0 and race["settled"] and race["replicas_equal"]
+    good = good and race["racing_drift"] == 0
     if not (good and race["aggregates_equal_recount"]):
         raise SystemExit(1)
 

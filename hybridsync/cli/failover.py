@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -40,82 +41,109 @@ def add_failover(cli: Commands) -> None:
 def _failover(args: argparse.Namespace) -> int:
     from hybridsync.local import running
 
-    state = Path(args.state_dir)
-    if running.owner(state) is None:
+    state, request = Path(args.state_dir), Path(args.state_dir) / REQUEST
+    pid = running.owner(state)
+    if pid is None:
         raise SystemExit(
-            f"hybridsync failover: no app is running from {state}/: start it with "
-            "`hybridsync up --regions HOME,REGION`; a deployed failover is not built yet (docs/operating.md)"
+            f"hybridsync failover: no app is running from {state}/: start it with `hybridsync up --regions "
+            "HOME,REGION`; a deployed failover is not built yet (docs/many-regions.md#not-yet)"
         )
-    request = state / REQUEST
-    _write(request, {"to": args.to, "live": not args.offline, "said": []})
+    try:
+        regions = json.loads((state / "status.json").read_text()).get("replication")
+    except (OSError, ValueError):
+        regions = None
+    if not regions:
+        raise SystemExit(f"hybridsync failover: the app running from {state}/ has no other Region: start it "
+                         "with `hybridsync up --regions HOME,REGION`")  # fmt: skip
+    _write(request, {"to": args.to, "live": not args.offline, "said": [], "pid": pid}, "cli")
     deadline, shown = time.monotonic() + args.timeout, 0
-    while time.monotonic() < deadline:
-        time.sleep(0.5)
-        answer = json.loads(request.read_text())
-        for line in answer["said"][shown:]:
-            print(line, flush=True)
-        shown = len(answer["said"])
-        if "error" in answer:
-            raise SystemExit(f"hybridsync failover: {answer['error']}")
-        if "done" in answer:
-            _done(answer["done"])
-            return 0
-    raise SystemExit(f"hybridsync failover: no answer from the app in {args.timeout:.0f} s ({request})")
+    try:
+        while time.monotonic() < deadline:
+            time.sleep(0.5)
+            answer = json.loads(request.read_text())
+            for line in answer["said"][shown:]:
+                print(line, flush=True)
+            shown = len(answer["said"])
+            if "error" in answer:
+                raise SystemExit(f"hybridsync failover: {answer['error']}")
+            if "done" in answer:
+                _done(answer["done"], state)
+                return 0
+            if running.owner(state) != pid:
+                raise SystemExit(
+                    f"hybridsync failover: the app stopped (its log: {state}/up.log, or its shell)"
+                )
+        raise SystemExit(f"hybridsync failover: no answer from the app in {args.timeout:.0f} s")
+    finally:
+        request.unlink(missing_ok=True)  # answered, or given up: never taken later
 
 
-def _done(done: dict[str, Any]) -> None:
+def _done(done: dict[str, Any], state: Path) -> None:
     steps = ", ".join(
         f"{name} {done[key]:.1f} s"
-        for name, key in (
-            ("fenced", "fenced_s"),
-            ("replicated", "settled_s"),
-            ("started", "started_s"),
-            ("rebuilt", "rebuilt_s"),
-        )
-    )
-    print(
-        f"{done['target']} is home ({steps}; {done['rebuild'].get('written', 0):,} aggregates written). "
-        f"`.local/env` names its DynamoDB now: source it again"
-    )
+        for name, key in (("fenced", "fenced_s"), ("replicated", "settled_s"), ("started", "started_s"),
+                          ("rebuilt", "rebuilt_s"))
+    )  # fmt: skip
     if done["rebuild_error"]:
-        print(f"The aggregates are not rebuilt: {done['rebuild_error']}")
-    if not done["live"]:
-        print(
-            f"When {done['source']} answers again and has replicated what it took (its ReplicationLatency "
-            "back to normal), count its late writes once: hybridsync aggregates rebuild --deployed"
-        )
+        print(f"The aggregates are not rebuilt, and their aggregation stays paused: {done['rebuild_error']}. "
+              f"Run it again: source {state}/env && hybridsync aggregates rebuild --deployed")  # fmt: skip
+    print(f"{done['target']} is home ({steps}; {done['rebuild'].get('written', 0):,} aggregates written). "
+          f"{state}/env names its DynamoDB and the Lambda API now: source it again")  # fmt: skip
+    if not done["live"] or not done["delivered"]:
+        print(f"What {done['source']} took while cut off reaches {done['target']} when it rejoins, and flows "
+              "on from there. Then wait about ten times the recent replication latency, and count its "
+              f"aggregates once more (safe to repeat): source {state}/env && hybridsync aggregates rebuild "
+              "--deployed (--deployed: inside the app's operations function, as deployed)")  # fmt: skip
 
 
-def take(state: Path, app: Any, port: int | None, moved: Callable[[Any], None]) -> Any:
-    """In `hybridsync up`'s loop: a waiting request run (the app it returns is the one running),
-    its steps and outcome written back for the command above."""
-    from hybridsync.local.failover import failover
+def take(state: Path, running: list[Any], port: int | None, moved: Callable[[Any], None]) -> None:
+    """In `hybridsync up`'s loop: a request of this `up` run (`running[0]`: the app running, the
+    new one as soon as it runs), its steps and outcome written back for the command above. A
+    failover stranded between the two apps stops `up` (SystemExit)."""
+    from hybridsync.local.failover import Refused, Stranded, failover
     from hybridsync.model import config
 
     request = state / REQUEST
     try:
         asked = json.loads(request.read_text())
     except (OSError, ValueError):
-        return app
+        return
     if "done" in asked or "error" in asked:
-        return app
+        return
+    if asked.get("pid") != os.getpid():  # another `up`'s, left behind
+        request.unlink(missing_ok=True)
+        return
+    if not isinstance(asked.get("to"), str) or not isinstance(asked.get("live"), bool):
+        _write(request, asked | {"error": "a request names `to` (a Region) and `live` (true or false)"}, "up")
+        return
+    asked.setdefault("said", [])
 
     def say(line: str) -> None:
         print(f"failover: {line}", flush=True)
         asked["said"].append(line)
-        _write(request, asked)
+        _write(request, asked, "up")
+
+    def started(app: Any) -> None:
+        running[0] = app
+        moved(app)
 
     try:
-        app, done = failover(app, asked["to"], config.model(), live=asked["live"], http_port=port, say=say)
-    except ValueError as refused:  # before anything stopped
-        _write(request, asked | {"error": str(refused)})
-        return app
-    moved(app)
-    _write(request, asked | {"done": done.as_json()})
-    return app
+        _, done = failover(running[0], asked["to"], config.model(), live=asked["live"], http_port=port,
+                           say=say, started=started)  # fmt: skip
+    except Refused as refused:  # nothing stopped
+        _write(request, asked | {"error": str(refused)}, "up")
+        return
+    except Stranded as stranded:
+        _write(
+            request,
+            asked | {"error": f"{stranded}; hybridsync up stops (its data stays): start it again"},
+            "up",
+        )
+        raise SystemExit(f"hybridsync up: {stranded}") from stranded
+    _write(request, asked | {"done": done.as_json()}, "up")
 
 
-def _write(path: Path, value: dict[str, Any]) -> None:
-    staged = path.with_suffix(".tmp")  # the other side never reads half a file
+def _write(path: Path, value: dict[str, Any], writer: str) -> None:
+    staged = path.with_suffix(f".{writer}.tmp")  # the other side never reads half a file
     staged.write_text(json.dumps(value))
     staged.replace(path)

@@ -262,13 +262,14 @@ def _serve(running: list[Any], state: Path, port: int, moved: Callable[[Any], No
     """Until Ctrl-C: the status file every 2 s, and a `hybridsync failover` when one is asked (the
     app in `running` replaced by the one it starts)."""
     status_file = state / "status.json"
+    (state / failover.REQUEST).unlink(missing_ok=True)  # a request is this run's, never an earlier one's
     while True:
         staged = status_file.with_suffix(".tmp")  # `hybridsync status` never reads half a file
         staged.write_text(json.dumps(running[0].status(), indent=1))
         staged.replace(status_file)
         time.sleep(2)
         if running[0].replicator is not None:
-            running[0] = failover.take(state, running[0], port, moved)
+            failover.take(state, running, port, moved)
 
 
 def _write_env(env_file: Path, stack: Any, app: Any) -> None:

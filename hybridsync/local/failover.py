@@ -2,8 +2,10 @@
 home's replica of its global tables to another Region's, with nothing lost and nothing counted
 twice, while writes go on in every Region.
 
-AWS's evacuation is data-plane only: the replicas stay, the writers and consumers move
-(prescriptive guidance for global tables, "Evacuation processes"). Here, in order:
+AWS's guide to evacuating a Region pauses the writes to it, waits for them to replicate, and
+resumes them in another (bp-global-table-design.prescriptive-guidance.evacuation.html); the
+replicas stay. hybridsync's reading of it: the engine's consumers move with the writers. Here, in
+order:
 
 1. **Fence the old home.** Its pipeline stops: live, each mapping first delivers what it read;
    offline (the Region cut off or down), it is fenced where it stands. Deployed, its mappings are
@@ -21,8 +23,10 @@ AWS's evacuation is data-plane only: the replicas stay, the writers and consumer
    (sync/rebuild.py) computes each aggregate as of the start of the new home's stream, from its
    items, then enables them: every change is counted once, by the rebuild or by the stream. Change
    identities cannot do it: the new stream carries each change under identities of its own, and
-   replication may merge quick changes of an item into one (global tables FAQ), so a record of one
-   stream has no counterpart in the other.
+   replication may merge quick changes of an item into one (V2globaltables_HowItWorks.html), so a
+   record of one stream has no counterpart in the other. This holds while the new stream's trim
+   horizon stays put during the hand-over (locally it does; in AWS records over 24 h old are
+   trimmed all the time: the deployed form must start the aggregation where the rebuild read to).
 
 The app that runs afterwards runs in the new home, the replicator's Regions unchanged (replication
 goes every way). What the local form cannot show: deployed, the new home's pipeline is a stack of
@@ -37,6 +41,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any
 
 from hybridsync.local.app import LocalApp
+from hybridsync.local.dynamodb.replication import Replicator
 from hybridsync.model.declare import Model
 from hybridsync.runtime import aws
 
@@ -55,6 +60,7 @@ class Failover:
     settled_s: float = 0.0
     started_s: float = 0.0
     rebuilt_s: float = 0.0
+    delivered: bool = True  # live: every write the old home took reached the new one before it ran
     rebuild: dict[str, Any] = field(default_factory=dict)  # the rebuild job's counts
     rebuild_error: str | None = None  # then the aggregates are wrong until a rebuild is run again
 
@@ -66,40 +72,92 @@ class Failover:
         return asdict(self) | {"total_s": round(self.total_s, 2)}
 
 
+class Refused(ValueError):
+    """A failover that cannot run, said before anything stops."""
+
+
+class Stranded(RuntimeError):
+    """A failover that failed after the old home was fenced and before the new one ran: nothing
+    runs the pipeline (the data is kept; `up` stops, and starts again at the old home)."""
+
+
 def failover(app: LocalApp, to: str, model: Model, *, live: bool = True, http_port: int | None = None,
-             say: Callable[[str], None] = lambda _: None) -> tuple[LocalApp, Failover]:  # fmt: skip
+             say: Callable[[str], None] = lambda _: None,
+             started: Callable[[LocalApp], None] = lambda _: None) -> tuple[LocalApp, Failover]:  # fmt: skip
     """Move the running `app` to Region `to`: the old app stopped, the new one running (returned,
-    with what it took). ValueError, before anything stops, for a Region the app cannot move to."""
-    replicator = app.replicator
-    if replicator is None:
-        raise ValueError("a failover needs the Regions: hybridsync up --regions HOME,REGION")
-    source = replicator.home
-    if to == source or to not in replicator.regions:
-        others = ", ".join(list(replicator.regions)[1:])
-        raise ValueError(f"fail over to one of the replica Regions ({others}), "
-                         f"not {to}: {source} is home")  # fmt: skip
-    if missing := [t for t, names in replicator.tables.items() if to not in names]:
-        raise ValueError(f"{', '.join(missing)} has no replica in {to}: it would be left behind")
-    if not live and not (replicator.regions[source].cut_off or replicator.regions[source].stopped):
-        raise ValueError(f"--offline: {source} still replicates; fail over live (it loses nothing), or "
-                         f"cut it off first")  # fmt: skip
-    done = Failover(source, to, live)
+    with what it took; `started` is told of it as soon as it runs). Refused, before anything stops,
+    for a Region the app cannot move to; Stranded if it fails between the two apps."""
+    replicator = _check(app, to, live)
+    source, done = replicator.home, Failover(replicator.home, to, live)
     began = time.monotonic()
     say(f"fencing {source}: its mappings " + ("deliver what they read, then stop" if live else "stop"))
     app.owns_replicator, owned = False, app.owns_replicator  # the twin outlives the old app
     lambda_port = int(app.lambda_api.endpoint.rsplit(":", 1)[1])  # the operators' commands keep it
-    app.stop()
-    done.fenced_s, began = time.monotonic() - began, time.monotonic()
-    if live:
-        say(f"waiting for {to} to hold every write {source} took")
-        if not replicator.delivered(source, to, SETTLE_TIMEOUT_S):
-            say(f"not settled in {SETTLE_TIMEOUT_S:.0f} s: going on (late writes flow from {to})")
-    done.settled_s, began = time.monotonic() - began, time.monotonic()
-    replicator.rehome(to)
+    http = app.http.server_address[1] if app.http is not None else http_port  # so does the HTTP API
+    try:
+        app.stop()
+        if alive := [t.name for t in app._account.threads if t.is_alive()]:
+            raise Stranded(f"{source}'s pollers did not stop ({', '.join(alive)}): not fenced")
+        done.fenced_s, began = time.monotonic() - began, time.monotonic()
+        if live:
+            say(f"waiting for {to} to hold every write {source} took")
+            done.delivered = replicator.delivered(source, to, SETTLE_TIMEOUT_S)
+            if not done.delivered:
+                say(f"not delivered in {SETTLE_TIMEOUT_S:.0f} s: going on; what {source} took flows on "
+                    f"when it arrives, and the aggregates need one more rebuild then")  # fmt: skip
+        done.settled_s, began = time.monotonic() - began, time.monotonic()
+        replicator.rehome(to)
+        moved = _moved(app, replicator)
+        say(f"starting the pipeline on {to}'s replica, its aggregation paused")
+        moved.start(http_port=http, paused={AGGREGATION}, lambda_port=lambda_port)
+    except BaseException as failed:
+        replicator.close()  # nothing runs: `up` stops with the twin's Regions
+        raise Stranded(f"the failover failed after {source} was fenced: {failed}") from failed
+    moved.owns_replicator = owned
+    started(moved)
+    done.started_s, began = time.monotonic() - began, time.monotonic()
+    say(f"rebuilding the aggregates from {to}'s items, counting each change once")
+    try:
+        done.rebuild = rebuild(moved, model)
+    except Exception as failed:  # the pipeline runs; a rebuild run again counts from where it stands
+        done.rebuild_error = f"{type(failed).__name__}: {failed}"
+        say(f"the rebuild failed ({failed}): the aggregation stays paused until it is run again")
+    done.rebuilt_s = time.monotonic() - began
+    say(f"{to} is home: {done.total_s:.1f} s")
+    return moved, done
+
+
+def _check(app: LocalApp, to: str, live: bool) -> Replicator:
+    """The app's twin, if the app can move to `to` now; else Refused, in one sentence."""
+    replicator = app.replicator
+    if replicator is None:
+        raise Refused("a failover needs the Regions: hybridsync up --regions HOME,REGION")
+    source = replicator.home
+    if to == source or to not in replicator.regions:
+        others = ", ".join(list(replicator.regions)[1:])
+        raise Refused(f"fail over to one of the replica Regions ({others}), not {to}: {source} is home")
+    tables = {app.tables[r.construct] for r in app._account.table_resources()}
+    if missing := sorted(t for t in tables if to not in replicator.tables.get(t, ())):
+        raise Refused(f"{', '.join(missing)} has no replica in {to}: it would be left behind")
+    if app.pumps:  # the new stream's history would reach Kinesis again, under new change identities
+        raise Refused("tables feeding the engine through Kinesis cannot fail over yet: their Kinesis "
+                      "destination stays in the old home")  # fmt: skip
+    away = replicator.regions[source].cut_off or replicator.regions[source].stopped
+    if live and away:
+        raise Refused(f"{source} is cut off: nothing it took can reach {to} now; fail over --offline")
+    if not live and not away:
+        raise Refused(f"--offline: {source} still replicates: fail over live (it loses nothing); to "
+                      f"practise an offline one, start up with --region-faults "
+                      f"partition={source}@START+SECONDS")  # fmt: skip
+    return replicator
+
+
+def _moved(app: LocalApp, replicator: Replicator) -> LocalApp:
+    """The app, on the new home's DynamoDB, with the old one's services, database and settings."""
     account = app._account
-    moved = LocalApp(
+    return LocalApp(
         account.assembly,
-        dynamodb_endpoint=replicator.regions[to].endpoint,
+        dynamodb_endpoint=replicator.regions[replicator.home].endpoint,
         services_endpoint=account.services_endpoint,
         database_url=account.database_url,
         state_dir=account.state_dir,
@@ -114,19 +172,6 @@ def failover(app: LocalApp, to: str, model: Model, *, live: bool = True, http_po
         alarm_period_s=app.alarm_period_s,
         replicator=replicator,
     )
-    moved.owns_replicator = owned
-    say(f"starting the pipeline on {to}'s replica, its aggregation paused")
-    moved.start(http_port=http_port, paused={AGGREGATION}, lambda_port=lambda_port)
-    done.started_s, began = time.monotonic() - began, time.monotonic()
-    say(f"rebuilding the aggregates from {to}'s items (exactly once: sync/rebuild.py)")
-    try:
-        done.rebuild = rebuild(moved, model)
-    except RuntimeError as failed:  # the pipeline runs; a rebuild run again counts from where it stands
-        done.rebuild_error = str(failed)
-        say(f"the rebuild failed ({failed}): run `hybridsync aggregates rebuild --deployed` again")
-    done.rebuilt_s = time.monotonic() - began
-    say(f"{to} is home: {done.total_s:.1f} s")
-    return moved, done
 
 
 def rebuild(app: LocalApp, model: Model) -> dict[str, Any]:
@@ -138,7 +183,8 @@ def rebuild(app: LocalApp, model: Model) -> dict[str, Any]:
     call = operations.deployed("Operations", lam)
     job = call({"operation": "plan", "kind": "rebuild", "spec": {}})["job"]
     store = jobs.JobStore(app.client, model, app.table_names)
-    outcome = jobs.run(store, job, operations.remote_invoke(call, None), concurrency=2)
+    # one table at a time: each rebuild pauses and resumes every mapping of the aggregation function
+    outcome = jobs.run(store, job, operations.remote_invoke(call, None), concurrency=1)
     if outcome.undone:
         raise RuntimeError(f"the rebuild left {outcome.undone} unit(s) undone: {'; '.join(outcome.errors)} "
                            f"(resume: hybridsync aggregates rebuild --resume {job} --deployed)")  # fmt: skip

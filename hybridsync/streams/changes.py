@@ -107,7 +107,8 @@ DEFAULT: Final = DYNAMODB_STREAMS  # a record naming no registered source is a D
 # disabled and enabled again (a new stream, a new ARN). So DynamoDB Streams' band is cut into slots,
 # one per stream, hashed from its ARN: a position is SLOT_WIDTH * slot + sequence number, and two
 # streams' positions are never compared (a row they both wrote is settled from the item). Sequence
-# numbers have 21 digits locally and 28 in the Lambda developer guide's sample event: 32 leave room.
+# numbers have 21 digits locally; the Streams API allows 21 to 40 (StreamRecord): one of more than
+# 32 takes no position, and its change is settled from the item.
 SLOT_WIDTH: Final = 10**32
 SLOTS: Final = KINESIS.positions_from // SLOT_WIDTH  # slot 0: a record naming no stream (as before slots)
 
@@ -242,7 +243,9 @@ def read_dynamodb(record: dict[str, Any]) -> StreamChange:
     lacks, each consumer refuses in its own words."""
     data = _map(record.get("dynamodb")) or {}
     event_id, sequence = record.get("eventID"), _number(data.get("SequenceNumber"))
-    position = None if sequence is None else slot(record.get("eventSourceARN")) * SLOT_WIDTH + sequence
+    position = None
+    if sequence is not None and sequence < SLOT_WIDTH:
+        position = slot(record.get("eventSourceARN")) * SLOT_WIDTH + sequence
     return shaped(DYNAMODB_STREAMS, record, position=position,
                   identity=str(event_id) if event_id else None)  # fmt: skip
 

@@ -256,7 +256,8 @@ STREAM, LOCKED, NEW, LOAD = "stream", "locked", "new", "load"
 
 def _band(position: str) -> str:
     """SQL: the band a position is in, its stream's (`hybridsync.streams.changes.band`)."""
-    return f"least(div({position}, {stream.SLOT_WIDTH}), {stream.SLOTS})"
+    slot = f"least(div({position}, {stream.SLOT_WIDTH}), {stream.SLOTS})"
+    return f"CASE WHEN {position} IS NULL THEN NULL ELSE {slot} END"  # least() would skip a NULL
 
 
 def _on_conflict(entity: Entity, mode: str) -> str:

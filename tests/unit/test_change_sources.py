@@ -77,6 +77,9 @@ def test_two_streams_positions_are_never_compared():
     assert changes.slot(home["eventSourceARN"]) == changes.slot(str(home["eventSourceARN"]))  # stable
     assert changes.slot(None) == 0  # a record naming no stream: the slot positions had before slots
     assert changes.band(first.position) < changes.band(changes.KINESIS.positions_from)
+    # the API allows up to 40 digits: one past the slot takes no position (settled from the item)
+    home["dynamodb"]["SequenceNumber"] = "9" * 33
+    assert changes.read_one(home).position is None and changes.read_one(home).sequence == int("9" * 33)
 
 
 def test_a_kinesis_record_is_read_into_the_same_change_with_its_sources_position_and_identity():

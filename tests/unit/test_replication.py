@@ -119,6 +119,18 @@ def test_a_write_retried_after_no_answer_is_one_echo_and_a_later_local_write_ali
     assert book.winners[KEY].region == "west" and book.local_writes == {"home": 1, "west": 2}
 
 
+def test_a_write_that_got_no_answer_then_a_no_op_retry_still_knows_its_record():
+    """West's put of A gets no answer but landed; its retry changes nothing (no record); home then
+    writes B. West's record of A, read late, is the first put's, not a new write: B wins."""
+    book = ledger()
+    book.read("home", KEY, item("A"))
+    write(book, "west", recorded=None)
+    write(book, "west", recorded=False)
+    book.read("home", KEY, item("B"))
+    assert book.read("west", KEY, item("A")) == [("west", KEY)]  # west is due B
+    assert book.winners[KEY].image == item("B") and book.local_writes == {"home": 2}
+
+
 def test_writes_a_stopped_region_refused_leave_no_echo_a_later_local_write_could_be_taken_for():
     """West is down: the versions X, then Y, are refused (the connection, before anything was sent).
     Once back, Y lands. West later writes X itself: a new write, not the refused X's record.

@@ -195,9 +195,10 @@ class Ledger:
 
     def applying(self, region: str, key: Key, version: Version) -> None:
         """Before the write: its record may be read before the write call returns. A version
-        written again (its first write got no answer) is one echo: one record at most comes of it."""
+        written again after an answered write whose record never came is one echo; an earlier
+        write that got no answer keeps its own (it may have landed: its record may still come)."""
         echoes = self._echoes[(region, key)]
-        for echo in [e for e in echoes if e.stamp == version.stamp]:
+        for echo in [e for e in echoes if e.stamp == version.stamp and e.certain]:
             echoes.remove(echo)
         echoes.append(Echo(version.stamp, canonical(version.image)))
 
@@ -292,7 +293,8 @@ class Region:
         self.process, self.stopped = None, True
 
     def client(self, service: str = "dynamodb") -> Any:
-        return aws.client(service, self.endpoint, self.name, retries={"max_attempts": 1},
+        # one attempt: a refused connection then means nothing was sent (Replicator._write)
+        return aws.client(service, self.endpoint, self.name, retries={"total_max_attempts": 1},
                           connect_timeout=1, read_timeout=10)  # fmt: skip
 
 
@@ -547,10 +549,11 @@ class Replicator:
                 if taken is None and self._reading.get(source, 0.0) > called:
                     taken = {key: stamp for (region, key), stamp in self.ledger.written.items()
                              if region == source and target in self.tables[key[0]]}  # fmt: skip
-                if taken is not None and all(
-                    self.ledger.held.get((target, key), -1.0) >= stamp for key, stamp in taken.items()
-                ):
-                    return True
+                if taken is not None:
+                    held = self.ledger.held
+                    taken = {k: stamp for k, stamp in taken.items() if held.get((target, k), -1.0) < stamp}
+                    if not taken:
+                        return True
                 left = deadline - time.monotonic()
                 if left <= 0:
                     return False

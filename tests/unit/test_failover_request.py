@@ -1,0 +1,41 @@
+"""`hybridsync failover` hands the running `up` a request in its state folder (cli/failover.py):
+refused at once where no app with Regions runs, and never taken by another `up` run than the one
+it was written for, nor when it is malformed. No app runs here: the request file alone."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from hybridsync.cli import failover, main
+from hybridsync.local import running
+
+
+def held(state: Path, replication: dict | None) -> None:
+    """The folder as a running `up` (this process) keeps it: its pid file and status."""
+    state.mkdir(exist_ok=True)
+    (state / running.PID_FILE).write_text(f"{os.getpid()} {running.started(os.getpid())}")
+    (state / "status.json").write_text(json.dumps({"replication": replication}))
+
+
+def test_refused_at_once_where_no_app_runs_or_it_has_no_other_region(tmp_path, capsys):
+    with pytest.raises(SystemExit, match="no app is running from"):
+        main(["failover", "--to", "us-west-2", "--state-dir", str(tmp_path)])
+    held(tmp_path, None)
+    with pytest.raises(SystemExit, match="has no other Region: start it with `hybridsync up --regions"):
+        main(["failover", "--to", "us-west-2", "--state-dir", str(tmp_path)])
+    assert not (tmp_path / failover.REQUEST).exists()
+
+
+def test_a_request_of_another_up_run_is_dropped_and_a_malformed_one_answered(tmp_path):
+    request, app = tmp_path / failover.REQUEST, object()
+    request.write_text(json.dumps({"to": "us-west-2", "live": True, "said": [], "pid": os.getpid() + 1}))
+    failover.take(tmp_path, [app], None, lambda _: None)
+    assert not request.exists()  # left by an earlier `up`: never run by this one
+    request.write_text(json.dumps({"to": 7, "pid": os.getpid()}))
+    taken = [app]
+    failover.take(tmp_path, taken, None, lambda _: None)
+    assert "names `to` (a Region)" in json.loads(request.read_text())["error"] and taken == [app]

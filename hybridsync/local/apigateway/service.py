@@ -62,3 +62,4 @@ class HttpApis:
     def close(self) -> None:
         if self.http is not None:
             self.http.shutdown()
+            self.http.server_close()  # its port free again (a failover's app serves on it)

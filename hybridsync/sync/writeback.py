@@ -6,12 +6,13 @@ tag only confirming them), and ordered by its place in the stream, never by a wr
 (which may restart at 1 after a delete): DynamoDB Streams writes each item's changes in the order
 they were made, and Lambda reads a shard in order and a parent shard before its children. Each
 batch is coalesced to its newest change per key and merged per table as one statement of the rows
-sent as one JSON parameter, in one transaction. Each row keeps the stream position (the record's
-`SequenceNumber`) it applied; a record whose position is past the row's applies, a replay of the
-same position changes nothing. AWS promises no order of sequence numbers across shards, so a record
-that looks older than its row, or meets a row no stream record made, is read as a notice: the
-item's current state is read (one consistent BatchGetItem per table per batch, with the row locked)
-and written, so a late, replayed or redriven record can never regress a row. A REMOVE leaves a
+sent as one JSON parameter, in one transaction. Each row keeps the stream position it applied
+(the record's `SequenceNumber`, in its stream's slot: streams/changes.py); a record whose position
+is past the row's applies, a replay of the same position changes nothing. AWS promises no order of
+sequence numbers across shards, so a record that looks older than its row, or meets a row no
+stream record made (or another stream did), is read as a notice: the item's current state is read
+(one consistent BatchGetItem per table per batch, with the row locked) and written, so a late,
+replayed or redriven record can never regress a row. A REMOVE leaves a
 tombstone row. Bad records become dead letters; the rest of the batch lands.
 """
 

@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from hybridsync.dynamodb import store
+from hybridsync.streams import changes as stream_changes
 from hybridsync.sync import writeback
 from shop.model import MODEL, ORDER
 from tests.handlers import LambdaContext, load
@@ -290,6 +291,30 @@ def test_a_newer_record_whose_sequence_number_is_lower_is_settled_from_the_table
     outcome = writeback.write_back([child], engine, MODEL, truth=truth)
     assert (outcome.read, outcome.changed) == (1, 1)
     assert orders(engine, oid)[oid].status == "SHIPPED"
+
+
+def test_another_streams_records_replayed_and_reordered_never_regress_a_row(engine, workload, stream, truth):
+    """Another Region's replica (after a failover) numbers its own stream: its records, any order,
+    any number of times, leave the row as the item is, and a late record of the old stream too."""
+    oid = workload.id("twostreams")
+    workload.order(oid)
+    writeback.write_back(stream.read(), engine, MODEL, truth=truth)
+    workload.order(oid, Status="SHIPPED")
+    workload.order(oid, Status="CANCELLED")
+    old = stream.read()
+    replica = copy.deepcopy(old)
+    for n, record in enumerate(replica, start=1):  # its own ARN, numbered from 1 as a new stream is
+        record["eventSourceARN"] = record["eventSourceARN"].rsplit("/", 1)[0] + "/2031-01-01T00:00:00.000"
+        record["dynamodb"]["SequenceNumber"] = str(n).zfill(21)
+    for batch in ([replica[1]], [replica[0]], replica, [replica[0]]):  # reordered, replayed
+        writeback.write_back(batch, engine, MODEL, truth=truth)
+        assert orders(engine, oid)[oid].status == "CANCELLED"
+    with engine.connect() as conn:
+        position = conn.execute(sa.text("SELECT stream_position FROM orders WHERE order_id = :o"),
+                                {"o": oid}).scalar_one()  # fmt: skip
+    assert stream_changes.band(int(position)) == stream_changes.slot(replica[0]["eventSourceARN"])
+    late = writeback.write_back(old[:1], engine, MODEL, truth=truth)  # the old stream's, late
+    assert late.read == 1 and orders(engine, oid)[oid].status == "CANCELLED"  # settled, not applied
 
 
 def test_an_item_of_no_entity_is_counted_not_applied(stack, dynamodb, engine, stream, truth):

@@ -17,7 +17,7 @@ import sqlalchemy as sa
 
 from hybridsync import workloads
 from hybridsync.local.app import LocalApp
-from hybridsync.local.failover import failover
+from hybridsync.local.failover import Stranded, failover
 from hybridsync.model.convert import marshal
 from hybridsync.runtime import db
 from hybridsync.streams import changes
@@ -154,6 +154,34 @@ def test_an_offline_failover_then_the_old_home_rejoining(moving, engine):
 
     rebuild(moved, MODEL)
     converged(moved, engine, tag)
+
+
+def test_a_failover_that_fails_between_the_two_apps_strands_nothing(moving, engine, cloud_assembly,
+                                                                    stack, monkeypatch):  # fmt: skip
+    """The new app cannot start (killed midway, as far as the pipeline goes): Stranded, said in one
+    sentence; nothing runs, the twin's Regions are stopped, and an app started again on the same
+    state (as `up` is) runs at home with everything it had."""
+    app, tag = moving[0], uuid.uuid4().hex[:6]
+    table = app.tables["MainTable"]
+    line = {"OrderId": f"{tag}-o", "CustomerId": f"{tag}-c", "LineNo": 1, "CreatedAt": CREATED,
+            "Status": "OPEN", "ProductId": f"{tag}-p", "Quantity": 2, "UnitPrice": Decimal("2.5"),
+            "Version": 1}  # fmt: skip
+    app.client.put_item(TableName=table, Item=marshal(ORDER_LINE.item(line)))
+    started = LocalApp.start
+
+    def refused(self, **kwargs):
+        raise OSError("[Errno 98] Address already in use")
+
+    monkeypatch.setattr(LocalApp, "start", refused)
+    with pytest.raises(Stranded, match=r"failed after us-east-1 was fenced: .*Address already in use"):
+        failover(app, WEST, MODEL)
+    assert app.replicator.regions[WEST].stopped
+    monkeypatch.setattr(LocalApp, "start", started)
+    again = LocalApp(replicated(cloud_assembly), **stack.endpoints(), state_dir=app.state_dir,
+                     prefix=app.prefix, regions=[HOME, WEST])  # fmt: skip
+    moving.append(again)
+    again.start(http_port=None, schedules=False)
+    converged(again, engine, tag)
 
 
 def test_the_failover_command_moves_the_running_app(cloud_assembly, tmp_path):

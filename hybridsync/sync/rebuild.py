@@ -17,6 +17,13 @@ item by item, and writes them in place of the stored ones:
    condition that no cursor moved (the pause held); each cursor notes `RebuiltThrough` = W, so a
    failed batch from before the rebuild is never redriven into it.
 
+A stream no cursor has read yet (a new home's replica after a failover, a table adopted
+with its stream already on) has no W: its trim horizon moves on as records pass 24 hours, so a
+count "as of the trim horizon" would lose whatever is trimmed before the aggregation starts there.
+Such a rebuild counts as of the last record it read in each shard instead (an item's state there
+is its last record's new image) and writes each shard's cursor at that record, in its first
+transaction, so the aggregation skips what the rebuild counted, wherever it starts reading.
+
 Resumed, the aggregation applies the records after W, as it would have. The one assumption: a
 change's record is in the stream within the settle time after the change (DynamoDB: "near-real
 time"); a record later than that would be counted twice. A rebuild killed midway is run again
@@ -161,8 +168,6 @@ def rebuild(
         )
     stream_arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
     streams = services.aws("dynamodbstreams")
-    shards = _shards(streams, stream_arn)
-    cursors = {s: _settled_cursor(services, aggregation, table, s) for s in shards}
     key_names = [a.name for a in aggregation.table.key_schema()]
     aggregate_entities = {aggregation.by_name[n].entity.name for n in names}
     totals: dict[Key, list[Decimal]] = {}
@@ -181,15 +186,22 @@ def rebuild(
                     _add(totals, key, parts, WIDE)
                 spill.write(f"{_key_text({k: item[k] for k in key_names})}\t{_dump(contribution)}\n")
         time.sleep(settle_s)
+        # listed after the scan: a shard made during it holds records of changes the scan read
+        cursors = {s: _settled_cursor(services, aggregation, table, s) for s in _shards(streams, stream_arn)}
+        fresh = not any("Watermark" in cursor for cursor in cursors.values())
+        ends: dict[str, str] = {}  # a fresh stream's shards: the last record read, the cursor's start
         at_w: dict[str, Totals] = {}  # items changed after W: their contribution as of W
         for shard, cursor in cursors.items():
             for record in _records_after(streams, stream_arn, shard, cursor.get("Watermark")):
                 data = record.get("dynamodb", {})
                 key = _key_text(unmarshal(data.get("Keys", {})))
-                if key not in at_w:
-                    old = data.get("OldImage")
-                    at_w[key] = _safe(aggregation, unmarshal(old) if old else None, names)
-                counts.older += 1  # records the stream counts once the aggregation resumes
+                image = data.get("NewImage") if fresh else data.get("OldImage")
+                if fresh or key not in at_w:  # fresh: the last new image; else the first old one
+                    at_w[key] = _safe(aggregation, unmarshal(image) if image else None, names)
+                if fresh:
+                    ends[shard] = data["SequenceNumber"].lstrip("0") or "0"
+                else:
+                    counts.older += 1  # records the stream counts once the aggregation resumes
         spill.seek(0)
         for line in spill:
             key, _, text = line.rstrip("\n").partition("\t")
@@ -202,7 +214,7 @@ def rebuild(
     rebuilt = {k: tuple(v) for k, v in totals.items() if any(v)}
     changed = [k for k in rebuilt.keys() | stored.keys() if rebuilt.get(k) != stored.get(k)]
     counts.skipped = len(rebuilt.keys() | stored.keys()) - len(changed)
-    _write(client, aggregation, table, cursors, changed, rebuilt)
+    _write(client, aggregation, table, cursors, changed, rebuilt, ends)
     counts.written = len(changed)
     for shard, cursor in cursors.items():
         if "Watermark" in cursor:
@@ -217,14 +229,27 @@ def rebuild(
 
 
 def _shards(streams: Any, stream_arn: str) -> list[str]:
-    shards, start = [], None
+    """The stream's shards, each after its parent: an item's records in a parent come before those
+    in its children (DynamoDB Streams: "process a parent shard before a child shard")."""
+    parents, start = {}, None
     while True:
         request = {"StreamArn": stream_arn} | ({"ExclusiveStartShardId": start} if start else {})
         description = streams.describe_stream(**request)["StreamDescription"]
-        shards += [s["ShardId"] for s in description["Shards"]]
+        parents |= {s["ShardId"]: s.get("ParentShardId") for s in description["Shards"]}
         start = description.get("LastEvaluatedShardId")
         if not start:
-            return shards
+            break
+    ordered: list[str] = []
+
+    def place(shard: str) -> None:
+        if shard not in ordered:
+            if (parent := parents.get(shard)) in parents:
+                place(parent)  # type: ignore[arg-type]
+            ordered.append(shard)
+
+    for shard in parents:
+        place(shard)
+    return ordered
 
 
 def _settled_cursor(services: Services, aggregation: Aggregation, table: str, shard: str) -> dict[str, Any]:
@@ -264,34 +289,60 @@ def _write(
     cursors: dict[str, dict[str, Any]],
     changed: list[Key],
     rebuilt: Totals,
+    ends: dict[str, str],
 ) -> None:
     """The changed aggregate items set to their rebuilt measures, each transaction on the condition
-    that every cursor is still where the rebuild read it."""
-    checks = []
+    that every cursor is still where the rebuild read it; the first one also starts the cursor of
+    each shard in `ends` at the record the rebuild counted to (even with no aggregate changed)."""
+    first: list[dict[str, Any]] = []  # the first transaction's guards: it starts the new cursors
+    later: list[dict[str, Any]] = []  # every later one's: each cursor where the first left it
     for shard, cursor in cursors.items():
+        watermark = ends.get(shard, cursor.get("Watermark"))
         guard = (
             "Watermark = :w AND attribute_not_exists(Pending)"
-            if "Watermark" in cursor
+            if watermark
             else "attribute_not_exists(Watermark)"
         )
         check = {"TableName": table, "Key": aggregation._cursor_key(shard), "ConditionExpression": guard}
-        if "Watermark" in cursor:
-            check["ExpressionAttributeValues"] = marshal({":w": cursor["Watermark"]})
-        checks.append({"ConditionCheck": check})
-    room = CHUNK + 1 - len(checks)
+        if watermark:
+            check["ExpressionAttributeValues"] = marshal({":w": watermark})
+        later.append({"ConditionCheck": check})
+        first += _started_cursor(aggregation, table, shard, ends[shard]) if shard in ends else later[-1:]
+    room = CHUNK + 1 - len(first)
     if room < 1:
-        raise JobError(f"{len(checks)} shards: too many to guard in one transaction; rebuild per aggregate")
-    for start in range(0, len(changed), room):
+        raise JobError(f"{len(cursors)} shards: too many to guard in one transaction; rebuild per aggregate")
+    for start in range(0, max(len(changed), 1 if ends else 0), room):
         updates = []
         for key in changed[start : start + room]:
             aggregate = aggregation.by_name[key[0]]
             values = rebuilt.get(key, tuple(Decimal(0) for _ in aggregate.measures))
             updates.append(aggregation._update(table, key[0], tuple(key[1:]), values, absolute=True))
+        guards = first if start == 0 else later
         try:
-            store.send_transaction(client, {"TransactItems": [*updates, *checks]})
+            store.send_transaction(client, {"TransactItems": [*updates, *guards]})
         except client.exceptions.TransactionCanceledException as error:
             if "ConditionalCheckFailed" in store.cancellation_codes(error)[len(updates) :]:
                 raise JobError(
                     "the aggregation moved during the rebuild (is its mapping paused?); run it again"
                 ) from None
             raise
+
+
+def _started_cursor(aggregation: Aggregation, table: str, shard: str, end: str) -> list[dict[str, Any]]:
+    """A shard's cursor started at `end` as the aggregation starts one (its first journal), and
+    listed in the registry; on the condition that no cursor started meanwhile."""
+    expiry = aggregation._expiry()
+    sets = {"Watermark": end, "RebuiltThrough": end, "ShardId": shard,
+            aggregation.names.entity: aggregation.cursor.name} | expiry  # fmt: skip
+    names = {f"#a{n}": name for n, name in enumerate(sets)}
+    values = {f":a{n}": value for n, value in enumerate(sets.values())}
+    update = {
+        "TableName": table,
+        "Key": aggregation._cursor_key(shard),
+        "UpdateExpression": "SET " + ", ".join(f"#a{n} = :a{n}" for n in range(len(sets))),
+        "ConditionExpression": "attribute_not_exists(#a0)",
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": marshal(values),
+    }
+    registered = aggregation.registry.item({"ShardId": shard}) | expiry
+    return [{"Update": update}, {"Put": {"TableName": table, "Item": marshal(registered)}}]

@@ -150,6 +150,8 @@ class LocalApp:
             self.event_sources.provision(account, assembly)
         self.lambdas.custom_resources = self.lambdas.run_custom_resources()
         self.cloudwatch.provision(account, assembly)
+        if self.replicator is not None:
+            self.cloudwatch.measure_replication(self.replicator)
         self.cloudwatch.start()
         self.event_sources.start()
         self.sharding.serve()

@@ -205,6 +205,12 @@ def test_a_region_cut_off_keeps_its_writes_and_sends_them_once_joined(twin, engi
         twin.replicator.partition(WEST, cut=False)
     caught_up(twin)
     assert len(items(twin.client, table, tag)) == 2 == len(items(west(twin), table, tag))
+    # home's write reached us-west-2 late, and home's CloudWatch has it as DynamoDB measures it
+    late = twin.metrics.values(
+        "AWS/DynamoDB", "ReplicationLatency", {"TableName": table, "ReceivingRegion": WEST}, time.time() - 60
+    )
+    assert max(late) >= 1000, late
+    assert "ReplicationLatency" in twin.cloudwatch.alarms.sources["AWS/DynamoDB"]
 
 
 def test_a_region_stopped_and_started_again_catches_up(twin, engine):

@@ -107,6 +107,22 @@ def test_datapoints_to_alarm_of_evaluation_periods(tmp_path):
     assert lag.state == "ALARM"
 
 
+def test_replication_latency_is_measured_beside_the_twin_only(tmp_path):
+    """DynamoDB's ReplicationLatency has a local source only under `up --regions` (the twin's
+    deliveries: CloudWatch.measure_replication); without it the alarm says it is not evaluated."""
+    dimensions = [{"Name": "TableName", "Value": "t"}, {"Name": "ReceivingRegion", "Value": "us-west-2"}]
+    late = alarm(Namespace="AWS/DynamoDB", MetricName="ReplicationLatency", Statistic="Average",
+                 Threshold=60_000, Dimensions=dimensions)  # fmt: skip
+    alarms, metrics = evaluator(late, tmp_path=tmp_path)
+    metrics.put("AWS/DynamoDB", "ReplicationLatency", {"TableName": "t", "ReceivingRegion": "us-west-2"},
+                90_000, T0 + 2)  # fmt: skip
+    alarms.evaluate(T0 + 12)
+    assert late.state == "INSUFFICIENT_DATA" and "no local source" in late.reason
+    alarms.sources |= {"AWS/DynamoDB": {"ReplicationLatency"}}
+    alarms.evaluate(T0 + 12)
+    assert late.state == "ALARM" and "[90000]" in late.reason
+
+
 def test_unmeasured_alarms_say_so_and_emf_lines_are_read(tmp_path):
     throttles = alarm(Namespace="AWS/DynamoDB", MetricName="WriteThrottleEvents")
     dead = alarm()

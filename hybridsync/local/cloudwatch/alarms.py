@@ -4,8 +4,9 @@ Metrics come from where AWS takes them: the functions' Powertools EMF lines in t
 `hybridsync`), Lambda's own per-function metrics as the local runtime counts them (Invocations,
 Errors, Throttles, Duration, IteratorAge, DeadLetterErrors, DestinationDeliveryFailures) and the
 mappings' event counts (MetricsConfig EventCount), the queues' depth, and the HTTP API's requests,
-5xx and latency. A metric with no local source (DynamoDB's throttles, RDS Proxy, Aurora) leaves its
-alarm in INSUFFICIENT_DATA, saying so.
+5xx and latency, and under `hybridsync up --regions` DynamoDB's `ReplicationLatency` as the
+global tables' twin measures it. A metric with no local source (DynamoDB's throttles, RDS Proxy,
+Aurora) leaves its alarm in INSUFFICIENT_DATA, saying so.
 
 An alarm is evaluated as CloudWatch documents it ("Evaluating an alarm"): its statistic over each of
 the last `EvaluationPeriods` complete periods (aligned to the clock), ALARM when `DatapointsToAlarm`
@@ -299,11 +300,13 @@ class Alarm:
             },
         )
 
-    def measured(self, own: frozenset[str] = frozenset()) -> bool:
-        """Whether the local app measures its metric (`own`: the namespaces the functions' EMF uses)."""
+    def measured(self, own: frozenset[str] = frozenset(),
+                 sources: dict[str, set[str] | None] = LOCAL_SOURCES) -> bool:  # fmt: skip
+        """Whether the local app measures its metric (`own`: the namespaces the functions' EMF uses;
+        `sources`: what else it measures, by namespace)."""
         if not self.metric:
             return False
-        names = None if self.namespace in own else LOCAL_SOURCES.get(self.namespace, set())
+        names = None if self.namespace in own else sources.get(self.namespace, set())
         return names is None or self.metric in names
 
 
@@ -327,6 +330,7 @@ class Alarms:
         # topic ARN -> its policies; None: every publish allowed (unit tests of the evaluation alone)
         self.topics = topics
         self.namespaces = namespaces  # the stack's own metrics namespaces (a prefix's), measured whole
+        self.sources = dict(LOCAL_SOURCES)  # and what the local app measures of AWS's namespaces
         self.notified = 0
         self.started = time.time()  # no period before it is evaluated
         self._lock = threading.RLock()  # evaluate() on the clock, set_state() from the Lambda API
@@ -392,7 +396,7 @@ class Alarms:
             self._notify(alarm, old, now)
 
     def _state(self, alarm: Alarm, now: float) -> tuple[str | None, str]:
-        if not alarm.measured(self.namespaces):
+        if not alarm.measured(self.namespaces, self.sources):
             what = f"{alarm.namespace}/{alarm.metric}" if alarm.metric else "a metric-math expression"
             return "INSUFFICIENT_DATA", f"not evaluated locally: {what} has no local source"
         period = self.period(alarm)

@@ -7,13 +7,16 @@ from __future__ import annotations
 import json
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hybridsync.local.account import Account
 from hybridsync.local.awslambda.functions import LocalFunction
 from hybridsync.local.cloudwatch.alarms import Alarm, Alarms, Topic, percentiles_s
 from hybridsync.local.storage import Storage
 from hybridsync.local.template import ACCOUNT, Assembly
+
+if TYPE_CHECKING:  # its type only: the twin imports the app's account
+    from hybridsync.local.dynamodb.replication import Replicator
 
 log = logging.getLogger(__name__)
 # each direction's freshness (the `Freshness` metric, ms), by the function that emits it: DynamoDB ->
@@ -46,6 +49,23 @@ class CloudWatch:
                              topics=self.topics(), namespaces=own)  # fmt: skip
         for function in self.functions:  # what earlier runs logged is not this run's metrics
             account.metrics.skip(account.state_dir / "logs" / f"{function}.log")
+
+    def measure_replication(self, replicator: Replicator) -> None:
+        """DynamoDB's `ReplicationLatency` as the twin measures it: per table and `ReceivingRegion`,
+        in ms, from home's writes ("the elapsed time between when an item is updated in the DynamoDB
+        stream for one replica table, and when that item appears in another replica": DynamoDB's
+        metrics-dimensions page). A Region cut off gets nothing, so it reports nothing until it is
+        back, and then its late writes' latency."""
+        assert self.alarms is not None
+        self.alarms.sources |= {"AWS/DynamoDB": {"ReplicationLatency"}}
+        metrics = self.account.metrics
+
+        def measured(table: str, region: str, ms: float) -> None:
+            metrics.put(
+                "AWS/DynamoDB", "ReplicationLatency", {"TableName": table, "ReceivingRegion": region}, ms
+            )
+
+        replicator.on_latency = measured
 
     def start(self) -> None:
         """Every alarm evaluated each second on what the app emits."""

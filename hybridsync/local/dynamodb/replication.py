@@ -327,6 +327,9 @@ class Replicator:
         # TTL in every Region but home (home's is the app's): table -> (its TTL attribute, its keys)
         self.expiring: dict[str, tuple[str, list[str]]] = {}
         self._sweeping: dict[str, threading.Event] = {}  # Region -> set to stop its sweepers
+        # (table, receiving Region, ms) for each of home's writes another Region applied: DynamoDB's
+        # ReplicationLatency in home's CloudWatch (the local app's: LocalApp.start)
+        self.on_latency: Callable[[str, str, float], None] | None = None
 
     # --- starting --------------------------------------------------------------------------------
 
@@ -456,7 +459,10 @@ class Replicator:
                 if recorded is None:
                     heapq.heappush(tasks, _Task(time.time() + RETRY_S, name, task.key))
                 elif version.region != name:  # not a Region winning back its own write
-                    self._latency[(version.region, name)].append(time.time() - version.stamp)
+                    seconds = time.time() - version.stamp
+                    self._latency[(version.region, name)].append(seconds)
+                    if self.on_latency is not None and version.region == self.home:
+                        self.on_latency(task.key[0], name, seconds * 1000)
                 self._lock.notify_all()
 
     def _write(self, client: Any, key: Key, version: Version) -> tuple[bool | None, bool]:

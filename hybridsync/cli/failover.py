@@ -122,6 +122,7 @@ def take(state: Path, running: list[Any], port: int | None, moved: Callable[[Any
         print(f"failover: {line}", flush=True)
         asked["said"].append(line)
         _write(request, asked, "up")
+        _handing_over(state, asked)
 
     def started(app: Any) -> None:
         running[0] = app
@@ -141,6 +142,17 @@ def take(state: Path, running: list[Any], port: int | None, moved: Callable[[Any
         )
         raise SystemExit(f"hybridsync up: {stranded}") from stranded
     _write(request, asked | {"done": done.as_json()}, "up")
+
+
+def _handing_over(state: Path, asked: dict[str, Any]) -> None:
+    """`hybridsync status` during a hand-over: the old app's last status, and the failover's steps
+    so far (the loop writes the new app's once it runs)."""
+    path = state / "status.json"
+    try:
+        status = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return
+    _write(path, status | {"failover": {"to": asked["to"], "said": asked["said"]}}, "up")
 
 
 def _write(path: Path, value: dict[str, Any], writer: str) -> None:

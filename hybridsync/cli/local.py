@@ -509,7 +509,10 @@ def _status(args: argparse.Namespace) -> int:
         print(json.dumps(status, indent=1))
         return 0
     age = time.time() - status["at"]
-    print(f"as of {age:.0f}s ago" + ("  (stale: is `hybridsync up` still running?)" if age > 10 else ""))
+    if moving := status.get("failover"):  # the old home's last status until the new one runs
+        print(f"failing over to {moving['to']}: {(moving['said'] or ['starting'])[-1]}")
+    stale = age > 10 and not moving
+    print(f"as of {age:.0f}s ago" + ("  (stale: is `hybridsync up` still running?)" if stale else ""))
     print(
         f"{'mapping':<26} {'position':>24} {'delivered':>9} {'lag':>7} {'lag s':>7} {'failed':>6}  last error"
     )

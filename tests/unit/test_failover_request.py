@@ -39,3 +39,28 @@ def test_a_request_of_another_up_run_is_dropped_and_a_malformed_one_answered(tmp
     taken = [app]
     failover.take(tmp_path, taken, None, lambda _: None)
     assert "names `to` (a Region)" in json.loads(request.read_text())["error"] and taken == [app]
+
+
+def test_status_says_a_hand_over_runs_and_its_last_step(tmp_path, capsys, monkeypatch):
+    """The loop writes no status while the app is replaced: `hybridsync status` shows the old
+    home's last one and the failover's steps so far, not a stale app."""
+    from hybridsync.local import failover as local_failover
+
+    held(tmp_path, {"home": "us-east-1"})
+    status = {"at": 0, "mappings": {}, "functions": {}, "failure_queues": {}, "alarms": {}}
+    (tmp_path / "status.json").write_text(json.dumps(status))
+    seen = []
+
+    def handing_over(app, to, model, *, say, **_):
+        say("fenced us-east-1 (0.4 s)")
+        main(["status", "--state-dir", str(tmp_path)])
+        seen.append(capsys.readouterr().out)
+        raise local_failover.Refused("stop here")
+
+    monkeypatch.setattr(local_failover, "failover", handing_over)
+    (tmp_path / failover.REQUEST).write_text(
+        json.dumps({"to": "us-west-2", "live": True, "pid": os.getpid()})
+    )
+    failover.take(tmp_path, [object()], None, lambda _: None)
+    (printed,) = seen
+    assert "failing over to us-west-2: fenced us-east-1 (0.4 s)" in printed and "stale" not in printed

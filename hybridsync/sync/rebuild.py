@@ -17,12 +17,13 @@ item by item, and writes them in place of the stored ones:
    condition that no cursor moved (the pause held); each cursor notes `RebuiltThrough` = W, so a
    failed batch from before the rebuild is never redriven into it.
 
-A stream no cursor has read yet (a new home's replica after a failover, a table adopted
-with its stream already on) has no W: its trim horizon moves on as records pass 24 hours, so a
-count "as of the trim horizon" would lose whatever is trimmed before the aggregation starts there.
-Such a rebuild counts as of the last record it read in each shard instead (an item's state there
-is its last record's new image) and writes each shard's cursor at that record, in its first
-transaction, so the aggregation skips what the rebuild counted, wherever it starts reading.
+A stream no cursor has read yet (a new home's replica after a failover, or a table whose
+aggregation has counted nothing yet) has no W: its trim horizon moves on as records pass 24 hours,
+so a count "as of the trim horizon" would lose whatever is trimmed before the aggregation starts
+there. Such a rebuild counts as of the last record it read in each shard instead (an item's state
+there is its last record's new image), and starts each shard's cursor at that record before it
+writes the aggregates (killed in between, it is run again from W = that record), so the
+aggregation skips what the rebuild counted, wherever it starts reading.
 
 Resumed, the aggregation applies the records after W, as it would have. The one assumption: a
 change's record is in the stream within the settle time after the change (DynamoDB: "near-real
@@ -53,6 +54,7 @@ from hybridsync.sync.ledger import CHUNK
 SETTLE_S = 5.0  # after the scan, before the stream's end is read
 PAUSE_TIMEOUT_S = 120.0  # for a mapping to reach Disabled
 PAGE = 1000  # items per Scan request: pages waiting to be counted stay small whatever the table
+EMPTY_PAGES = 20  # empty GetRecords pages in a row taken for an open shard's end, short of the present
 
 
 def plan(services: Services, spec: dict[str, Any]) -> tuple[dict[str, Any], int]:
@@ -168,6 +170,9 @@ def rebuild(
         )
     stream_arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
     streams = services.aws("dynamodbstreams")
+    # before the scan: a journal a batch left half-applied is finished first, so the stored
+    # aggregates the scan reads include it
+    settled = {s: _settled_cursor(services, aggregation, table, s) for s in _shards(streams, stream_arn)}
     key_names = [a.name for a in aggregation.table.key_schema()]
     aggregate_entities = {aggregation.by_name[n].entity.name for n in names}
     totals: dict[Key, list[Decimal]] = {}
@@ -186,22 +191,11 @@ def rebuild(
                     _add(totals, key, parts, WIDE)
                 spill.write(f"{_key_text({k: item[k] for k in key_names})}\t{_dump(contribution)}\n")
         time.sleep(settle_s)
-        # listed after the scan: a shard made during it holds records of changes the scan read
-        cursors = {s: _settled_cursor(services, aggregation, table, s) for s in _shards(streams, stream_arn)}
-        fresh = not any("Watermark" in cursor for cursor in cursors.values())
-        ends: dict[str, str] = {}  # a fresh stream's shards: the last record read, the cursor's start
-        at_w: dict[str, Totals] = {}  # items changed after W: their contribution as of W
-        for shard, cursor in cursors.items():
-            for record in _records_after(streams, stream_arn, shard, cursor.get("Watermark")):
-                data = record.get("dynamodb", {})
-                key = _key_text(unmarshal(data.get("Keys", {})))
-                image = data.get("NewImage") if fresh else data.get("OldImage")
-                if fresh or key not in at_w:  # fresh: the last new image; else the first old one
-                    at_w[key] = _safe(aggregation, unmarshal(image) if image else None, names)
-                if fresh:
-                    ends[shard] = data["SequenceNumber"].lstrip("0") or "0"
-                else:
-                    counts.older += 1  # records the stream counts once the aggregation resumes
+        # listed again after the scan: a shard made during it holds records of changes the scan read
+        # (the aggregation is paused: no cursor of it moved or started meanwhile)
+        cursors = {s: settled.get(s) or aggregation._read_cursor(client, table, s, Outcome())
+                   for s in _shards(streams, stream_arn)}  # fmt: skip
+        at_w, ends = _window(streams, stream_arn, cursors, aggregation, names, counts)
         spill.seek(0)
         for line in spill:
             key, _, text = line.rstrip("\n").partition("\t")
@@ -214,7 +208,10 @@ def rebuild(
     rebuilt = {k: tuple(v) for k, v in totals.items() if any(v)}
     changed = [k for k in rebuilt.keys() | stored.keys() if rebuilt.get(k) != stored.get(k)]
     counts.skipped = len(rebuilt.keys() | stored.keys()) - len(changed)
-    _write(client, aggregation, table, cursors, changed, rebuilt, ends)
+    for shard, end in ends.items():  # before the aggregates: a run killed after this is run again
+        _start_cursor(client, aggregation, table, shard, end)  # from W = end, as any other
+        cursors[shard] = {"Watermark": end}
+    _write(client, aggregation, table, cursors, changed, rebuilt)
     counts.written = len(changed)
     for shard, cursor in cursors.items():
         if "Watermark" in cursor:
@@ -226,6 +223,28 @@ def rebuild(
                 ExpressionAttributeValues=marshal({":w": cursor["Watermark"]}),
             )
     return counts
+
+
+def _window(streams: Any, stream_arn: str, cursors: dict[str, dict[str, Any]], aggregation: Aggregation,
+            names: set[str], counts: Counts) -> tuple[dict[str, Totals], dict[str, str]]:  # fmt: skip
+    """The stream after each shard's watermark W: each item changed after W, with its contribution
+    as of W (its first record's old image). On a stream no cursor has read (`fresh`), as of each
+    shard's last record instead (its last new image), with that record (`ends`: the cursors' start)."""
+    fresh = not any("Watermark" in cursor for cursor in cursors.values())
+    at_w: dict[str, Totals] = {}
+    ends: dict[str, str] = {}
+    for shard, cursor in cursors.items():
+        for record in _records_after(streams, stream_arn, shard, cursor.get("Watermark")):
+            data = record.get("dynamodb", {})
+            key = _key_text(unmarshal(data.get("Keys", {})))
+            image = data.get("NewImage") if fresh else data.get("OldImage")
+            if fresh or key not in at_w:
+                at_w[key] = _safe(aggregation, unmarshal(image) if image else None, names)
+            if fresh:
+                ends[shard] = data["SequenceNumber"].lstrip("0") or "0"
+            else:
+                counts.older += 1  # records the stream counts once the aggregation resumes
+    return at_w, ends
 
 
 def _shards(streams: Any, stream_arn: str) -> list[str]:
@@ -273,13 +292,26 @@ def _records_after(
         request |= {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": watermark.zfill(21)}
     else:
         request |= {"ShardIteratorType": "TRIM_HORIZON"}
+    began, empty, present = time.time(), 0, False
     iterator = streams.get_shard_iterator(**request).get("ShardIterator")
-    while iterator:
+    while iterator:  # None: a closed shard's end
         page = streams.get_records(ShardIterator=iterator, Limit=1000)
-        yield from page["Records"]
-        if not page["Records"]:  # an open shard's end: nothing more was written yet
-            return
+        if records := page["Records"]:
+            yield from records
+            made = records[-1].get("dynamodb", {}).get("ApproximateCreationDateTime", 0)
+            present, empty = _epoch(made) >= began - SETTLE_S, 0
+        else:
+            # an empty page is an open shard's end only at the present: "it might take multiple
+            # calls to get to a portion of the shard that contains stream records" (GetRecords)
+            empty += 1
+            if present or empty >= EMPTY_PAGES:
+                return
         iterator = page.get("NextShardIterator")
+
+
+def _epoch(made: Any) -> float:
+    """A record's ApproximateCreationDateTime in seconds (boto3 gives a datetime)."""
+    return made.timestamp() if hasattr(made, "timestamp") else float(made)
 
 
 def _write(
@@ -289,37 +321,31 @@ def _write(
     cursors: dict[str, dict[str, Any]],
     changed: list[Key],
     rebuilt: Totals,
-    ends: dict[str, str],
 ) -> None:
     """The changed aggregate items set to their rebuilt measures, each transaction on the condition
-    that every cursor is still where the rebuild read it; the first one also starts the cursor of
-    each shard in `ends` at the record the rebuild counted to (even with no aggregate changed)."""
-    first: list[dict[str, Any]] = []  # the first transaction's guards: it starts the new cursors
-    later: list[dict[str, Any]] = []  # every later one's: each cursor where the first left it
+    that every cursor is still where the rebuild read it."""
+    checks = []
     for shard, cursor in cursors.items():
-        watermark = ends.get(shard, cursor.get("Watermark"))
         guard = (
             "Watermark = :w AND attribute_not_exists(Pending)"
-            if watermark
+            if "Watermark" in cursor
             else "attribute_not_exists(Watermark)"
         )
         check = {"TableName": table, "Key": aggregation._cursor_key(shard), "ConditionExpression": guard}
-        if watermark:
-            check["ExpressionAttributeValues"] = marshal({":w": watermark})
-        later.append({"ConditionCheck": check})
-        first += _started_cursor(aggregation, table, shard, ends[shard]) if shard in ends else later[-1:]
-    room = CHUNK + 1 - len(first)
+        if "Watermark" in cursor:
+            check["ExpressionAttributeValues"] = marshal({":w": cursor["Watermark"]})
+        checks.append({"ConditionCheck": check})
+    room = CHUNK + 1 - len(checks)
     if room < 1:
-        raise JobError(f"{len(cursors)} shards: too many to guard in one transaction; rebuild per aggregate")
-    for start in range(0, max(len(changed), 1 if ends else 0), room):
+        raise JobError(f"{len(checks)} shards: too many to guard in one transaction; rebuild per aggregate")
+    for start in range(0, len(changed), room):
         updates = []
         for key in changed[start : start + room]:
             aggregate = aggregation.by_name[key[0]]
             values = rebuilt.get(key, tuple(Decimal(0) for _ in aggregate.measures))
             updates.append(aggregation._update(table, key[0], tuple(key[1:]), values, absolute=True))
-        guards = first if start == 0 else later
         try:
-            store.send_transaction(client, {"TransactItems": [*updates, *guards]})
+            store.send_transaction(client, {"TransactItems": [*updates, *checks]})
         except client.exceptions.TransactionCanceledException as error:
             if "ConditionalCheckFailed" in store.cancellation_codes(error)[len(updates) :]:
                 raise JobError(
@@ -328,21 +354,24 @@ def _write(
             raise
 
 
-def _started_cursor(aggregation: Aggregation, table: str, shard: str, end: str) -> list[dict[str, Any]]:
-    """A shard's cursor started at `end` as the aggregation starts one (its first journal), and
-    listed in the registry; on the condition that no cursor started meanwhile."""
+def _start_cursor(client: Any, aggregation: Aggregation, table: str, shard: str, end: str) -> None:
+    """A shard's cursor started at `end`, as the aggregation's first journal starts one, and listed
+    in the registry; on the condition that none started meanwhile."""
     expiry = aggregation._expiry()
     sets = {"Watermark": end, "RebuiltThrough": end, "ShardId": shard,
             aggregation.names.entity: aggregation.cursor.name} | expiry  # fmt: skip
-    names = {f"#a{n}": name for n, name in enumerate(sets)}
-    values = {f":a{n}": value for n, value in enumerate(sets.values())}
-    update = {
-        "TableName": table,
-        "Key": aggregation._cursor_key(shard),
-        "UpdateExpression": "SET " + ", ".join(f"#a{n} = :a{n}" for n in range(len(sets))),
-        "ConditionExpression": "attribute_not_exists(#a0)",
-        "ExpressionAttributeNames": names,
-        "ExpressionAttributeValues": marshal(values),
-    }
+    try:
+        client.update_item(
+            TableName=table,
+            Key=aggregation._cursor_key(shard),
+            UpdateExpression="SET " + ", ".join(f"#a{n} = :a{n}" for n in range(len(sets))),
+            ConditionExpression="attribute_not_exists(#a0)",
+            ExpressionAttributeNames={f"#a{n}": name for n, name in enumerate(sets)},
+            ExpressionAttributeValues=marshal({f":a{n}": value for n, value in enumerate(sets.values())}),
+        )
+    except client.exceptions.ConditionalCheckFailedException:
+        raise JobError(
+            "the aggregation moved during the rebuild (is its mapping paused?); run it again"
+        ) from None
     registered = aggregation.registry.item({"ShardId": shard}) | expiry
-    return [{"Update": update}, {"Put": {"TableName": table, "Item": marshal(registered)}}]
+    client.put_item(TableName=table, Item=marshal(registered))

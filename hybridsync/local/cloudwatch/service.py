@@ -51,19 +51,20 @@ class CloudWatch:
             account.metrics.skip(account.state_dir / "logs" / f"{function}.log")
 
     def measure_replication(self, replicator: Replicator) -> None:
-        """DynamoDB's `ReplicationLatency` as the twin measures it: per table and `ReceivingRegion`,
-        in ms, from home's writes ("the elapsed time between when an item is updated in the DynamoDB
-        stream for one replica table, and when that item appears in another replica": DynamoDB's
-        metrics-dimensions page). A Region cut off gets nothing, so it reports nothing until it is
-        back, and then its late writes' latency."""
+        """DynamoDB's `ReplicationLatency` as the twin measures it, per table and `ReceivingRegion`, in
+        ms: "the elapsed time between when an item is updated in the DynamoDB stream for one replica
+        table, and when that item appears in another replica" (DynamoDB's metrics-dimensions page),
+        for the writes made in this CloudWatch's Region (home's; after a failover the old home's,
+        whose stacks hold the alarms). A Region cut off gets nothing, so it reports nothing until
+        it is back, and then its late writes' latency."""
         assert self.alarms is not None
         self.alarms.sources |= {"AWS/DynamoDB": {"ReplicationLatency"}}
-        metrics = self.account.metrics
+        metrics, own = self.account.metrics, self.account.region
 
-        def measured(table: str, region: str, ms: float) -> None:
-            metrics.put(
-                "AWS/DynamoDB", "ReplicationLatency", {"TableName": table, "ReceivingRegion": region}, ms
-            )
+        def measured(source: str, table: str, region: str, ms: float) -> None:
+            if source == own:
+                dimensions = {"TableName": table, "ReceivingRegion": region}
+                metrics.put("AWS/DynamoDB", "ReplicationLatency", dimensions, ms)
 
         replicator.on_latency = measured
 

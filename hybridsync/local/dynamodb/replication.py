@@ -327,9 +327,9 @@ class Replicator:
         # TTL in every Region but home (home's is the app's): table -> (its TTL attribute, its keys)
         self.expiring: dict[str, tuple[str, list[str]]] = {}
         self._sweeping: dict[str, threading.Event] = {}  # Region -> set to stop its sweepers
-        # (table, receiving Region, ms) for each of home's writes another Region applied: DynamoDB's
-        # ReplicationLatency in home's CloudWatch (the local app's: LocalApp.start)
-        self.on_latency: Callable[[str, str, float], None] | None = None
+        # (source Region, table, receiving Region, ms) for each write another Region applied: DynamoDB's
+        # ReplicationLatency, in the source Region's CloudWatch (the local app's: LocalApp.start)
+        self.on_latency: Callable[[str, str, str, float], None] | None = None
 
     # --- starting --------------------------------------------------------------------------------
 
@@ -461,8 +461,8 @@ class Replicator:
                 elif version.region != name:  # not a Region winning back its own write
                     seconds = time.time() - version.stamp
                     self._latency[(version.region, name)].append(seconds)
-                    if self.on_latency is not None and version.region == self.home:
-                        self.on_latency(task.key[0], name, seconds * 1000)
+                    if self.on_latency is not None:
+                        self.on_latency(version.region, task.key[0], name, seconds * 1000)
                 self._lock.notify_all()
 
     def _write(self, client: Any, key: Key, version: Version) -> tuple[bool | None, bool]:

@@ -85,7 +85,7 @@ def _done(done: dict[str, Any], state: Path) -> None:
                           ("rebuilt", "rebuilt_s"))
     )  # fmt: skip
     if done["rebuild_error"]:
-        print(f"The aggregates are not rebuilt, and their aggregation stays paused: {done['rebuild_error']}. "
+        print(f"The aggregates are not rebuilt, and are not right until they are: {done['rebuild_error']}. "
               f"Run it again: source {state}/env && hybridsync aggregates rebuild --deployed")  # fmt: skip
     print(f"{done['target']} is home ({steps}; {done['rebuild'].get('written', 0):,} aggregates written). "
           f"{state}/env names its DynamoDB and the Lambda API now: source it again")  # fmt: skip
@@ -127,6 +127,7 @@ def take(state: Path, running: list[Any], port: int | None, moved: Callable[[Any
     def started(app: Any) -> None:
         running[0] = app
         moved(app)
+        _handing_over(state, asked, app)  # the new home's pipeline runs: its status, the rebuild to come
 
     try:
         _, done = failover(running[0], asked["to"], config.model(), live=asked["live"], http_port=port,
@@ -144,12 +145,12 @@ def take(state: Path, running: list[Any], port: int | None, moved: Callable[[Any
     _write(request, asked | {"done": done.as_json()}, "up")
 
 
-def _handing_over(state: Path, asked: dict[str, Any]) -> None:
-    """`hybridsync status` during a hand-over: the old app's last status, and the failover's steps
-    so far (the loop writes the new app's once it runs)."""
+def _handing_over(state: Path, asked: dict[str, Any], app: Any = None) -> None:
+    """`hybridsync status` during a hand-over: the last status (the old app's, or `app`'s once it
+    runs) and the failover's steps so far; the loop writes the next one when the hand-over ends."""
     path = state / "status.json"
     try:
-        status = json.loads(path.read_text())
+        status = app.status() if app is not None else json.loads(path.read_text())
     except (OSError, ValueError):
         return
     _write(path, status | {"failover": {"to": asked["to"], "said": asked["said"]}}, "up")

@@ -501,6 +501,8 @@ def add_status(cli: Commands) -> None:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from hybridsync.local import running
+
     path = Path(args.state_dir) / "status.json"
     if not path.is_file():
         raise SystemExit(f"no {path}: is `hybridsync up` running (with --state-dir {args.state_dir})?")
@@ -509,9 +511,9 @@ def _status(args: argparse.Namespace) -> int:
         print(json.dumps(status, indent=1))
         return 0
     age = time.time() - status["at"]
-    if moving := status.get("failover"):  # the old home's last status until the new one runs
+    if moving := status.get("failover"):  # no status is written while the app is replaced
         print(f"failing over to {moving['to']}: {(moving['said'] or ['starting'])[-1]}")
-    stale = age > 10 and not moving
+    stale = age > 10 and (not moving or running.owner(Path(args.state_dir)) is None)
     print(f"as of {age:.0f}s ago" + ("  (stale: is `hybridsync up` still running?)" if stale else ""))
     print(
         f"{'mapping':<26} {'position':>24} {'delivered':>9} {'lag':>7} {'lag s':>7} {'failed':>6}  last error"

@@ -20,13 +20,13 @@ order:
    stream, streams/changes.py SLOT_WIDTH): each row is settled from the new home's item on its first
    record there.
 4. **Aggregates: a bounded rebuild.** The aggregation's mappings start disabled, and the rebuild
-   (sync/rebuild.py) computes each aggregate as of the start of the new home's stream, from its
-   items, then enables them: every change is counted once, by the rebuild or by the stream. Change
-   identities cannot do it: the new stream carries each change under identities of its own, and
-   replication may merge quick changes of an item into one (V2globaltables_HowItWorks.html), so a
-   record of one stream has no counterpart in the other. This holds while the new stream's trim
-   horizon stays put during the hand-over (locally it does; in AWS records over 24 h old are
-   trimmed all the time: the deployed form must start the aggregation where the rebuild read to).
+   (sync/rebuild.py) computes each aggregate from the new home's items as of the last record it
+   read in each shard of the new stream, starts each shard's cursor there, then enables them: every
+   change is counted once, by the rebuild or by the stream, however far the trim horizon moves
+   meanwhile (in AWS records over 24 h old are trimmed all the time). Change identities cannot do
+   it: the new stream carries each change under identities of its own, and replication may merge
+   quick changes of an item into one (V2globaltables_HowItWorks.html), so a record of one stream
+   has no counterpart in the other.
 
 The app that runs afterwards runs in the new home, the replicator's Regions unchanged (replication
 goes every way). What the local form cannot show: deployed, the new home's pipeline is a stack of
@@ -121,7 +121,7 @@ def failover(app: LocalApp, to: str, model: Model, *, live: bool = True, http_po
         done.rebuild = rebuild(moved, model)
     except Exception as failed:  # the pipeline runs; a rebuild run again counts from where it stands
         done.rebuild_error = f"{type(failed).__name__}: {failed}"
-        say(f"the rebuild failed ({failed}): the aggregation stays paused until it is run again")
+        say(f"the rebuild failed ({failed}): the aggregates are not right until it is run again")
     done.rebuilt_s = time.monotonic() - began
     say(f"{to} is home: {done.total_s:.1f} s")
     return moved, done

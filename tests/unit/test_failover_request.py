@@ -64,3 +64,6 @@ def test_status_says_a_hand_over_runs_and_its_last_step(tmp_path, capsys, monkey
     failover.take(tmp_path, [object()], None, lambda _: None)
     (printed,) = seen
     assert "failing over to us-west-2: fenced us-east-1 (0.4 s)" in printed and "stale" not in printed
+    (tmp_path / running.PID_FILE).unlink()  # `up` killed mid-way: stale after all
+    main(["status", "--state-dir", str(tmp_path)])
+    assert "stale" in capsys.readouterr().out

@@ -166,3 +166,39 @@ def test_a_rebuild_of_a_stream_no_cursor_read_counts_to_its_last_record(stack, e
     # and where it did not move, what the rebuild counted comes as duplicates
     assert aggregation.aggregate(records, client, table, shard).applied == 0
     assert stored_equals_recount(client, table)
+
+
+def test_a_journal_left_half_applied_is_finished_before_the_rebuild_reads_the_aggregates(
+    stack, engine, monkeypatch
+):
+    """A batch stopped between its journal and applying it (its function timed out): the rebuild
+    finishes the journal before its scan, so the stored aggregates it compares with include it, even
+    where they had drifted to what the rebuild computes (after the scan, the journal's delta would
+    stay in an aggregate the rebuild saw no reason to write)."""
+    own = stack.with_tables(f"rj{uuid.uuid4().hex[:4]}")
+    client, table = own.client(), own.table_names["main"]
+    arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    reader = streams.StreamReader(own.client("dynamodbstreams"), arn, start="TRIM_HORIZON")
+    aggregation = aggregate.Aggregation(MODEL)
+    line(client, table, "o-1", 1, "p0", 3)
+    aggregation.aggregate(reader.read(), client, table, reader.shard)
+    line(client, table, "o-1", 2, "p0", 4)
+
+    def stopped(*_, **__):
+        raise TimeoutError("the function's time ran out")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(aggregate.Aggregation, "_apply_journal", stopped)
+        with pytest.raises(TimeoutError):
+            aggregation.aggregate(reader.read(), client, table, reader.shard)
+    # the aggregates set by hand to a recount, the journal still pending on top of them
+    items = list(Scanner(client, table, consistent=True).items())
+    for key, values in aggregation.recount(items).items():
+        update = aggregation._update(table, key[0], tuple(key[1:]), values, absolute=True)
+        client.transact_write_items(TransactItems=[update])
+    assert stored_equals_recount(client, table)
+    monkeypatch.setattr(rebuild.time, "sleep", lambda _: None)
+    services = Services(client, engine, MODEL, dict(own.table_names), own.client, Pacer(None))
+    job = jobs.start(services, "rebuild", {"no_pause": True})
+    assert jobs.run(JobStore(client, MODEL, services.tables), job, jobs.in_process(services)).undone == 0
+    assert stored_equals_recount(client, table)

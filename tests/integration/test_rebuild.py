@@ -144,6 +144,14 @@ def test_a_rebuild_of_a_stream_no_cursor_read_counts_to_its_last_record(stack, e
     line(client, table, "o-1", 1, "p0", 7, version=2)
     line(client, table, "o-2", 1, "p1", 2)
     line(client, table, "o-2", 1, "p1", 2, status="CANCELLED", version=2)
+    plain = {k: v for k, v in MODEL.entity("OrderLine").item(
+        {"OrderId": "o-5", "CustomerId": "c-rb", "CreatedAt": "2026-11-22T10:00:00.000Z", "Status": "OPEN",
+         "LineNo": 1, "ProductId": "p0", "Quantity": 2, "UnitPrice": Decimal("2.50"), "Version": 1}
+    ).items() if k not in ("Entity", "Version")}  # fmt: skip
+    client.put_item(TableName=table, Item=marshal(plain))  # a writer that is not ours: no tag, no version
+    key = {k: plain[k] for k in ("PK", "SK")}
+    client.update_item(TableName=table, Key=marshal(key), UpdateExpression="SET Quantity = :q",
+                       ExpressionAttributeValues=marshal({":q": 6}))  # fmt: skip
 
     class Racing(Scanner):  # the app writes as the scan starts
         def items(self, **extra):

@@ -210,3 +210,36 @@ def test_a_journal_left_half_applied_is_finished_before_the_rebuild_reads_the_ag
     job = jobs.start(services, "rebuild", {"no_pause": True})
     assert jobs.run(JobStore(client, MODEL, services.tables), job, jobs.in_process(services)).undone == 0
     assert stored_equals_recount(client, table)
+
+
+def test_a_fresh_rebuild_killed_after_starting_its_cursors_is_run_again_and_counts_once(
+    stack, engine, monkeypatch
+):
+    """Killed between starting the cursors and writing the aggregates: run again, it counts as of
+    those cursors (no longer a fresh stream), and the aggregation after it counts nothing twice."""
+    own = stack.with_tables(f"rk{uuid.uuid4().hex[:4]}")
+    client, table = own.client(), own.table_names["main"]
+    arn = client.describe_table(TableName=table)["Table"]["LatestStreamArn"]
+    line(client, table, "o-1", 1, "p0", 3)
+    line(client, table, "o-2", 1, "p1", 4)
+    monkeypatch.setattr(rebuild.time, "sleep", lambda _: None)
+    services = Services(client, engine, MODEL, dict(own.table_names), own.client, Pacer(None))
+    jobs_store = JobStore(client, MODEL, services.tables)
+
+    def killed(*_, **__):
+        raise TimeoutError("the function's time ran out")
+
+    with monkeypatch.context() as patch:
+        patch.setattr(rebuild, "_write", killed)
+        with pytest.raises(TimeoutError):
+            rebuild.rebuild(services, aggregate.Aggregation(MODEL), table, {a.name for a in MODEL.aggregates})
+    line(client, table, "o-3", 1, "p0", 5)  # written while nothing ran
+    job = jobs.start(services, "rebuild", {"no_pause": True})
+    assert jobs.run(jobs_store, job, jobs.in_process(services)).undone == 0
+    # resumed from the trim horizon: o-3, after the cursors, is the aggregation's; the rest skipped
+    reader = streams.StreamReader(own.client("dynamodbstreams"), arn, start="TRIM_HORIZON")
+    records, aggregation = reader.read(), aggregate.Aggregation(MODEL)
+    assert aggregation.aggregate(records, client, table, reader.shard).applied == 1
+    assert stored_equals_recount(client, table)
+    assert aggregation.aggregate(records, client, table, reader.shard).applied == 0  # a replay
+    assert stored_equals_recount(client, table)

@@ -14,6 +14,7 @@ from hybridsync.cdk.data import DataStack
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
+from hybridsync.cdk.standby import standby_stacks
 from hybridsync.model import config
 from hybridsync.model.declare import Model, partition_of, regions
 from hybridsync.truth import DeployTruthError, Templates, context, enforce
@@ -93,9 +94,12 @@ def build(app: App, model: Model | None = None) -> dict[str, object]:
     )
     monitoring = MonitoringStack(app, f"{prefix}-monitoring", model=model, data=data, database=database,
                                  pipeline=pipeline, api=api, env=env)  # fmt: skip
+    standby = standby_stacks(app, model, prefix, database, model_spec=config.model_spec(spec),
+                             tracing=_flag(app, "tracing"))  # fmt: skip
     Aspects.of(app).add(AwsSolutionsChecks(verbose=True))
     Aspects.of(app).add(CheckovSkips())
-    return {"data": data, "database": database, "pipeline": pipeline, "api": api, "monitoring": monitoring}
+    return {"data": data, "database": database, "pipeline": pipeline, "api": api, "monitoring": monitoring,
+            **standby}  # fmt: skip
 
 
 def synth(app: App) -> cx_api.CloudAssembly:

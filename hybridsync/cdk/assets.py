@@ -21,6 +21,7 @@ from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 from aws_cdk import aws_sqs as sqs
+from cdk_nag import NagSuppressions
 from constructs import Construct
 
 import hybridsync
@@ -230,3 +231,44 @@ class HandlerFunction(Construct):
             reserved_concurrent_executions=reserved_concurrency or None,
         )
         self.alias = lambda_.Alias(self, "Live", alias_name="live", version=self.function.current_version)
+
+
+def suppress_function_findings(handler: HandlerFunction, *, in_vpc: bool, tracing: bool) -> None:
+    """cdk-nag's findings on every engine function, each with its reason."""
+    NagSuppressions.add_resource_suppressions(
+        handler.function,
+        [
+            {
+                "id": "AwsSolutions-L1",
+                "reason": "Runtime pinned to Python 3.12: the dependency layer's "
+                "wheels are built for cp312; move both together.",
+            }
+        ],
+    )
+    managed = ["AWSLambdaBasicExecutionRole"] + (["AWSLambdaVPCAccessExecutionRole"] if in_vpc else [])
+    NagSuppressions.add_resource_suppressions(
+        handler.function.role,
+        [
+            {
+                "id": "AwsSolutions-IAM4",
+                "reason": "AWS-maintained policies for logs and VPC network "
+                "interfaces only; data access is granted per resource.",
+                "applies_to": [
+                    f"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{p}" for p in managed
+                ],
+            }
+        ],
+        apply_to_children=True,
+    )
+    if tracing:
+        NagSuppressions.add_resource_suppressions(
+            handler.function.role,
+            [
+                {
+                    "id": "AwsSolutions-IAM5",
+                    "reason": "X-Ray trace segments cannot be scoped to a resource.",
+                    "applies_to": ["Resource::*"],
+                }
+            ],
+            apply_to_children=True,
+        )

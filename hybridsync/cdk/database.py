@@ -189,18 +189,8 @@ class DatabaseStack(Stack):
             # the functions reach it only by the name of an endpoint of yours
             if streams := context.read(self, "existing_db_streams_endpoint"):
                 self.endpoint_urls[truth.ENDPOINT_VARIABLE["dynamodbstreams"]] = streams
-        for role in roles.ROLES:  # host, port and name are copied in from the admin's by the Users resource
-            secret = secretsmanager.Secret(
-                self,
-                f"{role.title()}Secret",
-                encryption_key=self.key,
-                generate_secret_string=secretsmanager.SecretStringGenerator(
-                    secret_string_template=f'{{"username": "{roles.user(role)}", "engine": "postgres"}}',
-                    generate_string_key="password",
-                    exclude_characters=" %+~`#$&*()|[]{}:;<>?!'/@\"\\",  # as RDS's own secrets
-                ),
-            )
-            self.role_secrets[role] = secret
+        for role in roles.ROLES:
+            secret = self.role_secrets[role] = self._role_secret(role)
             _rotated_after_its_login(secret)
             self._rotate(secret, database_side, role)
         database_side.allow_default_port_from(self.client_security_group)  # the Users resource, direct
@@ -232,6 +222,25 @@ class DatabaseStack(Stack):
         self.proxy.connections.allow_from(self.client_security_group, ec2.Port.tcp(PROXY_PORT))
         database_side.allow_default_port_from(self.proxy)
         CfnOutput(self, "ProxyEndpoint", value=self.proxy.endpoint)
+
+    def _role_secret(self, role: str) -> secretsmanager.Secret:
+        """A role's login to your database (host, port and name are copied in from the admin's by the
+        Users resource), replicated to each standby Region, whose functions read it there (Secrets
+        Manager, "Replicate secrets": the same ARN but the Region; rotated here, the value follows)."""
+        standby = [secretsmanager.ReplicaRegion(region=r) for r in sorted(context.standbys(self))]
+        secret = secretsmanager.Secret(
+            self,
+            f"{role.title()}Secret",
+            encryption_key=self.key,
+            replica_regions=standby or None,
+            generate_secret_string=secretsmanager.SecretStringGenerator(
+                secret_string_template=f'{{"username": "{roles.user(role)}", "engine": "postgres"}}',
+                generate_string_key="password",
+                exclude_characters=" %+~`#$&*()|[]{}:;<>?!'/@\"\\",  # as RDS's own secrets
+            ),
+        )
+        CfnOutput(self, f"{role.title()}SecretArn", value=secret.secret_arn)  # `hybridsync standby` reads it
+        return secret
 
     def _endpoints(self) -> None:
         """Interface endpoints in the given subnets for what the functions call (the VPC's own

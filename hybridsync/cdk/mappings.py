@@ -69,7 +69,7 @@ def change_mapping(
         parallelization_factor=1,  # keeps one shard's records in order
         on_failure=FailureBucket(stack.failed_batches),
         metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
-        enabled=context.read(stack, "pipeline_enabled"),
+        enabled=stack.enabled,
         tumbling_window=Duration.seconds(stack.setting(f"{batching}_tumbling_window_s"))
         if tumbling_window
         else None,

@@ -11,7 +11,6 @@ from cdk_nag import NagSuppressions
 from hybridsync.cdk.assets import HandlerFunction
 from hybridsync.cdk.grants import grant_prefix
 from hybridsync.sync import failed
-from hybridsync.truth import context
 
 if TYPE_CHECKING:  # the stack this builds into, for its type only (it imports this module)
     from hybridsync.cdk.pipeline import PipelineStack
@@ -28,7 +27,7 @@ def add_operations_function(stack: PipelineStack) -> None:
         "FAILED_BATCHES_BUCKET": stack.failed_batches.bucket_name,
         "MIGRATE_FUNCTION": stack.migrate.function.function_arn,
         # a rebuild leaves the aggregation's mappings as the stack declares them
-        "PIPELINE_ENABLED": str(bool(context.read(stack, "pipeline_enabled"))).lower(),
+        "PIPELINE_ENABLED": str(stack.enabled).lower(),
     }  # upgrades run as the migrator
     if aggregate is not None:  # its mappings are the alias's
         environment["AGGREGATE_FUNCTION"] = aggregate.alias.function_arn

@@ -29,6 +29,7 @@ from hybridsync.cdk.assets import (
     HandlerFunction,
     dependency_layer,
     function_code,
+    suppress_function_findings,
 )
 from hybridsync.cdk.data import DataStack, customer_key, private_bucket
 from hybridsync.cdk.database import DatabaseStack
@@ -62,6 +63,8 @@ class Consumer:
 
 
 class PipelineStack(Stack):
+    MIGRATE_TIMEOUT = Duration.minutes(5)
+
     def __init__(
         self,
         scope: Construct,
@@ -75,7 +78,11 @@ class PipelineStack(Stack):
         **kwargs: Any,
     ) -> None:
         super().__init__(scope, id, **kwargs)
-        self.model, self.data, self.database, self.tracing = model, data, database, tracing
+        self.model, self.tracing = model, tracing
+        self.data, self.database = self.sources(data, database)
+        # the mappings and the drain schedule: one Region's consume (home's, or since a deployed
+        # failover a standby's: cdk/standby.py)
+        self.enabled = bool(context.read(self, "pipeline_enabled")) and self.consuming()
         self.handlers: dict[str, HandlerFunction] = {}  # construct id -> every function of the engine
         self.consumers: dict[str, Consumer] = {}  # the stream consumers
         self.scheduled: set[str] = set()  # the functions schedules invoke (asynchronously)
@@ -88,13 +95,28 @@ class PipelineStack(Stack):
         self._write_back()
         self._aggregation()
         self.api_function()
-        if model.bodies:
-            add_sweep(self)
-        if model.time_series:
-            add_time_series(self)
+        self.scheduled_work()
         if model.mastered_in(Side.POSTGRESQL):
             self.sql_sync = add_outbox_drain(self)
         add_operations_function(self)
+
+    def consuming(self) -> bool:
+        """Home consumes unless a deployed failover made a standby active."""
+        return context.active_standby(self) is None
+
+    def sources(self, data: DataStack, database: DatabaseStack) -> tuple[DataStack, DatabaseStack]:
+        """The tables and the database the functions use: home's stacks."""
+        return data, database
+
+    def scheduled_work(self) -> None:
+        """The sweep of orphaned large bodies and the time series' rotation, as the model needs them."""
+        if self.model.bodies:
+            add_sweep(self)
+        if self.model.time_series:
+            add_time_series(self)
+
+    def migrate_environment(self) -> dict[str, str]:
+        return {"MIGRATION_LOCK_TIMEOUT_S": str(self.setting("migration_lock_timeout_s"))}
 
     def _code_and_variables(self, model_spec: str) -> Path | None:
         """The code asset (the model's package and the routes', the CA bundle) and the variables
@@ -132,13 +154,8 @@ class PipelineStack(Stack):
         # again on each deploy that changes a secret (a rotation is the database's own business)
         logins = self.at_deploy("DatabaseUsers", users, secrets)
         database.rotate_roles(self, after=logins)  # never a rotation of a login not made yet
-        migrate = self.function(
-            "Migrate",
-            name="migrate",
-            timeout=Duration.minutes(5),
-            role="migrator",
-            environment={"MIGRATION_LOCK_TIMEOUT_S": str(self.setting("migration_lock_timeout_s"))},
-        )
+        migrate = self.function("Migrate", name="migrate", timeout=self.MIGRATE_TIMEOUT, role="migrator",
+                                environment=self.migrate_environment())  # fmt: skip
         migrate.function.node.add_dependency(logins)
         self.migrate = migrate
         self.schema = self.at_deploy(
@@ -414,45 +431,5 @@ class PipelineStack(Stack):
             if queue.encryption_master_key is not None:  # the execution role sends its failed events
                 # SQS guide, "Key management": a producer needs kms:GenerateDataKey and kms:Decrypt
                 queue.encryption_master_key.grant(handler.function, "kms:GenerateDataKey", "kms:Decrypt")
-        self._suppress_function_findings(handler, in_vpc)
+        suppress_function_findings(handler, in_vpc=in_vpc, tracing=self.tracing)
         return handler
-
-    def _suppress_function_findings(self, handler: HandlerFunction, in_vpc: bool) -> None:
-        """cdk-nag's findings on every engine function, each with its reason."""
-        NagSuppressions.add_resource_suppressions(
-            handler.function,
-            [
-                {
-                    "id": "AwsSolutions-L1",
-                    "reason": "Runtime pinned to Python 3.12: the dependency layer's "
-                    "wheels are built for cp312; move both together.",
-                }
-            ],
-        )
-        managed = ["AWSLambdaBasicExecutionRole"] + (["AWSLambdaVPCAccessExecutionRole"] if in_vpc else [])
-        NagSuppressions.add_resource_suppressions(
-            handler.function.role,
-            [
-                {
-                    "id": "AwsSolutions-IAM4",
-                    "reason": "AWS-maintained policies for logs and VPC network "
-                    "interfaces only; data access is granted per resource.",
-                    "applies_to": [
-                        f"Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/{p}" for p in managed
-                    ],
-                }
-            ],
-            apply_to_children=True,
-        )
-        if self.tracing:
-            NagSuppressions.add_resource_suppressions(
-                handler.function.role,
-                [
-                    {
-                        "id": "AwsSolutions-IAM5",
-                        "reason": "X-Ray trace segments cannot be scoped to a resource.",
-                        "applies_to": ["Resource::*"],
-                    }
-                ],
-                apply_to_children=True,
-            )

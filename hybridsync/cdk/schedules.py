@@ -99,7 +99,7 @@ def add_outbox_drain(stack: PipelineStack) -> HandlerFunction:
         "SqlSyncSchedule",
         schedule=events.Schedule.rate(period),
         targets=[targets.LambdaFunction(sql_sync.alias, retry_attempts=0)],
-        enabled=context.read(stack, "pipeline_enabled"),  # paused with the mappings
+        enabled=stack.enabled,  # paused with the mappings
     )
     return sql_sync
 

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from hybridsync.model.errors import ConfigurationError
+from hybridsync.truth.facts import STANDBY
 
 ENGINE = Path(__file__).resolve().parents[1]
 ACCOUNT = "123456789012"  # the account the local app says it runs in (AWS documentation's example)
@@ -104,6 +105,11 @@ class Assembly:
             name: json.loads((directory / artifact["properties"]["templateFile"]).read_text())
             for name, artifact in stacks.items()
         }
+        # a standby's consumers wait in another Region for a deployed failover; locally, the failover
+        # runs home's own functions on the new home's replica (local/failover.py)
+        standby = {n for n, t in templates.items() if STANDBY in t.get("Metadata", {})}
+        templates = {n: t for n, t in templates.items() if n not in standby}
+        stacks = {n: a for n, a in stacks.items() if n not in standby}
         if not templates:
             raise TemplateError(f"no stacks in {directory}")
         pinned = {str(a.get("environment", "")).rsplit("/", 1)[-1] for a in stacks.values()}

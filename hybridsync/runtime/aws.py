@@ -49,4 +49,6 @@ def client(service: str, endpoint: str | None = None, region: str | None = None,
             "aws_access_key_id": "local",
             "aws_secret_access_key": "local",
         }
+    elif region:  # a Region's own endpoint (a global table's replica, a standby's stacks)
+        kwargs["region_name"] = region
     return boto3.client(service, **kwargs)

@@ -54,6 +54,9 @@ SETTINGS: dict[str, Setting] = {
     "home_region": Setting(None, "with replicas, required: the Region the stacks deploy to, where "
                                  "PostgreSQL's writer and every consumer run (never the CLI profile's: "
                                  "the stacks must not follow whoever runs synth)"),
+    "standby": Setting(None, "with replicas: per replica Region, what its standby stack (`<prefix>-standby-"
+                             "<region>`, the consumers idle until a failover) is built from; written to "
+                             "cdk.context.json by `hybridsync standby REGION`"),
     "max_read_request_units": Setting(None, "on-demand maximum reads per second: N for every table and "
                                             "GSI, or `table=N,table/index=N,...`"),
     "max_write_request_units": Setting(None, "on-demand maximum writes per second, as "
@@ -216,3 +219,23 @@ def replicas(scope: Any, table: Any) -> tuple[str, ...]:
     if table.replicas:
         return table.replicas  # checked when declared
     return regions(str(read(scope, "replica_regions") or ""), "-c replica_regions")
+
+
+def standbys(scope: Any) -> dict[str, Any]:
+    """`-c standby` by Region (JSON on the command line, an object in cdk.context.json); {} if unset."""
+    import json
+
+    given = read(scope, "standby")
+    entries = json.loads(given) if isinstance(given, str) else given or {}
+    if not isinstance(entries, dict) or not all(isinstance(e, dict) for e in entries.values()):
+        raise ValueError("-c standby: a JSON object of Regions, as `hybridsync standby REGION` writes it")
+    return entries
+
+
+def active_standby(scope: Any) -> str | None:
+    """The Region whose standby consumes since a deployed failover (its entry's `active`), else None:
+    home's pipeline deploys disabled then, and that standby's enabled."""
+    active = sorted(region for region, entry in standbys(scope).items() if entry.get("active"))
+    if len(active) > 1:
+        raise ValueError(f"-c standby: {' and '.join(active)} are both active: one Region consumes at a time")
+    return active[0] if active else None

@@ -62,6 +62,7 @@ PAGES = {
     # function again for up to 6 hours"
     "async-throttle": f"{DOCS}/lambda/latest/dg/invocation-async-error-handling.html",
 }
+STANDBY = "hybridsync:standby"  # a standby stack's template metadata: the Region it waits in
 STREAM_READERS = 2  # a DynamoDB stream's shard: more readers are throttled, and every one lags
 FAN_OUT_CONSUMERS = 20  # enhanced fan-out consumers a Kinesis stream may register
 SHARED_READERS = 5  # GetRecords calls a second a Kinesis shard serves, one a second per mapping

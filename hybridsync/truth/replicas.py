@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from hybridsync.truth.facts import PAGES
+from hybridsync.truth.facts import PAGES, STANDBY
 from hybridsync.truth.findings import Finding
 from hybridsync.truth.templates import Templates, listed
 
@@ -13,7 +13,8 @@ def replica_rules(templates: Templates) -> list[Finding]:
     """A global table of more than one replica declares its streams (CloudFormation refuses it
     otherwise), with both images when the engine reads them; and no stream mapping reads a
     replica's stream by its ARN: the consumers run in the home Region, on `StreamArn` (the stack's
-    own replica's stream), or every change would be written back and folded twice."""
+    own replica's stream), or every change would be written back and folded twice. A standby stack
+    (cdk/standby.py) reads its own Region's replica, with every mapping disabled until a failover."""
     findings = []
     replicated: dict[str, str] = {}  # Region -> a table with a replica there
     for (stack, logical), table in templates.resources("AWS::DynamoDB::GlobalTable"):
@@ -29,10 +30,14 @@ def replica_rules(templates: Templates) -> list[Finding]:
                 "consistency), and the engine reads both images",
                 PAGES["replica-stream"],
             ))  # fmt: skip
+    consuming: dict[str, list[str]] = {}  # side (home, or a standby's Region) -> its enabled mappings
     for (stack, logical), mapping in templates.resources("AWS::Lambda::EventSourceMapping"):
         source = mapping.get("Properties", {}).get("EventSourceArn")
         found = re.match(r"arn:aws[\w-]*:dynamodb:([\w-]+):", source) if isinstance(source, str) else None
-        if found and found[1] in replicated:
+        standby = templates.templates[stack].get("Metadata", {}).get(STANDBY)
+        if mapping.get("Properties", {}).get("Enabled", True) is not False:
+            consuming.setdefault(standby or "home", []).append(f"{stack}/{logical}")
+        if found and found[1] in replicated and found[1] != standby:
             findings.append(Finding(
                 "replica-consumer", f"{stack}/{logical}",
                 f"reads the stream of a replica in {found[1]} ({replicated[found[1]]}): a replica's "
@@ -40,4 +45,13 @@ def replica_rules(templates: Templates) -> list[Finding]:
                 "time; read StreamArn (the stack's own replica) in the home Region",
                 PAGES["replica-consumer"],
             ))  # fmt: skip
+    if len(consuming) > 1:  # a standby's, besides home's or another's: one side consumes at a time
+        for side, mappings in sorted(consuming.items()):
+            findings.extend(Finding(
+                "replica-consumer", mapping,
+                f"{' and '.join(sorted(consuming))} both consume the global tables' changes: each "
+                f"would be applied twice; a standby's mappings deploy disabled, and only `hybridsync "
+                "failover --deployed` enables them, after disabling home's",
+                PAGES["replica-consumer"],
+            ) for mapping in mappings if side != "home")  # fmt: skip
     return findings

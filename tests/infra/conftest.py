@@ -9,6 +9,19 @@ from tests.conftest import load_template
 from tests.infra.test_database_access import ADMIN_SECRET, KEY, NETWORK, synthesize
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:pager"
+STREAM = "arn:aws:dynamodb:us-west-2:123456789012:table/HybridSync-data-MainTable-1A2B/stream/2026-11-29T00:00:00.000"
+# what `hybridsync standby us-west-2` writes to cdk.context.json (tests/integration/test_standby.py)
+STANDBY = {
+    "us-west-2": {
+        "tables": {"main": {"name": "HybridSync-data-MainTable-1A2B", "stream_arn": STREAM},
+                   "chunks": {"name": "HybridSync-data-ChunksTable-3C4D"}},
+        "secrets": {role: f"arn:aws:secretsmanager:us-west-2:123456789012:secret:{role}-AbCdEf"
+                    for role in ("reader", "writer", "migrator")},
+        "vpc_id": "vpc-0fedcba9876543210",
+        "subnet_ids": ["subnet-0fedcba9876543211", "subnet-0fedcba9876543212"],
+        "bodies_bucket": "hybridsync-data-bodiesbucket-1a2b",
+    }
+}  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -71,5 +84,8 @@ def synthesize_variants(bundle: str) -> dict[str, dict]:
         "replicas": synthesize(replica_regions="us-west-2,eu-west-1", home_region="us-east-1"),
         "replicas_kinesis": synthesize(
             replica_regions="us-west-2", home_region="eu-central-1", change_source="kinesis"
+        ),
+        "standby": synthesize(
+            **existing, replica_regions="us-west-2", home_region="us-east-1", standby=json.dumps(STANDBY)
         ),
     }

@@ -42,7 +42,7 @@ def test_every_documented_variant_and_the_real_synth_report_nothing(
     for name, stacks in variants.items():
         code, report = check(write(stacks, tmp_path / name), capsys)
         assert (code, report["findings"]) == (0, []), name
-        assert report["stacks"] == 5, name
+        assert report["stacks"] == 5 + sum(s.startswith("standby-") for s in stacks), name
     assert main(["check", str(cloud_assembly)]) == 0
     out, err = capsys.readouterr()
     assert out == "" and "0 finding(s)" in err
@@ -193,6 +193,17 @@ def consumer_of_a_replicas_stream(stacks: Stacks) -> None:
     mapping["Properties"]["EventSourceArn"] = stream
 
 
+def standby_mapping_enabled(stacks: Stacks) -> None:
+    """A standby's mapping deployed enabled: it would consume beside home's."""
+    mappings = of_type(stacks["standby-us-west-2"], "AWS::Lambda::EventSourceMapping")
+    next(m for k, m in mappings.items() if k.startswith("WriteBack"))["Properties"]["Enabled"] = True
+
+
+def standby_without_its_mark(stacks: Stacks) -> None:
+    """A stack reading the Oregon replica's stream that is no standby (its metadata gone)."""
+    stacks["standby-us-west-2"].pop("Metadata")
+
+
 def _kinesis_stream(stacks: Stacks) -> dict:
     resources = stacks["data"]["Resources"]
     resources["ChangeStream"] = {"Type": "AWS::Kinesis::Stream", "Properties": {}}
@@ -262,6 +273,8 @@ MUTATIONS: dict[str, tuple[str, Callable[[Stacks], None], str, str]] = {
     "realtime window": ("default", realtime_mapping_with_a_window, "freshness", "waits up to 5 s"),
     "replicas without streams": ("replicas", replicas_without_streams, "replica-stream", "3 replicas"),
     "a replica's consumer": ("replicas", consumer_of_a_replicas_stream, "replica-consumer", "in us-west-2"),
+    "a standby consuming": ("standby", standby_mapping_enabled, "replica-consumer", "both consume"),
+    "a standby unmarked": ("standby", standby_without_its_mark, "replica-consumer", "in us-west-2"),
 }  # fmt: skip
 
 

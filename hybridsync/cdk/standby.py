@@ -1,0 +1,178 @@
+"""Standby stacks: in each replica Region that `hybridsync standby REGION` prepared, the engine's
+consumers (write-back, aggregation, the outbox drain, the operations function), deployed and idle,
+so a failover has a pipeline to move to when home is gone.
+
+A Lambda mapping reads a stream of its function's own Region only (CloudFormation refuses another:
+"Event source region must match Lambda region"), so the new home's consumers must exist there before
+home fails. Each standby reads its Region's replica streams with its mappings and its drain schedule
+disabled: every change is written back and folded once, at home, until `hybridsync failover --to
+REGION --deployed` disables home's and enables these (the deploy truth's `replica-consumer` rule
+allows a replica's stream to nothing else).
+
+What crosses Regions comes from the context `hybridsync standby` wrote (cdk.context.json), never from
+a cross-Region reference (CDK's are an experimental custom resource):
+- each table's name (home's data stack outputs) and its replica's stream ARN in the Region
+  (DescribeTable there: a global table's stream ARNs are per replica);
+- each database role's secret: a replica of home's, same ARN but the Region (Secrets Manager,
+  "Replicate secrets"); home still rotates it and the Users step runs at home only;
+- the network in the Region that reaches the database (your own PostgreSQL: the standby needs a
+  writer it can reach, and an Aurora cluster in home's NAT-less VPC is no such writer);
+- the bodies bucket's name: it stays in home (exports read from it while home answers)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aws_cdk import App, Environment, Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+from aws_cdk import aws_secretsmanager as secretsmanager
+from cdk_nag import NagSuppressions
+from constructs import Construct
+
+from hybridsync import truth
+from hybridsync.cdk.data import ChangeStreams, title
+from hybridsync.cdk.database import DatabaseStack
+from hybridsync.cdk.pipeline import PipelineStack
+from hybridsync.model.declare import Model, regions
+from hybridsync.sql import roles
+from hybridsync.truth import context
+from hybridsync.truth.facts import STANDBY
+
+COMMAND = "hybridsync standby REGION --vpc vpc-... --subnets subnet-a,subnet-b"
+
+
+def prepared(app: App | Construct, model: Model) -> dict[str, dict[str, Any]]:
+    """The standby entries of the context (`-c standby=<json>` or cdk.context.json), by Region,
+    each checked against the model and the deployment: a ValueError names what is wrong."""
+    entries = context.standbys(app)
+    replicated = {r for t in model.tables for r in context.replicas(app, t)}
+    for region, entry in entries.items():
+        (region,) = regions((region,), "-c standby")
+        if region not in replicated:
+            raise ValueError(f"-c standby: {region} holds no replica of the model's tables "
+                             f"(replicas: {', '.join(sorted(replicated)) or 'none'})")  # fmt: skip
+        if not context.read(app, "existing_db_secret_arn") or context.read(app, "existing_db_proxy"):
+            raise ValueError(
+                f"-c standby: {region} needs a PostgreSQL writer it can reach: your own database "
+                "(-c existing_db_secret_arn, without existing_db_proxy: a proxy lives in home's VPC); "
+                "an Aurora cluster in home's VPC is not one (an Aurora Global Database is not built yet)"
+            )
+        missing = [n for n in ("tables", "secrets", "vpc_id", "subnet_ids") if not entry.get(n)]
+        tables = {t.name for t in model.tables if region in context.replicas(app, t)}
+        missing += [f"tables.{n}" for n in sorted(tables - set(entry.get("tables") or {}))]
+        missing += [f"secrets.{r}" for r in roles.ROLES if r not in (entry.get("secrets") or {})]
+        if missing:
+            raise ValueError(f"-c standby: {region} lacks {', '.join(missing)}: run `{COMMAND}` again")
+    return entries
+
+
+class StandbyDatabase:
+    """The database as the standby's functions reach it: the Region's network, the roles' replica
+    secrets (read-only: the Users step and the rotation stay at home), no proxy."""
+
+    cluster = None
+    proxy = None
+    key = None  # replicas refuse a customer key (cdk/app.py): replica secrets are under aws/secretsmanager
+
+    def __init__(self, stack: Stack, entry: dict[str, Any]) -> None:
+        subnets = entry["subnet_ids"]
+        self.vpc = ec2.Vpc.from_vpc_attributes(
+            stack, "Vpc", vpc_id=entry["vpc_id"], availability_zones=stack.availability_zones[: len(subnets)]
+        )
+        self.subnets = ec2.SubnetSelection(
+            subnets=[ec2.Subnet.from_subnet_id(stack, f"Subnet{i}", s) for i, s in enumerate(subnets)]
+        )
+        self.client_security_group = ec2.SecurityGroup(
+            stack, "DatabaseClients", vpc=self.vpc, description="standby functions that talk to PostgreSQL"
+        )
+        NagSuppressions.add_resource_suppressions(self.client_security_group, [{"id": "AwsSolutions-EC23",
+            "reason": "No ingress rules; your database admits this Region's subnets."}])  # fmt: skip
+        DatabaseStack._routes_given(self.client_security_group)  # the Region's own routes: the team's
+        self.endpoint_urls: dict[str, str] = {}
+        if streams := entry.get("streams_endpoint"):  # Streams' interface endpoint has no private DNS
+            self.endpoint_urls[truth.ENDPOINT_VARIABLE["dynamodbstreams"]] = streams
+        self.role_secrets: dict[str, secretsmanager.ISecret] = {
+            role: secretsmanager.Secret.from_secret_complete_arn(stack, f"{role.title()}Secret", arn)
+            for role, arn in entry["secrets"].items()
+        }
+        self.database_name = context.read(stack, "existing_db_name")
+
+    def connect(self, function: lambda_.Function, role: str) -> dict[str, str]:
+        """A role's login: its replica secret, the only one the function may read."""
+        self.grant_secret_read(self.role_secrets[role], function)
+        return {"DB_SECRET_ARN": self.role_secrets[role].secret_arn, "DB_ROLE": role}
+
+    def grant_secret_read(self, secret: secretsmanager.ISecret, function: lambda_.IFunction) -> None:
+        secret.grant_read(function)
+
+
+class StandbyData:
+    """The tables as the Region holds them (their replicas, by name and stream), the bodies bucket
+    by name (it stays in home)."""
+
+    def __init__(self, stack: Stack, entry: dict[str, Any]) -> None:
+        self.tables: dict[str, dynamodb.ITableV2] = {
+            name: dynamodb.TableV2.from_table_attributes(
+                stack,
+                f"{title(name)}Table",
+                table_name=table["name"],
+                table_stream_arn=table.get("stream_arn"),
+            )
+            for name, table in entry["tables"].items()
+        }
+        self.kinesis_streams = ChangeStreams()  # refused for tables fed through Kinesis (standby_stacks)
+        self.buckets: dict[str, s3.IBucket] = {}
+        if bucket := entry.get("bodies_bucket"):
+            self.buckets["bodies"] = s3.Bucket.from_bucket_name(stack, "BodiesBucket", bucket)
+
+
+class StandbyStack(PipelineStack):
+    """The pipeline's consumers in a replica Region, idle until a deployed failover makes it active
+    (then home's deploy disabled and these enabled): mappings and the drain schedule disabled,
+    no Users step, no schema migration at deploy (home runs both; the Migrate function is here for
+    the operations function's upgrades), no API, no sweep, no rotation of time series."""
+
+    def __init__(
+        self, scope: Construct, id: str, *, region: str, entry: dict[str, Any], **kwargs: Any
+    ) -> None:
+        self.waits_in, self.entry = region, entry
+        super().__init__(scope, id, data=None, database=None, **kwargs)  # type: ignore[arg-type]
+        self.template_options.metadata = {STANDBY: region}
+
+    def consuming(self) -> bool:
+        """Only once a deployed failover made it active (`hybridsync failover --deployed`)."""
+        return context.active_standby(self) == self.waits_in
+
+    def sources(self, data: Any, database: Any) -> tuple[Any, Any]:
+        return StandbyData(self, self.entry), StandbyDatabase(self, self.entry)
+
+    def _logins_and_schema(self, versions: Any) -> None:
+        self.migrate = self.function("Migrate", name="migrate", role="migrator", timeout=self.MIGRATE_TIMEOUT,
+                                     environment=self.migrate_environment())  # fmt: skip
+
+    def api_function(self) -> None:
+        """The HTTP API stays home's."""
+
+    def scheduled_work(self) -> None:
+        """The sweep and the time series' rotation stay home's."""
+
+
+def standby_stacks(
+    app: App, model: Model, prefix: str, home: Stack, **options: Any
+) -> dict[str, StandbyStack]:
+    """One standby stack per prepared Region (`<prefix>-standby-<region>`), deployed after home's
+    database stack (its role secrets' replicas) and pinned to the Region."""
+    entries = prepared(app, model)
+    if entries and (fed := [t.name for t in model.tables if context.change_source(app, t) == "kinesis"]):
+        raise ValueError(f"-c standby: {', '.join(fed)} feed the engine through Kinesis, whose stream "
+                         "stays in home: a standby cannot read them (docs/many-regions.md)")  # fmt: skip
+    stacks = {}
+    for region, entry in sorted(entries.items()):
+        stack = StandbyStack(app, f"{prefix}-standby-{region}", region=region, entry=entry, model=model,
+                             env=Environment(region=region), **options)  # fmt: skip
+        stack.node.add_dependency(home)  # its replica secrets first
+        stacks[f"standby-{region}"] = stack
+    return stacks

@@ -1,0 +1,124 @@
+"""`hybridsync standby REGION`: prepare a replica Region's standby stack (cdk/standby.py). It reads
+what crosses Regions from the deployed app, once, and writes it to cdk.context.json, where the CDK
+app reads it at synth as it reads its lookups: each table's name (home's data stack) and its
+replica's stream ARN in REGION (DescribeTable there), the database roles' secrets (home's database
+stack; their replicas in REGION have the same ARN but the Region), the bodies bucket, and the
+network in REGION that reaches your database (given)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from hybridsync.cli.common import Commands
+
+CONTEXT_FILE = "cdk.context.json"
+
+
+def add_standby(cli: Commands) -> None:
+    standby = cli.add(
+        "standby",
+        "prepare a standby stack in a replica Region: the engine's consumers deployed there idle, so "
+        "`hybridsync failover --to REGION --deployed` has a pipeline to move to; reads the deployed "
+        "app and writes what the stack needs to cdk.context.json (then: npx cdk deploy --all)",
+        "hybridsync standby us-west-2 --vpc vpc-0abc --subnets subnet-0a,subnet-0b",
+        _standby,
+    )
+    standby.add_argument("region", metavar="REGION", help="a Region the model's tables have replicas in")
+    standby.add_argument("--vpc", required=True, help="the VPC in REGION whose routes reach your database")
+    standby.add_argument("--subnets", required=True, help="comma-separated private subnets of that VPC")
+    standby.add_argument("--streams-endpoint", help="without a NAT: the URL of your DynamoDB Streams "
+                         "interface endpoint in that VPC (it has no private DNS)")  # fmt: skip
+    standby.add_argument("--home", help="the home Region (default: cdk.json's context `home_region`)")
+    standby.add_argument("--prefix", help="the stacks' prefix (default: cdk.json's context `prefix`)")
+
+
+def _standby(args: argparse.Namespace) -> int:
+    from botocore.exceptions import ClientError
+
+    from hybridsync.cli.doctor import project_prefix
+    from hybridsync.model import config
+    from hybridsync.model.declare import regions
+
+    root = config.project_root() or Path.cwd()
+    settings = _cdk_context(root)
+    (region,) = regions((args.region,), "REGION")
+    home = args.home or settings.get("home_region")
+    if not home:
+        raise SystemExit("hybridsync standby: no home Region: --home us-east-1, or cdk.json's context "
+                         "`home_region` (the app with replicas has one)")  # fmt: skip
+    if region == home:
+        raise SystemExit(f"hybridsync standby: {region} is home; a standby waits in a replica Region")
+    prefix = args.prefix or project_prefix()
+    try:
+        entry = _entry(config.model(), f"{prefix}-data", f"{prefix}-database", home, region)
+    except ClientError as error:
+        raise SystemExit(f"hybridsync standby: {error} (deployed in {home}? the right account?)") from None
+    entry |= {"vpc_id": args.vpc, "subnet_ids": [s for s in args.subnets.split(",") if s]}
+    entry |= {"streams_endpoint": args.streams_endpoint} if args.streams_endpoint else {}
+    path = root / CONTEXT_FILE
+    saved = json.loads(path.read_text()) if path.is_file() else {}
+    saved["standby"] = dict(sorted((saved.get("standby") or {}).items())) | {region: entry}
+    path.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+    tables = ", ".join(sorted(entry["tables"]))
+    print(f"{path}: the standby in {region} reads {tables} there.")
+    print(f"Next: npx cdk deploy --all. Home's database stack replicates the roles' secrets to {region} "
+          f"first; then {prefix}-standby-{region} deploys with its mappings disabled. Your database must "
+          f"admit {args.subnets}.")  # fmt: skip
+    return 0
+
+
+def _cdk_context(root: Path) -> dict[str, Any]:
+    cdk = root / "cdk.json"
+    return json.loads(cdk.read_text()).get("context", {}) if cdk.is_file() else {}
+
+
+def _entry(model: Any, data_stack: str, database_stack: str, home: str, region: str) -> dict[str, Any]:
+    """What the standby in `region` is built from, read from the deployed app."""
+    from botocore.exceptions import ClientError
+
+    from hybridsync.cdk.data import title
+    from hybridsync.runtime import aws
+    from hybridsync.sql import roles
+
+    stacks = aws.client("cloudformation", region=home)
+    outputs = {
+        o["OutputKey"]: o["OutputValue"]
+        for name in (data_stack, database_stack)
+        for o in stacks.describe_stacks(StackName=name)["Stacks"][0].get("Outputs", [])
+    }
+    dynamodb = aws.client("dynamodb", region=region)
+    tables: dict[str, dict[str, str]] = {}
+    for table in model.tables:
+        name = _output(outputs, f"{title(table.name)}TableName", data_stack)
+        try:
+            described = dynamodb.describe_table(TableName=name)["Table"]
+        except ClientError as error:
+            if error.response["Error"]["Code"] == "ResourceNotFoundException":
+                continue  # no replica there: the standby does not read it
+            raise
+        if described["TableStatus"] != "ACTIVE":
+            raise SystemExit(f"hybridsync standby: {name} in {region} is {described['TableStatus']}: "
+                             "run again once the replica is ACTIVE")  # fmt: skip
+        tables[table.name] = {"name": name} | (
+            {"stream_arn": described["LatestStreamArn"]} if table.stream else {}
+        )
+    if not tables:
+        raise SystemExit(f"hybridsync standby: no table of {data_stack} has a replica in {region}")
+    secrets = {}
+    for role in roles.ROLES:  # a replica secret: the primary's ARN but the Region (Secrets Manager,
+        # "Replicate secrets across Regions")
+        arn = _output(outputs, f"{role.title()}SecretArn", database_stack).split(":")
+        secrets[role] = ":".join([*arn[:3], region, *arn[4:]])
+    bucket = next((v for k, v in outputs.items() if k.startswith("BodiesBucketName")), None)
+    return {"tables": tables, "secrets": secrets} | ({"bodies_bucket": bucket} if bucket else {})
+
+
+def _output(outputs: dict[str, str], key: str, stack: str) -> str:
+    value = next((v for k, v in outputs.items() if k.startswith(key)), None)
+    if value is None:
+        raise SystemExit(f"hybridsync standby: {stack} has no output {key}: deploy this version of the app "
+                         "to home first (a standby needs your database: existing_db_secret_arn)")  # fmt: skip
+    return value

@@ -1,0 +1,120 @@
+"""A standby stack (cdk/standby.py): in a replica Region that `hybridsync standby` prepared, the
+consumers deployed idle on that Region's replica streams, logging in with replicas of home's role
+secrets; what cannot stand by is refused at synth in one sentence."""
+
+from __future__ import annotations
+
+import copy
+import json
+
+import pytest
+from aws_cdk import App
+
+from hybridsync.cdk import build
+from hybridsync.local.template import Assembly
+from tests.infra.conftest import STANDBY, STREAM
+from tests.infra.test_database_access import ADMIN_SECRET, NETWORK, ROOT, of_type
+
+pytestmark = pytest.mark.infra
+REGION = "us-west-2"
+
+
+def functions(template: dict) -> dict[str, dict]:
+    """Construct id -> environment of each function of the stack."""
+    found = of_type(template, "AWS::Lambda::Function")
+    return {k.split("Function")[0]: f["Properties"].get("Environment", {}).get("Variables", {})
+            for k, f in found.items()}  # fmt: skip
+
+
+def test_the_standby_waits_on_its_regions_replica_with_every_consumer_disabled(variants):
+    standby = variants["standby"][f"standby-{REGION}"]
+    assert standby["Metadata"] == {"hybridsync:standby": REGION}
+    mappings = of_type(standby, "AWS::Lambda::EventSourceMapping")
+    assert sorted(k.split("Live")[0] for k in mappings) == ["Aggregate", "WriteBack"]
+    for mapping in mappings.values():
+        assert mapping["Properties"]["EventSourceArn"] == STREAM  # its own Region's replica stream
+        assert mapping["Properties"]["Enabled"] is False
+    (schedule,) = of_type(standby, "AWS::Events::Rule").values()
+    assert schedule["Properties"]["State"] == "DISABLED"  # the outbox drain: home's until a failover
+    found = functions(standby)
+    assert set(found) == {"WriteBack", "Aggregate", "SqlSync", "Operations", "Migrate"}  # no API, no Users
+    assert found["Operations"]["PIPELINE_ENABLED"] == "false"  # a rebuild leaves the aggregation off
+    assert not of_type(standby, "AWS::CloudFormation::CustomResource")  # no Users step, no schema step
+    # the tables by name, the roles by their replica secrets in the Region
+    assert found["WriteBack"]["TABLE_MAIN"] == STANDBY[REGION]["tables"]["main"]["name"]
+    for function, role in (("WriteBack", "writer"), ("Migrate", "migrator")):
+        assert found[function]["DB_SECRET_ARN"] == STANDBY[REGION]["secrets"][role]
+
+
+def test_home_replicates_each_roles_secret_to_the_standby_and_says_its_arn(variants):
+    database = variants["standby"]["database"]
+    secrets = of_type(database, "AWS::SecretsManager::Secret")
+    replicated = [s["Properties"].get("ReplicaRegions") for s in secrets.values()]
+    assert replicated == [[{"Region": REGION}]] * 3  # reader, writer, migrator (the admin's is yours)
+    assert {"ReaderSecretArn", "WriterSecretArn", "MigratorSecretArn"} <= set(database["Outputs"])
+    no_standby = of_type(variants["existing"]["database"], "AWS::SecretsManager::Secret").values()
+    assert all("ReplicaRegions" not in s["Properties"] for s in no_standby)
+
+
+def test_the_local_app_runs_no_standby(variants, tmp_path):
+    """Locally a failover runs home's own functions on the new home's replica (local/failover.py)."""
+    manifest = {"artifacts": {}}
+    for name, template in variants["standby"].items():
+        (tmp_path / f"{name}.template.json").write_text(json.dumps(template))
+        region = REGION if name.startswith("standby-") else "us-east-1"
+        manifest["artifacts"][name] = {"type": "aws:cloudformation:stack", "environment": f"aws://unknown-account/{region}",
+                                       "properties": {"templateFile": f"{name}.template.json"}}  # fmt: skip
+    (tmp_path / "manifest.json").write_text(json.dumps(manifest))
+    assembly = Assembly.load(tmp_path)
+    assert sorted(assembly.templates) == ["api", "data", "database", "monitoring", "pipeline"]
+    assert assembly.region == "us-east-1"
+
+
+def _context(**changes: object) -> dict:
+    flags = json.loads((ROOT / "cdk.json").read_text())["context"]
+    pem = ROOT / "tests" / "infra" / "conftest.py"  # any file: refused before it is read
+    existing = {"existing_db_secret_arn": ADMIN_SECRET, "db_root_certificates": str(pem), **NETWORK}
+    return {**flags, **existing, "replica_regions": REGION, "home_region": "us-east-1",
+            "standby": json.dumps(STANDBY), "aws:cdk:bundling-stacks": [], **changes}  # fmt: skip
+
+
+def _without(path: str) -> str:
+    entry = copy.deepcopy(STANDBY)
+    *parents, last = path.split(".")
+    node = entry[REGION]
+    for part in parents:
+        node = node[part]
+    node.pop(last)
+    return json.dumps(entry)
+
+
+@pytest.mark.parametrize(
+    ("changes", "refused"),
+    [
+        ({"existing_db_secret_arn": None}, "needs a PostgreSQL writer it can reach"),
+        ({"existing_db_proxy": "true", "existing_db_instance_id": "pg"}, "a proxy lives in home's VPC"),
+        ({"replica_regions": "eu-west-1"}, "us-west-2 holds no replica"),
+        ({"standby": _without("tables.main")}, "lacks tables.main"),
+        ({"standby": _without("secrets.writer")}, "lacks secrets.writer"),
+        ({"standby": "[1]"}, "a JSON object of Regions"),
+        ({"change_source": "kinesis"}, "feed the engine through Kinesis"),
+    ],
+)
+def test_what_cannot_stand_by_is_refused_in_one_sentence(changes, refused):
+    with pytest.raises(ValueError, match=refused):
+        build(App(context={k: v for k, v in _context(**changes).items() if v is not None}))
+
+
+def test_after_a_deployed_failover_a_deploy_keeps_home_fenced_and_the_standby_consuming():
+    """`hybridsync failover --deployed` marks the standby active in cdk.context.json: a deploy then
+    must not enable home's mappings again (each change would be applied twice)."""
+    active = copy.deepcopy(STANDBY)
+    active[REGION]["active"] = True
+    stacks = build(App(context=_context(standby=json.dumps(active))))
+    assert stacks["pipeline"].enabled is False  # type: ignore[attr-defined]
+    assert stacks[f"standby-{REGION}"].enabled is True  # type: ignore[attr-defined]
+    idle = build(App(context=_context()))
+    assert idle["pipeline"].enabled is True and idle[f"standby-{REGION}"].enabled is False  # type: ignore[attr-defined]
+    active["eu-west-1"] = {**active[REGION]}
+    with pytest.raises(ValueError, match="are both active"):
+        build(App(context=_context(standby=json.dumps(active), replica_regions="us-west-2,eu-west-1")))

@@ -1,6 +1,8 @@
 """`hybridsync failover --to REGION`: the running `hybridsync up --regions ...` evacuates its home
 Region (local/failover.py). The command hands the running app a request in its state folder
-(`failover.json`), which its loop takes within 2 s, and prints each step as the app says it."""
+(`failover.json`), which its loop takes within 2 s, and prints each step as the app says it. With
+`--deployed`, the deployed app's consumers move to the standby stack in REGION
+(sync/deployed_failover.py)."""
 
 from __future__ import annotations
 
@@ -20,8 +22,9 @@ REQUEST = "failover.json"
 def add_failover(cli: Commands) -> None:
     failover = cli.add(
         "failover",
-        "evacuate the home Region of the app `hybridsync up --regions` runs: its consumers move to "
-        "another Region's replica, rows settle against it, the aggregates are rebuilt there once",
+        "evacuate the home Region of the app `hybridsync up --regions` runs, or with --deployed of the "
+        "deployed app: its consumers move to another Region's replica, rows settle against it, the "
+        "aggregates are rebuilt there once",
         "hybridsync failover --to us-west-2",
         _failover,
     )
@@ -34,6 +37,14 @@ def add_failover(cli: Commands) -> None:
         help="home is cut off: do not wait for its writes to reach REGION (they flow on when it rejoins; "
         "then run `hybridsync aggregates rebuild --deployed` once)",
     )
+    failover.add_argument(
+        "--deployed",
+        action="store_true",
+        help="in AWS: from home's pipeline stack to the standby stack in REGION (`hybridsync standby`); "
+        "safe to run again, it finishes a failover that stopped",
+    )
+    failover.add_argument("--home", help="--deployed: the home Region (default: cdk.json's `home_region`)")
+    failover.add_argument("--prefix", help="--deployed: the stacks' prefix (default: cdk.json's `prefix`)")
     failover.add_argument("--state-dir", default=".local", help="the running app's state (default .local)")
     failover.add_argument("--timeout", type=float, default=600.0, help="seconds to wait (default 600)")
 
@@ -41,12 +52,15 @@ def add_failover(cli: Commands) -> None:
 def _failover(args: argparse.Namespace) -> int:
     from hybridsync.local import running
 
+    if args.deployed:
+        return _deployed(args)
+
     state, request = Path(args.state_dir), Path(args.state_dir) / REQUEST
     pid = running.owner(state)
     if pid is None:
         raise SystemExit(
             f"hybridsync failover: no app is running from {state}/: start it with `hybridsync up --regions "
-            "HOME,REGION`; a deployed failover is not built yet (docs/many-regions.md#not-yet)"
+            "HOME,REGION`, or fail the deployed app over with --deployed"
         )
     try:
         regions = json.loads((state / "status.json").read_text()).get("replication")
@@ -76,6 +90,45 @@ def _failover(args: argparse.Namespace) -> int:
         raise SystemExit(f"hybridsync failover: no answer from the app in {args.timeout:.0f} s")
     finally:
         request.unlink(missing_ok=True)  # answered, or given up: never taken later
+
+
+def _deployed(args: argparse.Namespace) -> int:
+    """The deployed app's failover (sync/deployed_failover.py), its steps printed as they go."""
+    from hybridsync.cli.doctor import project_prefix
+    from hybridsync.cli.standby import CONTEXT_FILE, _cdk_context
+    from hybridsync.model import config
+    from hybridsync.runtime import aws
+    from hybridsync.sync import deployed_failover as handover
+
+    root = config.project_root() or Path.cwd()
+    home = args.home or _cdk_context(root).get("home_region")
+    if not home:
+        raise SystemExit("hybridsync failover --deployed: no home Region: --home us-east-1, or cdk.json's "
+                         "context `home_region`")  # fmt: skip
+    if args.to == home:
+        raise SystemExit(f"hybridsync failover --deployed: {home} is home; fail over to a standby's Region")
+
+    def clients(service: str, region: str) -> Any:
+        return aws.client(service, region=region)
+
+    try:
+        done = handover.failover(
+            clients, home=home, prefix=args.prefix or project_prefix(), to=args.to,
+            context_file=root / CONTEXT_FILE, rebuild=handover.rebuild_in(clients, config.model()),
+            live=not args.offline, say=lambda line: print(line, flush=True),
+        )  # fmt: skip
+    except handover.Refused as refused:
+        raise SystemExit(f"hybridsync failover --deployed: {refused}") from None
+    except Exception as failed:  # the steps done stay done: the command finishes them when run again
+        raise SystemExit(f"hybridsync failover --deployed: {type(failed).__name__}: {failed}; run it again "
+                         "to finish (every step is safe to repeat)") from None  # fmt: skip
+    print(f"{args.to} consumes. Deploy as usual: {CONTEXT_FILE} marks it active, so home's pipeline "
+          "stays disabled and the standby enabled.")  # fmt: skip
+    if not done.fenced:
+        print(f"{home} is not fenced: once it answers, run this again before anything else; then, as its "
+              "late writes reach the new home, rebuild once more: hybridsync aggregates rebuild --deployed "
+              f"{done.target and (args.prefix or project_prefix())}-standby-{args.to}")  # fmt: skip
+    return 0
 
 
 def _done(done: dict[str, Any], state: Path) -> None:

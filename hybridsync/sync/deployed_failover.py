@@ -1,0 +1,238 @@
+"""A Region evacuated in AWS (`hybridsync failover --to REGION --deployed`): the consumers move from
+home's pipeline stack to the standby stack waiting in REGION (cdk/standby.py), with nothing lost and
+nothing counted twice, while writes go on. The same hand-over as the local one (local/failover.py):
+
+1. **Fence home.** Each mapping of home's pipeline stack is disabled and its drain schedule too, and
+   the command waits until Lambda says `Disabled` (UpdateEventSourceMapping; a disabled mapping
+   keeps its position and reads nothing more). Offline (home does not answer), nothing can be
+   fenced: the command goes on, and run again once home answers it fences it then.
+2. **Live: let replication settle.** No metric proves a replica holds every write (the evacuation
+   guide, bp-global-table-design.prescriptive-guidance.evacuation.html); the command waits ten
+   times the largest `ReplicationLatency` home's CloudWatch recorded towards REGION in the last 15
+   minutes (the metric's dimensions: TableName, ReceivingRegion; CloudWatch metrics for DynamoDB).
+3. **REGION is marked active** in cdk.context.json: a later `cdk deploy` keeps home's pipeline
+   disabled and the standby's enabled (the deploy truth lets one side consume at a time).
+4. **The standby's write-back and drain start**, on its replica's streams from their trim horizon:
+   rows settle against its items (one slot per stream, streams/changes.py).
+5. **Aggregates: a bounded rebuild** in the standby's operations function (sync/rebuild.py): it
+   counts as of the last record it read in each shard of the new stream and starts each shard's
+   cursor there; then the aggregation's mappings are enabled and skip what it counted.
+
+Every step is idempotent, so an interrupted failover is finished by running the command again (a
+rebuild is skipped once the aggregation runs). Moving back to home is not built yet."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+AGGREGATION = "Aggregate"  # the aggregation function's construct id: its mappings' logical ids start so
+DRAIN = "SqlSyncSchedule"  # the outbox drain's schedule (cdk/schedules.py)
+LATENCY_WINDOW = timedelta(minutes=15)
+LATENCY_FACTOR = 10  # "about ten times the recent maximum replication latency" (docs/many-regions.md)
+
+Clients = Callable[[str, str], Any]  # (service, Region) -> a boto3 client
+
+
+class Refused(ValueError):
+    """A failover that cannot run, said before anything changed."""
+
+
+@dataclass
+class Consumers:
+    """One Region's consumers: a stack's stream mappings (logical id -> UUID), its outbox drain's
+    schedule (the rule's name; the sweep and the time series' rotation stay) and its outputs."""
+
+    region: str
+    stack: str
+    mappings: dict[str, str]
+    rules: list[str]
+    outputs: dict[str, str]
+
+    @classmethod
+    def of(cls, clients: Clients, region: str, stack: str) -> Consumers:
+        cloudformation = clients("cloudformation", region)
+        resources = [
+            r
+            for page in cloudformation.get_paginator("list_stack_resources").paginate(StackName=stack)
+            for r in page["StackResourceSummaries"]
+        ]
+        described = cloudformation.describe_stacks(StackName=stack)["Stacks"][0]
+        return cls(
+            region,
+            stack,
+            {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources
+             if r["ResourceType"] == "AWS::Lambda::EventSourceMapping"},
+            [r["PhysicalResourceId"] for r in resources
+             if r["ResourceType"] == "AWS::Events::Rule" and r["LogicalResourceId"].startswith(DRAIN)],
+            {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])},
+        )  # fmt: skip
+
+    def split(self) -> tuple[list[str], list[str]]:
+        """(the aggregation's mappings, every other mapping)."""
+        folding = [u for logical, u in self.mappings.items() if logical.startswith(AGGREGATION)]
+        return folding, [u for u in self.mappings.values() if u not in folding]
+
+
+def switch(clients: Clients, consumers: Consumers, mappings: list[str], *, enabled: bool,
+           rules: bool = False, timeout_s: float = 300.0) -> None:  # fmt: skip
+    """Enable or disable `mappings` of `consumers` (and its schedules with `rules`), then wait until
+    Lambda says each is `Enabled` or `Disabled`."""
+    lam = clients("lambda", consumers.region)
+    for uuid in mappings:
+        lam.update_event_source_mapping(UUID=uuid, Enabled=enabled)
+    if rules:
+        events = clients("events", consumers.region)
+        for rule in consumers.rules:
+            (events.enable_rule if enabled else events.disable_rule)(Name=rule)
+    wanted, deadline = "Enabled" if enabled else "Disabled", time.monotonic() + timeout_s
+    for uuid in mappings:
+        while (state := lam.get_event_source_mapping(UUID=uuid)["State"]) != wanted:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"mapping {uuid} in {consumers.region} is {state}, not {wanted}, "
+                                   f"after {timeout_s:.0f} s")  # fmt: skip
+            time.sleep(2)
+
+
+def replication_wait(clients: Clients, home: str, tables: list[str], receiving: str) -> float:
+    """Seconds to let home's writes reach `receiving`: ten times the largest ReplicationLatency
+    (milliseconds) home recorded for any of `tables` in the last 15 minutes; 0 without data points
+    (nothing written there lately)."""
+    cloudwatch, now = clients("cloudwatch", home), datetime.now(UTC)
+    largest = 0.0
+    for table in tables:
+        points = cloudwatch.get_metric_statistics(
+            Namespace="AWS/DynamoDB",
+            MetricName="ReplicationLatency",
+            Dimensions=[
+                {"Name": "TableName", "Value": table},
+                {"Name": "ReceivingRegion", "Value": receiving},
+            ],
+            StartTime=now - LATENCY_WINDOW,
+            EndTime=now + timedelta(minutes=1),  # the minute under way included
+            Period=60,
+            Statistics=["Maximum"],
+        )["Datapoints"]
+        largest = max([largest, *(p["Maximum"] for p in points)])
+    return LATENCY_FACTOR * largest / 1000
+
+
+@dataclass
+class Handover:
+    """What a deployed failover did, and how long each step took (seconds)."""
+
+    source: str
+    target: str
+    live: bool
+    fenced: bool = False  # home's mappings disabled (offline: not until it answers)
+    waited_s: float = 0.0
+    rebuilt: bool = False  # False: the aggregation already ran (an earlier run rebuilt)
+    steps_s: dict[str, float] = field(default_factory=dict)
+    rebuild: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+def mark_active(context_file: Path, region: str) -> None:
+    """`standby.<region>.active` in cdk.context.json: deploys keep home disabled, the standby enabled."""
+    saved = json.loads(context_file.read_text())
+    saved["standby"][region]["active"] = True
+    staged = context_file.with_suffix(".tmp")
+    staged.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+    staged.replace(context_file)
+
+
+def failover(
+    clients: Clients,
+    *,
+    home: str,
+    prefix: str,
+    to: str,
+    context_file: Path,
+    rebuild: Callable[[Consumers, dict[str, str]], dict[str, Any]],
+    live: bool = True,
+    wait: Callable[[float], None] = time.sleep,
+    say: Callable[[str], None] = lambda _: None,
+) -> Handover:
+    """Move the consumers from home's pipeline stack to the standby in `to` (above). `rebuild` runs
+    the aggregates' rebuild in the standby (its consumers, the tables' names there)."""
+    from botocore.exceptions import BotoCoreError, ClientError
+
+    saved = json.loads(context_file.read_text()) if context_file.is_file() else {}
+    entries = saved.get("standby") or {}
+    if to not in entries:
+        named = ", ".join(sorted(entries)) or "none"
+        raise Refused(f"no standby prepared in {to} ({context_file.name} names {named}): run "
+                      f"`hybridsync standby {to} ...`, then deploy it")  # fmt: skip
+    if others := sorted(r for r, e in entries.items() if e.get("active") and r != to):
+        raise Refused(f"{others[0]} consumes since an earlier failover; moving on from a standby is not "
+                      "built yet (docs/many-regions.md#not-yet)")  # fmt: skip
+    tables = {name: table["name"] for name, table in entries[to]["tables"].items()}
+    standby = Consumers.of(clients, to, f"{prefix}-standby-{to}")  # deployed: refused here if not
+    done, began = Handover(home, to, live), time.monotonic()
+
+    def step(name: str) -> None:
+        nonlocal began
+        done.steps_s[name], began = round(time.monotonic() - began, 2), time.monotonic()
+
+    say(f"fencing {home}: its mappings and its drain schedule disabled")
+    try:
+        pipeline = Consumers.of(clients, home, f"{prefix}-pipeline")
+        switch(clients, pipeline, list(pipeline.mappings.values()), enabled=False, rules=True)
+        done.fenced = True
+    except (BotoCoreError, ClientError, TimeoutError) as error:
+        if live:
+            raise Refused(f"{home} did not fence ({error}): if it is down, fail over --offline") from error
+        say(f"{home} does not answer ({type(error).__name__}): not fenced; run this again once it "
+            "answers, and it disables home's consumers then")  # fmt: skip
+    step("fence")
+    if live:
+        seconds = replication_wait(clients, home, sorted(tables.values()), to)
+        say(f"waiting {seconds:.1f} s for {to} to hold every write {home} took (10 x replication latency)")
+        wait(seconds)
+        done.waited_s = seconds
+    step("settle")
+    mark_active(context_file, to)
+    folding, others = standby.split()
+    say(f"{to} is active in {context_file.name}; starting its write-back and drain on its replica")
+    switch(clients, standby, others, enabled=True, rules=True)
+    step("start")
+    lam = clients("lambda", to)
+    if all(lam.get_event_source_mapping(UUID=u)["State"] == "Enabled" for u in folding):
+        say("its aggregation already runs: an earlier run rebuilt the aggregates")
+    else:
+        say(f"rebuilding the aggregates from {to}'s items in its operations function, each change once")
+        done.rebuild, done.rebuilt = rebuild(standby, tables), True
+        switch(clients, standby, folding, enabled=True)
+    step("rebuild")
+    say(f"{to} is home: {sum(done.steps_s.values()):.1f} s")
+    return done
+
+
+def rebuild_in(clients: Clients, model: Any) -> Callable[[Consumers, dict[str, str]], dict[str, Any]]:
+    """The rebuild as `aggregates rebuild --deployed` runs it, in the standby's operations function:
+    the job planned there, its units invoked one at a time (each pauses the aggregation's mappings
+    and leaves them as the standby declares them: disabled)."""
+
+    def run(standby: Consumers, tables: dict[str, str]) -> dict[str, Any]:
+        from hybridsync.sync import jobs, operations, rebuild  # noqa: F401 - rebuild: its kind of job
+
+        call = operations.deployed(
+            standby.outputs["OperationsFunctionName"], clients("lambda", standby.region)
+        )
+        job = call({"operation": "plan", "kind": "rebuild", "spec": {}})["job"]
+        store = jobs.JobStore(clients("dynamodb", standby.region), model, tables)
+        outcome = jobs.run(store, job, operations.remote_invoke(call, None), concurrency=1)
+        if outcome.undone:
+            errors = "; ".join(outcome.errors)
+            raise RuntimeError(f"the rebuild left {outcome.undone} unit(s) undone: {errors} (run the "
+                               "failover again: it rebuilds anew)")  # fmt: skip
+        return asdict(outcome.counts)
+
+    return run

@@ -195,9 +195,9 @@ class MonitoringStack(Stack):
                 self.setting("outbox_age_alarm_s"),
                 "sql_sync: a PostgreSQL change waited too long in the outbox, or no drain ran: "
                 "SqlSync's errors, the database, `hybridsync status`",
-                # paused on purpose (`-c pipeline_enabled=false`), no drain runs: that is no alarm
+                # paused on purpose (pipeline_enabled=false, or a standby consumes): no alarm
                 missing=cloudwatch.TreatMissingData.BREACHING
-                if context.read(self, "pipeline_enabled")
+                if pipeline.enabled
                 else cloudwatch.TreatMissingData.NOT_BREACHING,
             )
             self.alarm(

@@ -9,8 +9,8 @@ disabled: every change is written back and folded once, at home, until `hybridsy
 REGION --deployed` disables home's and enables these (the deploy truth's `replica-consumer` rule
 allows a replica's stream to nothing else).
 
-What crosses Regions comes from the context `hybridsync standby` wrote (cdk.context.json), never from
-a cross-Region reference (CDK's are an experimental custom resource):
+What crosses Regions comes from the context `hybridsync standby` wrote into cdk.json, never from a
+cross-Region reference (CDK's are an experimental custom resource):
 - each table's name (home's data stack outputs) and its replica's stream ARN in the Region
   (DescribeTable there: a global table's stream ARNs are per replica);
 - each database role's secret: a replica of home's, same ARN but the Region (Secrets Manager,
@@ -36,7 +36,7 @@ from hybridsync import truth
 from hybridsync.cdk.data import ChangeStreams, title
 from hybridsync.cdk.database import DatabaseStack
 from hybridsync.cdk.pipeline import PipelineStack
-from hybridsync.model.declare import Model, regions
+from hybridsync.model.declare import Model, Side, regions
 from hybridsync.sql import roles
 from hybridsync.truth import context
 from hybridsync.truth.facts import STANDBY
@@ -45,7 +45,7 @@ COMMAND = "hybridsync standby REGION --vpc vpc-... --subnets subnet-a,subnet-b"
 
 
 def prepared(app: App | Construct, model: Model) -> dict[str, dict[str, Any]]:
-    """The standby entries of the context (`-c standby=<json>` or cdk.context.json), by Region,
+    """The standby entries of the context (`-c standby=<json>` or cdk.json), by Region,
     each checked against the model and the deployment: a ValueError names what is wrong."""
     entries = context.standbys(app)
     replicated = {r for t in model.tables for r in context.replicas(app, t)}
@@ -60,6 +60,11 @@ def prepared(app: App | Construct, model: Model) -> dict[str, dict[str, Any]]:
                 "(-c existing_db_secret_arn, without existing_db_proxy: a proxy lives in home's VPC); "
                 "an Aurora cluster in home's VPC is not one (an Aurora Global Database is not built yet)"
             )
+        if far := sorted(
+            consumed(model) - {t.name for t in model.tables if region in context.replicas(app, t)}
+        ):
+            raise ValueError(f"-c standby: {', '.join(far)} has no replica in {region}, and the standby's "
+                             "consumers read it: give it one, or stand by in another Region")  # fmt: skip
         missing = [n for n in ("tables", "secrets", "vpc_id", "subnet_ids") if not entry.get(n)]
         tables = {t.name for t in model.tables if region in context.replicas(app, t)}
         missing += [f"tables.{n}" for n in sorted(tables - set(entry.get("tables") or {}))]
@@ -67,6 +72,17 @@ def prepared(app: App | Construct, model: Model) -> dict[str, dict[str, Any]]:
         if missing:
             raise ValueError(f"-c standby: {region} lacks {', '.join(missing)}: run `{COMMAND}` again")
     return entries
+
+
+def consumed(model: Model) -> set[str]:
+    """The tables a standby's consumers read or write: written back, folded, fed from PostgreSQL,
+    and the one its operations function keeps its jobs in."""
+    return (
+        {e.table.name for e in model.written_back()}
+        | {a.table.name for a in model.aggregates}
+        | {e.table.name for e in model.mastered_in(Side.POSTGRESQL)}
+        | {model.jobs["job"].table.name}
+    )
 
 
 class StandbyDatabase:

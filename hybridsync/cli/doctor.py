@@ -71,6 +71,22 @@ def project_prefix() -> str:
     return str(context.get("prefix") or SETTINGS["prefix"].default)
 
 
+def _fenced(templates: dict[str, Any], pipeline: str) -> None:
+    """Since a deployed failover (cdk.json's active standby), home's mappings are judged as the next
+    deploy renders them, disabled: never "enable it" for a fenced home."""
+    from hybridsync.cli.standby import standbys
+    from hybridsync.model import config
+
+    active = [r for r, e in standbys(config.project_root() or Path.cwd()).items() if e.get("active")]
+    if not active or pipeline not in templates:
+        return
+    print(f"{active[0]} consumes since a deployed failover (cdk.json): {pipeline}'s mappings should be "
+          "disabled; its stack there is not checked yet")  # fmt: skip
+    for resource in templates[pipeline].get("Resources", {}).values():
+        if resource.get("Type") == "AWS::Lambda::EventSourceMapping":
+            resource.setdefault("Properties", {})["Enabled"] = False
+
+
 def local_environment(state_dir: Path) -> dict[str, str]:
     """The variables `hybridsync up` wrote for other shells (`.local/env`)."""
     path = state_dir / "env"
@@ -103,6 +119,7 @@ def _doctor(args: argparse.Namespace) -> int:
             raise SystemExit(
                 f"hybridsync doctor --deployed {prefix}: {error} (deployed? the right account and region?)"
             ) from None
+        _fenced(target.templates, f"{prefix}-pipeline")
         app = App(truth.Templates(target.templates))
     else:
         from hybridsync.local.template import synth_if_stale

@@ -95,7 +95,7 @@ def _failover(args: argparse.Namespace) -> int:
 def _deployed(args: argparse.Namespace) -> int:
     """The deployed app's failover (sync/deployed_failover.py), its steps printed as they go."""
     from hybridsync.cli.doctor import project_prefix
-    from hybridsync.cli.standby import CONTEXT_FILE, _cdk_context
+    from hybridsync.cli.standby import _cdk_context, save_standbys, standbys
     from hybridsync.model import config
     from hybridsync.runtime import aws
     from hybridsync.sync import deployed_failover as handover
@@ -107,27 +107,30 @@ def _deployed(args: argparse.Namespace) -> int:
                          "context `home_region`")  # fmt: skip
     if args.to == home:
         raise SystemExit(f"hybridsync failover --deployed: {home} is home; fail over to a standby's Region")
+    prefix = args.prefix or project_prefix()
 
     def clients(service: str, region: str) -> Any:
         return aws.client(service, region=region)
 
     try:
         done = handover.failover(
-            clients, home=home, prefix=args.prefix or project_prefix(), to=args.to,
-            context_file=root / CONTEXT_FILE, rebuild=handover.rebuild_in(clients, config.model()),
-            live=not args.offline, say=lambda line: print(line, flush=True),
+            clients, home=home, prefix=prefix, to=args.to, standbys=standbys(root),
+            save=lambda entries: save_standbys(root, entries),
+            rebuild=handover.rebuild_in(clients, config.model()), live=not args.offline,
+            say=lambda line: print(line, flush=True),
         )  # fmt: skip
     except handover.Refused as refused:
         raise SystemExit(f"hybridsync failover --deployed: {refused}") from None
     except Exception as failed:  # the steps done stay done: the command finishes them when run again
         raise SystemExit(f"hybridsync failover --deployed: {type(failed).__name__}: {failed}; run it again "
                          "to finish (every step is safe to repeat)") from None  # fmt: skip
-    print(f"{args.to} consumes. Deploy as usual: {CONTEXT_FILE} marks it active, so home's pipeline "
-          "stays disabled and the standby enabled.")  # fmt: skip
+    print(f"{args.to} consumes. Deploy as usual: cdk.json marks it active, so home's pipeline stays "
+          "disabled and the standby enabled. Commit cdk.json.")  # fmt: skip
     if not done.fenced:
-        print(f"{home} is not fenced: once it answers, run this again before anything else; then, as its "
-              "late writes reach the new home, rebuild once more: hybridsync aggregates rebuild --deployed "
-              f"{done.target and (args.prefix or project_prefix())}-standby-{args.to}")  # fmt: skip
+        print(f"{home} is not fenced: its consumers resume when its Region recovers. As soon as it answers, "
+              "run this again; then hybridsync reconcile --repair, and once its late writes have reached "
+              f"{args.to}: AWS_REGION={args.to} hybridsync aggregates rebuild --deployed "
+              f"{prefix}-standby-{args.to}")  # fmt: skip
     return 0
 
 

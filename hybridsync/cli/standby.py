@@ -1,9 +1,10 @@
 """`hybridsync standby REGION`: prepare a replica Region's standby stack (cdk/standby.py). It reads
-what crosses Regions from the deployed app, once, and writes it to cdk.context.json, where the CDK
-app reads it at synth as it reads its lookups: each table's name (home's data stack) and its
-replica's stream ARN in REGION (DescribeTable there), the database roles' secrets (home's database
-stack; their replicas in REGION have the same ARN but the Region), the bodies bucket, and the
-network in REGION that reaches your database (given)."""
+what crosses Regions from the deployed app, once, and writes it into cdk.json's context (`standby`),
+where the CDK app reads it at synth: each table's name (home's data stack) and its replica's stream
+ARN in REGION (DescribeTable there), the database roles' secrets (home's database stack; their
+replicas in REGION have the same ARN but the Region), the bodies bucket, and the network in REGION
+that reaches your database (given). cdk.json, not cdk.context.json: it is committed and never
+cleared (`cdk context --clear`), and after a deployed failover it says which Region consumes."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from typing import Any
 
 from hybridsync.cli.common import Commands
 
-CONTEXT_FILE = "cdk.context.json"
+SETTINGS_FILE = "cdk.json"
 
 
 def add_standby(cli: Commands) -> None:
@@ -22,7 +23,7 @@ def add_standby(cli: Commands) -> None:
         "standby",
         "prepare a standby stack in a replica Region: the engine's consumers deployed there idle, so "
         "`hybridsync failover --to REGION --deployed` has a pipeline to move to; reads the deployed "
-        "app and writes what the stack needs to cdk.context.json (then: npx cdk deploy --all)",
+        "app and writes what the stack needs into cdk.json (then: npx cdk deploy --all)",
         "hybridsync standby us-west-2 --vpc vpc-0abc --subnets subnet-0a,subnet-0b",
         _standby,
     )
@@ -58,12 +59,12 @@ def _standby(args: argparse.Namespace) -> int:
         raise SystemExit(f"hybridsync standby: {error} (deployed in {home}? the right account?)") from None
     entry |= {"vpc_id": args.vpc, "subnet_ids": [s for s in args.subnets.split(",") if s]}
     entry |= {"streams_endpoint": args.streams_endpoint} if args.streams_endpoint else {}
-    path = root / CONTEXT_FILE
-    saved = json.loads(path.read_text()) if path.is_file() else {}
-    saved["standby"] = dict(sorted((saved.get("standby") or {}).items())) | {region: entry}
-    path.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
+    entries = standbys(root)
+    # run again (new subnets, a table's replica added), a standby keeps what a failover said of it
+    entries[region] = entry | ({"active": True} if entries.get(region, {}).get("active") else {})
+    save_standbys(root, entries)
     tables = ", ".join(sorted(entry["tables"]))
-    print(f"{path}: the standby in {region} reads {tables} there.")
+    print(f"{root / SETTINGS_FILE}: the standby in {region} reads {tables} there.")
     print(f"Next: npx cdk deploy --all. Home's database stack replicates the roles' secrets to {region} "
           f"first; then {prefix}-standby-{region} deploys with its mappings disabled. Your database must "
           f"admit {args.subnets}.")  # fmt: skip
@@ -71,8 +72,23 @@ def _standby(args: argparse.Namespace) -> int:
 
 
 def _cdk_context(root: Path) -> dict[str, Any]:
-    cdk = root / "cdk.json"
+    cdk = root / SETTINGS_FILE
     return json.loads(cdk.read_text()).get("context", {}) if cdk.is_file() else {}
+
+
+def standbys(root: Path) -> dict[str, Any]:
+    """cdk.json's standby entries, by Region."""
+    return dict(_cdk_context(root).get("standby") or {})
+
+
+def save_standbys(root: Path, entries: dict[str, Any]) -> None:
+    """cdk.json with its context's `standby` replaced, the rest as it was (written whole, atomically)."""
+    path = root / SETTINGS_FILE
+    settings = json.loads(path.read_text()) if path.is_file() else {}
+    settings.setdefault("context", {})["standby"] = dict(sorted(entries.items()))
+    staged = path.with_suffix(".json.tmp")
+    staged.write_text(json.dumps(settings, indent=2) + "\n")
+    staged.replace(path)
 
 
 def _entry(model: Any, data_stack: str, database_stack: str, home: str, region: str) -> dict[str, Any]:

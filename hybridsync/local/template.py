@@ -58,12 +58,19 @@ def synth_if_stale(assembly: Path, *, synth: bool = True) -> Path:
     if command and Path(command[0]).name.startswith("python"):
         command[0] = sys.executable  # this environment's Python, whatever cdk.json calls it
     # what the CDK CLI adds to every synth: construct paths and asset folders in the metadata
-    context = json.dumps(CLI_CONTEXT | settings.get("context", {}))
+    context = json.dumps(local_context(settings))
     env = os.environ | {"CDK_OUTDIR": str(assembly.resolve()), "CDK_CONTEXT_JSON": context}
     result = subprocess.run(command, cwd=root, env=env, capture_output=True, text=True)
     if result.returncode:
         raise TemplateError(f"cdk synth failed:\n{result.stderr[-4000:]}")
     return assembly
+
+
+def local_context(settings: dict[str, Any]) -> dict[str, Any]:
+    """The context the local app synthesizes with: cdk.json's, as the CDK CLI passes it, without
+    the standby stacks: they are the deployed app's (and a deployed failover's active standby would
+    render home's pipeline disabled)."""
+    return CLI_CONTEXT | {k: v for k, v in settings.get("context", {}).items() if k != "standby"}
 
 
 @dataclass(frozen=True)

@@ -4,14 +4,16 @@ nothing counted twice, while writes go on. The same hand-over as the local one (
 
 1. **Fence home.** Each mapping of home's pipeline stack is disabled and its drain schedule too, and
    the command waits until Lambda says `Disabled` (UpdateEventSourceMapping; a disabled mapping
-   keeps its position and reads nothing more). Offline (home does not answer), nothing can be
-   fenced: the command goes on, and run again once home answers it fences it then.
+   keeps its position and reads nothing more), then its functions' timeout: nothing promises the
+   invocation under way ends sooner. Offline (home does not answer), nothing can be fenced: the
+   command goes on, and run again once home answers it fences it then.
 2. **Live: let replication settle.** No metric proves a replica holds every write (the evacuation
    guide, bp-global-table-design.prescriptive-guidance.evacuation.html); the command waits ten
    times the largest `ReplicationLatency` home's CloudWatch recorded towards REGION in the last 15
    minutes (the metric's dimensions: TableName, ReceivingRegion; CloudWatch metrics for DynamoDB).
-3. **REGION is marked active** in cdk.context.json: a later `cdk deploy` keeps home's pipeline
-   disabled and the standby's enabled (the deploy truth lets one side consume at a time).
+3. **REGION is marked active** in cdk.json: a later `cdk deploy` keeps home's pipeline disabled and
+   the standby's enabled (the deploy truth lets one side consume at a time), and each side's
+   operations function says so now (`PIPELINE_ENABLED`: what a rebuild leaves the aggregation as).
 4. **The standby's write-back and drain start**, on its replica's streams from their trim horizon:
    rows settle against its items (one slot per stream, streams/changes.py).
 5. **Aggregates: a bounded rebuild** in the standby's operations function (sync/rebuild.py): it
@@ -23,12 +25,10 @@ rebuild is skipped once the aggregation runs). Moving back to home is not built 
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 AGGREGATION = "Aggregate"  # the aggregation function's construct id: its mappings' logical ids start so
@@ -139,13 +139,25 @@ class Handover:
         return asdict(self)
 
 
-def mark_active(context_file: Path, region: str) -> None:
-    """`standby.<region>.active` in cdk.context.json: deploys keep home disabled, the standby enabled."""
-    saved = json.loads(context_file.read_text())
-    saved["standby"][region]["active"] = True
-    staged = context_file.with_suffix(".tmp")
-    staged.write_text(json.dumps(saved, indent=2, sort_keys=True) + "\n")
-    staged.replace(context_file)
+def in_flight_s(clients: Clients, consumers: Consumers) -> int:
+    """The longest an invocation of `consumers`' mapped functions can run (their Timeout): a disabled
+    mapping reads nothing more, but the Lambda API promises no end to the invocation under way."""
+    lam = clients("lambda", consumers.region)
+    functions = {lam.get_event_source_mapping(UUID=u)["FunctionArn"] for u in consumers.mappings.values()}
+    return max((lam.get_function_configuration(FunctionName=f)["Timeout"] for f in functions), default=0)
+
+
+def declare_running(clients: Clients, consumers: Consumers, running: bool) -> None:
+    """The operations function's `PIPELINE_ENABLED`: what a rebuild leaves the aggregation as
+    (sync/rebuild.py `paused`), until the next deploy renders the same (cdk.json's active standby)."""
+    lam, function = clients("lambda", consumers.region), consumers.outputs["OperationsFunctionName"]
+    configuration, said = lam.get_function_configuration(FunctionName=function), str(running).lower()
+    variables = configuration.get("Environment", {}).get("Variables", {})
+    if variables.get("PIPELINE_ENABLED") == said:
+        return
+    variables = variables | {"PIPELINE_ENABLED": said}
+    lam.update_function_configuration(FunctionName=function, Environment={"Variables": variables})
+    lam.get_waiter("function_updated_v2").wait(FunctionName=function)
 
 
 def failover(
@@ -154,27 +166,31 @@ def failover(
     home: str,
     prefix: str,
     to: str,
-    context_file: Path,
+    standbys: dict[str, Any],
+    save: Callable[[dict[str, Any]], None],
     rebuild: Callable[[Consumers, dict[str, str]], dict[str, Any]],
     live: bool = True,
-    wait: Callable[[float], None] = time.sleep,
+    wait: Callable[[float], None] | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> Handover:
-    """Move the consumers from home's pipeline stack to the standby in `to` (above). `rebuild` runs
-    the aggregates' rebuild in the standby (its consumers, the tables' names there)."""
+    """Move the consumers from home's pipeline stack to the standby in `to` (above). `standbys`: the
+    project's standby entries (cdk.json), `save` writes them back; `rebuild` runs the aggregates'
+    rebuild in the standby (its consumers, the tables' names there)."""
     from botocore.exceptions import BotoCoreError, ClientError
 
-    saved = json.loads(context_file.read_text()) if context_file.is_file() else {}
-    entries = saved.get("standby") or {}
-    if to not in entries:
-        named = ", ".join(sorted(entries)) or "none"
-        raise Refused(f"no standby prepared in {to} ({context_file.name} names {named}): run "
-                      f"`hybridsync standby {to} ...`, then deploy it")  # fmt: skip
-    if others := sorted(r for r, e in entries.items() if e.get("active") and r != to):
+    wait = wait or time.sleep
+    if to not in standbys:
+        named = ", ".join(sorted(standbys)) or "none"
+        raise Refused(f"no standby prepared in {to} (cdk.json names {named}): run `hybridsync standby "
+                      f"{to} ...`, then deploy it")  # fmt: skip
+    if others := sorted(r for r, e in standbys.items() if e.get("active") and r != to):
         raise Refused(f"{others[0]} consumes since an earlier failover; moving on from a standby is not "
                       "built yet (docs/many-regions.md#not-yet)")  # fmt: skip
-    tables = {name: table["name"] for name, table in entries[to]["tables"].items()}
-    standby = Consumers.of(clients, to, f"{prefix}-standby-{to}")  # deployed: refused here if not
+    tables = {name: table["name"] for name, table in standbys[to]["tables"].items()}
+    try:
+        standby = Consumers.of(clients, to, f"{prefix}-standby-{to}")
+    except ClientError as error:
+        raise Refused(f"no standby stack in {to} ({error}): npx cdk deploy {prefix}-standby-{to}") from error
     done, began = Handover(home, to, live), time.monotonic()
 
     def step(name: str) -> None:
@@ -185,6 +201,10 @@ def failover(
     try:
         pipeline = Consumers.of(clients, home, f"{prefix}-pipeline")
         switch(clients, pipeline, list(pipeline.mappings.values()), enabled=False, rules=True)
+        declare_running(clients, pipeline, False)  # a rebuild run there leaves them off
+        longest = in_flight_s(clients, pipeline)
+        say(f"waiting {longest} s for {home}'s invocations under way to end (its functions' timeout)")
+        wait(longest)
         done.fenced = True
     except (BotoCoreError, ClientError, TimeoutError) as error:
         if live:
@@ -192,24 +212,26 @@ def failover(
         say(f"{home} does not answer ({type(error).__name__}): not fenced; run this again once it "
             "answers, and it disables home's consumers then")  # fmt: skip
     step("fence")
-    if live:
+    if live:  # what the invocations under way wrote at home, too
         seconds = replication_wait(clients, home, sorted(tables.values()), to)
         say(f"waiting {seconds:.1f} s for {to} to hold every write {home} took (10 x replication latency)")
         wait(seconds)
         done.waited_s = seconds
     step("settle")
-    mark_active(context_file, to)
+    standbys[to]["active"] = True
+    save(standbys)
     folding, others = standby.split()
-    say(f"{to} is active in {context_file.name}; starting its write-back and drain on its replica")
+    say(f"{to} is active in cdk.json; starting its write-back and drain on its replica")
     switch(clients, standby, others, enabled=True, rules=True)
     step("start")
     lam = clients("lambda", to)
     if all(lam.get_event_source_mapping(UUID=u)["State"] == "Enabled" for u in folding):
         say("its aggregation already runs: an earlier run rebuilt the aggregates")
-    else:
+    else:  # the aggregation stays off until the rebuild succeeded: a failed one leaves it so
         say(f"rebuilding the aggregates from {to}'s items in its operations function, each change once")
         done.rebuild, done.rebuilt = rebuild(standby, tables), True
         switch(clients, standby, folding, enabled=True)
+    declare_running(clients, standby, True)
     step("rebuild")
     say(f"{to} is home: {sum(done.steps_s.values()):.1f} s")
     return done

@@ -55,8 +55,9 @@ SETTINGS: dict[str, Setting] = {
                                  "PostgreSQL's writer and every consumer run (never the CLI profile's: "
                                  "the stacks must not follow whoever runs synth)"),
     "standby": Setting(None, "with replicas: per replica Region, what its standby stack (`<prefix>-standby-"
-                             "<region>`, the consumers idle until a failover) is built from; written to "
-                             "cdk.context.json by `hybridsync standby REGION`"),
+                             "<region>`, the consumers idle until a failover) is built from, and which "
+                             "one consumes since a deployed failover; written into cdk.json by "
+                             "`hybridsync standby REGION` and `hybridsync failover --deployed`"),
     "max_read_request_units": Setting(None, "on-demand maximum reads per second: N for every table and "
                                             "GSI, or `table=N,table/index=N,...`"),
     "max_write_request_units": Setting(None, "on-demand maximum writes per second, as "
@@ -222,7 +223,7 @@ def replicas(scope: Any, table: Any) -> tuple[str, ...]:
 
 
 def standbys(scope: Any) -> dict[str, Any]:
-    """`-c standby` by Region (JSON on the command line, an object in cdk.context.json); {} if unset."""
+    """`-c standby` by Region (JSON on the command line, an object in cdk.json); {} if unset."""
     import json
 
     given = read(scope, "standby")

@@ -9,7 +9,10 @@ from tests.conftest import load_template
 from tests.infra.test_database_access import ADMIN_SECRET, KEY, NETWORK, synthesize
 
 TOPIC = "arn:aws:sns:eu-west-1:123456789012:pager"
-STREAM = "arn:aws:dynamodb:us-west-2:123456789012:table/HybridSync-data-MainTable-1A2B/stream/2026-11-29T00:00:00.000"
+STREAM = (
+    "arn:aws:dynamodb:us-west-2:123456789012:table/HybridSync-data-MainTable-1A2B/stream/"
+    "2026-11-29T00:00:00.000"
+)
 # what `hybridsync standby us-west-2` writes to cdk.context.json (tests/integration/test_standby.py)
 STANDBY = {
     "us-west-2": {
@@ -88,4 +91,10 @@ def synthesize_variants(bundle: str) -> dict[str, dict]:
         "standby": synthesize(
             **existing, replica_regions="us-west-2", home_region="us-east-1", standby=json.dumps(STANDBY)
         ),
+        "standby_active": synthesize(
+            **existing,
+            replica_regions="us-west-2",
+            home_region="us-east-1",
+            standby=json.dumps({"us-west-2": STANDBY["us-west-2"] | {"active": True}}),
+        ),  # after `hybridsync failover --to us-west-2 --deployed`
     }

@@ -12,6 +12,7 @@ from aws_cdk import App
 
 from hybridsync.cdk import build
 from hybridsync.local.template import Assembly
+from shop.model import MODEL
 from tests.infra.conftest import STANDBY, STREAM
 from tests.infra.test_database_access import ADMIN_SECRET, NETWORK, ROOT, of_type
 
@@ -105,16 +106,70 @@ def test_what_cannot_stand_by_is_refused_in_one_sentence(changes, refused):
         build(App(context={k: v for k, v in _context(**changes).items() if v is not None}))
 
 
-def test_after_a_deployed_failover_a_deploy_keeps_home_fenced_and_the_standby_consuming():
-    """`hybridsync failover --deployed` marks the standby active in cdk.context.json: a deploy then
-    must not enable home's mappings again (each change would be applied twice)."""
-    active = copy.deepcopy(STANDBY)
-    active[REGION]["active"] = True
-    stacks = build(App(context=_context(standby=json.dumps(active))))
-    assert stacks["pipeline"].enabled is False  # type: ignore[attr-defined]
-    assert stacks[f"standby-{REGION}"].enabled is True  # type: ignore[attr-defined]
-    idle = build(App(context=_context()))
-    assert idle["pipeline"].enabled is True and idle[f"standby-{REGION}"].enabled is False  # type: ignore[attr-defined]
-    active["eu-west-1"] = {**active[REGION]}
+def states(stacks: dict, stack: str) -> dict[str, object]:
+    """What a deploy of `stack` renders: its mappings' Enabled, its drain's State, what its
+    operations function's rebuilds leave the aggregation as, and (home) the drain's alarm."""
+    template = stacks[stack]
+    rendered: dict[str, object] = {
+        "mappings": {m["Properties"]["Enabled"]
+                     for m in of_type(template, "AWS::Lambda::EventSourceMapping").values()},
+        "drain": {r["Properties"]["State"] for r in of_type(template, "AWS::Events::Rule").values()
+                  if "SqlSync" in json.dumps(r)},
+        "rebuilds leave": functions(template)["Operations"]["PIPELINE_ENABLED"],
+    }  # fmt: skip
+    if stack == "pipeline":
+        alarms = of_type(stacks["monitoring"], "AWS::CloudWatch::Alarm")
+        (outbox,) = [a["Properties"] for k, a in alarms.items() if k.startswith("OutboxAge")]
+        rendered["drain alarm without data"] = outbox["TreatMissingData"]
+    return rendered
+
+
+def test_after_a_deployed_failover_a_deploy_keeps_home_fenced_and_the_standby_consuming(variants):
+    """`hybridsync failover --deployed` marks the standby active in cdk.json: a deploy then must not
+    enable home's mappings again (each change would be applied twice), nor alarm on its idle drain."""
+    idle, active = variants["standby"], variants["standby_active"]
+    assert states(idle, "pipeline") == {"mappings": {True}, "drain": {"ENABLED"}, "rebuilds leave": "true",
+                                        "drain alarm without data": "breaching"}  # fmt: skip
+    assert states(idle, f"standby-{REGION}") == {
+        "mappings": {False},
+        "drain": {"DISABLED"},
+        "rebuilds leave": "false",
+    }
+    assert states(active, "pipeline") == {"mappings": {False}, "drain": {"DISABLED"},
+                                          "rebuilds leave": "false",
+                                          "drain alarm without data": "notBreaching"}  # fmt: skip
+    assert states(active, f"standby-{REGION}") == {
+        "mappings": {True},
+        "drain": {"ENABLED"},
+        "rebuilds leave": "true",
+    }
+
+
+def test_one_region_consumes_at_a_time():
+    both = copy.deepcopy(STANDBY)
+    both[REGION]["active"] = True
+    both["eu-west-1"] = {**both[REGION]}
     with pytest.raises(ValueError, match="are both active"):
-        build(App(context=_context(standby=json.dumps(active), replica_regions="us-west-2,eu-west-1")))
+        build(App(context=_context(standby=json.dumps(both), replica_regions="us-west-2,eu-west-1")))
+
+
+def test_a_standby_refuses_a_consumed_table_without_a_replica_in_its_region(monkeypatch):
+    """Per-table replicas: the chunks table replicated to the standby's Region, the main table (which
+    the write-back and the aggregation read) not."""
+    from hybridsync.cdk import standby
+
+    def replicas(scope: object, table: object) -> tuple[str, ...]:
+        return (REGION,) if table.name == "chunks" else ("eu-west-1",)  # type: ignore[attr-defined]
+
+    monkeypatch.setattr(standby.context, "replicas", replicas)
+    with pytest.raises(ValueError, match="main has no replica in us-west-2, and the standby's consumers"):
+        standby.prepared(App(context=_context()), MODEL)
+
+
+def test_the_local_app_synthesizes_without_the_standbys():
+    """`hybridsync up` runs home's functions, consuming, whatever a deployed failover wrote."""
+    from hybridsync.local.template import local_context
+
+    active = {"us-west-2": {**STANDBY[REGION], "active": True}}
+    context = local_context({"context": {"prefix": "Shop", "standby": active}})
+    assert context["prefix"] == "Shop" and "standby" not in context

@@ -1,8 +1,8 @@
 """`hybridsync failover --deployed` (sync/deployed_failover.py) on AWS's control plane as moto
 gives it in process: home's pipeline stack and the standby stack as CloudFormation made them (stream
-mappings, schedules, outputs), home's CloudWatch with the replication latency. The rebuild runs in
-the standby's operations function in AWS; here a recorder stands in for it and says what the
-consumers were doing when it ran."""
+mappings, schedules, the operations function and its variables, outputs), home's CloudWatch with
+the replication latency. The rebuild runs in the standby's operations function in AWS; here a
+recorder stands in for it and says what the consumers were doing when it ran."""
 
 from __future__ import annotations
 
@@ -18,19 +18,21 @@ import pytest
 from botocore.exceptions import EndpointConnectionError
 from moto import mock_aws
 
+from hybridsync import cli
 from hybridsync.sync import deployed_failover as handover
 
 pytestmark = pytest.mark.unit
 HOME, TO, PREFIX = "us-east-1", "us-west-2", "App"
+TIMEOUT_S = 120  # the consumers' functions' Timeout (the pipeline's stream consumers: 2 minutes)
 
 
 def client(service: str, region: str) -> Any:
     return boto3.client(service, region_name=region)
 
 
-def _stack(region: str, name: str, enabled: bool, outputs: dict[str, str]) -> None:
+def _stack(region: str, name: str, enabled: bool) -> None:
     """A pipeline-shaped stack: the write-back's and the aggregation's mappings on the Region's
-    replica stream, the drain's schedule and (home) the sweep's, the operations function's name."""
+    replica stream, the drain's schedule and (home's) the sweep's, the operations function."""
     role = client("iam", region).create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")["Role"]
     table = client("dynamodb", region).create_table(
         TableName=f"{name}-main", KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}],
@@ -41,52 +43,71 @@ def _stack(region: str, name: str, enabled: bool, outputs: dict[str, str]) -> No
     with zipfile.ZipFile(code, "w") as archive:
         archive.writestr("handler.py", "def handle(event, context): pass")
     resources: dict[str, Any] = {}
-    for function in ("WriteBack", "Aggregate"):
+    for function in ("WriteBack", "Aggregate", "Operations"):
+        variables = {"PIPELINE_ENABLED": str(enabled).lower()} if function == "Operations" else {}
         client("lambda", region).create_function(
-            FunctionName=f"{name}-{function}", Runtime="python3.12", Role=role["Arn"],
-            Handler="handler.handle", Code={"ZipFile": code.getvalue()},
+            FunctionName=f"{name}-{function}", Runtime="python3.12", Role=role["Arn"], Timeout=TIMEOUT_S,
+            Handler="handler.handle", Code={"ZipFile": code.getvalue()}, Environment={"Variables": variables},
         )  # fmt: skip
-        resources[f"{function}LiveDynamoDBEventSource1A2B"] = {
-            "Type": "AWS::Lambda::EventSourceMapping",
-            "Properties": {"EventSourceArn": table["LatestStreamArn"], "FunctionName": f"{name}-{function}",
-                           "StartingPosition": "TRIM_HORIZON", "Enabled": enabled},
-        }  # fmt: skip
+        if function != "Operations":
+            resources[f"{function}LiveDynamoDBEventSource1A2B"] = {
+                "Type": "AWS::Lambda::EventSourceMapping",
+                "Properties": {"EventSourceArn": table["LatestStreamArn"], "Enabled": enabled,
+                               "FunctionName": f"{name}-{function}", "StartingPosition": "TRIM_HORIZON"},
+            }  # fmt: skip
     state = "ENABLED" if enabled else "DISABLED"
     for schedule in ("SqlSyncSchedule11A5", "SweepSchedule22B6"):
-        resources[schedule] = {"Type": "AWS::Events::Rule",
-                               "Properties": {"ScheduleExpression": "rate(1 minute)", "State": state}}  # fmt: skip
-    template = {"Resources": resources, "Outputs": {k: {"Value": v} for k, v in outputs.items()}}
+        properties = {"ScheduleExpression": "rate(1 minute)", "State": state}
+        resources[schedule] = {"Type": "AWS::Events::Rule", "Properties": properties}
+    outputs = {"OperationsFunctionName": {"Value": f"{name}-Operations"}}
+    template = {"Resources": resources, "Outputs": outputs}
     client("cloudformation", region).create_stack(StackName=name, TemplateBody=json.dumps(template))
 
 
+class Project:
+    """cdk.json's standby entries, as the failover reads and saves them."""
+
+    def __init__(self) -> None:
+        self.standbys: dict[str, Any] = {TO: {"tables": {"main": {"name": "App-data-Main"}}}}
+
+    def save(self, entries: dict[str, Any]) -> None:
+        self.standbys = json.loads(json.dumps(entries))
+
+
 @pytest.fixture
-def app(tmp_path: Path):
-    """Home consuming, the standby in us-west-2 deployed idle, its entry in cdk.context.json, and
-    home's writes reaching us-west-2 in at most 300 ms lately."""
+def app(monkeypatch):
+    """Home consuming, the standby in us-west-2 deployed idle, its entry in cdk.json, and home's
+    writes reaching us-west-2 in at most 300 ms lately."""
+    monkeypatch.setattr(handover.time, "sleep", lambda _: None)  # switch's polls
     with mock_aws():
-        _stack(HOME, f"{PREFIX}-pipeline", True, {"OperationsFunctionName": "home-ops"})
-        _stack(TO, f"{PREFIX}-standby-{TO}", False, {"OperationsFunctionName": "standby-ops"})
+        _stack(HOME, f"{PREFIX}-pipeline", True)
+        _stack(TO, f"{PREFIX}-standby-{TO}", False)
         client("cloudwatch", HOME).put_metric_data(Namespace="AWS/DynamoDB", MetricData=[{
             "MetricName": "ReplicationLatency", "Value": value, "Unit": "Milliseconds",
             "Timestamp": datetime.now(UTC),
             "Dimensions": [{"Name": "TableName", "Value": "App-data-Main"},
                            {"Name": "ReceivingRegion", "Value": TO}],
         } for value in (120.0, 300.0)])  # fmt: skip
-        context = tmp_path / "cdk.context.json"
-        context.write_text(json.dumps({"standby": {TO: {"tables": {"main": {"name": "App-data-Main"}}}}}))
-        yield context
+        yield Project()
 
 
 def consuming(region: str, stack: str) -> dict[str, str]:
-    """Each mapping's and schedule's state, by logical id."""
+    """Each mapping's and schedule's state, by construct id, and what the operations function's
+    rebuilds leave the aggregation as."""
     consumers = handover.Consumers.of(client, region, stack)
     lam, events = client("lambda", region), client("events", region)
-    states = {k: lam.get_event_source_mapping(UUID=u)["State"] for k, u in consumers.mappings.items()}
-    resources = client("cloudformation", region).list_stack_resources(StackName=stack)["StackResourceSummaries"]
-    rules = {r["LogicalResourceId"]: r["PhysicalResourceId"] for r in resources if r["ResourceType"] == "AWS::Events::Rule"}
-    return {k.split("Live")[0].split("Schedule")[0]: v for k, v in states.items()} | {
-        k.split("Schedule")[0]: events.describe_rule(Name=n)["State"] for k, n in rules.items()
-    }  # fmt: skip
+    states = {
+        k.split("Live")[0]: lam.get_event_source_mapping(UUID=u)["State"]
+        for k, u in consumers.mappings.items()
+    }
+    listed = client("cloudformation", region).list_stack_resources(StackName=stack)["StackResourceSummaries"]
+    for r in listed:
+        if r["ResourceType"] == "AWS::Events::Rule":
+            states[r["LogicalResourceId"].split("Schedule")[0]] = events.describe_rule(
+                Name=r["PhysicalResourceId"]
+            )["State"]
+    variables = lam.get_function_configuration(FunctionName=f"{stack}-Operations")["Environment"]["Variables"]
+    return states | {"rebuilds leave": variables["PIPELINE_ENABLED"]}
 
 
 class Rebuild:
@@ -98,38 +119,74 @@ class Rebuild:
         self.fail = fail
 
     def __call__(self, standby: handover.Consumers, tables: dict[str, str]) -> dict[str, Any]:
-        self.seen.append({"home": consuming(HOME, f"{PREFIX}-pipeline"), "standby": consuming(TO, standby.stack),
-                          "tables": tables, "function": standby.outputs["OperationsFunctionName"]})  # fmt: skip
+        home, there = consuming(HOME, f"{PREFIX}-pipeline"), consuming(TO, standby.stack)
+        self.seen.append({"home": home, "standby": there, "tables": tables,
+                          "function": standby.outputs["OperationsFunctionName"]})  # fmt: skip
         if self.fail:
             raise RuntimeError("the operations function timed out")
         return {"written": 7}
 
 
-def run(context: Path, rebuild: Rebuild, *, live: bool = True, clients: Any = client) -> handover.Handover:
-    waited: list[float] = []
-    done = handover.failover(clients, home=HOME, prefix=PREFIX, to=TO, context_file=context, rebuild=rebuild,
-                             live=live, wait=waited.append)  # fmt: skip
-    assert waited == ([done.waited_s] if live else [])
-    return done
+def run(project: Project, rebuild: Rebuild, *, live: bool = True, clients: Any = client,
+        waited: list[float] | None = None) -> handover.Handover:  # fmt: skip
+    return handover.failover(
+        clients, home=HOME, prefix=PREFIX, to=TO, standbys=json.loads(json.dumps(project.standbys)),
+        save=project.save, rebuild=rebuild, live=live, wait=(waited if waited is not None else []).append,
+    )  # fmt: skip
 
 
-def test_a_live_failover_fences_home_lets_replication_settle_then_starts_the_standby(app):
-    rebuild = Rebuild()
-    done = run(app, rebuild)
+def test_a_live_failover_fences_home_lets_its_invocations_end_and_replication_settle_then_starts_the_standby(
+    app,
+):
+    rebuild, waited = Rebuild(), []
+    done = run(app, rebuild, waited=waited)
     assert done.fenced and done.rebuilt and done.rebuild == {"written": 7}
-    assert done.waited_s == pytest.approx(3.0)  # ten times the largest latency: 300 ms
-    # the rebuild ran with home fenced and the standby's rows settling, its aggregation still off
+    # home's invocations under way end (its functions' timeout), then their writes replicate: ten
+    # times the largest latency, 300 ms
+    assert waited == [TIMEOUT_S, pytest.approx(3.0)] and done.waited_s == pytest.approx(3.0)
+    # the rebuild ran with home fenced and the standby's rows settling, its aggregation still off,
+    # and a rebuild run at home would leave home's off
     (seen,) = rebuild.seen
     assert seen["home"] == {"WriteBack": "Disabled", "Aggregate": "Disabled", "SqlSync": "DISABLED",
-                            "Sweep": "ENABLED"}  # fmt: skip
+                            "Sweep": "ENABLED", "rebuilds leave": "false"}  # fmt: skip
     assert seen["standby"] == {"WriteBack": "Enabled", "Aggregate": "Disabled", "SqlSync": "ENABLED",
-                               "Sweep": "DISABLED"}  # fmt: skip
-    assert seen["tables"] == {"main": "App-data-Main"} and seen["function"] == "standby-ops"
-    assert consuming(TO, f"{PREFIX}-standby-{TO}")["Aggregate"] == "Enabled"
+                               "Sweep": "DISABLED", "rebuilds leave": "false"}  # fmt: skip
+    assert (
+        seen["tables"] == {"main": "App-data-Main"}
+        and seen["function"] == f"{PREFIX}-standby-{TO}-Operations"
+    )
+    after = consuming(TO, f"{PREFIX}-standby-{TO}")
+    assert after["Aggregate"] == "Enabled" and after["rebuilds leave"] == "true"
     # a later deploy keeps it so (cdk/standby.py: the active standby consumes, home's pipeline not)
-    assert json.loads(app.read_text())["standby"][TO]["active"] is True
+    assert app.standbys[TO]["active"] is True
     # run again: nothing to do but fence home (still fenced); the aggregation runs, so no second rebuild
     assert not run(app, rebuild).rebuilt and len(rebuild.seen) == 1
+
+
+def test_the_fence_waits_until_lambda_says_disabled(app, monkeypatch):
+    """Disabling takes a while in AWS (Disabling, then Disabled); moto answers at once, so the
+    client below says Disabling twice first."""
+    asked: dict[str, list[str]] = {}
+
+    class Slow:
+        def __init__(self, region: str):
+            self.real = client("lambda", region)
+
+        def get_event_source_mapping(self, UUID: str) -> dict[str, Any]:  # boto3's argument name
+            state = self.real.get_event_source_mapping(UUID=UUID)["State"]
+            said = asked.setdefault(UUID, [])
+            said.append({"Disabled": "Disabling", "Enabled": "Enabling"}[state] if len(said) < 2 else state)
+            return {"State": said[-1], "FunctionArn": "x"}
+
+        def __getattr__(self, name: str) -> Any:
+            return getattr(self.real, name)
+
+    slow = {region: Slow(region) for region in (HOME, TO)}
+    consumers = handover.Consumers.of(client, HOME, f"{PREFIX}-pipeline")
+    handover.switch(
+        lambda service, region: slow[region], consumers, list(consumers.mappings.values()), enabled=False
+    )
+    assert all(said == ["Disabling", "Disabling", "Disabled"] for said in asked.values()) and len(asked) == 2
 
 
 def test_a_failover_stopped_by_a_failed_rebuild_is_finished_by_running_it_again(app):
@@ -137,6 +194,7 @@ def test_a_failover_stopped_by_a_failed_rebuild_is_finished_by_running_it_again(
         run(app, Rebuild(fail=True))
     standby = consuming(TO, f"{PREFIX}-standby-{TO}")
     assert standby["WriteBack"] == "Enabled" and standby["Aggregate"] == "Disabled"  # never folds unrebuilt
+    assert standby["rebuilds leave"] == "false"
     again = Rebuild()
     assert run(app, again).rebuilt and consuming(TO, f"{PREFIX}-standby-{TO}")["Aggregate"] == "Enabled"
 
@@ -149,7 +207,7 @@ def test_home_down_refuses_a_live_failover_and_an_offline_one_goes_on(app):
 
     with pytest.raises(handover.Refused, match="fail over --offline"):
         run(app, Rebuild(), clients=home_down)
-    assert "active" not in json.loads(app.read_text())["standby"][TO]  # nothing changed
+    assert "active" not in app.standbys[TO]  # nothing changed
     assert consuming(TO, f"{PREFIX}-standby-{TO}")["WriteBack"] == "Disabled"
     done = run(app, Rebuild(), live=False, clients=home_down)
     assert not done.fenced and done.rebuilt and done.waited_s == 0
@@ -162,10 +220,52 @@ def test_home_down_refuses_a_live_failover_and_an_offline_one_goes_on(app):
 
 def test_what_cannot_fail_over_is_refused_before_anything_changes(app):
     with pytest.raises(handover.Refused, match="no standby prepared in eu-west-1"):
-        handover.failover(client, home=HOME, prefix=PREFIX, to="eu-west-1", context_file=app, rebuild=Rebuild())
-    saved = json.loads(app.read_text())
-    saved["standby"]["eu-west-1"] = {"tables": {}, "active": True}
-    app.write_text(json.dumps(saved))
+        handover.failover(client, home=HOME, prefix=PREFIX, to="eu-west-1", standbys=app.standbys,
+                          save=app.save, rebuild=Rebuild())  # fmt: skip
+    app.standbys["eu-west-1"] = {"tables": {}, "active": True}
     with pytest.raises(handover.Refused, match="eu-west-1 consumes since an earlier failover"):
         run(app, Rebuild())
+    app.standbys.pop("eu-west-1")
+    with pytest.raises(handover.Refused, match="no standby stack in us-west-2"):
+        handover.failover(client, home=HOME, prefix="Other", to=TO, standbys=app.standbys, save=app.save,
+                          rebuild=Rebuild())  # fmt: skip
     assert consuming(HOME, f"{PREFIX}-pipeline")["WriteBack"] == "Enabled"
+
+
+def test_the_command_reads_and_writes_cdk_json(app, tmp_path: Path, monkeypatch, capsys):
+    """`hybridsync failover --to us-west-2 --deployed` in a project: home and the prefix from its
+    cdk.json, the standby marked active there, its other settings kept."""
+    settings = {
+        "app": "python3 app.py",
+        "context": {"prefix": PREFIX, "home_region": HOME, "standby": app.standbys},
+    }
+    (tmp_path / "cdk.json").write_text(json.dumps(settings))
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HYBRIDSYNC_MODEL", "shop.model:MODEL")
+    rebuild = Rebuild()
+    monkeypatch.setattr(handover, "rebuild_in", lambda clients, model: rebuild)
+    monkeypatch.setattr(handover.time, "sleep", lambda _: None)
+    assert cli.main(["failover", "--to", TO, "--deployed"]) == 0
+    out = capsys.readouterr().out
+    assert f"fencing {HOME}" in out and "us-west-2 consumes" in out and len(rebuild.seen) == 1
+    saved = json.loads((tmp_path / "cdk.json").read_text())
+    assert saved["app"] == "python3 app.py" and saved["context"]["standby"][TO]["active"] is True
+    with pytest.raises(SystemExit, match="us-east-1 is home"):
+        cli.main(["failover", "--to", HOME, "--deployed"])
+
+
+def test_doctor_judges_a_fenced_home_by_what_its_next_deploy_renders(tmp_path: Path, monkeypatch, capsys):
+    """Never "enable it" for home's mappings a failover disabled (its deployed template says Enabled
+    until home's stacks are deployed again)."""
+    from hybridsync.cli.doctor import _fenced
+
+    mapping = {"Type": "AWS::Lambda::EventSourceMapping", "Properties": {"Enabled": True}}
+    templates = {"App-pipeline": {"Resources": {"WriteBackLive": json.loads(json.dumps(mapping))}}}
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "cdk.json").write_text(json.dumps({"context": {"standby": {TO: {"tables": {}}}}}))
+    _fenced(templates, "App-pipeline")
+    assert templates["App-pipeline"]["Resources"]["WriteBackLive"]["Properties"]["Enabled"] is True
+    (tmp_path / "cdk.json").write_text(json.dumps({"context": {"standby": {TO: {"active": True}}}}))
+    _fenced(templates, "App-pipeline")
+    assert templates["App-pipeline"]["Resources"]["WriteBackLive"]["Properties"]["Enabled"] is False
+    assert "us-west-2 consumes since a deployed failover" in capsys.readouterr().out

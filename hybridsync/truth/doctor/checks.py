@@ -159,7 +159,7 @@ def mappings(app: App, target: Target) -> Iterator[Check]:
                 on_purpose = (
                     ""
                     if enabled
-                    else " on purpose (the template creates it disabled: pipeline_enabled=false)"
+                    else " on purpose (pipeline_enabled=false, or a standby consumes since a failover)"
                 )
                 yield Check("mapping", subject, True, f"{state}{on_purpose}")
             elif state is None:

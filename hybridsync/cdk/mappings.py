@@ -49,6 +49,8 @@ def change_mapping(
     filters: list[dict],
     batching: str,
     tumbling_window: bool,
+    *,
+    enabled: bool,
 ) -> str:
     """`handler`'s mapping on `table`'s changes, its DynamoDB stream or its Kinesis stream (through
     an enhanced fan-out consumer of its own, with `kinesis_fan_out`), the same knobs on both; the
@@ -69,7 +71,7 @@ def change_mapping(
         parallelization_factor=1,  # keeps one shard's records in order
         on_failure=FailureBucket(stack.failed_batches),
         metrics_config=lambda_.MetricsConfig(metrics=[lambda_.MetricType.EVENT_COUNT]),
-        enabled=stack.enabled,
+        enabled=enabled,
         tumbling_window=Duration.seconds(stack.setting(f"{batching}_tumbling_window_s"))
         if tumbling_window
         else None,

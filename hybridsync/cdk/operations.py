@@ -27,7 +27,7 @@ def add_operations_function(stack: PipelineStack) -> None:
         "FAILED_BATCHES_BUCKET": stack.failed_batches.bucket_name,
         "MIGRATE_FUNCTION": stack.migrate.function.function_arn,
         # a rebuild leaves the aggregation's mappings as the stack declares them
-        "PIPELINE_ENABLED": str(stack.enabled).lower(),
+        "PIPELINE_ENABLED": str(stack.folding).lower(),
     }  # upgrades run as the migrator
     if aggregate is not None:  # its mappings are the alias's
         environment["AGGREGATE_FUNCTION"] = aggregate.alias.function_arn

@@ -43,6 +43,8 @@ from hybridsync.sql import migrations
 from hybridsync.sync import aggregate, failed, writeback
 from hybridsync.truth import context
 
+AGGREGATION = "Aggregate"  # the aggregation's construct id (its mappings follow `folding`)
+
 
 def _digest(*folders: Path | None) -> str:
     """Changes whenever a revision file does, so the schema resource re-runs on such a deploy."""
@@ -83,6 +85,7 @@ class PipelineStack(Stack):
         # the mappings and the drain schedule: one Region's consume (home's, or since a deployed
         # failover a standby's: cdk/standby.py)
         self.enabled = bool(context.read(self, "pipeline_enabled")) and self.consuming()
+        self.folding = self.enabled and self.rebuilt()  # the aggregation's mappings
         self.handlers: dict[str, HandlerFunction] = {}  # construct id -> every function of the engine
         self.consumers: dict[str, Consumer] = {}  # the stream consumers
         self.scheduled: set[str] = set()  # the functions schedules invoke (asynchronously)
@@ -103,6 +106,10 @@ class PipelineStack(Stack):
     def consuming(self) -> bool:
         """Home consumes unless a deployed failover made a standby active."""
         return context.active_standby(self) is None
+
+    def rebuilt(self) -> bool:
+        """Whether its aggregates are counted from its own stream (a standby's: once rebuilt)."""
+        return True
 
     def sources(self, data: DataStack, database: DatabaseStack) -> tuple[DataStack, DatabaseStack]:
         """The tables and the database the functions use: home's stacks."""
@@ -188,7 +195,7 @@ class PipelineStack(Stack):
         if aggregated:
             # the writer only for its dead letters; the aggregates themselves never touch PostgreSQL
             self.aggregate = self.stream_consumer(
-                "Aggregate",
+                AGGREGATION,
                 name="aggregate",
                 role="writer",
                 batching="aggregate",
@@ -375,7 +382,8 @@ class PipelineStack(Stack):
         handler = self.function(id, name=name, role=role, timeout=Duration.minutes(2), **options)
         consumer = self.consumers[id] = Consumer(name, handler)
         for table, filters in sources.items():
-            mapping = change_mapping(self, id, handler, table, filters, batching, tumbling_window)
+            mapping = change_mapping(self, id, handler, table, filters, batching, tumbling_window,
+                                     enabled=self.folding if id == AGGREGATION else self.enabled)  # fmt: skip
             consumer.mappings.append((table, mapping))
         return handler
 

@@ -162,6 +162,11 @@ class StandbyStack(PipelineStack):
         """Only once a deployed failover made it active (`hybridsync failover --deployed`)."""
         return context.active_standby(self) == self.waits_in
 
+    def rebuilt(self) -> bool:
+        """Its aggregation folds only once the failover's rebuild counted its items: a deploy in
+        between must not start it on aggregates the stream history would count again."""
+        return bool(self.entry.get("rebuilt"))
+
     def sources(self, data: Any, database: Any) -> tuple[Any, Any]:
         return StandbyData(self, self.entry), StandbyDatabase(self, self.entry)
 

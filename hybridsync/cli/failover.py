@@ -35,7 +35,7 @@ def add_failover(cli: Commands) -> None:
         "--offline",
         action="store_true",
         help="home is cut off: do not wait for its writes to reach REGION (they flow on when it rejoins; "
-        "then run `hybridsync aggregates rebuild --deployed` once)",
+        "then run `hybridsync aggregates rebuild --deployed` once, in the new home)",
     )
     failover.add_argument(
         "--deployed",
@@ -110,13 +110,17 @@ def _deployed(args: argparse.Namespace) -> int:
     prefix = args.prefix or project_prefix()
 
     def clients(service: str, region: str) -> Any:
+        if args.offline and region == home:  # a Region that may not answer: a few seconds, not minutes
+            return aws.client(service, region=region, connect_timeout=5, read_timeout=10,
+                              retries={"mode": "standard", "max_attempts": 2})  # fmt: skip
         return aws.client(service, region=region)
 
     try:
         done = handover.failover(
             clients, home=home, prefix=prefix, to=args.to, standbys=standbys(root),
             save=lambda entries: save_standbys(root, entries),
-            rebuild=handover.rebuild_in(clients, config.model()), live=not args.offline,
+            probe=handover.probe_in(clients), rebuild=handover.rebuild_in(clients, config.model()),
+            live=not args.offline,
             say=lambda line: print(line, flush=True),
         )  # fmt: skip
     except handover.Refused as refused:
@@ -127,10 +131,10 @@ def _deployed(args: argparse.Namespace) -> int:
     print(f"{args.to} consumes. Deploy as usual: cdk.json marks it active, so home's pipeline stays "
           "disabled and the standby enabled. Commit cdk.json.")  # fmt: skip
     if not done.fenced:
+        standby = f"AWS_REGION={args.to} hybridsync %s --deployed {prefix}-standby-{args.to}"
         print(f"{home} is not fenced: its consumers resume when its Region recovers. As soon as it answers, "
-              "run this again; then hybridsync reconcile --repair, and once its late writes have reached "
-              f"{args.to}: AWS_REGION={args.to} hybridsync aggregates rebuild --deployed "
-              f"{prefix}-standby-{args.to}")  # fmt: skip
+              f"run this again; then, once its late writes have reached {args.to}: "
+              f"{standby % 'reconcile --repair'}, and {standby % 'aggregates rebuild'}")  # fmt: skip
     return 0
 
 

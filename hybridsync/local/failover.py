@@ -177,15 +177,7 @@ def _moved(app: LocalApp, replicator: Replicator) -> LocalApp:
 def rebuild(app: LocalApp, model: Model) -> dict[str, Any]:
     """The app's aggregates rebuilt in its operations function, as `aggregates rebuild --deployed`
     runs it; the job's counts. The rebuild pauses the aggregation (already paused) and enables it."""
-    from hybridsync.sync import jobs, operations, rebuild  # noqa: F401 - rebuild: its kind of job
+    from hybridsync.sync.deployed_failover import rebuild_job
 
     lam = aws.client("lambda", app.lambda_api.endpoint, app.region)
-    call = operations.deployed("Operations", lam)
-    job = call({"operation": "plan", "kind": "rebuild", "spec": {}})["job"]
-    store = jobs.JobStore(app.client, model, app.table_names)
-    # one table at a time: each rebuild pauses and resumes every mapping of the aggregation function
-    outcome = jobs.run(store, job, operations.remote_invoke(call, None), concurrency=1)
-    if outcome.undone:
-        raise RuntimeError(f"the rebuild left {outcome.undone} unit(s) undone: {'; '.join(outcome.errors)} "
-                           f"(resume: hybridsync aggregates rebuild --resume {job} --deployed)")  # fmt: skip
-    return asdict(outcome.counts)
+    return rebuild_job(lam, "Operations", app.client, model, app.table_names)

@@ -149,15 +149,65 @@ def in_flight_s(clients: Clients, consumers: Consumers) -> int:
 
 def declare_running(clients: Clients, consumers: Consumers, running: bool) -> None:
     """The operations function's `PIPELINE_ENABLED`: what a rebuild leaves the aggregation as
-    (sync/rebuild.py `paused`), until the next deploy renders the same (cdk.json's active standby)."""
-    lam, function = clients("lambda", consumers.region), consumers.outputs["OperationsFunctionName"]
-    configuration, said = lam.get_function_configuration(FunctionName=function), str(running).lower()
-    variables = configuration.get("Environment", {}).get("Variables", {})
-    if variables.get("PIPELINE_ENABLED") == said:
-        return
-    variables = variables | {"PIPELINE_ENABLED": said}
-    lam.update_function_configuration(FunctionName=function, Environment={"Variables": variables})
-    lam.get_waiter("function_updated_v2").wait(FunctionName=function)
+    (sync/rebuild.py `paused`), until the next deploy renders the same (cdk.json). The operations
+    CLI invokes it unqualified ($LATEST). Never over a deploy's update: it waits for one, and
+    writes with the revision it read."""
+    from botocore.exceptions import ClientError
+
+    lam, function, said = (
+        clients("lambda", consumers.region),
+        consumers.outputs["OperationsFunctionName"],
+        str(running).lower(),
+    )
+    for attempt in range(5):
+        lam.get_waiter("function_updated_v2").wait(FunctionName=function)
+        configuration = lam.get_function_configuration(FunctionName=function)
+        variables = configuration.get("Environment", {}).get("Variables", {})
+        if variables.get("PIPELINE_ENABLED") == said:
+            return
+        # the revision read (AWS returns it; moto does not)
+        read = {"RevisionId": configuration["RevisionId"]} if "RevisionId" in configuration else {}
+        try:
+            variables = variables | {"PIPELINE_ENABLED": said}
+            lam.update_function_configuration(
+                FunctionName=function, Environment={"Variables": variables}, **read
+            )
+            return
+        except ClientError as error:  # an update under way, or one since we read
+            if error.response["Error"]["Code"] not in (
+                "ResourceConflictException",
+                "PreconditionFailedException",
+            ):
+                raise
+            time.sleep(2 * (attempt + 1))
+    raise TimeoutError(f"{function} in {consumers.region} kept changing: PIPELINE_ENABLED not set")
+
+
+def fence(
+    clients: Clients, home: Consumers, wait: Callable[[float], None], say: Callable[[str], None]
+) -> None:
+    """Home's consumers stopped: its operations function told first (a rebuild there then leaves its
+    aggregation off), its mappings and drain disabled, its invocations under way let end, and the
+    mappings disabled once more (what re-enabled one meanwhile is undone)."""
+    lam = clients("lambda", home.region)
+    function = home.outputs["OperationsFunctionName"]
+    declared = (
+        lam.get_function_configuration(FunctionName=function).get("Environment", {}).get("Variables", {})
+    )
+    folding, _ = home.split()
+    if declared.get("PIPELINE_ENABLED") == "true" and any(
+        lam.get_event_source_mapping(UUID=u)["State"] != "Enabled" for u in folding
+    ):  # a rebuild pauses it, and enables it when its unit ends (up to 15 minutes later)
+        raise Refused(f"{home.region}'s aggregation is paused: a rebuild runs there (`hybridsync jobs` lists "
+                      "it); fail over once it ends")  # fmt: skip
+    declare_running(clients, home, False)
+    switch(clients, home, list(home.mappings.values()), enabled=False, rules=True)
+    # the write-back's and the aggregation's (the drain's late puts are any writer's: they replicate
+    # and are taken once by the new home)
+    longest = in_flight_s(clients, home)
+    say(f"waiting {longest} s for {home.region}'s invocations under way to end (its functions' timeout)")
+    wait(longest)
+    switch(clients, home, list(home.mappings.values()), enabled=False, rules=True)
 
 
 def failover(
@@ -168,29 +218,22 @@ def failover(
     to: str,
     standbys: dict[str, Any],
     save: Callable[[dict[str, Any]], None],
+    probe: Callable[[Consumers], None],
     rebuild: Callable[[Consumers, dict[str, str]], dict[str, Any]],
     live: bool = True,
     wait: Callable[[float], None] | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> Handover:
     """Move the consumers from home's pipeline stack to the standby in `to` (above). `standbys`: the
-    project's standby entries (cdk.json), `save` writes them back; `rebuild` runs the aggregates'
-    rebuild in the standby (its consumers, the tables' names there)."""
+    project's standby entries (cdk.json), `save` writes them back; `probe` proves the standby
+    reaches its database before anything stops; `rebuild` runs the aggregates' rebuild in the
+    standby (its consumers, the tables' names there). Refused: nothing changed."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     wait = wait or time.sleep
-    if to not in standbys:
-        named = ", ".join(sorted(standbys)) or "none"
-        raise Refused(f"no standby prepared in {to} (cdk.json names {named}): run `hybridsync standby "
-                      f"{to} ...`, then deploy it")  # fmt: skip
-    if others := sorted(r for r, e in standbys.items() if e.get("active") and r != to):
-        raise Refused(f"{others[0]} consumes since an earlier failover; moving on from a standby is not "
-                      "built yet (docs/many-regions.md#not-yet)")  # fmt: skip
-    tables = {name: table["name"] for name, table in standbys[to]["tables"].items()}
-    try:
-        standby = Consumers.of(clients, to, f"{prefix}-standby-{to}")
-    except ClientError as error:
-        raise Refused(f"no standby stack in {to} ({error}): npx cdk deploy {prefix}-standby-{to}") from error
+    standby = _ready(clients, prefix, to, standbys, probe, say)
+    entry = standbys[to]
+    tables = {name: table["name"] for name, table in entry["tables"].items()}
     done, began = Handover(home, to, live), time.monotonic()
 
     def step(name: str) -> None:
@@ -199,18 +242,16 @@ def failover(
 
     say(f"fencing {home}: its mappings and its drain schedule disabled")
     try:
-        pipeline = Consumers.of(clients, home, f"{prefix}-pipeline")
-        switch(clients, pipeline, list(pipeline.mappings.values()), enabled=False, rules=True)
-        declare_running(clients, pipeline, False)  # a rebuild run there leaves them off
-        longest = in_flight_s(clients, pipeline)
-        say(f"waiting {longest} s for {home}'s invocations under way to end (its functions' timeout)")
-        wait(longest)
-        done.fenced = True
-    except (BotoCoreError, ClientError, TimeoutError) as error:
+        pipeline: Consumers | None = Consumers.of(clients, home, f"{prefix}-pipeline")
+    except (BotoCoreError, ClientError) as error:
         if live:
-            raise Refused(f"{home} did not fence ({error}): if it is down, fail over --offline") from error
+            raise Refused(f"{home} does not answer ({error}): if it is down, fail over --offline") from error
         say(f"{home} does not answer ({type(error).__name__}): not fenced; run this again once it "
             "answers, and it disables home's consumers then")  # fmt: skip
+        pipeline = None
+    if pipeline is not None:  # from here on a failure is finished by running the command again
+        fence(clients, pipeline, wait, say)
+        done.fenced = True
     step("fence")
     if live:  # what the invocations under way wrote at home, too
         seconds = replication_wait(clients, home, sorted(tables.values()), to)
@@ -218,43 +259,88 @@ def failover(
         wait(seconds)
         done.waited_s = seconds
     step("settle")
-    standbys[to]["active"] = True
+    entry["active"] = True  # deploys keep home off and the standby's write-back and drain on
     save(standbys)
     folding, others = standby.split()
     say(f"{to} is active in cdk.json; starting its write-back and drain on its replica")
     switch(clients, standby, others, enabled=True, rules=True)
     step("start")
-    lam = clients("lambda", to)
-    if all(lam.get_event_source_mapping(UUID=u)["State"] == "Enabled" for u in folding):
-        say("its aggregation already runs: an earlier run rebuilt the aggregates")
-    else:  # the aggregation stays off until the rebuild succeeded: a failed one leaves it so
+    if entry.get("rebuilt"):
+        say("an earlier run rebuilt the aggregates")
+    else:  # the aggregation stays off until the rebuild succeeded, here and in any deploy meanwhile
         say(f"rebuilding the aggregates from {to}'s items in its operations function, each change once")
         done.rebuild, done.rebuilt = rebuild(standby, tables), True
-        switch(clients, standby, folding, enabled=True)
+        entry["rebuilt"] = True
+        save(standbys)
+    switch(clients, standby, folding, enabled=True)
     declare_running(clients, standby, True)
     step("rebuild")
     say(f"{to} is home: {sum(done.steps_s.values()):.1f} s")
     return done
 
 
-def rebuild_in(clients: Clients, model: Any) -> Callable[[Consumers, dict[str, str]], dict[str, Any]]:
-    """The rebuild as `aggregates rebuild --deployed` runs it, in the standby's operations function:
-    the job planned there, its units invoked one at a time (each pauses the aggregation's mappings
-    and leaves them as the standby declares them: disabled)."""
+def _ready(clients: Clients, prefix: str, to: str, standbys: dict[str, Any],
+           probe: Callable[[Consumers], None], say: Callable[[str], None]) -> Consumers:  # fmt: skip
+    """The standby's consumers, if it can take over; else Refused, nothing changed."""
+    from botocore.exceptions import ClientError
 
-    def run(standby: Consumers, tables: dict[str, str]) -> dict[str, Any]:
-        from hybridsync.sync import jobs, operations, rebuild  # noqa: F401 - rebuild: its kind of job
+    if to not in standbys:
+        named = ", ".join(sorted(standbys)) or "none"
+        raise Refused(f"no standby prepared in {to} (cdk.json names {named}): run `hybridsync standby "
+                      f"{to} ...`, then deploy it")  # fmt: skip
+    if others := sorted(r for r, e in standbys.items() if e.get("active") and r != to):
+        raise Refused(f"{others[0]} consumes since an earlier failover; moving on from a standby is not "
+                      "built yet (docs/many-regions.md#not-yet)")  # fmt: skip
+    try:
+        standby = Consumers.of(clients, to, f"{prefix}-standby-{to}")
+    except ClientError as error:
+        raise Refused(f"no standby stack in {to} ({error}): npx cdk deploy {prefix}-standby-{to}") from error
+    if not standbys[to].get("active"):  # before anything stops
+        say(f"checking that {to}'s standby reaches the database")
+        try:
+            probe(standby)
+        except Exception as error:
+            raise Refused(f"{to}'s standby cannot work: {error}") from error
+    return standby
+
+
+def probe_in(clients: Clients) -> Callable[[Consumers], None]:
+    """The standby's operations function asked for the schema's revision: its network, its replica
+    secret and the database answer, or the failover stops before anything does."""
+
+    def probe(standby: Consumers) -> None:
+        from hybridsync.sync import operations
 
         call = operations.deployed(
             standby.outputs["OperationsFunctionName"], clients("lambda", standby.region)
         )
-        job = call({"operation": "plan", "kind": "rebuild", "spec": {}})["job"]
-        store = jobs.JobStore(clients("dynamodb", standby.region), model, tables)
-        outcome = jobs.run(store, job, operations.remote_invoke(call, None), concurrency=1)
-        if outcome.undone:
-            errors = "; ".join(outcome.errors)
-            raise RuntimeError(f"the rebuild left {outcome.undone} unit(s) undone: {errors} (run the "
-                               "failover again: it rebuilds anew)")  # fmt: skip
-        return asdict(outcome.counts)
+        call({"operation": "migrations", "action": "current"})
+
+    return probe
+
+
+def rebuild_job(lam: Any, function: str, dynamodb: Any, model: Any, tables: dict[str, str]) -> dict[str, Any]:
+    """The aggregates rebuilt as `aggregates rebuild --deployed` runs it, in the operations function
+    `function` (the local failover's and the deployed one's): the job planned there, its units
+    invoked one at a time (each pauses the aggregation's mappings and leaves them as the function's
+    PIPELINE_ENABLED says); the job's counts."""
+    from hybridsync.sync import jobs, operations, rebuild  # noqa: F401 - rebuild: its kind of job
+
+    call = operations.deployed(function, lam)
+    job = call({"operation": "plan", "kind": "rebuild", "spec": {}})["job"]
+    store = jobs.JobStore(dynamodb, model, tables)
+    outcome = jobs.run(store, job, operations.remote_invoke(call, None), concurrency=1)
+    if outcome.undone:
+        raise RuntimeError(f"the rebuild left {outcome.undone} unit(s) undone: {'; '.join(outcome.errors)} "
+                           "(run it again: it rebuilds anew)")  # fmt: skip
+    return asdict(outcome.counts)
+
+
+def rebuild_in(clients: Clients, model: Any) -> Callable[[Consumers, dict[str, str]], dict[str, Any]]:
+    """The rebuild in the standby's operations function, on its Region's tables."""
+
+    def run(standby: Consumers, tables: dict[str, str]) -> dict[str, Any]:
+        lam, dynamodb = clients("lambda", standby.region), clients("dynamodb", standby.region)
+        return rebuild_job(lam, standby.outputs["OperationsFunctionName"], dynamodb, model, tables)
 
     return run

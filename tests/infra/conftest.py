@@ -95,6 +95,6 @@ def synthesize_variants(bundle: str) -> dict[str, dict]:
             **existing,
             replica_regions="us-west-2",
             home_region="us-east-1",
-            standby=json.dumps({"us-west-2": STANDBY["us-west-2"] | {"active": True}}),
+            standby=json.dumps({"us-west-2": STANDBY["us-west-2"] | {"active": True, "rebuilt": True}}),
         ),  # after `hybridsync failover --to us-west-2 --deployed`
     }

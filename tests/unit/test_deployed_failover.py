@@ -127,11 +127,17 @@ class Rebuild:
         return {"written": 7}
 
 
+def reached(standby: handover.Consumers) -> None:
+    """Stands in for the probe: the standby's operations function answering from the database."""
+    assert standby.outputs["OperationsFunctionName"] == f"{PREFIX}-standby-{TO}-Operations"
+
+
 def run(project: Project, rebuild: Rebuild, *, live: bool = True, clients: Any = client,
-        waited: list[float] | None = None) -> handover.Handover:  # fmt: skip
+        waited: list[float] | None = None, probe: Any = reached) -> handover.Handover:  # fmt: skip
     return handover.failover(
         clients, home=HOME, prefix=PREFIX, to=TO, standbys=json.loads(json.dumps(project.standbys)),
-        save=project.save, rebuild=rebuild, live=live, wait=(waited if waited is not None else []).append,
+        save=project.save, probe=probe, rebuild=rebuild, live=live,
+        wait=(waited if waited is not None else []).append,
     )  # fmt: skip
 
 
@@ -158,7 +164,7 @@ def test_a_live_failover_fences_home_lets_its_invocations_end_and_replication_se
     after = consuming(TO, f"{PREFIX}-standby-{TO}")
     assert after["Aggregate"] == "Enabled" and after["rebuilds leave"] == "true"
     # a later deploy keeps it so (cdk/standby.py: the active standby consumes, home's pipeline not)
-    assert app.standbys[TO]["active"] is True
+    assert app.standbys[TO]["active"] is True and app.standbys[TO]["rebuilt"] is True
     # run again: nothing to do but fence home (still fenced); the aggregation runs, so no second rebuild
     assert not run(app, rebuild).rebuilt and len(rebuild.seen) == 1
 
@@ -195,8 +201,13 @@ def test_a_failover_stopped_by_a_failed_rebuild_is_finished_by_running_it_again(
     standby = consuming(TO, f"{PREFIX}-standby-{TO}")
     assert standby["WriteBack"] == "Enabled" and standby["Aggregate"] == "Disabled"  # never folds unrebuilt
     assert standby["rebuilds leave"] == "false"
+    assert app.standbys[TO]["active"] is True and "rebuilt" not in app.standbys[TO]  # a deploy keeps it off
+    # someone starts the aggregation meanwhile: the run again still rebuilds, which it pauses for
+    consumers = handover.Consumers.of(client, TO, f"{PREFIX}-standby-{TO}")
+    handover.switch(client, consumers, consumers.split()[0], enabled=True)
     again = Rebuild()
-    assert run(app, again).rebuilt and consuming(TO, f"{PREFIX}-standby-{TO}")["Aggregate"] == "Enabled"
+    assert run(app, again).rebuilt and len(again.seen) == 1
+    assert consuming(TO, f"{PREFIX}-standby-{TO}")["Aggregate"] == "Enabled" and app.standbys[TO]["rebuilt"]
 
 
 def test_home_down_refuses_a_live_failover_and_an_offline_one_goes_on(app):
@@ -218,17 +229,33 @@ def test_home_down_refuses_a_live_failover_and_an_offline_one_goes_on(app):
     assert consuming(HOME, f"{PREFIX}-pipeline")["WriteBack"] == "Disabled"
 
 
+def test_a_standby_that_cannot_reach_its_database_or_a_rebuild_at_home_refuses_it(app):
+    def unreachable(standby: handover.Consumers) -> None:
+        raise RuntimeError("App-standby-us-west-2-Operations: OperationalError: connection timed out")
+
+    with pytest.raises(handover.Refused, match=r"standby cannot work: .*connection timed out"):
+        run(app, Rebuild(), probe=unreachable)
+    # a rebuild under way at home paused its aggregation, and enables it when its unit ends
+    home = handover.Consumers.of(client, HOME, f"{PREFIX}-pipeline")
+    client("lambda", HOME).update_event_source_mapping(UUID=home.split()[0][0], Enabled=False)
+    with pytest.raises(handover.Refused, match="a rebuild runs there"):
+        run(app, Rebuild())
+    assert (
+        consuming(HOME, f"{PREFIX}-pipeline")["WriteBack"] == "Enabled" and "active" not in app.standbys[TO]
+    )
+
+
 def test_what_cannot_fail_over_is_refused_before_anything_changes(app):
     with pytest.raises(handover.Refused, match="no standby prepared in eu-west-1"):
         handover.failover(client, home=HOME, prefix=PREFIX, to="eu-west-1", standbys=app.standbys,
-                          save=app.save, rebuild=Rebuild())  # fmt: skip
+                          save=app.save, probe=reached, rebuild=Rebuild())  # fmt: skip
     app.standbys["eu-west-1"] = {"tables": {}, "active": True}
     with pytest.raises(handover.Refused, match="eu-west-1 consumes since an earlier failover"):
         run(app, Rebuild())
     app.standbys.pop("eu-west-1")
     with pytest.raises(handover.Refused, match="no standby stack in us-west-2"):
         handover.failover(client, home=HOME, prefix="Other", to=TO, standbys=app.standbys, save=app.save,
-                          rebuild=Rebuild())  # fmt: skip
+                          probe=reached, rebuild=Rebuild())  # fmt: skip
     assert consuming(HOME, f"{PREFIX}-pipeline")["WriteBack"] == "Enabled"
 
 
@@ -244,6 +271,7 @@ def test_the_command_reads_and_writes_cdk_json(app, tmp_path: Path, monkeypatch,
     monkeypatch.setenv("HYBRIDSYNC_MODEL", "shop.model:MODEL")
     rebuild = Rebuild()
     monkeypatch.setattr(handover, "rebuild_in", lambda clients, model: rebuild)
+    monkeypatch.setattr(handover, "probe_in", lambda clients: reached)
     monkeypatch.setattr(handover.time, "sleep", lambda _: None)
     assert cli.main(["failover", "--to", TO, "--deployed"]) == 0
     out = capsys.readouterr().out

@@ -186,8 +186,8 @@ def mappings(app: App, target: Target) -> Iterator[Check]:
                     "mapping",
                     subject,
                     False,
-                    f"{state}, but the template pauses it (pipeline_enabled=false)",
-                    "disable it, or deploy with pipeline_enabled=true",
+                    f"{state}, but the template pauses it (pipeline_enabled=false, or a failover's fence)",
+                    "disable it (--no-enabled), or, paused on purpose, deploy with pipeline_enabled=true",
                 )
 
 

@@ -33,8 +33,10 @@ from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hybridsync import truth
+from hybridsync.cdk.alarm_topic import alarm_topic
 from hybridsync.cdk.data import ChangeStreams, title
 from hybridsync.cdk.database import DatabaseStack
+from hybridsync.cdk.monitoring import MonitoringStack
 from hybridsync.cdk.pipeline import PipelineStack
 from hybridsync.model.declare import Model, Side, regions
 from hybridsync.sql import roles
@@ -181,19 +183,38 @@ class StandbyStack(PipelineStack):
         """The sweep and the time series' rotation stay home's."""
 
 
-def standby_stacks(
-    app: App, model: Model, prefix: str, home: Stack, **options: Any
-) -> dict[str, StandbyStack]:
-    """One standby stack per prepared Region (`<prefix>-standby-<region>`), deployed after home's
-    database stack (its role secrets' replicas) and pinned to the Region."""
+class StandbyMonitoring(MonitoringStack):
+    """The standby's consumers' alarms, in its Region, where their metrics are: errors, throttles,
+    iterator age, dead letters, failed batches, the drain, freshness. Quiet while the standby is
+    idle (its functions run nothing), they page for the new home after a failover. They notify a
+    topic of the Region's own (`-c alarm_email` subscribes the address there too)."""
+
+    def __init__(self, scope: Construct, id: str, *, standby: StandbyStack, **kwargs: Any) -> None:
+        Stack.__init__(self, scope, id, **kwargs)
+        self.template_options.metadata = {STANDBY: standby.waits_in}  # the local app runs none
+        self.alarms: dict[str, Any] = {}
+        self.topic = alarm_topic(self, own=True)
+        self._functions(standby)
+        self._consumers(standby)
+        self._scheduled(standby)
+        self._freshness(standby)
+
+
+def standby_stacks(app: App, model: Model, prefix: str, home: Stack, **options: Any) -> dict[str, Stack]:
+    """Per prepared Region, a standby stack (`<prefix>-standby-<region>`), deployed after home's
+    database stack (its role secrets' replicas) and pinned to the Region, and its alarms
+    (`<prefix>-standby-<region>-monitoring`)."""
     entries = prepared(app, model)
     if entries and (fed := [t.name for t in model.tables if context.change_source(app, t) == "kinesis"]):
         raise ValueError(f"-c standby: {', '.join(fed)} feed the engine through Kinesis, whose stream "
                          "stays in home: a standby cannot read them (docs/many-regions.md)")  # fmt: skip
-    stacks = {}
+    stacks: dict[str, Stack] = {}
     for region, entry in sorted(entries.items()):
         stack = StandbyStack(app, f"{prefix}-standby-{region}", region=region, entry=entry, model=model,
                              env=Environment(region=region), **options)  # fmt: skip
         stack.node.add_dependency(home)  # its replica secrets first
         stacks[f"standby-{region}"] = stack
+        stacks[f"standby-{region}-monitoring"] = StandbyMonitoring(
+            app, f"{prefix}-standby-{region}-monitoring", standby=stack, env=Environment(region=region)
+        )
     return stacks

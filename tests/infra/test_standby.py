@@ -108,7 +108,7 @@ def test_what_cannot_stand_by_is_refused_in_one_sentence(changes, refused):
 
 def states(stacks: dict, stack: str) -> dict[str, object]:
     """What a deploy of `stack` renders: its mappings' Enabled, its drain's State, what its
-    operations function's rebuilds leave the aggregation as, and (home) the drain's alarm."""
+    operations function's rebuilds leave the aggregation as, and its drain's alarm."""
     template = stacks[stack]
     mappings = of_type(template, "AWS::Lambda::EventSourceMapping")
     rendered: dict[str, object] = {
@@ -117,10 +117,10 @@ def states(stacks: dict, stack: str) -> dict[str, object]:
                   if "SqlSync" in json.dumps(r)},
         "rebuilds leave": functions(template)["Operations"]["PIPELINE_ENABLED"],
     }  # fmt: skip
-    if stack == "pipeline":
-        alarms = of_type(stacks["monitoring"], "AWS::CloudWatch::Alarm")
-        (outbox,) = [a["Properties"] for k, a in alarms.items() if k.startswith("OutboxAge")]
-        rendered["drain alarm without data"] = outbox["TreatMissingData"]
+    watching = stacks["monitoring" if stack == "pipeline" else f"{stack}-monitoring"]  # home's, or its own
+    alarms = of_type(watching, "AWS::CloudWatch::Alarm")
+    (outbox,) = [a["Properties"] for k, a in alarms.items() if k.startswith("OutboxAge")]
+    rendered["drain alarm without data"] = outbox["TreatMissingData"]
     return rendered
 
 
@@ -129,20 +129,30 @@ def test_after_a_deployed_failover_a_deploy_keeps_home_fenced_and_the_standby_co
     enable home's mappings again (each change would be applied twice), nor alarm on its idle drain."""
     idle, active = variants["standby"], variants["standby_active"]
     on, off = {"WriteBack": True, "Aggregate": True}, {"WriteBack": False, "Aggregate": False}
-    assert states(idle, "pipeline") == {"mappings": on, "drain": {"ENABLED"}, "rebuilds leave": "true",
-                                        "drain alarm without data": "breaching"}  # fmt: skip
-    assert states(idle, f"standby-{REGION}") == {
-        "mappings": off,
-        "drain": {"DISABLED"},
-        "rebuilds leave": "false",
-    }
-    assert states(active, "pipeline") == {"mappings": off, "drain": {"DISABLED"}, "rebuilds leave": "false",
-                                          "drain alarm without data": "notBreaching"}  # fmt: skip
-    assert states(active, f"standby-{REGION}") == {
+    consuming = {
         "mappings": on,
         "drain": {"ENABLED"},
         "rebuilds leave": "true",
+        "drain alarm without data": "breaching",
     }
+    waiting = {"mappings": off, "drain": {"DISABLED"}, "rebuilds leave": "false",
+               "drain alarm without data": "notBreaching"}  # fmt: skip
+    assert states(idle, "pipeline") == consuming and states(idle, f"standby-{REGION}") == waiting
+    assert states(active, "pipeline") == waiting and states(active, f"standby-{REGION}") == consuming
+
+
+def test_the_standbys_alarms_wait_in_its_region_for_the_day_it_consumes(variants):
+    """After a failover the new home's consumers page someone: their alarms are in the standby's
+    Region (where their metrics are), on a topic of that Region's own."""
+    monitoring = variants["standby"][f"standby-{REGION}-monitoring"]
+    assert monitoring["Metadata"] == {"hybridsync:standby": REGION}
+    alarms = of_type(monitoring, "AWS::CloudWatch::Alarm")
+    for consumer in ("WriteBack", "Aggregate"):
+        for alarm in ("IteratorAgeCritical", "Errors", "DeadLetters", "MainFailedBatches", "FreshnessP99"):
+            assert any(k.startswith(f"{consumer}{alarm}") for k in alarms), f"{consumer}{alarm}"
+    (topic,) = of_type(monitoring, "AWS::SNS::Topic")
+    for alarm in alarms.values():
+        assert alarm["Properties"]["AlarmActions"] == [{"Ref": topic}]
 
 
 def test_between_the_failovers_steps_a_deploy_leaves_the_aggregation_off():

@@ -14,11 +14,10 @@ from hybridsync.cdk.data import customer_key
 from hybridsync.truth import context
 
 
-def alarm_topic(stack: Stack, *, own: bool = False) -> sns.ITopic:
-    """The team's topic (`-c alarm_topic_arn=`), or one of the stack's (`own`: always, as a standby's
-    in another Region than the team's topic); `-c alarm_email=` subscribes an address (it confirms
-    by mail first, as SNS requires)."""
-    given = None if own else context.read(stack, "alarm_topic_arn")
+def alarm_topic(stack: Stack, given: str | None = None) -> sns.ITopic:
+    """The team's topic (`given`; None: `-c alarm_topic_arn=`), or one of the stack's (`given` ""
+    or unset); `-c alarm_email=` subscribes an address (it confirms by mail first, as SNS requires)."""
+    given = context.read(stack, "alarm_topic_arn") if given is None else given
     if given:  # its policy is the team's: `hybridsync doctor --deployed` checks it
         topic: sns.ITopic = sns.Topic.from_topic_arn(stack, "AlarmTopic", given)
     else:

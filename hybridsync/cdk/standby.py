@@ -71,6 +71,12 @@ def prepared(app: App | Construct, model: Model) -> dict[str, dict[str, Any]]:
         tables = {t.name for t in model.tables if region in context.replicas(app, t)}
         missing += [f"tables.{n}" for n in sorted(tables - set(entry.get("tables") or {}))]
         missing += [f"secrets.{r}" for r in roles.ROLES if r not in (entry.get("secrets") or {})]
+        if context.read(app, "alarm_topic_arn") and not (
+            entry.get("alarm_topic_arn") or context.read(app, "alarm_email")
+        ):
+            raise ValueError(f"-c standby: {region}'s alarms would reach no one (-c alarm_topic_arn is "
+                             f"home's topic): run `{COMMAND} --alarm-topic-arn arn:aws:sns:{region}:...`, "
+                             "or set -c alarm_email")  # fmt: skip
         if missing:
             raise ValueError(f"-c standby: {region} lacks {', '.join(missing)}: run `{COMMAND}` again")
     return entries
@@ -186,14 +192,15 @@ class StandbyStack(PipelineStack):
 class StandbyMonitoring(MonitoringStack):
     """The standby's consumers' alarms, in its Region, where their metrics are: errors, throttles,
     iterator age, dead letters, failed batches, the drain, freshness. Quiet while the standby is
-    idle (its functions run nothing), they page for the new home after a failover. They notify a
-    topic of the Region's own (`-c alarm_email` subscribes the address there too)."""
+    idle (its functions run nothing), they page for the new home after a failover. An alarm notifies
+    a topic of its own Region: the entry's (`hybridsync standby --alarm-topic-arn`), else one of the
+    stack's (`-c alarm_email` subscribes the address there too)."""
 
     def __init__(self, scope: Construct, id: str, *, standby: StandbyStack, **kwargs: Any) -> None:
         Stack.__init__(self, scope, id, **kwargs)
         self.template_options.metadata = {STANDBY: standby.waits_in}  # the local app runs none
         self.alarms: dict[str, Any] = {}
-        self.topic = alarm_topic(self, own=True)
+        self.topic = alarm_topic(self, standby.entry.get("alarm_topic_arn") or "")
         self._functions(standby)
         self._consumers(standby)
         self._scheduled(standby)

@@ -107,7 +107,8 @@ def _deployed(args: argparse.Namespace) -> int:
                          "context `home_region`")  # fmt: skip
     if args.to == home:
         raise SystemExit(f"hybridsync failover --deployed: {home} is home; fail over to a standby's Region")
-    prefix = args.prefix or project_prefix()
+    prefix, model, entries = args.prefix or project_prefix(), config.model(), standbys(root)
+    tables = {n: t["name"] for n, t in entries.get(args.to, {}).get("tables", {}).items()}
 
     def clients(service: str, region: str) -> Any:
         if args.offline and region == home:  # a Region that may not answer: a few seconds, not minutes
@@ -117,9 +118,9 @@ def _deployed(args: argparse.Namespace) -> int:
 
     try:
         done = handover.failover(
-            clients, home=home, prefix=prefix, to=args.to, standbys=standbys(root),
+            clients, home=home, prefix=prefix, to=args.to, standbys=entries,
             save=lambda entries: save_standbys(root, entries),
-            probe=handover.probe_in(clients), rebuild=handover.rebuild_in(clients, config.model()),
+            probe=handover.probe_in(clients, model, tables), rebuild=handover.rebuild_in(clients, model),
             live=not args.offline,
             say=lambda line: print(line, flush=True),
         )  # fmt: skip

@@ -16,6 +16,7 @@ from typing import Any
 from hybridsync.cli.common import Commands
 
 SETTINGS_FILE = "cdk.json"
+FAILOVER_SAYS = ("active", "rebuilt")  # what `hybridsync failover --deployed` writes into an entry
 
 
 def add_standby(cli: Commands) -> None:
@@ -32,6 +33,8 @@ def add_standby(cli: Commands) -> None:
     standby.add_argument("--subnets", required=True, help="comma-separated private subnets of that VPC")
     standby.add_argument("--streams-endpoint", help="without a NAT: the URL of your DynamoDB Streams "
                          "interface endpoint in that VPC (it has no private DNS)")  # fmt: skip
+    standby.add_argument("--alarm-topic-arn", help="an SNS topic of yours in REGION for the standby's "
+                         "alarms (default: one of its own; -c alarm_email subscribes to it)")  # fmt: skip
     standby.add_argument("--home", help="the home Region (default: cdk.json's context `home_region`)")
     standby.add_argument("--prefix", help="the stacks' prefix (default: cdk.json's context `prefix`)")
 
@@ -59,9 +62,11 @@ def _standby(args: argparse.Namespace) -> int:
         raise SystemExit(f"hybridsync standby: {error} (deployed in {home}? the right account?)") from None
     entry |= {"vpc_id": args.vpc, "subnet_ids": [s for s in args.subnets.split(",") if s]}
     entry |= {"streams_endpoint": args.streams_endpoint} if args.streams_endpoint else {}
+    entry |= {"alarm_topic_arn": args.alarm_topic_arn} if args.alarm_topic_arn else {}
     entries = standbys(root)
     # run again (new subnets, a table's replica added), a standby keeps what a failover said of it
-    entries[region] = entry | ({"active": True} if entries.get(region, {}).get("active") else {})
+    said = {k: v for k, v in entries.get(region, {}).items() if k in FAILOVER_SAYS}
+    entries[region] = entry | said
     save_standbys(root, entries)
     tables = ", ".join(sorted(entry["tables"]))
     print(f"{root / SETTINGS_FILE}: the standby in {region} reads {tables} there.")

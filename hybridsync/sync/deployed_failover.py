@@ -140,10 +140,15 @@ class Handover:
 
 
 def in_flight_s(clients: Clients, consumers: Consumers) -> int:
-    """The longest an invocation of `consumers`' mapped functions can run (their Timeout): a disabled
-    mapping reads nothing more, but the Lambda API promises no end to the invocation under way."""
+    """The longest an invocation of `consumers`' mapped functions or outbox drain can run (their
+    Timeout): a disabled mapping or schedule starts nothing more, but the Lambda API promises no end
+    to the invocation under way (a late drain at home could put an older version over a newer one
+    the new home's drain put: versions guard one Region, the Regions resolve by last writer)."""
     lam = clients("lambda", consumers.region)
     functions = {lam.get_event_source_mapping(UUID=u)["FunctionArn"] for u in consumers.mappings.values()}
+    functions |= (
+        {consumers.outputs["SqlSyncFunctionName"]} if "SqlSyncFunctionName" in consumers.outputs else set()
+    )
     return max((lam.get_function_configuration(FunctionName=f)["Timeout"] for f in functions), default=0)
 
 
@@ -267,6 +272,9 @@ def failover(
     step("start")
     if entry.get("rebuilt"):
         say("an earlier run rebuilt the aggregates")
+    elif not folding:  # a model without aggregates: nothing to count
+        entry["rebuilt"] = True
+        save(standbys)
     else:  # the aggregation stays off until the rebuild succeeded, here and in any deploy meanwhile
         say(f"rebuilding the aggregates from {to}'s items in its operations function, each change once")
         done.rebuild, done.rebuilt = rebuild(standby, tables), True
@@ -282,7 +290,7 @@ def failover(
 def _ready(clients: Clients, prefix: str, to: str, standbys: dict[str, Any],
            probe: Callable[[Consumers], None], say: Callable[[str], None]) -> Consumers:  # fmt: skip
     """The standby's consumers, if it can take over; else Refused, nothing changed."""
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     if to not in standbys:
         named = ", ".join(sorted(standbys)) or "none"
@@ -293,10 +301,10 @@ def _ready(clients: Clients, prefix: str, to: str, standbys: dict[str, Any],
                       "built yet (docs/many-regions.md#not-yet)")  # fmt: skip
     try:
         standby = Consumers.of(clients, to, f"{prefix}-standby-{to}")
-    except ClientError as error:
+    except (BotoCoreError, ClientError) as error:
         raise Refused(f"no standby stack in {to} ({error}): npx cdk deploy {prefix}-standby-{to}") from error
     if not standbys[to].get("active"):  # before anything stops
-        say(f"checking that {to}'s standby reaches the database")
+        say(f"checking that {to}'s standby reaches the database, and that no rebuild runs")
         try:
             probe(standby)
         except Exception as error:
@@ -304,13 +312,40 @@ def _ready(clients: Clients, prefix: str, to: str, standbys: dict[str, Any],
     return standby
 
 
-def probe_in(clients: Clients) -> Callable[[Consumers], None]:
-    """The standby's operations function asked for the schema's revision: its network, its replica
-    secret and the database answer, or the failover stops before anything does."""
+RUNNING_JOB = timedelta(hours=1)  # an unfinished job older than this is taken for abandoned
+
+
+def rebuild_under_way(dynamodb: Any, model: Any, tables: dict[str, str]) -> str | None:
+    """A rebuild job started in the last hour with units neither done nor failed (a job's items are
+    in the global tables: any replica lists every Region's), as `job (done/units)`; else None."""
+    from hybridsync.sync import jobs
+
+    since = (datetime.now(UTC) - RUNNING_JOB).isoformat(timespec="seconds")
+    for job in jobs.JobStore(dynamodb, model, tables).jobs():
+        if (
+            job["kind"] == "rebuild"
+            and job["done"] < job["units"]
+            and not job["errors"]
+            and job["created"] > since
+        ):
+            return f"{job['job']} ({job['done']}/{job['units']} units)"
+    return None
+
+
+def probe_in(clients: Clients, model: Any, tables: dict[str, str]) -> Callable[[Consumers], None]:
+    """Whether the standby can take over now: no rebuild job under way (its units, at home, would
+    write home's aggregates over the new home's, and re-enable home's aggregation: the job items
+    are in the global tables, so the standby's replica lists them even when home is down), and its
+    operations function reads the schema's revision (its network, its replica secret and the
+    database answer)."""
 
     def probe(standby: Consumers) -> None:
         from hybridsync.sync import operations
 
+        if running := rebuild_under_way(clients("dynamodb", standby.region), model, tables):
+            raise RuntimeError(
+                f"the rebuild {running} is under way (`hybridsync jobs`): fail over once it ends"
+            )
         call = operations.deployed(
             standby.outputs["OperationsFunctionName"], clients("lambda", standby.region)
         )

@@ -99,6 +99,7 @@ def _without(path: str) -> str:
         ({"standby": _without("secrets.writer")}, "lacks secrets.writer"),
         ({"standby": "[1]"}, "a JSON object of Regions"),
         ({"change_source": "kinesis"}, "feed the engine through Kinesis"),
+        ({"alarm_topic_arn": "arn:aws:sns:us-east-1:123456789012:pager"}, "alarms would reach no one"),
     ],
 )
 def test_what_cannot_stand_by_is_refused_in_one_sentence(changes, refused):
@@ -208,3 +209,13 @@ def test_cfn_lint_finds_nothing_in_the_standby_in_its_region(variants, tmp_path)
         run = subprocess.run(["cfn-lint", "--ignore-checks", ",".join(CFN_LINT_IGNORED), "--regions", REGION,
                               "--", str(path)], capture_output=True, text=True)  # fmt: skip
         assert run.returncode == 0, run.stdout + run.stderr
+
+
+def test_the_standbys_alarms_go_to_the_topic_its_entry_names():
+    topic = "arn:aws:sns:us-west-2:123456789012:pager-west"
+    named = {REGION: STANDBY[REGION] | {"alarm_topic_arn": topic}}
+    stacks = build(
+        App(context=_context(standby=json.dumps(named), alarm_topic_arn="arn:aws:sns:us-east-1:1:p"))
+    )
+    assert stacks[f"standby-{REGION}-monitoring"].topic.topic_arn == topic  # type: ignore[attr-defined]
+    assert stacks["monitoring"].topic.topic_arn == "arn:aws:sns:us-east-1:1:p"  # type: ignore[attr-defined]

@@ -88,11 +88,11 @@ def test_standby_run_again_keeps_what_a_failover_said(deployed, tmp_path):
     argv = ["standby", "us-west-2", "--vpc", "vpc-0abc", "--subnets", "subnet-0a"]
     assert cli.main(argv) == 0
     saved = settings(tmp_path)
-    saved["context"]["standby"]["us-west-2"]["active"] = True
+    saved["context"]["standby"]["us-west-2"] |= {"active": True, "rebuilt": True}
     (tmp_path / "cdk.json").write_text(json.dumps(saved))
     assert cli.main([*argv[:-1], "subnet-0c"]) == 0
     entry = settings(tmp_path)["context"]["standby"]["us-west-2"]
-    assert entry["active"] is True and entry["subnet_ids"] == ["subnet-0c"]
+    assert entry["active"] is True and entry["rebuilt"] is True and entry["subnet_ids"] == ["subnet-0c"]
 
 
 def test_standby_says_what_is_missing(deployed, tmp_path):

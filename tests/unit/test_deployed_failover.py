@@ -24,13 +24,16 @@ from hybridsync.sync import deployed_failover as handover
 pytestmark = pytest.mark.unit
 HOME, TO, PREFIX = "us-east-1", "us-west-2", "App"
 TIMEOUT_S = 120  # the consumers' functions' Timeout (the pipeline's stream consumers: 2 minutes)
+DRAIN_TIMEOUT_S = 180  # the outbox drain's under freshness=realtime (two periods and a minute)
 
 
 def client(service: str, region: str) -> Any:
     return boto3.client(service, region_name=region)
 
 
-def _stack(region: str, name: str, enabled: bool) -> None:
+def _stack(
+    region: str, name: str, enabled: bool, consumers: tuple[str, ...] = ("WriteBack", "Aggregate")
+) -> None:
     """A pipeline-shaped stack: the write-back's and the aggregation's mappings on the Region's
     replica stream, the drain's schedule and (home's) the sweep's, the operations function."""
     role = client("iam", region).create_role(RoleName=f"{name}-role", AssumeRolePolicyDocument="{}")["Role"]
@@ -43,13 +46,14 @@ def _stack(region: str, name: str, enabled: bool) -> None:
     with zipfile.ZipFile(code, "w") as archive:
         archive.writestr("handler.py", "def handle(event, context): pass")
     resources: dict[str, Any] = {}
-    for function in ("WriteBack", "Aggregate", "Operations"):
+    for function in (*consumers, "Operations", "SqlSync"):
         variables = {"PIPELINE_ENABLED": str(enabled).lower()} if function == "Operations" else {}
+        timeout = DRAIN_TIMEOUT_S if function == "SqlSync" else TIMEOUT_S
         client("lambda", region).create_function(
-            FunctionName=f"{name}-{function}", Runtime="python3.12", Role=role["Arn"], Timeout=TIMEOUT_S,
+            FunctionName=f"{name}-{function}", Runtime="python3.12", Role=role["Arn"], Timeout=timeout,
             Handler="handler.handle", Code={"ZipFile": code.getvalue()}, Environment={"Variables": variables},
         )  # fmt: skip
-        if function != "Operations":
+        if function in consumers:
             resources[f"{function}LiveDynamoDBEventSource1A2B"] = {
                 "Type": "AWS::Lambda::EventSourceMapping",
                 "Properties": {"EventSourceArn": table["LatestStreamArn"], "Enabled": enabled,
@@ -59,7 +63,7 @@ def _stack(region: str, name: str, enabled: bool) -> None:
     for schedule in ("SqlSyncSchedule11A5", "SweepSchedule22B6"):
         properties = {"ScheduleExpression": "rate(1 minute)", "State": state}
         resources[schedule] = {"Type": "AWS::Events::Rule", "Properties": properties}
-    outputs = {"OperationsFunctionName": {"Value": f"{name}-Operations"}}
+    outputs = {f"{f}FunctionName": {"Value": f"{name}-{f}"} for f in ("Operations", "SqlSync")}
     template = {"Resources": resources, "Outputs": outputs}
     client("cloudformation", region).create_stack(StackName=name, TemplateBody=json.dumps(template))
 
@@ -149,7 +153,7 @@ def test_a_live_failover_fences_home_lets_its_invocations_end_and_replication_se
     assert done.fenced and done.rebuilt and done.rebuild == {"written": 7}
     # home's invocations under way end (its functions' timeout), then their writes replicate: ten
     # times the largest latency, 300 ms
-    assert waited == [TIMEOUT_S, pytest.approx(3.0)] and done.waited_s == pytest.approx(3.0)
+    assert waited == [DRAIN_TIMEOUT_S, pytest.approx(3.0)] and done.waited_s == pytest.approx(3.0)
     # the rebuild ran with home fenced and the standby's rows settling, its aggregation still off,
     # and a rebuild run at home would leave home's off
     (seen,) = rebuild.seen
@@ -271,7 +275,7 @@ def test_the_command_reads_and_writes_cdk_json(app, tmp_path: Path, monkeypatch,
     monkeypatch.setenv("HYBRIDSYNC_MODEL", "shop.model:MODEL")
     rebuild = Rebuild()
     monkeypatch.setattr(handover, "rebuild_in", lambda clients, model: rebuild)
-    monkeypatch.setattr(handover, "probe_in", lambda clients: reached)
+    monkeypatch.setattr(handover, "probe_in", lambda clients, model, tables: reached)
     monkeypatch.setattr(handover.time, "sleep", lambda _: None)
     assert cli.main(["failover", "--to", TO, "--deployed"]) == 0
     out = capsys.readouterr().out
@@ -297,3 +301,38 @@ def test_doctor_judges_a_fenced_home_by_what_its_next_deploy_renders(tmp_path: P
     _fenced(templates, "App-pipeline")
     assert templates["App-pipeline"]["Resources"]["WriteBackLive"]["Properties"]["Enabled"] is False
     assert "us-west-2 consumes since a deployed failover" in capsys.readouterr().out
+
+
+def test_a_model_without_aggregates_fails_over_without_a_rebuild(monkeypatch):
+    """Nothing to count: the standby consumes once fenced and started, and a rerun has nothing to do."""
+    monkeypatch.setattr(handover.time, "sleep", lambda _: None)
+    with mock_aws():
+        _stack(HOME, f"{PREFIX}-pipeline", True, consumers=("WriteBack",))
+        _stack(TO, f"{PREFIX}-standby-{TO}", False, consumers=("WriteBack",))
+        project, rebuild = Project(), Rebuild()
+        done = run(project, rebuild)
+        assert not done.rebuilt and rebuild.seen == [] and project.standbys[TO]["rebuilt"] is True
+        assert consuming(TO, f"{PREFIX}-standby-{TO}")["WriteBack"] == "Enabled"
+
+
+def test_a_rebuild_under_way_is_found_in_the_standbys_replica(monkeypatch):
+    """The job items are in the global tables: the standby's replica lists home's job too."""
+    from hybridsync.sync.jobs import JobStore, Unit
+    from shop.model import MODEL
+
+    with mock_aws():
+        dynamodb, table = client("dynamodb", TO), "App-data-Main"
+        dynamodb.create_table(
+            TableName=table, BillingMode="PAY_PER_REQUEST",
+            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"},
+                       {"AttributeName": "SK", "KeyType": "RANGE"}],
+            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
+                                  {"AttributeName": "SK", "AttributeType": "S"}],
+        )  # fmt: skip
+        store = JobStore(dynamodb, MODEL, {"main": table})
+        assert handover.rebuild_under_way(dynamodb, MODEL, {"main": table}) is None
+        job = store.create("rebuild", {}, 2)
+        assert handover.rebuild_under_way(dynamodb, MODEL, {"main": table}) == f"{job} (0/2 units)"
+        store.save(job, Unit(0, None, True))
+        store.save(job, Unit(1, None, False, error="the database went away"))  # stopped, not running
+        assert handover.rebuild_under_way(dynamodb, MODEL, {"main": table}) is None

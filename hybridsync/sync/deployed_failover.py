@@ -188,12 +188,12 @@ def declare_running(clients: Clients, consumers: Consumers, running: bool) -> No
     raise TimeoutError(f"{function} in {consumers.region} kept changing: PIPELINE_ENABLED not set")
 
 
-def fence(
-    clients: Clients, home: Consumers, wait: Callable[[float], None], say: Callable[[str], None]
-) -> None:
+def fence(clients: Clients, home: Consumers, wait: Callable[[float], None], say: Callable[[str], None],
+          *, fenced_before: bool = False) -> None:  # fmt: skip
     """Home's consumers stopped: its operations function told first (a rebuild there then leaves its
     aggregation off), its mappings and drain disabled, its invocations under way let end, and the
-    mappings disabled once more (what re-enabled one meanwhile is undone)."""
+    mappings disabled once more (what re-enabled one meanwhile is undone). `fenced_before`: an
+    earlier run fenced it and waited; with every mapping still disabled, nothing is under way."""
     lam = clients("lambda", home.region)
     function = home.outputs["OperationsFunctionName"]
     declared = (
@@ -206,9 +206,10 @@ def fence(
         raise Refused(f"{home.region}'s aggregation is paused: a rebuild runs there (`hybridsync jobs` lists "
                       "it); fail over once it ends")  # fmt: skip
     declare_running(clients, home, False)
+    idle = all(lam.get_event_source_mapping(UUID=u)["State"] == "Disabled" for u in home.mappings.values())
     switch(clients, home, list(home.mappings.values()), enabled=False, rules=True)
-    # the write-back's and the aggregation's (the drain's late puts are any writer's: they replicate
-    # and are taken once by the new home)
+    if fenced_before and idle:
+        return
     longest = in_flight_s(clients, home)
     say(f"waiting {longest} s for {home.region}'s invocations under way to end (its functions' timeout)")
     wait(longest)
@@ -255,7 +256,7 @@ def failover(
             "answers, and it disables home's consumers then")  # fmt: skip
         pipeline = None
     if pipeline is not None:  # from here on a failure is finished by running the command again
-        fence(clients, pipeline, wait, say)
+        fence(clients, pipeline, wait, say, fenced_before=bool(entry.get("active")))
         done.fenced = True
     step("fence")
     if live:  # what the invocations under way wrote at home, too

@@ -169,8 +169,11 @@ def test_a_live_failover_fences_home_lets_its_invocations_end_and_replication_se
     assert after["Aggregate"] == "Enabled" and after["rebuilds leave"] == "true"
     # a later deploy keeps it so (cdk/standby.py: the active standby consumes, home's pipeline not)
     assert app.standbys[TO]["active"] is True and app.standbys[TO]["rebuilt"] is True
-    # run again: nothing to do but fence home (still fenced); the aggregation runs, so no second rebuild
-    assert not run(app, rebuild).rebuilt and len(rebuild.seen) == 1
+    # run again: nothing to do but fence home (still fenced, nothing under way: no wait but the
+    # replication's); the aggregation runs, so no second rebuild
+    again: list[float] = []
+    assert not run(app, rebuild, waited=again).rebuilt and len(rebuild.seen) == 1
+    assert again == [pytest.approx(3.0)]
 
 
 def test_the_fence_waits_until_lambda_says_disabled(app, monkeypatch):

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import io
 import json
+import sys
+import uuid
 import zipfile
+from collections.abc import Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -22,7 +25,27 @@ from hybridsync import cli
 from hybridsync.sync import deployed_failover as handover
 
 pytestmark = pytest.mark.unit
-HOME, TO, PREFIX = "us-east-1", "us-west-2", "App"
+HOME, TO = "us-east-1", "us-west-2"
+PREFIX = "App"  # each test's own (`aws`): moto's backends outlive it
+
+
+@pytest.fixture(autouse=True)
+def aws(monkeypatch) -> Iterator[None]:
+    """moto in process, neither reset nor wiped on the way in or out: under xdist this worker may
+    hold the session's moto server, in this process, whose buckets and secrets the same backends
+    keep (as tests/unit/test_doctor.py); so every name here is the test's own."""
+    monkeypatch.setattr(sys.modules[__name__], "PREFIX", f"App{uuid.uuid4().hex[:8]}")
+    for name in ("AWS_ENDPOINT", "DYNAMODB_ENDPOINT", "LAMBDA_ENDPOINT", "DYNAMODB_STREAMS_ENDPOINT"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(handover.time, "sleep", lambda _: None)  # switch's polls
+    mocked = mock_aws()
+    mocked.start(reset=False)
+    try:
+        yield
+    finally:
+        mocked.stop(remove_data=False)
+
+
 TIMEOUT_S = 120  # the consumers' functions' Timeout (the pipeline's stream consumers: 2 minutes)
 DRAIN_TIMEOUT_S = 180  # the outbox drain's under freshness=realtime (two periods and a minute)
 
@@ -72,27 +95,25 @@ class Project:
     """cdk.json's standby entries, as the failover reads and saves them."""
 
     def __init__(self) -> None:
-        self.standbys: dict[str, Any] = {TO: {"tables": {"main": {"name": "App-data-Main"}}}}
+        self.standbys: dict[str, Any] = {TO: {"tables": {"main": {"name": f"{PREFIX}-data-Main"}}}}
 
     def save(self, entries: dict[str, Any]) -> None:
         self.standbys = json.loads(json.dumps(entries))
 
 
 @pytest.fixture
-def app(monkeypatch):
+def app():
     """Home consuming, the standby in us-west-2 deployed idle, its entry in cdk.json, and home's
     writes reaching us-west-2 in at most 300 ms lately."""
-    monkeypatch.setattr(handover.time, "sleep", lambda _: None)  # switch's polls
-    with mock_aws():
-        _stack(HOME, f"{PREFIX}-pipeline", True)
-        _stack(TO, f"{PREFIX}-standby-{TO}", False)
-        client("cloudwatch", HOME).put_metric_data(Namespace="AWS/DynamoDB", MetricData=[{
-            "MetricName": "ReplicationLatency", "Value": value, "Unit": "Milliseconds",
-            "Timestamp": datetime.now(UTC),
-            "Dimensions": [{"Name": "TableName", "Value": "App-data-Main"},
-                           {"Name": "ReceivingRegion", "Value": TO}],
-        } for value in (120.0, 300.0)])  # fmt: skip
-        yield Project()
+    _stack(HOME, f"{PREFIX}-pipeline", True)
+    _stack(TO, f"{PREFIX}-standby-{TO}", False)
+    client("cloudwatch", HOME).put_metric_data(Namespace="AWS/DynamoDB", MetricData=[{
+        "MetricName": "ReplicationLatency", "Value": value, "Unit": "Milliseconds",
+        "Timestamp": datetime.now(UTC),
+        "Dimensions": [{"Name": "TableName", "Value": f"{PREFIX}-data-Main"},
+                       {"Name": "ReceivingRegion", "Value": TO}],
+    } for value in (120.0, 300.0)])  # fmt: skip
+    yield Project()
 
 
 def consuming(region: str, stack: str) -> dict[str, str]:
@@ -162,7 +183,7 @@ def test_a_live_failover_fences_home_lets_its_invocations_end_and_replication_se
     assert seen["standby"] == {"WriteBack": "Enabled", "Aggregate": "Disabled", "SqlSync": "ENABLED",
                                "Sweep": "DISABLED", "rebuilds leave": "false"}  # fmt: skip
     assert (
-        seen["tables"] == {"main": "App-data-Main"}
+        seen["tables"] == {"main": f"{PREFIX}-data-Main"}
         and seen["function"] == f"{PREFIX}-standby-{TO}-Operations"
     )
     after = consuming(TO, f"{PREFIX}-standby-{TO}")
@@ -306,36 +327,33 @@ def test_doctor_judges_a_fenced_home_by_what_its_next_deploy_renders(tmp_path: P
     assert "us-west-2 consumes since a deployed failover" in capsys.readouterr().out
 
 
-def test_a_model_without_aggregates_fails_over_without_a_rebuild(monkeypatch):
+def test_a_model_without_aggregates_fails_over_without_a_rebuild():
     """Nothing to count: the standby consumes once fenced and started, and a rerun has nothing to do."""
-    monkeypatch.setattr(handover.time, "sleep", lambda _: None)
-    with mock_aws():
-        _stack(HOME, f"{PREFIX}-pipeline", True, consumers=("WriteBack",))
-        _stack(TO, f"{PREFIX}-standby-{TO}", False, consumers=("WriteBack",))
-        project, rebuild = Project(), Rebuild()
-        done = run(project, rebuild)
-        assert not done.rebuilt and rebuild.seen == [] and project.standbys[TO]["rebuilt"] is True
-        assert consuming(TO, f"{PREFIX}-standby-{TO}")["WriteBack"] == "Enabled"
+    _stack(HOME, f"{PREFIX}-pipeline", True, consumers=("WriteBack",))
+    _stack(TO, f"{PREFIX}-standby-{TO}", False, consumers=("WriteBack",))
+    project, rebuild = Project(), Rebuild()
+    done = run(project, rebuild)
+    assert not done.rebuilt and rebuild.seen == [] and project.standbys[TO]["rebuilt"] is True
+    assert consuming(TO, f"{PREFIX}-standby-{TO}")["WriteBack"] == "Enabled"
 
 
-def test_a_rebuild_under_way_is_found_in_the_standbys_replica(monkeypatch):
+def test_a_rebuild_under_way_is_found_in_the_standbys_replica():
     """The job items are in the global tables: the standby's replica lists home's job too."""
     from hybridsync.sync.jobs import JobStore, Unit
     from shop.model import MODEL
 
-    with mock_aws():
-        dynamodb, table = client("dynamodb", TO), "App-data-Main"
-        dynamodb.create_table(
-            TableName=table, BillingMode="PAY_PER_REQUEST",
-            KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"},
-                       {"AttributeName": "SK", "KeyType": "RANGE"}],
-            AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
-                                  {"AttributeName": "SK", "AttributeType": "S"}],
-        )  # fmt: skip
-        store = JobStore(dynamodb, MODEL, {"main": table})
-        assert handover.rebuild_under_way(dynamodb, MODEL, {"main": table}) is None
-        job = store.create("rebuild", {}, 2)
-        assert handover.rebuild_under_way(dynamodb, MODEL, {"main": table}) == f"{job} (0/2 units)"
-        store.save(job, Unit(0, None, True))
-        store.save(job, Unit(1, None, False, error="the database went away"))  # stopped, not running
-        assert handover.rebuild_under_way(dynamodb, MODEL, {"main": table}) is None
+    dynamodb, table = client("dynamodb", TO), f"{PREFIX}-data-Main"
+    dynamodb.create_table(
+        TableName=table, BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"},
+                   {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
+                              {"AttributeName": "SK", "AttributeType": "S"}],
+    )  # fmt: skip
+    store = JobStore(dynamodb, MODEL, {"main": table})
+    assert handover.rebuild_under_way(dynamodb, MODEL, {"main": table}) is None
+    job = store.create("rebuild", {}, 2)
+    assert handover.rebuild_under_way(dynamodb, MODEL, {"main": table}) == f"{job} (0/2 units)"
+    store.save(job, Unit(0, None, True))
+    store.save(job, Unit(1, None, False, error="the database went away"))  # stopped, not running
+    assert handover.rebuild_under_way(dynamodb, MODEL, {"main": table}) is None

@@ -62,14 +62,12 @@ def prepared(app: App | Construct, model: Model) -> dict[str, dict[str, Any]]:
                 "(-c existing_db_secret_arn, without existing_db_proxy: a proxy lives in home's VPC); "
                 "an Aurora cluster in home's VPC is not one (an Aurora Global Database is not built yet)"
             )
-        if far := sorted(
-            consumed(model) - {t.name for t in model.tables if region in context.replicas(app, t)}
-        ):
+        here = {t.name for t in model.tables if region in context.replicas(app, t)}
+        if far := sorted(consumed(model) - here):
             raise ValueError(f"-c standby: {', '.join(far)} has no replica in {region}, and the standby's "
                              "consumers read it: give it one, or stand by in another Region")  # fmt: skip
         missing = [n for n in ("tables", "secrets", "vpc_id", "subnet_ids") if not entry.get(n)]
-        tables = {t.name for t in model.tables if region in context.replicas(app, t)}
-        missing += [f"tables.{n}" for n in sorted(tables - set(entry.get("tables") or {}))]
+        missing += [f"tables.{n}" for n in sorted(here - set(entry.get("tables") or {}))]
         missing += [f"secrets.{r}" for r in roles.ROLES if r not in (entry.get("secrets") or {})]
         if context.read(app, "alarm_topic_arn") and not (
             entry.get("alarm_topic_arn") or context.read(app, "alarm_email")

@@ -40,7 +40,7 @@ def add_standby(cli: Commands) -> None:
 
 
 def _standby(args: argparse.Namespace) -> int:
-    from botocore.exceptions import ClientError
+    from botocore.exceptions import BotoCoreError, ClientError
 
     from hybridsync.cli.doctor import project_prefix
     from hybridsync.model import config
@@ -48,7 +48,10 @@ def _standby(args: argparse.Namespace) -> int:
 
     root = config.project_root() or Path.cwd()
     settings = _cdk_context(root)
-    (region,) = regions((args.region,), "REGION")
+    try:
+        (region,) = regions((args.region,), "REGION")
+    except ValueError as wrong:
+        raise SystemExit(f"hybridsync standby: {wrong}") from None
     home = args.home or settings.get("home_region")
     if not home:
         raise SystemExit("hybridsync standby: no home Region: --home us-east-1, or cdk.json's context "
@@ -58,7 +61,7 @@ def _standby(args: argparse.Namespace) -> int:
     prefix = args.prefix or project_prefix()
     try:
         entry = _entry(config.model(), f"{prefix}-data", f"{prefix}-database", home, region)
-    except ClientError as error:
+    except (BotoCoreError, ClientError) as error:
         raise SystemExit(f"hybridsync standby: {error} (deployed in {home}? the right account?)") from None
     entry |= {"vpc_id": args.vpc, "subnet_ids": [s for s in args.subnets.split(",") if s]}
     entry |= {"streams_endpoint": args.streams_endpoint} if args.streams_endpoint else {}

@@ -107,3 +107,9 @@ def test_standby_says_what_is_missing(deployed, tmp_path):
     with pytest.raises(SystemExit, match="no home Region"):
         cli.main(["standby", "us-west-2", "--vpc", "vpc-0abc", "--subnets", "subnet-0a"])
     assert "standby" not in settings(tmp_path)["context"]
+
+
+def test_standby_says_a_wrong_region_in_a_sentence(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit, match="'nowhere' is not an AWS Region"):
+        cli.main(["standby", "nowhere", "--vpc", "v", "--subnets", "s", "--home", "us-east-1"])

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import os
 import re
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 from hybridsync.dynamodb.scans import DEFAULT_RATE
@@ -241,3 +243,16 @@ def deployed(args: argparse.Namespace, event: dict[str, Any]) -> dict[str, Any]:
         return operations.deployed(operations_function(args.deployed), aws.client("lambda"))(event)
     except RuntimeError as error:
         raise SystemExit(f"hybridsync {args.command} --deployed: {error}") from None
+
+
+def cdk_context(root: Path | None = None) -> dict[str, Any]:
+    """The context of the project's cdk.json (of `root`, else the project's folder); {} without one."""
+    cdk = (root or config.project_root() or Path.cwd()) / "cdk.json"
+    return dict(json.loads(cdk.read_text()).get("context", {})) if cdk.is_file() else {}
+
+
+def project_prefix() -> str:
+    """The stacks' prefix of the project's cdk.json (its context `prefix`), else the default."""
+    from hybridsync.truth.context import SETTINGS
+
+    return str(cdk_context().get("prefix") or SETTINGS["prefix"].default)

@@ -10,13 +10,12 @@ CloudWatch's "Successfully executed action". What to check comes from the synthe
 from __future__ import annotations
 
 import argparse
-import json
 import shlex
 from pathlib import Path
 from typing import Any
 
 from hybridsync import truth
-from hybridsync.cli.common import Commands
+from hybridsync.cli.common import Commands, project_prefix
 from hybridsync.truth.doctor import App, Deployed, Local, report, run_checks
 
 
@@ -58,17 +57,6 @@ def add_doctor(cli: Commands) -> None:
     doctor.add_argument(
         "--assembly", default="cdk.out", help="the synthesized app `up` runs (default cdk.out)"
     )
-
-
-def project_prefix() -> str:
-    """The stacks' prefix of the project's cdk.json (its context `prefix`), else the default."""
-    from hybridsync.model import config
-    from hybridsync.truth.context import SETTINGS
-
-    root = config.project_root() or Path.cwd()
-    cdk = root / "cdk.json"
-    context = json.loads(cdk.read_text()).get("context", {}) if cdk.is_file() else {}
-    return str(context.get("prefix") or SETTINGS["prefix"].default)
 
 
 def _fenced(templates: dict[str, Any], pipeline: str) -> None:

@@ -94,14 +94,14 @@ def _failover(args: argparse.Namespace) -> int:
 
 def _deployed(args: argparse.Namespace) -> int:
     """The deployed app's failover (sync/deployed_failover.py), its steps printed as they go."""
-    from hybridsync.cli.doctor import project_prefix
-    from hybridsync.cli.standby import _cdk_context, save_standbys, standbys
+    from hybridsync.cli.common import cdk_context, project_prefix
+    from hybridsync.cli.standby import save_standbys, standbys
     from hybridsync.model import config
     from hybridsync.runtime import aws
     from hybridsync.sync import deployed_failover as handover
 
     root = config.project_root() or Path.cwd()
-    home = args.home or _cdk_context(root).get("home_region")
+    home = args.home or cdk_context(root).get("home_region")
     if not home:
         raise SystemExit("hybridsync failover --deployed: no home Region: --home us-east-1, or cdk.json's "
                          "context `home_region`")  # fmt: skip

@@ -8,7 +8,6 @@ import argparse
 import json
 import os
 import sys
-from pathlib import Path
 from typing import Any
 
 from hybridsync.cli import common
@@ -379,17 +378,7 @@ def add_dashboard(cli: Commands) -> None:
 def _dashboard(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from hybridsync.truth.context import SETTINGS
-
-    stack = args.stack
-    if not stack:
-        root = config.project_root() or Path.cwd()
-        context = (
-            json.loads((root / "cdk.json").read_text()).get("context", {})
-            if (root / "cdk.json").is_file()
-            else {}
-        )
-        stack = f"{context.get('prefix') or SETTINGS['prefix'].default}-monitoring"
+    stack = args.stack or f"{common.project_prefix()}-monitoring"
     try:
         url, topic = common.stack_output(stack, "DashboardUrl", "AlarmTopicArn")
     except (BotoCoreError, ClientError) as error:

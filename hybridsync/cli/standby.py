@@ -13,7 +13,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from hybridsync.cli.common import Commands
+from hybridsync.cli.common import Commands, cdk_context, project_prefix
 
 SETTINGS_FILE = "cdk.json"
 FAILOVER_SAYS = ("active", "rebuilt")  # what `hybridsync failover --deployed` writes into an entry
@@ -42,12 +42,11 @@ def add_standby(cli: Commands) -> None:
 def _standby(args: argparse.Namespace) -> int:
     from botocore.exceptions import BotoCoreError, ClientError
 
-    from hybridsync.cli.doctor import project_prefix
     from hybridsync.model import config
     from hybridsync.model.declare import regions
 
     root = config.project_root() or Path.cwd()
-    settings = _cdk_context(root)
+    settings = cdk_context(root)
     try:
         (region,) = regions((args.region,), "REGION")
     except ValueError as wrong:
@@ -79,14 +78,9 @@ def _standby(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cdk_context(root: Path) -> dict[str, Any]:
-    cdk = root / SETTINGS_FILE
-    return json.loads(cdk.read_text()).get("context", {}) if cdk.is_file() else {}
-
-
 def standbys(root: Path) -> dict[str, Any]:
     """cdk.json's standby entries, by Region."""
-    return dict(_cdk_context(root).get("standby") or {})
+    return dict(cdk_context(root).get("standby") or {})
 
 
 def save_standbys(root: Path, entries: dict[str, Any]) -> None:

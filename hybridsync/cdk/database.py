@@ -25,6 +25,14 @@ from hybridsync.truth import context
 DATABASE_NAME = "hybridsync"
 ADMIN = "hybridsync"  # the cluster's master user: only the Users resource logs in as it
 PROXY_PORT = 5432
+CLUSTER_PORT = 5438  # not the default port (AwsSolutions-RDS11)
+ENGINE = rds.DatabaseClusterEngine.aurora_postgres(version=rds.AuroraPostgresEngineVersion.VER_17_9)
+
+
+def global_cluster_id(database_stack: str) -> str:
+    """The Aurora Global Database home's cluster becomes the primary of once a standby is prepared:
+    the standby's secondary joins it by this name, which both derive from home's database stack."""
+    return f"{database_stack}-global".lower()
 
 
 class DatabaseStack(Stack):
@@ -34,7 +42,7 @@ class DatabaseStack(Stack):
     def __init__(self, scope: Construct, id: str, *, dev: bool = False, **kwargs: Any) -> None:
         super().__init__(scope, id, **kwargs)
         self.proxy: rds.DatabaseProxy | None = None
-        self.cluster: rds.DatabaseCluster | None = None
+        self.cluster: rds.IDatabaseCluster | None = None  # an Aurora cluster of the app's
         self.key = customer_key(self)
         self.admin_user: str | None = ADMIN  # None: the existing database's (in its secret)
         self.role_secrets: dict[str, secretsmanager.ISecret] = {}
@@ -43,12 +51,17 @@ class DatabaseStack(Stack):
         self.endpoint_urls: dict[str, str] = {}
         self._secrets_endpoint: ec2.InterfaceVpcEndpoint | None = None
         self.role_rotation_groups: dict[str, ec2.SecurityGroup] = {}  # rotate_roles schedules them
+        self.database_name: str = DATABASE_NAME
+        self.provide(dev)
+
+    def provide(self, dev: bool) -> None:
+        """The database, its network and its logins: an Aurora cluster of the app's, or yours."""
         existing = context.read(self, "existing_db_secret_arn")
         if existing:
             self._existing(existing)
+            self.database_name = context.read(self, "existing_db_name")
         else:
             self._create_cluster(dev)
-        self.database_name: str = DATABASE_NAME if self.cluster else context.read(self, "existing_db_name")
         CfnOutput(self, "DatabaseSecretArn", value=self.admin_secret.secret_arn)
 
     # --- where the database lives -----------------------------------------------------------------
@@ -58,9 +71,7 @@ class DatabaseStack(Stack):
         cluster = rds.DatabaseCluster(
             self,
             "Cluster",
-            engine=rds.DatabaseClusterEngine.aurora_postgres(
-                version=rds.AuroraPostgresEngineVersion.VER_17_9
-            ),
+            engine=ENGINE,
             writer=rds.ClusterInstance.serverless_v2("Writer"),
             serverless_v2_min_capacity=context.read(self, "aurora_min_acu"),
             serverless_v2_max_capacity=context.read(self, "aurora_max_acu"),
@@ -68,7 +79,7 @@ class DatabaseStack(Stack):
             vpc_subnets=self.subnets,
             credentials=rds.Credentials.from_generated_secret(ADMIN, encryption_key=self.key),
             default_database_name=DATABASE_NAME,
-            port=5438,  # not the default port (AwsSolutions-RDS11)
+            port=CLUSTER_PORT,
             storage_encrypted=True,
             storage_encryption_key=self.key,
             iam_authentication=True,
@@ -82,6 +93,8 @@ class DatabaseStack(Stack):
         self.admin_secret: secretsmanager.ISecret = cluster.secret
         self.cluster = cluster
         self._cluster_logins(cluster)
+        if standby := context.standbys(self):
+            self._global(cluster, dev, sorted(standby))
         # Every login through the proxy is IAM: the proxy alone holds the passwords.
         self.proxy = cluster.add_proxy(
             "Proxy",
@@ -143,9 +156,11 @@ class DatabaseStack(Stack):
         admin's only once the writer is up."""
         for role in roles.ROLES:  # each with the cluster's host, port and engine (the attachment)
             secret = rds.DatabaseSecret(self, f"{role.title()}Secret", username=roles.user(role),
-                                        dbname=DATABASE_NAME, encryption_key=self.key)  # fmt: skip
+                                        dbname=DATABASE_NAME, encryption_key=self.key,
+                                        replica_regions=self._replica_regions())  # fmt: skip
             _rotated_after_its_login(secret)
             self.role_secrets[role] = secret.attach(cluster)
+            CfnOutput(self, f"{role.title()}SecretArn", value=secret.secret_arn)  # `hybridsync standby`
         admin_rotation = self._rotate(cluster.secret, cluster.connections, "admin")
         # the schedule rotates at once when created (RotateImmediatelyOnUpdate, true by default), and the
         # cluster takes logins only once its writer instance is up: CloudFormation would otherwise make
@@ -154,6 +169,30 @@ class DatabaseStack(Stack):
         admin_rotation.node.add_dependency(cluster.node.find_child("Writer"))
         for role, secret in self.role_secrets.items():
             self._rotate(secret, cluster.connections, role)
+
+    def _global(self, cluster: rds.DatabaseCluster, dev: bool, standby: list[str]) -> None:
+        """The cluster as the primary of an Aurora Global Database, which each standby Region's
+        secondary joins (AWS::RDS::GlobalCluster: from `SourceDBClusterIdentifier`, engine, version
+        and encryption are the cluster's). `hybridsync failover --deployed` moves its writer there."""
+        joined = rds.CfnGlobalCluster(
+            self,
+            "GlobalCluster",
+            global_cluster_identifier=global_cluster_id(self.stack_name),
+            # its identifier: CloudFormation's handler looks the cluster up and passes RDS its ARN
+            source_db_cluster_identifier=cluster.cluster_identifier,
+            deletion_protection=not dev,
+        )
+        joined.node.add_dependency(cluster.node.find_child("Writer"))  # a cluster joins with its writer up
+        secondaries = ", ".join(standby)
+        CfnOutput(self, "GlobalClusterId", value=joined.ref,
+                  description=f"an Aurora Global Database with secondaries in {secondaries}")  # fmt: skip
+
+    def _replica_regions(self) -> list[secretsmanager.ReplicaRegion] | None:
+        """Each standby Region, where a role secret's replica serves the standby's functions (and its
+        proxy, with Aurora): Secrets Manager, "Replicate secrets": the same ARN but the Region; rotated
+        here, the value follows. Under aws/secretsmanager there (replicas refuse -c kms_key_arn)."""
+        regions = [secretsmanager.ReplicaRegion(region=r) for r in sorted(context.standbys(self))]
+        return regions or None
 
     def _existing(self, secret_arn: str) -> None:
         """An existing database: in the VPC, subnets and security group it lives in (never a public
@@ -227,12 +266,11 @@ class DatabaseStack(Stack):
         """A role's login to your database (host, port and name are copied in from the admin's by the
         Users resource), replicated to each standby Region, whose functions read it there (Secrets
         Manager, "Replicate secrets": the same ARN but the Region; rotated here, the value follows)."""
-        standby = [secretsmanager.ReplicaRegion(region=r) for r in sorted(context.standbys(self))]
         secret = secretsmanager.Secret(
             self,
             f"{role.title()}Secret",
             encryption_key=self.key,
-            replica_regions=standby or None,
+            replica_regions=self._replica_regions(),
             generate_secret_string=secretsmanager.SecretStringGenerator(
                 secret_string_template=f'{{"username": "{roles.user(role)}", "engine": "postgres"}}',
                 generate_string_key="password",

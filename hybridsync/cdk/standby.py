@@ -23,16 +23,19 @@ from __future__ import annotations
 
 from typing import Any
 
-from aws_cdk import App, Environment, Stack
+from aws_cdk import App, ArnFormat, CfnOutput, Environment, RemovalPolicy, Stack
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_ec2 as ec2
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_rds as rds
 from aws_cdk import aws_s3 as s3
 from aws_cdk import aws_secretsmanager as secretsmanager
 from cdk_nag import NagSuppressions
 from constructs import Construct
 
 from hybridsync import truth
+from hybridsync.cdk import database
 from hybridsync.cdk.alarm_topic import alarm_topic
 from hybridsync.cdk.data import ChangeStreams, title
 from hybridsync.cdk.database import DatabaseStack
@@ -56,17 +59,18 @@ def prepared(app: App | Construct, model: Model) -> dict[str, dict[str, Any]]:
         if region not in replicated:
             raise ValueError(f"-c standby: {region} holds no replica of the model's tables "
                              f"(replicas: {', '.join(sorted(replicated)) or 'none'})")  # fmt: skip
-        if not context.read(app, "existing_db_secret_arn") or context.read(app, "existing_db_proxy"):
+        if context.read(app, "existing_db_proxy"):
             raise ValueError(
-                f"-c standby: {region} needs a PostgreSQL writer it can reach: your own database "
-                "(-c existing_db_secret_arn, without existing_db_proxy: a proxy lives in home's VPC); "
-                "an Aurora cluster in home's VPC is not one (an Aurora Global Database is not built yet)"
+                f"-c standby: {region} needs a PostgreSQL writer it can reach, and -c existing_db_proxy "
+                "lives in home's VPC: drop the proxy (your database admits the standby's subnets), or "
+                "let the app's Aurora cluster stand by as an Aurora Global Database"
             )
         here = {t.name for t in model.tables if region in context.replicas(app, t)}
         if far := sorted(consumed(model) - here):
             raise ValueError(f"-c standby: {', '.join(far)} has no replica in {region}, and the standby's "
                              "consumers read it: give it one, or stand by in another Region")  # fmt: skip
-        missing = [n for n in ("tables", "secrets", "vpc_id", "subnet_ids") if not entry.get(n)]
+        own_network = ("vpc_id", "subnet_ids") if context.read(app, "existing_db_secret_arn") else ()
+        missing = [n for n in ("tables", "secrets", *own_network) if not entry.get(n)]
         missing += [f"tables.{n}" for n in sorted(here - set(entry.get("tables") or {}))]
         missing += [f"secrets.{r}" for r in roles.ROLES if r not in (entry.get("secrets") or {})]
         if context.read(app, "alarm_topic_arn") and not (
@@ -131,6 +135,98 @@ class StandbyDatabase:
         secret.grant_read(function)
 
 
+class StandbyAuroraStack(DatabaseStack):
+    """With the app's Aurora cluster, the standby's database in its Region
+    (`<prefix>-standby-<region>-database`): a VPC as home's (no NAT, the endpoints its functions
+    call), a secondary cluster of home's Aurora Global Database, read-only until `hybridsync failover
+    --deployed` moves the writer here (SwitchoverGlobalCluster, or FailoverGlobalCluster when home
+    is down), and an RDS Proxy in front of it that the standby's functions log in through with IAM,
+    as home's do. The proxy reads each role's password from the role secret's replica; the logins
+    themselves replicate with the database. "For a proxy that has a secondary cluster as a registered
+    target, ... requests sent to the read/write endpoint fail", and after a switchover or failover
+    it "sends them to the writer instance of the new primary cluster as soon as it's available"
+    (Aurora guide, "Using RDS Proxy with Aurora global databases")."""
+
+    def __init__(self, scope: Construct, id: str, *, entry: dict[str, Any], global_cluster: str,
+                 **kwargs: Any) -> None:  # fmt: skip
+        self.entry, self.global_cluster = entry, global_cluster
+        super().__init__(scope, id, **kwargs)
+        self.template_options.metadata = {STANDBY: self.region}
+
+    def provide(self, dev: bool) -> None:
+        self._create_network()
+        self.admin_user = None  # the Users step and the migrations at deploy stay home's
+        self.role_secrets = {
+            role: secretsmanager.Secret.from_secret_complete_arn(self, f"{role.title()}Secret", arn)
+            for role, arn in self.entry["secrets"].items()
+        }
+        group = ec2.SecurityGroup(self, "ClusterGroup", vpc=self.vpc, description="the secondary cluster")
+        subnets = rds.SubnetGroup(self, "ClusterSubnets", vpc=self.vpc, vpc_subnets=self.subnets,
+                                  description="the secondary cluster's subnets")  # fmt: skip
+        # named, or RDS refuses an encrypted cross-Region replica ("make sure to set KmsKeyId to a KMS
+        # key identifier that is valid in the destination Region", CreateDBCluster): this Region's
+        # aws/rds key (replicas take no -c kms_key_arn)
+        key = self.format_arn(service="kms", resource="alias", resource_name="aws/rds",
+                              arn_format=ArnFormat.SLASH_RESOURCE_NAME)  # fmt: skip
+        secondary = rds.CfnDBCluster(
+            self,
+            "Cluster",
+            # no MasterUsername nor password: a secondary takes the primary's ("Cannot specify user
+            # name for cross region replication cluster"); engine and version as the primary's
+            global_cluster_identifier=self.global_cluster,
+            engine=database.ENGINE.engine_type,
+            engine_version=database.ENGINE.engine_version.full_version,  # type: ignore[union-attr]
+            db_subnet_group_name=subnets.subnet_group_name,
+            vpc_security_group_ids=[group.security_group_id],
+            port=database.CLUSTER_PORT,
+            storage_encrypted=True,
+            kms_key_id=key,
+            enable_iam_database_authentication=True,
+            serverless_v2_scaling_configuration=rds.CfnDBCluster.ServerlessV2ScalingConfigurationProperty(
+                min_capacity=context.read(self, "aurora_min_acu"),
+                max_capacity=context.read(self, "aurora_max_acu"),
+            ),
+            deletion_protection=not dev,
+            backup_retention_period=context.read(self, "backup_retention_days"),
+            enable_cloudwatch_logs_exports=["postgresql"],
+            copy_tags_to_snapshot=True,
+        )
+        secondary.apply_removal_policy(RemovalPolicy.DESTROY if dev else RemovalPolicy.SNAPSHOT)
+        monitoring = iam.Role(
+            self,
+            "MonitoringRole",  # enhanced monitoring: OS metrics each minute, as home's cluster
+            assumed_by=iam.ServicePrincipal("monitoring.rds.amazonaws.com"),
+            managed_policies=[
+                iam.ManagedPolicy.from_aws_managed_policy_name("service-role/AmazonRDSEnhancedMonitoringRole")
+            ],
+        )
+        reader = rds.CfnDBInstance(self, "Reader", db_cluster_identifier=secondary.ref,
+                                   db_instance_class="db.serverless", engine=database.ENGINE.engine_type,
+                                   monitoring_interval=60, monitoring_role_arn=monitoring.role_arn,
+                                   publicly_accessible=False)  # fmt: skip
+        self.cluster = rds.DatabaseCluster.from_database_cluster_attributes(
+            self, "Secondary", cluster_identifier=secondary.ref, port=database.CLUSTER_PORT,
+            security_groups=[group], engine=database.ENGINE,
+        )  # fmt: skip
+        self.proxy = rds.DatabaseProxy(
+            self, "Proxy", proxy_target=rds.ProxyTarget.from_cluster(self.cluster),
+            secrets=list(self.role_secrets.values()), vpc=self.vpc, vpc_subnets=self.subnets,
+            require_tls=True, iam_auth=True,
+        )  # fmt: skip
+        self.proxy.node.add_dependency(reader)  # a proxy registers a cluster with an instance up
+        self.proxy.connections.allow_from(self.client_security_group, ec2.Port.tcp(database.PROXY_PORT))
+        self.cluster.connections.allow_default_port_from(self.proxy)
+        # what `hybridsync failover --deployed` moves the writer to, and checks before it does
+        CfnOutput(self, "GlobalClusterId", value=self.global_cluster)
+        CfnOutput(self, "ClusterArn", value=secondary.attr_db_cluster_arn)
+        CfnOutput(self, "ProxyName", value=self.proxy.db_proxy_name)
+        CfnOutput(self, "ProxyEndpoint", value=self.proxy.endpoint)
+        NagSuppressions.add_resource_suppressions(
+            monitoring, [{"id": "AwsSolutions-IAM4", "reason": "Enhanced monitoring's role uses the "
+                          "AWS-maintained AmazonRDSEnhancedMonitoringRole policy, which RDS requires."}],
+        )  # fmt: skip
+
+
 class StandbyData:
     """The tables as the Region holds them (their replicas, by name and stream), the bodies bucket
     by name (it stays in home)."""
@@ -157,11 +253,10 @@ class StandbyStack(PipelineStack):
     no Users step, no schema migration at deploy (home runs both; the Migrate function is here for
     the operations function's upgrades), no API, no sweep, no rotation of time series."""
 
-    def __init__(
-        self, scope: Construct, id: str, *, region: str, entry: dict[str, Any], **kwargs: Any
-    ) -> None:
+    def __init__(self, scope: Construct, id: str, *, region: str, entry: dict[str, Any],
+                 database: StandbyAuroraStack | None = None, **kwargs: Any) -> None:  # fmt: skip
         self.waits_in, self.entry = region, entry
-        super().__init__(scope, id, data=None, database=None, **kwargs)  # type: ignore[arg-type]
+        super().__init__(scope, id, data=None, database=database, **kwargs)  # type: ignore[arg-type]
         self.template_options.metadata = {STANDBY: region}
 
     def consuming(self) -> bool:
@@ -174,7 +269,8 @@ class StandbyStack(PipelineStack):
         return bool(self.entry.get("rebuilt"))
 
     def sources(self, data: Any, database: Any) -> tuple[Any, Any]:
-        return StandbyData(self, self.entry), StandbyDatabase(self, self.entry)
+        """The Region's replicas; the Aurora secondary's stack, else your database from here."""
+        return StandbyData(self, self.entry), database or StandbyDatabase(self, self.entry)
 
     def _logins_and_schema(self, versions: Any) -> None:
         self.migrate = self.function("Migrate", name="migrate", role="migrator", timeout=self.MIGRATE_TIMEOUT,
@@ -190,7 +286,8 @@ class StandbyStack(PipelineStack):
 class StandbyMonitoring(MonitoringStack):
     """The standby's consumers' alarms, in its Region, where their metrics are: errors, throttles,
     iterator age, dead letters, failed batches, the drain, freshness. Quiet while the standby is
-    idle (its functions run nothing), they page for the new home after a failover. An alarm notifies
+    idle (its functions run nothing), they page for the new home after a failover, with the Aurora
+    secondary's proxy and capacity once it is the writer (a deploy after it). An alarm notifies
     a topic of its own Region: the entry's (`hybridsync standby --alarm-topic-arn`), else one of the
     stack's (`-c alarm_email` subscribes the address there too)."""
 
@@ -203,6 +300,8 @@ class StandbyMonitoring(MonitoringStack):
         self._consumers(standby)
         self._scheduled(standby)
         self._freshness(standby)
+        if standby.consuming():  # the secondary's proxy has no writer to reach until the failover
+            self._database(standby.database)
 
 
 def standby_stacks(app: App, model: Model, prefix: str, home: Stack, **options: Any) -> dict[str, Stack]:
@@ -215,8 +314,16 @@ def standby_stacks(app: App, model: Model, prefix: str, home: Stack, **options: 
                          "stays in home: a standby cannot read them (docs/many-regions.md)")  # fmt: skip
     stacks: dict[str, Stack] = {}
     for region, entry in sorted(entries.items()):
+        secondary = None
+        if not context.read(app, "existing_db_secret_arn"):  # the app's Aurora: a secondary here
+            secondary = StandbyAuroraStack(
+                app, f"{prefix}-standby-{region}-database", entry=entry, dev=bool(context.read(app, "dev")),
+                global_cluster=database.global_cluster_id(home.stack_name), env=Environment(region=region),
+            )  # fmt: skip
+            secondary.node.add_dependency(home)  # the global cluster and the secrets' replicas first
+            stacks[f"standby-{region}-database"] = secondary
         stack = StandbyStack(app, f"{prefix}-standby-{region}", region=region, entry=entry, model=model,
-                             env=Environment(region=region), **options)  # fmt: skip
+                             database=secondary, env=Environment(region=region), **options)  # fmt: skip
         stack.node.add_dependency(home)  # its replica secrets first
         stacks[f"standby-{region}"] = stack
         stacks[f"standby-{region}-monitoring"] = StandbyMonitoring(

@@ -2,9 +2,11 @@
 what crosses Regions from the deployed app, once, and writes it into cdk.json's context (`standby`),
 where the CDK app reads it at synth: each table's name (home's data stack) and its replica's stream
 ARN in REGION (DescribeTable there), the database roles' secrets (home's database stack; their
-replicas in REGION have the same ARN but the Region), the bodies bucket, and the network in REGION
-that reaches your database (given). cdk.json, not cdk.context.json: it is committed and never
-cleared (`cdk context --clear`), and after a deployed failover it says which Region consumes."""
+replicas in REGION have the same ARN but the Region), the bodies bucket, and, for your own
+database, the network in REGION that reaches it (given; with the app's Aurora cluster the standby
+makes its own VPC and a secondary cluster of an Aurora Global Database). cdk.json, not
+cdk.context.json: it is committed and never cleared (`cdk context --clear`), and after a deployed
+failover it says which Region consumes."""
 
 from __future__ import annotations
 
@@ -25,12 +27,13 @@ def add_standby(cli: Commands) -> None:
         "prepare a standby stack in a replica Region: the engine's consumers deployed there idle, so "
         "`hybridsync failover --to REGION --deployed` has a pipeline to move to; reads the deployed "
         "app and writes what the stack needs into cdk.json (then: npx cdk deploy --all)",
-        "hybridsync standby us-west-2 --vpc vpc-0abc --subnets subnet-0a,subnet-0b",
+        "hybridsync standby us-west-2  (your own database: --vpc vpc-0abc --subnets subnet-0a,subnet-0b)",
         _standby,
     )
     standby.add_argument("region", metavar="REGION", help="a Region the model's tables have replicas in")
-    standby.add_argument("--vpc", required=True, help="the VPC in REGION whose routes reach your database")
-    standby.add_argument("--subnets", required=True, help="comma-separated private subnets of that VPC")
+    standby.add_argument("--vpc", help="your own database: the VPC in REGION whose routes reach it (the "
+                         "app's Aurora cluster: none, the standby makes its own)")  # fmt: skip
+    standby.add_argument("--subnets", help="your own database: comma-separated private subnets of that VPC")
     standby.add_argument("--streams-endpoint", help="without a NAT: the URL of your DynamoDB Streams "
                          "interface endpoint in that VPC (it has no private DNS)")  # fmt: skip
     standby.add_argument("--alarm-topic-arn", help="an SNS topic of yours in REGION for the standby's "
@@ -57,12 +60,21 @@ def _standby(args: argparse.Namespace) -> int:
                          "`home_region` (the app with replicas has one)")  # fmt: skip
     if region == home:
         raise SystemExit(f"hybridsync standby: {region} is home; a standby waits in a replica Region")
+    own = bool(settings.get("existing_db_secret_arn"))  # else the app's Aurora cluster
+    if own and not (args.vpc and args.subnets):
+        raise SystemExit("hybridsync standby: your database (existing_db_secret_arn) needs the standby's "
+                         f"network in {region}, whose routes reach it: --vpc vpc-... "
+                         "--subnets subnet-a,subnet-b")  # fmt: skip
+    if not own and (args.vpc or args.subnets or args.streams_endpoint):
+        raise SystemExit("hybridsync standby: the app's Aurora cluster stands by in a VPC the standby makes, "
+                         "as home's: drop --vpc, --subnets and --streams-endpoint")  # fmt: skip
     prefix = args.prefix or project_prefix()
     try:
         entry = _entry(config.model(), f"{prefix}-data", f"{prefix}-database", home, region)
     except (BotoCoreError, ClientError) as error:
         raise SystemExit(f"hybridsync standby: {error} (deployed in {home}? the right account?)") from None
-    entry |= {"vpc_id": args.vpc, "subnet_ids": [s for s in args.subnets.split(",") if s]}
+    if own:
+        entry |= {"vpc_id": args.vpc, "subnet_ids": [s for s in args.subnets.split(",") if s]}
     entry |= {"streams_endpoint": args.streams_endpoint} if args.streams_endpoint else {}
     entry |= {"alarm_topic_arn": args.alarm_topic_arn} if args.alarm_topic_arn else {}
     entries = standbys(root)
@@ -72,9 +84,15 @@ def _standby(args: argparse.Namespace) -> int:
     save_standbys(root, entries)
     tables = ", ".join(sorted(entry["tables"]))
     print(f"{root / SETTINGS_FILE}: the standby in {region} reads {tables} there.")
-    print(f"Next: npx cdk deploy --all. Home's database stack replicates the roles' secrets to {region} "
-          f"first; then {prefix}-standby-{region} deploys with its mappings disabled. Your database must "
-          f"admit {args.subnets}.")  # fmt: skip
+    first = f"Next: npx cdk deploy --all. Home's database stack replicates the roles' secrets to {region}"
+    if own:
+        print(f"{first} first; then {prefix}-standby-{region} deploys with its mappings disabled. Your "
+              f"database must admit {args.subnets}.")  # fmt: skip
+    else:
+        print(f"{first} and makes its Aurora cluster the primary of an Aurora Global Database; then "
+              f"{prefix}-standby-{region}-database adds a secondary cluster there (Aurora copies the data: "
+              f"this can take hours for a large database), and {prefix}-standby-{region} deploys with its "
+              "mappings disabled.")  # fmt: skip
     return 0
 
 
@@ -138,5 +156,5 @@ def _output(outputs: dict[str, str], key: str, stack: str) -> str:
     value = next((v for k, v in outputs.items() if k.startswith(key)), None)
     if value is None:
         raise SystemExit(f"hybridsync standby: {stack} has no output {key}: deploy this version of the app "
-                         "to home first (a standby needs your database: existing_db_secret_arn)")  # fmt: skip
+                         "to home first")  # fmt: skip
     return value

@@ -58,6 +58,10 @@ PAGES = {
     # they started from" (global tables' checklist and FAQ)
     "replica-consumer": f"{DOCS}/amazondynamodb/latest/developerguide/"
     "bp-global-table-design.prescriptive-guidance.checklist-and-faq.html",
+    # a secondary cluster takes the primary's logins ("Cannot specify user name for cross region
+    # replication cluster", CreateDBCluster's InvalidParameterCombination), its engine version, and
+    # when encrypted a KmsKeyId "valid in the destination AWS Region" (CreateDBCluster's KmsKeyId)
+    "aurora-secondary": f"{DOCS}/AmazonRDS/latest/AuroraUserGuide/aurora-global-database-attaching.html",
     # "For throttling errors (429) ... Lambda returns the event to the queue and attempts to run the
     # function again for up to 6 hours"
     "async-throttle": f"{DOCS}/lambda/latest/dg/invocation-async-error-handling.html",

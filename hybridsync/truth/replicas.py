@@ -1,4 +1,5 @@
-"""Global tables (version 2019.11.21): each replica's stream, and who reads it."""
+"""Many Regions: global tables (version 2019.11.21), each replica's stream and who reads it; and the
+Aurora Global Database a standby's secondary cluster joins."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ import re
 
 from hybridsync.truth.facts import PAGES, STANDBY
 from hybridsync.truth.findings import Finding
-from hybridsync.truth.templates import Templates, listed
+from hybridsync.truth.templates import Id, Templates, listed
 
 
 def replica_rules(templates: Templates) -> list[Finding]:
@@ -55,3 +56,52 @@ def replica_rules(templates: Templates) -> list[Finding]:
                 PAGES["replica-consumer"],
             ) for mapping in mappings if side != "home")  # fmt: skip
     return findings
+
+
+def global_database_rules(templates: Templates) -> list[Finding]:
+    """A secondary cluster (`AWS::RDS::DBCluster` with `GlobalClusterIdentifier`, cdk/standby.py)
+    joins a global database some stack declares, names no master login (RDS refuses one for "cross
+    region replication cluster": the logins are the primary's), names the key of its Region when
+    encrypted (CreateDBCluster's KmsKeyId) and runs the primary's engine and engine version (Aurora
+    guide, "Adding an AWS Region to an Aurora global database")."""
+    findings: list[Finding] = []
+    primaries: dict[object, dict] = {}  # a global database's identifier -> its primary's properties
+    for (stack, _), joined in templates.resources("AWS::RDS::GlobalCluster"):
+        properties = joined.get("Properties", {})
+        source = _referenced(stack, properties.get("SourceDBClusterIdentifier"))
+        primary = (templates.get(source) if source else None) or {}
+        primaries[properties.get("GlobalClusterIdentifier")] = primary.get("Properties", {})
+    for (stack, logical), cluster in templates.resources("AWS::RDS::DBCluster"):
+        properties = cluster.get("Properties", {})
+        if "GlobalClusterIdentifier" not in properties:
+            continue
+        joins = properties["GlobalClusterIdentifier"]
+        wrong = [f"it names {k}" for k in ("MasterUsername", "MasterUserPassword", "ManageMasterUserPassword")
+                 if k in properties]  # fmt: skip
+        if properties.get("StorageEncrypted") and "KmsKeyId" not in properties:
+            wrong.append(
+                "it is encrypted and names no KmsKeyId, which RDS requires of a cross-Region replica"
+            )
+        if joins not in primaries:
+            wrong.append(f"no stack declares the global database {joins!r} it joins")
+        else:
+            primary, engine = primaries[joins], ("Engine", "EngineVersion")
+            wrong += [f"its {k} {properties.get(k)!r} is not the primary's {primary.get(k)!r}"
+                      for k in engine if properties.get(k) != primary.get(k)]  # fmt: skip
+        findings.extend(Finding("aurora-secondary", f"{stack}/{logical}",
+                                f"a secondary cluster of an Aurora Global Database: {problem}",
+                                PAGES["aurora-secondary"]) for problem in wrong)  # fmt: skip
+    return findings
+
+
+def _referenced(stack: str, value: object) -> Id | None:
+    """The resource a value refers to with a `Ref`, however deep (an ARN joined from one)."""
+    if isinstance(value, dict):
+        if isinstance(ref := value.get("Ref"), str) and not ref.startswith("AWS::"):
+            return (stack, ref)
+        values: list[object] = list(value.values())
+    elif isinstance(value, list):
+        values = value
+    else:
+        return None
+    return next((found for v in values if (found := _referenced(stack, v))), None)

@@ -9,13 +9,13 @@ from hybridsync.truth.freshness import freshness_rules
 from hybridsync.truth.keys import kms_rules
 from hybridsync.truth.order import order_rules
 from hybridsync.truth.readers import kinesis_reader_rules, reader_rules
-from hybridsync.truth.replicas import replica_rules
+from hybridsync.truth.replicas import global_database_rules, replica_rules
 from hybridsync.truth.routes import network_rules
 from hybridsync.truth.templates import Templates
 from hybridsync.truth.topics import topic_rules
 
 RULES = (topic_rules, metric_rules, network_rules, kms_rules, trust_rules, order_rules, reader_rules,
-         kinesis_reader_rules, freshness_rules, replica_rules)  # fmt: skip
+         kinesis_reader_rules, freshness_rules, replica_rules, global_database_rules)  # fmt: skip
 
 
 def check(templates: Templates) -> list[Finding]:

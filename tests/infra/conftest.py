@@ -26,6 +26,9 @@ STANDBY = {
     }
 }  # fmt: skip
 
+# with the app's Aurora cluster the standby makes its own network (`hybridsync standby` takes none)
+AURORA_STANDBY = {k: v for k, v in STANDBY["us-west-2"].items() if k not in ("vpc_id", "subnet_ids")}
+
 
 @pytest.fixture(scope="module")
 def data(cloud_assembly):
@@ -92,9 +95,8 @@ def synthesize_variants(bundle: str) -> dict[str, dict]:
             **existing, replica_regions="us-west-2", home_region="us-east-1", standby=json.dumps(STANDBY)
         ),
         "standby_active": synthesize(
-            **existing,
             replica_regions="us-west-2",
             home_region="us-east-1",
-            standby=json.dumps({"us-west-2": STANDBY["us-west-2"] | {"active": True, "rebuilt": True}}),
-        ),  # after `hybridsync failover --to us-west-2 --deployed`
+            standby=json.dumps({"us-west-2": AURORA_STANDBY | {"active": True, "rebuilt": True}}),
+        ),  # the app's Aurora, after `hybridsync failover --to us-west-2 --deployed`
     }

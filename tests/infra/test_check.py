@@ -204,6 +204,27 @@ def standby_without_its_mark(stacks: Stacks) -> None:
     stacks["standby-us-west-2"].pop("Metadata")
 
 
+def _secondary(stacks: Stacks) -> dict:
+    (cluster,) = of_type(stacks["standby-us-west-2-database"], "AWS::RDS::DBCluster").values()
+    return cluster["Properties"]  # type: ignore[no-any-return]
+
+
+def secondary_with_a_master_login(stacks: Stacks) -> None:
+    _secondary(stacks)["MasterUsername"] = "hybridsync"
+
+
+def secondary_of_another_global_database(stacks: Stacks) -> None:
+    _secondary(stacks)["GlobalClusterIdentifier"] = "hybridsync-global"
+
+
+def secondary_without_its_key(stacks: Stacks) -> None:
+    _secondary(stacks).pop("KmsKeyId")
+
+
+def secondary_of_another_version(stacks: Stacks) -> None:
+    _secondary(stacks)["EngineVersion"] = "16.4"
+
+
 def _kinesis_stream(stacks: Stacks) -> dict:
     resources = stacks["data"]["Resources"]
     resources["ChangeStream"] = {"Type": "AWS::Kinesis::Stream", "Properties": {}}
@@ -275,6 +296,14 @@ MUTATIONS: dict[str, tuple[str, Callable[[Stacks], None], str, str]] = {
     "a replica's consumer": ("replicas", consumer_of_a_replicas_stream, "replica-consumer", "in us-west-2"),
     "a standby consuming": ("standby", standby_mapping_enabled, "replica-consumer", "both consume"),
     "a standby unmarked": ("standby", standby_without_its_mark, "replica-consumer", "in us-west-2"),
+    "a secondary with a master login": ("standby_active", secondary_with_a_master_login, "aurora-secondary",
+                                        "names MasterUsername"),
+    "a secondary of another global database": ("standby_active", secondary_of_another_global_database,
+                                               "aurora-secondary", "no stack declares"),
+    "a secondary without its key": ("standby_active", secondary_without_its_key, "aurora-secondary",
+                                    "names no KmsKeyId"),
+    "a secondary of another version": ("standby_active", secondary_of_another_version, "aurora-secondary",
+                                       "EngineVersion '16.4'"),
 }  # fmt: skip
 
 

@@ -12,8 +12,9 @@ from aws_cdk import App
 
 from hybridsync.cdk import build
 from hybridsync.local.template import Assembly
+from hybridsync.sync.deployed_failover import WRITER_OUTPUTS
 from shop.model import MODEL
-from tests.infra.conftest import STANDBY, STREAM
+from tests.infra.conftest import AURORA_STANDBY, STANDBY, STREAM
 from tests.infra.test_database_access import ADMIN_SECRET, NETWORK, ROOT, of_type
 
 pytestmark = pytest.mark.infra
@@ -57,6 +58,51 @@ def test_home_replicates_each_roles_secret_to_the_standby_and_says_its_arn(varia
     assert all("ReplicaRegions" not in s["Properties"] for s in no_standby)
 
 
+def test_an_aurora_home_is_the_primary_of_a_global_database_whose_secondary_the_standby_reaches(variants):
+    """The app's Aurora cluster: home's joins an Aurora Global Database as its primary, the standby
+    Region's database stack adds a secondary (no login of its own: the primary's replicate) behind a
+    proxy the standby's functions log in through with IAM, the roles' passwords read from their
+    secrets' replicas there."""
+    stacks = variants["standby_active"]
+    (joined,) = of_type(stacks["database"], "AWS::RDS::GlobalCluster").values()
+    (primary,) = of_type(stacks["database"], "AWS::RDS::DBCluster")
+    assert primary in json.dumps(joined["Properties"]["SourceDBClusterIdentifier"])  # its ARN
+    assert joined["Properties"]["DeletionProtection"] is True
+    secrets = of_type(stacks["database"], "AWS::SecretsManager::Secret").values()
+    assert (
+        sum(s["Properties"].get("ReplicaRegions") == [{"Region": REGION}] for s in secrets) == 3
+    )  # not the admin's
+    standby_database = stacks[f"standby-{REGION}-database"]
+    assert standby_database["Metadata"] == {"hybridsync:standby": REGION}
+    (secondary,) = of_type(standby_database, "AWS::RDS::DBCluster").values()
+    assert (
+        secondary["Properties"]["GlobalClusterIdentifier"] == joined["Properties"]["GlobalClusterIdentifier"]
+    )
+    assert "MasterUsername" not in secondary["Properties"] and secondary["Properties"]["StorageEncrypted"]
+    assert "alias/aws/rds" in json.dumps(secondary["Properties"]["KmsKeyId"])  # its Region's key, named
+    # what `hybridsync failover --deployed` reads (sync/deployed_failover.py Writer.of)
+    outputs = standby_database["Outputs"]
+    assert outputs["GlobalClusterId"]["Value"] == joined["Properties"]["GlobalClusterIdentifier"]
+    assert set(WRITER_OUTPUTS) <= set(outputs)
+    (proxy,) = of_type(standby_database, "AWS::RDS::DBProxy").values()
+    assert [a["SecretArn"] for a in proxy["Properties"]["Auth"]] == [
+        AURORA_STANDBY["secrets"][r] for r in ("reader", "writer", "migrator")
+    ]
+    assert {a["IAMAuth"] for a in proxy["Properties"]["Auth"]} == {"REQUIRED"}
+    (target,) = of_type(standby_database, "AWS::RDS::DBProxyTargetGroup").values()
+    assert target["Properties"]["DBClusterIdentifiers"] == [{"Ref": "Cluster"}]
+    write_back = functions(stacks[f"standby-{REGION}"])["WriteBack"]
+    assert write_back["DB_IAM_AUTH"] == "true" and write_back["DB_USER"] == "hybridsync_writer"
+    assert "standby-us-west-2-database" in json.dumps(write_back["DB_HOST"])  # its Region's proxy
+    assert "DB_SECRET_ARN" not in write_back
+    # its alarms once it is the writer: the proxy, and the secondary's capacity
+    alarms = of_type(stacks[f"standby-{REGION}-monitoring"], "AWS::CloudWatch::Alarm")
+    for alarm in ("ProxyAvailability", "ProxyFailedAuth", "AuroraCapacity"):
+        assert any(k.startswith(alarm) for k in alarms), alarm
+    for name in ("default", "existing", "standby"):  # no standby, or your own database: no global one
+        assert not of_type(variants[name]["database"], "AWS::RDS::GlobalCluster"), name
+
+
 def test_the_local_app_runs_no_standby(variants, tmp_path):
     """Locally a failover runs home's own functions on the new home's replica (local/failover.py)."""
     manifest = {"artifacts": {}}
@@ -92,8 +138,11 @@ def _without(path: str) -> str:
 @pytest.mark.parametrize(
     ("changes", "refused"),
     [
-        ({"existing_db_secret_arn": None}, "needs a PostgreSQL writer it can reach"),
-        ({"existing_db_proxy": "true", "existing_db_instance_id": "pg"}, "a proxy lives in home's VPC"),
+        ({"standby": _without("vpc_id")}, "lacks vpc_id"),  # your own database: the network reaching it
+        (
+            {"existing_db_proxy": "true", "existing_db_instance_id": "pg"},
+            "existing_db_proxy lives in home's VPC",
+        ),
         ({"replica_regions": "eu-west-1"}, "us-west-2 holds no replica"),
         ({"standby": _without("tables.main")}, "lacks tables.main"),
         ({"standby": _without("secrets.writer")}, "lacks secrets.writer"),
@@ -197,18 +246,22 @@ def test_the_local_app_synthesizes_without_the_standbys():
 
 
 def test_cfn_lint_finds_nothing_in_the_standby_in_its_region(variants, tmp_path):
-    """The standby deploys to us-west-2 (cfn-lint checks what that Region offers); checkov's run on
-    the session's synth covers the same constructs (the functions, the bucket, the queue)."""
+    """The standby deploys to us-west-2 (cfn-lint checks what that Region offers), its Aurora
+    secondary too, and home's global database to us-east-1; checkov's run on the session's synth
+    covers the same constructs (the functions, the bucket, the queue)."""
     import subprocess
 
     from tests.infra.test_security import CFN_LINT_IGNORED
 
-    for name in ("standby", "standby_active"):
-        path = tmp_path / f"{name}.template.json"
-        path.write_text(json.dumps(variants[name][f"standby-{REGION}"]))
-        run = subprocess.run(["cfn-lint", "--ignore-checks", ",".join(CFN_LINT_IGNORED), "--regions", REGION,
+    linted = [("standby", f"standby-{REGION}", REGION), ("standby_active", f"standby-{REGION}", REGION),
+              ("standby_active", f"standby-{REGION}-database", REGION),
+              ("standby_active", "database", "us-east-1")]  # fmt: skip
+    for variant, stack, region in linted:
+        path = tmp_path / f"{variant}-{stack}.template.json"
+        path.write_text(json.dumps(variants[variant][stack]))
+        run = subprocess.run(["cfn-lint", "--ignore-checks", ",".join(CFN_LINT_IGNORED), "--regions", region,
                               "--", str(path)], capture_output=True, text=True)  # fmt: skip
-        assert run.returncode == 0, run.stdout + run.stderr
+        assert run.returncode == 0, stack + run.stdout + run.stderr
 
 
 def test_the_standbys_alarms_go_to_the_topic_its_entry_names():

@@ -49,7 +49,8 @@ def deployed(handler_env, tmp_path, monkeypatch):
         cloudformation.create_stack(StackName=f"{prefix}-{stack}", TemplateBody=json.dumps(template))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HYBRIDSYNC_MODEL", "shop.model:MODEL")
-    context = {"prefix": prefix, "home_region": "us-east-1", "@aws-cdk/core:checkSecretUsage": True}
+    context = {"prefix": prefix, "home_region": "us-east-1", "@aws-cdk/core:checkSecretUsage": True,
+               "existing_db_secret_arn": SECRET.format(role="admin")}  # fmt: skip
     (tmp_path / "cdk.json").write_text(json.dumps({"app": "python3 app.py", "context": context}))
     yield prefix, main, west.describe_table(TableName=main)["Table"]["LatestStreamArn"]
     west.delete_table(TableName=main)
@@ -103,10 +104,34 @@ def test_standby_says_what_is_missing(deployed, tmp_path):
         cli.main(["standby", "us-west-2", "--vpc", "v", "--subnets", "s", "--prefix", "NoSuchApp"])
     with pytest.raises(SystemExit, match=r"no table of .* has a replica in eu-west-1"):
         cli.main(["standby", "eu-west-1", "--vpc", "v", "--subnets", "s"])
+    with pytest.raises(SystemExit, match="needs the standby's network in us-west-2"):
+        cli.main(["standby", "us-west-2"])
     (tmp_path / "cdk.json").write_text(json.dumps({"context": {"prefix": prefix}}))
     with pytest.raises(SystemExit, match="no home Region"):
         cli.main(["standby", "us-west-2", "--vpc", "vpc-0abc", "--subnets", "subnet-0a"])
     assert "standby" not in settings(tmp_path)["context"]
+
+
+def test_with_the_apps_aurora_the_standby_takes_no_network_and_its_synth_makes_one(
+    deployed, tmp_path, capsys
+):
+    """Home's Aurora cluster: the standby Region gets a VPC of its own and a secondary cluster of an
+    Aurora Global Database (cdk/standby.py StandbyAuroraStack), so the command takes no network."""
+    prefix, main, stream = deployed
+    saved = settings(tmp_path)
+    del saved["context"]["existing_db_secret_arn"]
+    (tmp_path / "cdk.json").write_text(json.dumps(saved))
+    with pytest.raises(SystemExit, match="drop --vpc, --subnets"):
+        cli.main(["standby", "us-west-2", "--vpc", "vpc-0abc", "--subnets", "subnet-0a"])
+    assert cli.main(["standby", "us-west-2"]) == 0
+    assert f"{prefix}-standby-us-west-2-database adds a secondary cluster" in capsys.readouterr().out
+    entry = settings(tmp_path)["context"]["standby"]["us-west-2"]
+    assert "vpc_id" not in entry and entry["tables"]["main"] == {"name": main, "stream_arn": stream}
+    entry["tables"]["chunks"] = {"name": f"{prefix}-data-ChunksTable-3C4D"}
+    context = {"standby": {"us-west-2": entry}, "replica_regions": "us-west-2", "home_region": "us-east-1"}
+    assert prepared(App(context=context), MODEL)["us-west-2"] == entry
+    with pytest.raises(ValueError, match="lacks vpc_id, subnet_ids"):  # your own database needs them
+        prepared(App(context=context | {"existing_db_secret_arn": SECRET.format(role="admin")}), MODEL)
 
 
 def test_standby_says_a_wrong_region_in_a_sentence(tmp_path, monkeypatch):

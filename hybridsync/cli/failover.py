@@ -117,11 +117,14 @@ def _deployed(args: argparse.Namespace) -> int:
         return aws.client(service, region=region)
 
     try:
+        writer = None
+        if not cdk_context(root).get("existing_db_secret_arn"):  # the app's Aurora: a global database
+            writer = handover.Writer.of(clients, args.to, f"{prefix}-standby-{args.to}-database")
         done = handover.failover(
             clients, home=home, prefix=prefix, to=args.to, standbys=entries,
             save=lambda entries: save_standbys(root, entries),
-            probe=handover.probe_in(clients, model, tables), rebuild=handover.rebuild_in(clients, model),
-            live=not args.offline,
+            probe=handover.probe_in(clients, model, tables, writer),
+            rebuild=handover.rebuild_in(clients, model), live=not args.offline, writer=writer,
             say=lambda line: print(line, flush=True),
         )  # fmt: skip
     except handover.Refused as refused:

@@ -11,6 +11,13 @@ nothing counted twice, while writes go on. The same hand-over as the local one (
    guide, bp-global-table-design.prescriptive-guidance.evacuation.html); the command waits ten
    times the largest `ReplicationLatency` home's CloudWatch recorded towards REGION in the last 15
    minutes (the metric's dimensions: TableName, ReceivingRegion; CloudWatch metrics for DynamoDB).
+   **The database's writer moves** with the app's Aurora cluster (an Aurora Global Database, its
+   secondary in REGION's standby database stack): `SwitchoverGlobalCluster` when home is live (no
+   data lost: Aurora waits for the secondary to catch up), `FailoverGlobalCluster` with
+   `AllowDataLoss` when it is not (what Aurora had not replicated is lost; the write-back replays
+   the replica's stream, so rows of DynamoDB's changes come back). The standby's proxy sends its
+   writes to the new writer once it is up (Aurora guide, "Using RDS Proxy with Aurora global
+   databases"). Your own database's failover is yours, before this command.
 3. **REGION is marked active** in cdk.json: a later `cdk deploy` keeps home's pipeline disabled and
    the standby's enabled (the deploy truth lets one side consume at a time), and each side's
    operations function says so now (`PIPELINE_ENABLED`: what a rebuild leaves the aggregation as).
@@ -132,6 +139,7 @@ class Handover:
     fenced: bool = False  # home's mappings disabled (offline: not until it answers)
     waited_s: float = 0.0
     rebuilt: bool = False  # False: the aggregation already ran (an earlier run rebuilt)
+    writer: str = ""  # with Aurora: the global database's writer endpoint, now in the new home
     steps_s: dict[str, float] = field(default_factory=dict)
     rebuild: dict[str, Any] = field(default_factory=dict)
 
@@ -188,6 +196,112 @@ def declare_running(clients: Clients, consumers: Consumers, running: bool) -> No
     raise TimeoutError(f"{function} in {consumers.region} kept changing: PIPELINE_ENABLED not set")
 
 
+WRITER_TIMEOUT_S = 1800.0  # a switchover "typically" takes minutes (Aurora guide); half an hour is none
+REISSUE_S = 60.0  # a move that ended (cancelled) with the writer still at home is asked again after it
+WRITER_OUTPUTS = ("GlobalClusterId", "ClusterArn", "ProxyName")  # the standby database stack's
+PROBE_ATTEMPTS = 8  # the standby's proxy reaches the new writer "as soon as it's available": retried
+
+
+@dataclass
+class Writer:
+    """The app's Aurora Global Database, as the standby's database stack names it (its outputs
+    GlobalClusterId, ClusterArn: the secondary in the standby's Region, and ProxyName: its proxy)."""
+
+    region: str
+    global_cluster: str
+    cluster_arn: str
+    proxy: str
+
+    @classmethod
+    def of(cls, clients: Clients, region: str, stack: str) -> Writer:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            described = clients("cloudformation", region).describe_stacks(StackName=stack)["Stacks"][0]
+            outputs = {o["OutputKey"]: o["OutputValue"] for o in described.get("Outputs", [])}
+            return cls(region, *(outputs[key] for key in WRITER_OUTPUTS))
+        except (BotoCoreError, ClientError, KeyError) as error:
+            raise Refused(f"no standby database in {region} ({type(error).__name__}: {error}): "
+                          f"npx cdk deploy {stack}") from error  # fmt: skip
+
+    def described(self, clients: Clients) -> dict[str, Any]:
+        rds = clients("rds", self.region)  # a member's Region answers for the global database
+        (found,) = rds.describe_global_clusters(GlobalClusterIdentifier=self.global_cluster)["GlobalClusters"]
+        return found  # type: ignore[no-any-return]
+
+    def holds_writer(self, described: dict[str, Any]) -> bool:
+        members = described["GlobalClusterMembers"]
+        return any(m["DBClusterArn"] == self.cluster_arn and m["IsWriter"] for m in members)
+
+    def status(self, clients: Clients) -> str:
+        rds = clients("rds", self.region)
+        (cluster,) = rds.describe_db_clusters(DBClusterIdentifier=self.cluster_arn)["DBClusters"]
+        return str(cluster["Status"])
+
+    def ready(self, clients: Clients) -> None:
+        """Refused unless the secondary is a member of the global database, available, and its proxy
+        reaches an instance of it (the replica secrets' logins work: a target's health says
+        AUTH_FAILURE otherwise, DescribeDBProxyTargets)."""
+        described = self.described(clients)
+        if not any(m["DBClusterArn"] == self.cluster_arn for m in described["GlobalClusterMembers"]):
+            raise RuntimeError(f"{self.cluster_arn} is no member of {self.global_cluster}")
+        if (status := self.status(clients)) != "available":
+            raise RuntimeError(f"its secondary cluster is {status}, not available")
+        targets = clients("rds", self.region).describe_db_proxy_targets(DBProxyName=self.proxy)["Targets"]
+        health = [t.get("TargetHealth", {}) for t in targets if t.get("Type") == "RDS_INSTANCE"]
+        if not any(h.get("State") == "AVAILABLE" for h in health):
+            said = "; ".join(f"{h.get('State')} {h.get('Reason', '')} {h.get('Description', '')}".strip()
+                             for h in health) or "no instance registered"  # fmt: skip
+            raise RuntimeError(f"its proxy {self.proxy} reaches no instance of the secondary: {said}")
+
+    def move(self, clients: Clients, *, live: bool, say: Callable[[str], None],
+             timeout_s: float = WRITER_TIMEOUT_S) -> str:  # fmt: skip
+        """The writer in the secondary: a switchover (live: no data lost) or a failover with data loss
+        allowed (home down), unless it is there already or one is under way (asked again if one
+        ended with the writer still at home: cancelled); then until the global database names the
+        secondary its writer, with no move under way, and the secondary is available. The global
+        database's writer endpoint, which follows the writer."""
+        rds, deadline, asked = clients("rds", self.region), time.monotonic() + timeout_s, -REISSUE_S
+        while True:
+            described = self.described(clients)
+            if self.holds_writer(described) and not _moving(described):
+                if self.status(clients) == "available":
+                    return str(described.get("Endpoint") or self.cluster_arn)
+            elif not _moving(described) and time.monotonic() - asked >= REISSUE_S:
+                target = {"GlobalClusterIdentifier": self.global_cluster,
+                          "TargetDbClusterIdentifier": self.cluster_arn}  # fmt: skip
+                if live:
+                    say(f"switching {self.global_cluster}'s writer over to {self.region} (no data lost)")
+                    rds.switchover_global_cluster(**target)
+                else:
+                    say(f"failing {self.global_cluster}'s writer over to {self.region}: what it had not "
+                        "replicated is lost")  # fmt: skip
+                    rds.failover_global_cluster(**target, AllowDataLoss=True)
+                asked = time.monotonic()
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{self.global_cluster}'s writer is not in {self.region} after "
+                                   f"{timeout_s:.0f} s: run this again to go on waiting")  # fmt: skip
+            time.sleep(10)
+
+
+def _moving(described: dict[str, Any]) -> bool:
+    """A switchover or failover under way (FailoverState: pending, failing-over, switching-over or
+    cancelling; "empty unless" one is scheduled or in progress)."""
+    return bool((described.get("FailoverState") or {}).get("Status"))
+
+
+def reached(probe: Callable[[], None], say: Callable[[str], None]) -> None:
+    """`probe` until it passes: right after a move the proxy may still be finding its new writer."""
+    for attempt in range(PROBE_ATTEMPTS):
+        try:
+            return probe()
+        except Exception as error:
+            if attempt == PROBE_ATTEMPTS - 1:
+                raise RuntimeError(f"the standby does not reach the new writer: {error}") from error
+            say(f"the standby does not reach the new writer yet ({type(error).__name__}): trying again")
+            time.sleep(15)
+
+
 def fence(clients: Clients, home: Consumers, wait: Callable[[float], None], say: Callable[[str], None],
           *, fenced_before: bool = False) -> None:  # fmt: skip
     """Home's consumers stopped: its operations function told first (a rebuild there then leaves its
@@ -227,13 +341,15 @@ def failover(
     probe: Callable[[Consumers], None],
     rebuild: Callable[[Consumers, dict[str, str]], dict[str, Any]],
     live: bool = True,
+    writer: Writer | None = None,
     wait: Callable[[float], None] | None = None,
     say: Callable[[str], None] = lambda _: None,
 ) -> Handover:
     """Move the consumers from home's pipeline stack to the standby in `to` (above). `standbys`: the
     project's standby entries (cdk.json), `save` writes them back; `probe` proves the standby
     reaches its database before anything stops; `rebuild` runs the aggregates' rebuild in the
-    standby (its consumers, the tables' names there). Refused: nothing changed."""
+    standby (its consumers, the tables' names there); `writer`: the app's Aurora Global Database,
+    whose writer moves to `to` before the standby consumes. Refused: nothing changed."""
     from botocore.exceptions import BotoCoreError, ClientError
 
     wait = wait or time.sleep
@@ -265,6 +381,11 @@ def failover(
         wait(seconds)
         done.waited_s = seconds
     step("settle")
+    if writer is not None:  # home's consumers write no more; the standby's have yet to start
+        done.writer = writer.move(clients, live=live, say=say)
+        say(f"the database's writer is in {to}: {done.writer} (the global writer endpoint follows it)")
+        reached(lambda: probe(standby), say)  # its functions reach the new writer through their proxy
+    step("database")
     entry["active"] = True  # deploys keep home off and the standby's write-back and drain on
     save(standbys)
     folding, others = standby.split()
@@ -333,12 +454,14 @@ def rebuild_under_way(dynamodb: Any, model: Any, tables: dict[str, str]) -> str 
     return None
 
 
-def probe_in(clients: Clients, model: Any, tables: dict[str, str]) -> Callable[[Consumers], None]:
+def probe_in(clients: Clients, model: Any, tables: dict[str, str],
+             writer: Writer | None = None) -> Callable[[Consumers], None]:  # fmt: skip
     """Whether the standby can take over now: no rebuild job under way (its units, at home, would
     write home's aggregates over the new home's, and re-enable home's aggregation: the job items
     are in the global tables, so the standby's replica lists them even when home is down), and its
     operations function reads the schema's revision (its network, its replica secret and the
-    database answer)."""
+    database answer). With Aurora, before the writer moved: its secondary is a member of the global
+    database and available (its proxy's read/write endpoint refuses every request until then)."""
 
     def probe(standby: Consumers) -> None:
         from hybridsync.sync import operations
@@ -347,6 +470,9 @@ def probe_in(clients: Clients, model: Any, tables: dict[str, str]) -> Callable[[
             raise RuntimeError(
                 f"the rebuild {running} is under way (`hybridsync jobs`): fail over once it ends"
             )
+        if writer is not None and not writer.holds_writer(writer.described(clients)):
+            writer.ready(clients)
+            return
         call = operations.deployed(
             standby.outputs["OperationsFunctionName"], clients("lambda", standby.region)
         )

@@ -292,14 +292,15 @@ def test_the_command_reads_and_writes_cdk_json(app, tmp_path: Path, monkeypatch,
     cdk.json, the standby marked active there, its other settings kept."""
     settings = {
         "app": "python3 app.py",
-        "context": {"prefix": PREFIX, "home_region": HOME, "standby": app.standbys},
-    }
+        "context": {"prefix": PREFIX, "home_region": HOME, "standby": app.standbys,
+                    "existing_db_secret_arn": f"arn:aws:secretsmanager:{HOME}:123456789012:secret:pg"},
+    }  # fmt: skip
     (tmp_path / "cdk.json").write_text(json.dumps(settings))
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HYBRIDSYNC_MODEL", "shop.model:MODEL")
     rebuild = Rebuild()
     monkeypatch.setattr(handover, "rebuild_in", lambda clients, model: rebuild)
-    monkeypatch.setattr(handover, "probe_in", lambda clients, model, tables: reached)
+    monkeypatch.setattr(handover, "probe_in", lambda clients, model, tables, writer: reached)
     monkeypatch.setattr(handover.time, "sleep", lambda _: None)
     assert cli.main(["failover", "--to", TO, "--deployed"]) == 0
     out = capsys.readouterr().out
@@ -357,3 +358,153 @@ def test_a_rebuild_under_way_is_found_in_the_standbys_replica():
     store.save(job, Unit(0, None, True))
     store.save(job, Unit(1, None, False, error="the database went away"))  # stopped, not running
     assert handover.rebuild_under_way(dynamodb, MODEL, {"main": table}) is None
+
+
+# --- with the app's Aurora cluster: an Aurora Global Database whose writer moves too ---------------
+
+GLOBAL = "app-database-global"
+PRIMARY = f"arn:aws:rds:{HOME}:123456789012:cluster:app-database-cluster"
+SECONDARY = f"arn:aws:rds:{TO}:123456789012:cluster:app-standby-cluster"
+PROXY = "appstandbyuswest2databaseproxy"
+
+
+class GlobalDatabase:
+    """Stands in for RDS's global database API, which moto lacks (no SwitchoverGlobalCluster nor
+    FailoverGlobalCluster): each request is checked against botocore's model of RDS, each answer
+    has RDS's shape, and a move takes two polls (FailoverState, then the new writer). It records
+    what home and the standby were doing when the writer moved."""
+
+    def __init__(self, secondary_status: str = "available", proxy: str = "AVAILABLE") -> None:
+        from botocore.validate import validate_parameters
+
+        self.writer, self.polls, self.status, self.proxy = PRIMARY, 0, secondary_status, proxy
+        self.cancel = False  # the next move ends with the writer where it was
+        self.calls: list[tuple[str, dict[str, Any]]] = []
+        self.seen: list[dict[str, Any]] = []
+        model = boto3.client("rds", region_name=TO).meta.service_model
+        self.valid = lambda operation, params: validate_parameters(
+            params, model.operation_model(operation).input_shape
+        )
+
+    def describe_global_clusters(self, **params: Any) -> dict[str, Any]:
+        self.valid("DescribeGlobalClusters", params)
+        assert params == {"GlobalClusterIdentifier": GLOBAL}
+        moving = {}
+        if self.polls:
+            self.polls -= 1
+            moving = {"FailoverState": {"Status": "cancelling" if self.cancel else "switching-over",
+                                        "ToDbClusterArn": SECONDARY}}  # fmt: skip
+            if not self.polls:
+                self.writer, self.cancel = (PRIMARY if self.cancel else SECONDARY), False
+        members = [{"DBClusterArn": arn, "IsWriter": arn == self.writer} for arn in (PRIMARY, SECONDARY)]
+        return {"GlobalClusters": [{"GlobalClusterIdentifier": GLOBAL, "Status": "available",
+                                    "Endpoint": f"{GLOBAL}.global-abc123.global.rds.amazonaws.com",
+                                    "GlobalClusterMembers": members, **moving}]}  # fmt: skip
+
+    def describe_db_clusters(self, **params: Any) -> dict[str, Any]:
+        self.valid("DescribeDBClusters", params)
+        return {"DBClusters": [{"DBClusterArn": params["DBClusterIdentifier"], "Status": self.status}]}
+
+    def describe_db_proxy_targets(self, **params: Any) -> dict[str, Any]:
+        self.valid("DescribeDBProxyTargets", params)
+        assert params == {"DBProxyName": PROXY}
+        health = {"State": self.proxy} | ({"Reason": "AUTH_FAILURE"} if self.proxy != "AVAILABLE" else {})
+        return {"Targets": [{"Type": "TRACKED_CLUSTER"}, {"Type": "RDS_INSTANCE", "TargetHealth": health}]}
+
+    def _move(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
+        self.valid(operation, params)
+        self.calls.append((operation, params))
+        self.seen.append({"home": consuming(HOME, f"{PREFIX}-pipeline")["WriteBack"],
+                          "standby": consuming(TO, f"{PREFIX}-standby-{TO}")["WriteBack"]})  # fmt: skip
+        self.polls = 2
+        return {"GlobalCluster": {"GlobalClusterIdentifier": GLOBAL}}
+
+    def switchover_global_cluster(self, **params: Any) -> dict[str, Any]:
+        return self._move("SwitchoverGlobalCluster", params)
+
+    def failover_global_cluster(self, **params: Any) -> dict[str, Any]:
+        return self._move("FailoverGlobalCluster", params)
+
+
+def aurora(rds: GlobalDatabase, through: Any = client) -> Any:
+    return lambda service, region: rds if service == "rds" else through(service, region)
+
+
+def test_with_aurora_a_live_failover_switches_the_writer_over_between_home_fenced_and_the_standby_started(
+    app,
+):
+    rds, probed = GlobalDatabase(), []
+    writer = handover.Writer(TO, GLOBAL, SECONDARY, PROXY)
+
+    def probe(standby: handover.Consumers) -> None:  # before anything stops, and at the new writer
+        probed.append(rds.writer)
+        if len(probed) == 2:  # the proxy has yet to find its new writer: tried again
+            raise RuntimeError("The target group doesn't have any associated read/write instances")
+
+    done = handover.failover(
+        aurora(rds), home=HOME, prefix=PREFIX, to=TO, standbys=app.standbys, save=app.save, probe=probe,
+        rebuild=Rebuild(), writer=writer, wait=[].append,
+    )  # fmt: skip
+    # a switchover (no data lost: Aurora lets the secondary catch up), home fenced, the standby idle
+    moved = {"GlobalClusterIdentifier": GLOBAL, "TargetDbClusterIdentifier": SECONDARY}
+    assert rds.calls == [("SwitchoverGlobalCluster", moved)]
+    assert rds.seen == [{"home": "Disabled", "standby": "Disabled"}]
+    assert probed == [PRIMARY, SECONDARY, SECONDARY] and done.writer.startswith(f"{GLOBAL}.global-")
+    assert consuming(TO, f"{PREFIX}-standby-{TO}")["WriteBack"] == "Enabled"
+    # run again: the writer is there already, nothing moves twice
+    handover.failover(aurora(rds), home=HOME, prefix=PREFIX, to=TO, standbys=app.standbys, save=app.save,
+                      probe=probe, rebuild=Rebuild(), writer=writer, wait=[].append)  # fmt: skip
+    assert len(rds.calls) == 1
+
+
+def test_with_aurora_home_down_fails_the_writer_over_with_what_it_had_not_replicated_lost(app):
+    def home_down(service: str, region: str) -> Any:
+        if region == HOME:
+            raise EndpointConnectionError(endpoint_url=f"https://{service}.{HOME}.amazonaws.com")
+        return client(service, region)
+
+    rds = GlobalDatabase()
+    done = handover.failover(
+        aurora(rds, home_down), home=HOME, prefix=PREFIX, to=TO, standbys=app.standbys, save=app.save,
+        probe=reached, rebuild=Rebuild(), live=False, writer=handover.Writer(TO, GLOBAL, SECONDARY, PROXY),
+        wait=[].append,
+    )  # fmt: skip
+    assert rds.calls == [("FailoverGlobalCluster", {"GlobalClusterIdentifier": GLOBAL,
+                          "TargetDbClusterIdentifier": SECONDARY, "AllowDataLoss": True})]  # fmt: skip
+    assert not done.fenced and rds.writer == SECONDARY
+
+
+def test_with_aurora_a_move_under_way_is_waited_for_and_a_secondary_not_ready_refuses_the_failover(app):
+    rds = GlobalDatabase()
+    rds.polls = 3  # a switchover someone started (or a run that stopped): waited for, never asked twice
+    writer = handover.Writer(TO, GLOBAL, SECONDARY, PROXY)
+    assert writer.move(aurora(rds), live=True, say=print).endswith("rds.amazonaws.com") and rds.calls == []
+    # one cancelled ("cancelling", then the writer still at home): asked again, once
+    cancelled = GlobalDatabase()
+    cancelled.polls, cancelled.cancel = 2, True
+    writer.move(aurora(cancelled), live=True, say=print)
+    assert [name for name, _ in cancelled.calls] == [
+        "SwitchoverGlobalCluster"
+    ] and cancelled.writer == SECONDARY
+    with pytest.raises(RuntimeError, match="secondary cluster is creating"):  # Aurora still copies the data
+        handover.Writer(TO, GLOBAL, SECONDARY, PROXY).ready(
+            aurora(GlobalDatabase(secondary_status="creating"))
+        )
+    with pytest.raises(RuntimeError, match="reaches no instance of the secondary: UNAVAILABLE AUTH_FAILURE"):
+        handover.Writer(TO, GLOBAL, SECONDARY, PROXY).ready(aurora(GlobalDatabase(proxy="UNAVAILABLE")))
+    handover.Writer(TO, GLOBAL, SECONDARY, PROXY).ready(aurora(GlobalDatabase()))
+    with pytest.raises(RuntimeError, match="is no member of"):
+        handover.Writer(TO, GLOBAL, SECONDARY.replace("standby", "other"), PROXY).ready(
+            aurora(GlobalDatabase())
+        )
+
+
+def test_with_aurora_the_writer_is_named_by_the_standbys_database_stack(app):
+    stack = f"{PREFIX}-standby-{TO}-database"
+    with pytest.raises(handover.Refused, match=f"no standby database in {TO}.*npx cdk deploy {stack}"):
+        handover.Writer.of(client, TO, stack)
+    outputs = {"GlobalClusterId": {"Value": GLOBAL}, "ClusterArn": {"Value": SECONDARY},
+               "ProxyName": {"Value": PROXY}}  # fmt: skip
+    template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}, "Outputs": outputs}
+    client("cloudformation", TO).create_stack(StackName=stack, TemplateBody=json.dumps(template))
+    assert handover.Writer.of(client, TO, stack) == handover.Writer(TO, GLOBAL, SECONDARY, PROXY)

@@ -153,6 +153,9 @@ class StandbyAuroraStack(DatabaseStack):
         super().__init__(scope, id, **kwargs)
         self.template_options.metadata = {STANDBY: self.region}
 
+    def _through_proxy(self, user: str) -> dict[str, str]:
+        return super()._through_proxy(user) | {"DB_READER_HOST": self.reader.endpoint}
+
     def provide(self, dev: bool) -> None:
         self._create_network()
         self.admin_user = None  # the Users step and the migrations at deploy stay home's
@@ -215,11 +218,17 @@ class StandbyAuroraStack(DatabaseStack):
         )  # fmt: skip
         self.proxy.node.add_dependency(reader)  # a proxy registers a cluster with an instance up
         self.proxy.connections.allow_from(self.client_security_group, ec2.Port.tcp(database.PROXY_PORT))
+        # its read-only endpoint reaches the secondary's reader before the failover: the functions'
+        # logins are proven through it before home is fenced (DB_READER_HOST, the doctor's probe)
+        self.reader = self.proxy.add_endpoint(
+            "ReadOnly", vpc=self.vpc, vpc_subnets=self.subnets,
+            target_role=rds.ProxyEndpointTargetRole.READ_ONLY,
+            security_groups=self.proxy.connections.security_groups,  # which admit the functions
+        )  # fmt: skip
         self.cluster.connections.allow_default_port_from(self.proxy)
         # what `hybridsync failover --deployed` moves the writer to, and checks before it does
         CfnOutput(self, "GlobalClusterId", value=self.global_cluster)
         CfnOutput(self, "ClusterArn", value=secondary.attr_db_cluster_arn)
-        CfnOutput(self, "ProxyName", value=self.proxy.db_proxy_name)
         CfnOutput(self, "ProxyEndpoint", value=self.proxy.endpoint)
         NagSuppressions.add_resource_suppressions(
             monitoring, [{"id": "AwsSolutions-IAM4", "reason": "Enhanced monitoring's role uses the "

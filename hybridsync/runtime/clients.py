@@ -18,12 +18,16 @@ if TYPE_CHECKING:
 
 @functools.cache
 def engine() -> sa.Engine:
+    url = os.environ.get("DATABASE_URL", "").strip()
+    return connected(None if url else settings.database(), url)
+
+
+def connected(where: settings.Database | None, url: str = "") -> sa.Engine:
+    """An engine of one connection to `where` (or to `url`, DATABASE_URL's)."""
     from hybridsync.runtime import db
 
     # One connection: a container runs one invocation at a time, so a function's connections are
     # its concurrency (shards x parallelization for a stream consumer), which `hybridsync plan` sizes.
-    url = os.environ.get("DATABASE_URL", "").strip()
-    where = None if url else settings.database()
     # without DATABASE_URL, each connection gets its password when it is made (_fresh_credentials)
     created = db.create_engine(url or where.url(""), pool_size=1, max_overflow=0)  # type: ignore[union-attr]
     if where is not None:

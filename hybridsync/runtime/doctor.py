@@ -7,7 +7,9 @@ The event: {"hybridsync": "doctor", "services": ["dynamodbstreams", ...], "secre
 "database": true}: botocore service names; each secret an ARN or the name of a variable of the
 function's own environment that holds one (or a JSON object of them, like `DB_ROLE_SECRETS`), so the
 secrets read are the very ones the function's configuration names; `database`: log in as the
-function does (its role, its TLS mode and trust store) and ask who it is. The answer says, per
+function does (its role, its TLS mode and trust store) and ask who it is (`"reader"`: through the
+host of `DB_READER_HOST` instead, a proxy's read-only endpoint: a standby's secondary has no writer
+its own host reaches until a failover). The answer says, per
 service, `reached` (any HTTP answer, an access denial included: the route works), `unreachable` (no
 connection within the connect timeout: the route is missing) or `error`; per secret, `readable` or
 why not; for the database, `connected` or why not. It never holds a secret's value.
@@ -144,10 +146,11 @@ def read_secret(arn: str, make: Callable[[str], Any] = client) -> dict[str, Any]
     return {"outcome": "readable", "detail": "GetSecretValue answered", "arn": arn}
 
 
-def log_in() -> dict[str, Any]:
-    """The function's own database login (`hybridsync.runtime.clients.engine`): the route first, within the
-    connect timeout (a missing route would otherwise hang until the function's timeout), then a
-    login and `SELECT current_user`."""
+def log_in(reader: bool = False) -> dict[str, Any]:
+    """The function's own database login (`hybridsync.runtime.clients.engine`; `reader`: to the host
+    of DB_READER_HOST): the route first, within the connect timeout (a missing route would otherwise
+    hang until the function's timeout), then a login and `SELECT current_user`."""
+    import dataclasses
     import socket
 
     from hybridsync.runtime import clients, settings
@@ -155,14 +158,22 @@ def log_in() -> dict[str, Any]:
     started = time.monotonic()
     try:
         where = None if os.environ.get("DATABASE_URL") else settings.database()
+        if reader:
+            if where is None or not os.environ.get("DB_READER_HOST"):
+                return {"outcome": "refused", "detail": "no DB_READER_HOST: no reader endpoint here",
+                        "seconds": 0.0}  # fmt: skip
+            where = dataclasses.replace(where, host=os.environ["DB_READER_HOST"])
         if where is not None and not where.host.startswith("/"):  # a Unix socket's folder: local only
             try:
                 socket.create_connection((where.host, where.port), timeout=CONNECT_TIMEOUT_S).close()
             except OSError as error:
                 return {"outcome": "unreachable", "detail": f"{where.host}:{where.port}: {error}",
                         "seconds": round(time.monotonic() - started, 3)}  # fmt: skip
-        with clients.engine().connect() as conn:
+        engine = clients.connected(where) if reader else clients.engine()
+        with engine.connect() as conn:
             user = conn.exec_driver_sql("SELECT current_user").scalar()
+        if reader:
+            engine.dispose()
     except Exception as error:
         detail = (str(error).strip().splitlines() or [type(error).__name__])[0]
         return {"outcome": "refused", "detail": f"{type(error).__name__}: {detail}",
@@ -191,7 +202,7 @@ def probe(event: dict[str, Any], make: Callable[[str], Any] = client) -> dict[st
     with ThreadPoolExecutor(max_workers=max(1, len(services) + len(secrets) + 1)) as pool:
         reached = {s: pool.submit(reach, s, make) for s in services}
         read = {label: pool.submit(read_secret, arn, make) for label, arn in secrets.items()}
-        login = pool.submit(log_in) if event.get("database") else None
+        login = pool.submit(log_in, event["database"] == "reader") if event.get("database") else None
         answer = {
             "function": os.environ.get("AWS_LAMBDA_FUNCTION_NAME", ""),
             "services": {s: future.result() for s, future in reached.items()},

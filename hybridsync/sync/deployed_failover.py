@@ -198,19 +198,18 @@ def declare_running(clients: Clients, consumers: Consumers, running: bool) -> No
 
 WRITER_TIMEOUT_S = 1800.0  # a switchover "typically" takes minutes (Aurora guide); half an hour is none
 REISSUE_S = 60.0  # a move that ended (cancelled) with the writer still at home is asked again after it
-WRITER_OUTPUTS = ("GlobalClusterId", "ClusterArn", "ProxyName")  # the standby database stack's
+WRITER_OUTPUTS = ("GlobalClusterId", "ClusterArn")  # the standby database stack's
 PROBE_ATTEMPTS = 8  # the standby's proxy reaches the new writer "as soon as it's available": retried
 
 
 @dataclass
 class Writer:
     """The app's Aurora Global Database, as the standby's database stack names it (its outputs
-    GlobalClusterId, ClusterArn: the secondary in the standby's Region, and ProxyName: its proxy)."""
+    GlobalClusterId and ClusterArn: the secondary in the standby's Region)."""
 
     region: str
     global_cluster: str
     cluster_arn: str
-    proxy: str
 
     @classmethod
     def of(cls, clients: Clients, region: str, stack: str) -> Writer:
@@ -239,20 +238,12 @@ class Writer:
         return str(cluster["Status"])
 
     def ready(self, clients: Clients) -> None:
-        """Refused unless the secondary is a member of the global database, available, and its proxy
-        reaches an instance of it (the replica secrets' logins work: a target's health says
-        AUTH_FAILURE otherwise, DescribeDBProxyTargets)."""
+        """Refused unless the secondary is a member of the global database and available."""
         described = self.described(clients)
         if not any(m["DBClusterArn"] == self.cluster_arn for m in described["GlobalClusterMembers"]):
             raise RuntimeError(f"{self.cluster_arn} is no member of {self.global_cluster}")
         if (status := self.status(clients)) != "available":
             raise RuntimeError(f"its secondary cluster is {status}, not available")
-        targets = clients("rds", self.region).describe_db_proxy_targets(DBProxyName=self.proxy)["Targets"]
-        health = [t.get("TargetHealth", {}) for t in targets if t.get("Type") == "RDS_INSTANCE"]
-        if not any(h.get("State") == "AVAILABLE" for h in health):
-            said = "; ".join(f"{h.get('State')} {h.get('Reason', '')} {h.get('Description', '')}".strip()
-                             for h in health) or "no instance registered"  # fmt: skip
-            raise RuntimeError(f"its proxy {self.proxy} reaches no instance of the secondary: {said}")
 
     def move(self, clients: Clients, *, live: bool, say: Callable[[str], None],
              timeout_s: float = WRITER_TIMEOUT_S) -> str:  # fmt: skip
@@ -460,8 +451,10 @@ def probe_in(clients: Clients, model: Any, tables: dict[str, str],
     write home's aggregates over the new home's, and re-enable home's aggregation: the job items
     are in the global tables, so the standby's replica lists them even when home is down), and its
     operations function reads the schema's revision (its network, its replica secret and the
-    database answer). With Aurora, before the writer moved: its secondary is a member of the global
-    database and available (its proxy's read/write endpoint refuses every request until then)."""
+    database answer). With Aurora, before the writer moved (its proxy's read/write endpoint
+    refuses every request until then): its secondary is a member of the global database and
+    available, and its operations function logs in through the proxy's read-only endpoint (the
+    doctor's probe: its network, IAM login and the replica secrets); during a move, nothing more."""
 
     def probe(standby: Consumers) -> None:
         from hybridsync.sync import operations
@@ -470,12 +463,18 @@ def probe_in(clients: Clients, model: Any, tables: dict[str, str],
             raise RuntimeError(
                 f"the rebuild {running} is under way (`hybridsync jobs`): fail over once it ends"
             )
-        if writer is not None and not writer.holds_writer(writer.described(clients)):
-            writer.ready(clients)
-            return
         call = operations.deployed(
             standby.outputs["OperationsFunctionName"], clients("lambda", standby.region)
         )
+        if writer is not None and not writer.holds_writer(described := writer.described(clients)):
+            if _moving(described):  # a move under way (a run that stopped): the failover waits for it
+                return
+            writer.ready(clients)
+            # its own login, through the proxy's read-only endpoint: the read/write one has no writer yet
+            login = call({"hybridsync": "doctor", "database": "reader"})["database"]
+            if login["outcome"] != "connected":
+                raise RuntimeError(f"its operations function cannot log in: {login['detail']}")
+            return
         call({"operation": "migrations", "action": "current"})
 
     return probe

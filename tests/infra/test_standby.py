@@ -95,6 +95,7 @@ def test_an_aurora_home_is_the_primary_of_a_global_database_whose_secondary_the_
     assert write_back["DB_IAM_AUTH"] == "true" and write_back["DB_USER"] == "hybridsync_writer"
     assert "standby-us-west-2-database" in json.dumps(write_back["DB_HOST"])  # its Region's proxy
     assert "DB_SECRET_ARN" not in write_back
+    assert "ProxyReadOnly" in json.dumps(write_back["DB_READER_HOST"])  # the failover's first login
     # its alarms once it is the writer: the proxy, and the secondary's capacity
     alarms = of_type(stacks[f"standby-{REGION}-monitoring"], "AWS::CloudWatch::Alarm")
     for alarm in ("ProxyAvailability", "ProxyFailedAuth", "AuroraCapacity"):

@@ -37,3 +37,27 @@ def test_the_password_never_reaches_a_log_line(secret_env, caplog, capfd):
     assert "database unavailable" in logged  # the failure was logged, with its traceback
     for text in (logged, out, err):
         assert PASSWORD not in text
+
+
+def test_the_doctor_logs_in_through_the_reader_endpoint_a_standby_names(handler_env, stack, monkeypatch):
+    """A standby's secondary Aurora cluster has no writer its proxy's read/write endpoint reaches
+    until a failover: the failover proves the standby's login first through the read-only endpoint
+    (`DB_READER_HOST`, the doctor's probe with "database": "reader"). Here the function's own host
+    answers nothing (the read/write endpoint), the reader host is the server."""
+    import sqlalchemy as sa
+
+    from hybridsync.runtime import doctor
+
+    server = sa.make_url(stack.database_url)
+    host = server.host or server.query["host"]
+    secret = {"username": server.username, "password": server.password, "host": "127.0.0.2",
+              "port": server.port or 5432, "dbname": server.database}  # fmt: skip
+    use_database_secret(stack, monkeypatch, json.dumps(secret))
+    monkeypatch.setenv("DB_SSLROOTCERT", str(server.query["sslrootcert"]))  # the local server's CA
+    monkeypatch.setenv("DB_READER_HOST", str(host))
+    answer = doctor.probe({"hybridsync": "doctor", "database": "reader"})["database"]
+    assert answer["outcome"] == "connected", answer
+    assert doctor.probe({"hybridsync": "doctor", "database": True})["database"]["outcome"] == "unreachable"
+    monkeypatch.delenv("DB_READER_HOST")
+    refused = doctor.probe({"hybridsync": "doctor", "database": "reader"})["database"]
+    assert refused["outcome"] == "refused" and "no DB_READER_HOST" in refused["detail"]

@@ -365,7 +365,6 @@ def test_a_rebuild_under_way_is_found_in_the_standbys_replica():
 GLOBAL = "app-database-global"
 PRIMARY = f"arn:aws:rds:{HOME}:123456789012:cluster:app-database-cluster"
 SECONDARY = f"arn:aws:rds:{TO}:123456789012:cluster:app-standby-cluster"
-PROXY = "appstandbyuswest2databaseproxy"
 
 
 class GlobalDatabase:
@@ -374,10 +373,10 @@ class GlobalDatabase:
     has RDS's shape, and a move takes two polls (FailoverState, then the new writer). It records
     what home and the standby were doing when the writer moved."""
 
-    def __init__(self, secondary_status: str = "available", proxy: str = "AVAILABLE") -> None:
+    def __init__(self, secondary_status: str = "available") -> None:
         from botocore.validate import validate_parameters
 
-        self.writer, self.polls, self.status, self.proxy = PRIMARY, 0, secondary_status, proxy
+        self.writer, self.polls, self.status = PRIMARY, 0, secondary_status
         self.cancel = False  # the next move ends with the writer where it was
         self.calls: list[tuple[str, dict[str, Any]]] = []
         self.seen: list[dict[str, Any]] = []
@@ -405,12 +404,6 @@ class GlobalDatabase:
         self.valid("DescribeDBClusters", params)
         return {"DBClusters": [{"DBClusterArn": params["DBClusterIdentifier"], "Status": self.status}]}
 
-    def describe_db_proxy_targets(self, **params: Any) -> dict[str, Any]:
-        self.valid("DescribeDBProxyTargets", params)
-        assert params == {"DBProxyName": PROXY}
-        health = {"State": self.proxy} | ({"Reason": "AUTH_FAILURE"} if self.proxy != "AVAILABLE" else {})
-        return {"Targets": [{"Type": "TRACKED_CLUSTER"}, {"Type": "RDS_INSTANCE", "TargetHealth": health}]}
-
     def _move(self, operation: str, params: dict[str, Any]) -> dict[str, Any]:
         self.valid(operation, params)
         self.calls.append((operation, params))
@@ -434,7 +427,7 @@ def test_with_aurora_a_live_failover_switches_the_writer_over_between_home_fence
     app,
 ):
     rds, probed = GlobalDatabase(), []
-    writer = handover.Writer(TO, GLOBAL, SECONDARY, PROXY)
+    writer = handover.Writer(TO, GLOBAL, SECONDARY)
 
     def probe(standby: handover.Consumers) -> None:  # before anything stops, and at the new writer
         probed.append(rds.writer)
@@ -466,7 +459,7 @@ def test_with_aurora_home_down_fails_the_writer_over_with_what_it_had_not_replic
     rds = GlobalDatabase()
     done = handover.failover(
         aurora(rds, home_down), home=HOME, prefix=PREFIX, to=TO, standbys=app.standbys, save=app.save,
-        probe=reached, rebuild=Rebuild(), live=False, writer=handover.Writer(TO, GLOBAL, SECONDARY, PROXY),
+        probe=reached, rebuild=Rebuild(), live=False, writer=handover.Writer(TO, GLOBAL, SECONDARY),
         wait=[].append,
     )  # fmt: skip
     assert rds.calls == [("FailoverGlobalCluster", {"GlobalClusterIdentifier": GLOBAL,
@@ -477,7 +470,7 @@ def test_with_aurora_home_down_fails_the_writer_over_with_what_it_had_not_replic
 def test_with_aurora_a_move_under_way_is_waited_for_and_a_secondary_not_ready_refuses_the_failover(app):
     rds = GlobalDatabase()
     rds.polls = 3  # a switchover someone started (or a run that stopped): waited for, never asked twice
-    writer = handover.Writer(TO, GLOBAL, SECONDARY, PROXY)
+    writer = handover.Writer(TO, GLOBAL, SECONDARY)
     assert writer.move(aurora(rds), live=True, say=print).endswith("rds.amazonaws.com") and rds.calls == []
     # one cancelled ("cancelling", then the writer still at home): asked again, once
     cancelled = GlobalDatabase()
@@ -487,24 +480,65 @@ def test_with_aurora_a_move_under_way_is_waited_for_and_a_secondary_not_ready_re
         "SwitchoverGlobalCluster"
     ] and cancelled.writer == SECONDARY
     with pytest.raises(RuntimeError, match="secondary cluster is creating"):  # Aurora still copies the data
-        handover.Writer(TO, GLOBAL, SECONDARY, PROXY).ready(
-            aurora(GlobalDatabase(secondary_status="creating"))
-        )
-    with pytest.raises(RuntimeError, match="reaches no instance of the secondary: UNAVAILABLE AUTH_FAILURE"):
-        handover.Writer(TO, GLOBAL, SECONDARY, PROXY).ready(aurora(GlobalDatabase(proxy="UNAVAILABLE")))
-    handover.Writer(TO, GLOBAL, SECONDARY, PROXY).ready(aurora(GlobalDatabase()))
+        handover.Writer(TO, GLOBAL, SECONDARY).ready(aurora(GlobalDatabase(secondary_status="creating")))
+    handover.Writer(TO, GLOBAL, SECONDARY).ready(aurora(GlobalDatabase()))
     with pytest.raises(RuntimeError, match="is no member of"):
-        handover.Writer(TO, GLOBAL, SECONDARY.replace("standby", "other"), PROXY).ready(
-            aurora(GlobalDatabase())
-        )
+        handover.Writer(TO, GLOBAL, SECONDARY.replace("standby", "other")).ready(aurora(GlobalDatabase()))
 
 
 def test_with_aurora_the_writer_is_named_by_the_standbys_database_stack(app):
     stack = f"{PREFIX}-standby-{TO}-database"
     with pytest.raises(handover.Refused, match=f"no standby database in {TO}.*npx cdk deploy {stack}"):
         handover.Writer.of(client, TO, stack)
-    outputs = {"GlobalClusterId": {"Value": GLOBAL}, "ClusterArn": {"Value": SECONDARY},
-               "ProxyName": {"Value": PROXY}}  # fmt: skip
+    outputs = {"GlobalClusterId": {"Value": GLOBAL}, "ClusterArn": {"Value": SECONDARY}}
     template = {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}, "Outputs": outputs}
     client("cloudformation", TO).create_stack(StackName=stack, TemplateBody=json.dumps(template))
-    assert handover.Writer.of(client, TO, stack) == handover.Writer(TO, GLOBAL, SECONDARY, PROXY)
+    assert handover.Writer.of(client, TO, stack) == handover.Writer(TO, GLOBAL, SECONDARY)
+
+
+class Operations:
+    """Stands in for the standby's operations function (moto runs a function's code in Docker, which
+    this machine lacks): the events it was invoked with, its login's outcome."""
+
+    def __init__(self, outcome: str = "connected") -> None:
+        self.events: list[dict[str, Any]] = []
+        self.outcome = outcome
+
+    def invoke(self, FunctionName: str, Payload: bytes) -> dict[str, Any]:
+        event = json.loads(Payload)
+        self.events.append(event)
+        answer = (
+            {"database": {"outcome": self.outcome, "detail": "FATAL: PAM authentication failed"}}
+            if event.get("hybridsync") == "doctor"
+            else {"revision": "0007"}
+        )
+        return {"Payload": io.BytesIO(json.dumps(answer).encode())}
+
+
+def test_with_aurora_the_probe_logs_in_through_the_reader_endpoint_until_the_writer_moved(app):
+    from shop.model import MODEL
+
+    table = f"{PREFIX}-data-Main"
+    client("dynamodb", TO).create_table(
+        TableName=table, BillingMode="PAY_PER_REQUEST",
+        KeySchema=[{"AttributeName": "PK", "KeyType": "HASH"}, {"AttributeName": "SK", "KeyType": "RANGE"}],
+        AttributeDefinitions=[{"AttributeName": "PK", "AttributeType": "S"},
+                              {"AttributeName": "SK", "AttributeType": "S"}],
+    )  # fmt: skip
+    rds, operations = GlobalDatabase(), Operations()
+    clients = aurora(
+        rds, lambda service, region: operations if service == "lambda" else client(service, region)
+    )
+    probe = handover.probe_in(clients, MODEL, {"main": table}, handover.Writer(TO, GLOBAL, SECONDARY))
+    standby = handover.Consumers.of(client, TO, f"{PREFIX}-standby-{TO}")
+    probe(standby)  # the writer at home: the standby's own login, through the read-only endpoint
+    assert operations.events == [{"hybridsync": "doctor", "database": "reader"}]
+    operations.outcome = "refused"
+    with pytest.raises(RuntimeError, match="cannot log in: FATAL: PAM authentication failed"):
+        probe(standby)
+    rds.polls = 2  # a move under way (a run that stopped): nothing to prove, the failover waits for it
+    probe(standby)
+    assert len(operations.events) == 2
+    rds.polls, rds.writer = 0, SECONDARY  # moved: the schema's revision, through the read/write one
+    probe(standby)
+    assert operations.events[-1] == {"operation": "migrations", "action": "current"}

@@ -10,13 +10,26 @@ import os
 import sys
 
 from hybridsync import __version__
-from hybridsync.cli import adopt, check, costs, doctor, failover, local, operations, reads, schema, standby
+from hybridsync.cli import (
+    adopt,
+    check,
+    costs,
+    doctor,
+    failover,
+    local,
+    operations,
+    reads,
+    schema,
+    standby,
+    trace,
+)
 from hybridsync.cli.common import Commands, Parser, unreachable
 
 # `hybridsync --help` lists them in this order
 COMMANDS = (
     local.add_init, local.add_up, local.add_status, doctor.add_doctor, check.add_check, costs.add_plan,
-    local.add_invoke, failover.add_failover, standby.add_standby, schema.add_migrations, adopt.add_load,
+    trace.add_trace, local.add_invoke, failover.add_failover, standby.add_standby, schema.add_migrations,
+    adopt.add_load,
     adopt.add_aggregates, adopt.add_jobs, operations.add_reconcile, operations.add_reindex,
     reads.add_distinct_keys, costs.add_cost, operations.add_timeseries, operations.add_dead_letters,
     operations.add_failed_batches, operations.add_dashboard, reads.add_top, reads.add_model,

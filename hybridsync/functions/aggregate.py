@@ -12,7 +12,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from hybridsync.runtime import clients, handling
 from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.sql import deadletters
-from hybridsync.streams import changes
+from hybridsync.streams import changes, trail
 from hybridsync.streams.records import DeadLetter
 from hybridsync.sync import aggregate
 
@@ -66,6 +66,9 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
         logger.info("batch aggregated", extra={"shardId": event.get("shardId"),
                                                "conflicts_retried": outcome.conflicts_retried,
                                                "shards_pruned": outcome.shards_pruned})  # fmt: skip
+    # each change's identity, for `hybridsync trace`; what the batch folded beside it
+    trail.log(logger, "changes folded", batch, applied=outcome.applied, duplicates=outcome.duplicates,
+              dead_letters=len(outcome.rejected))  # fmt: skip
     deadletters.report(metrics, logger, outcome.rejected)
     counts["applied"] += outcome.applied
     counts["duplicates"] += outcome.duplicates

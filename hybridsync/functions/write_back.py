@@ -10,7 +10,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from hybridsync.runtime import clients, handling
 from hybridsync.runtime.clients import engine, model
 from hybridsync.sql import deadletters
-from hybridsync.streams import changes
+from hybridsync.streams import changes, trail
 from hybridsync.sync import writeback
 
 logger = Logger()
@@ -34,6 +34,9 @@ def handler(event: dict[str, Any], context: object) -> dict[str, Any]:
     # a change's trip, from its write in DynamoDB until PostgreSQL holds it (the batch's first change)
     if (freshness := batch.freshness_ms(time.time())) is not None:
         metrics.add_metric("Freshness", MetricUnit.Milliseconds, round(freshness))
+    # each change's identity, for `hybridsync trace`; the batch's outcome beside it
+    trail.log(logger, "changes written back", batch, applied=outcome.applied, changed=outcome.changed,
+              skipped=outcome.skipped, dead_letters=len(outcome.rejected))  # fmt: skip
     if outcome.unplaced:
         logger.warning("items of no entity of the model", extra={"unplaced": outcome.unplaced})
     deadletters.report(metrics, logger, outcome.rejected)

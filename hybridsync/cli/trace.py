@@ -1,0 +1,99 @@
+"""`hybridsync trace TABLE ATTR=VALUE...`: where one change went (hybridsync.sync.trace), from the
+running local app's stream, function logs and PostgreSQL."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+from hybridsync.cli import common
+from hybridsync.cli.common import Commands
+
+SINCE = re.compile(r"^(\d+)([smhd])$")
+UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400}
+
+
+def add_trace(cli: Commands) -> None:
+    trace = cli.add(
+        "trace",
+        "where one change went, in time order: each stream record of the item, each invocation that "
+        "read it (function, request, the batch's outcome, its freshness), each aggregate item it "
+        "moved and by how much, its dead letters and redrives, and the row PostgreSQL holds; from "
+        "the running local app (`source .local/env` first)",
+        "hybridsync trace main PK=ACCOUNT#a-1 SK=PROFILE --json",
+        _trace,
+    )
+    trace.add_argument(
+        "table", metavar="TABLE", help="the model's table name (`hybridsync model` lists them)"
+    )
+    trace.add_argument("key", metavar="ATTR=VALUE", nargs="+", help="the item's key attributes")
+    trace.add_argument("--since", default="24h", help="how far back: 90s, 30m, 6h, 1d (default 24h, the "
+                       "stream's retention)")  # fmt: skip
+    trace.add_argument("--json", action="store_true", help="a JSON list of events, each with its `kind`")
+    trace.add_argument("--url", help="PostgreSQL URL (default $DATABASE_URL)")
+    trace.add_argument(
+        "--state-dir", default=".local", help="the local app's state (its logs/; default .local)"
+    )
+
+
+def _trace(args: argparse.Namespace) -> int:
+    from hybridsync.model import config
+    from hybridsync.runtime import aws, db
+    from hybridsync.sync import trace
+
+    model = config.model()
+    key = dict(_pair(given) for given in args.key)
+    declared = next((t for t in model.tables if t.name == args.table), None)
+    if declared is None:
+        raise SystemExit(f"hybridsync trace: no table {args.table!r} in the model (its tables: "
+                         f"{', '.join(t.name for t in model.tables)})")  # fmt: skip
+    wanted = {a.name for a in declared.key_schema()}
+    if set(key) != wanted:
+        raise SystemExit(f"hybridsync trace: {args.table}'s key is {', '.join(sorted(wanted))}: give each "
+                         "as ATTR=VALUE, and nothing else")  # fmt: skip
+    logs = Path(args.state_dir) / "logs"
+    if not logs.is_dir():
+        raise SystemExit(f"hybridsync trace: no {logs}: is `hybridsync up` running (--state-dir)?")
+    sources = trace.Sources(
+        dynamodb=aws.client("dynamodb"), records=stream_reader(aws.client("dynamodbstreams")),
+        engine=db.create_engine(common.database_url(args)), lines=trace.local_lines(logs),
+    )  # fmt: skip
+    events = trace.trace(model, args.table, key, common.tables(), sources, time.time() - _seconds(args.since))
+    if args.json:
+        print(json.dumps([e.as_json() for e in events], indent=1, default=str))
+        return 0
+    for event in events:
+        print(f"{event.as_json()['at']}  {event.kind:<13} {_said(event.detail)}")
+    if not events:
+        print(f"nothing of {args.table} {' '.join(args.key)} since {args.since} ago")
+    return 0
+
+
+def stream_reader(streams: Any) -> Any:
+    """A stream's records from its trim horizon, shard by shard, as Lambda delivers them."""
+    from hybridsync.local.dynamodb.streams import StreamReader
+
+    return lambda arn: StreamReader(streams, arn, start="TRIM_HORIZON").read()
+
+
+def _pair(given: str) -> tuple[str, str]:
+    name, sign, value = given.partition("=")
+    if not sign or not name:
+        raise SystemExit(f"hybridsync trace: {given!r}: each key attribute as ATTR=VALUE")
+    return name, value
+
+
+def _seconds(since: str) -> float:
+    found = SINCE.match(since.strip())
+    if not found:
+        raise SystemExit(f"hybridsync trace: --since {since!r}: a number and s, m, h or d (e.g. 30m)")
+    return int(found[1]) * UNITS[found[2]]
+
+
+def _said(detail: dict[str, Any]) -> str:
+    return "  ".join(f"{k}={json.dumps(v, default=str) if isinstance(v, dict | list) else v}"
+                     for k, v in detail.items() if v is not None)  # fmt: skip

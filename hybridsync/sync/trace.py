@@ -1,0 +1,259 @@
+"""One change, end to end (`hybridsync trace TABLE ATTR=VALUE...`): in time order, each stream
+record of the item, each invocation that read it (the functions log every change's identity,
+hybridsync.streams.trail), each aggregate item it moved and by how much, its dead letters and
+their redrives, and the row PostgreSQL holds for it, each hop with its freshness.
+
+Where each comes from: the records from the table's stream (its shards from the trim horizon:
+24 hours); the invocations from the functions' log lines (the local app's files, or CloudWatch
+Logs Insights deployed), read by a substring of the item's identity and then matched exactly; the
+aggregates from the engine's own fold of each record (hybridsync.sync.aggregate `parse`), marked
+folded when a `changes folded` line lists it; the dead letters and the row from PostgreSQL."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+KINDS = ("stream_record", "invocation", "aggregate", "dead_letter", "redrive", "row")
+Line = tuple[float, str, dict[str, Any]]  # (epoch seconds, the function, the parsed log line)
+
+
+@dataclass(frozen=True)
+class Event:
+    at: float  # epoch seconds
+    kind: str  # one of KINDS
+    detail: dict[str, Any] = field(default_factory=dict)
+
+    def as_json(self) -> dict[str, Any]:
+        at = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="milliseconds")
+        return {"at": at, "kind": self.kind, **self.detail}
+
+
+@dataclass
+class Sources:
+    """Where a trace reads: a `dynamodb` client; `records(stream_arn)`: a stream's records from its
+    trim horizon, as Lambda delivers them (None: no records read); PostgreSQL's `engine` (None: no
+    row, no dead letters); `lines(needle, since)`: the functions' log lines holding `needle`, as
+    (time, function, parsed line)."""
+
+    dynamodb: Any
+    records: Callable[[str], Iterable[dict[str, Any]]] | None
+    engine: Any | None
+    lines: Callable[[str, float], Iterable[Line]]
+
+
+def trace(model: Any, table: str, key: Mapping[str, str], tables: Mapping[str, str], sources: Sources,
+          since: float = 0.0) -> list[Event]:  # fmt: skip
+    """Every event of the item `key` (attribute -> value as text) of the model's table `table`
+    since `since` (epoch seconds), in time order. `tables`: logical -> physical names."""
+    from hybridsync.streams import trail
+
+    if table not in tables:
+        raise ValueError(f"no table {table!r} in the model (its tables: {', '.join(sorted(tables))})")
+    physical, item = tables[table], trail.item(key)
+    records = stream_records(sources, physical, key, since) if sources.records is not None else []
+    read = [(at, function, line, entry) for at, function, line in sources.lines(item, since)
+            for entry in line.get("changes") or []
+            if entry.get("item") == item and entry.get("table") == physical]  # fmt: skip
+    # a record's stamp as its consumers saw it: DynamoDB Local stamps a record when it is read
+    stamped = {
+        e["sequence"]: e["created_ms"] / 1000 for _, _, _, e in read if e.get("created_ms") is not None
+    }
+    events = [_record(change, stamped) for change in records]
+    events += [_invocation(at, function, line, entry) for at, function, line, entry in read]
+    folded = {entry["sequence"]: at for at, _, line, entry in read if line.get("message") == "changes folded"}
+    events += aggregates(model, table, records, folded, stamped)
+    if sources.engine is not None:
+        events += dead_letters(sources.engine, key)
+        events += row(sources.engine, model, table, key, records, sources.dynamodb, physical)
+    return ordered(events)
+
+
+def ordered(events: list[Event]) -> list[Event]:
+    """In the order things happened to the item: by the record each event is of (its place in the
+    shard: the records' own times are DynamoDB's, to the second, and a consumer may read a record
+    within the second it is stamped with), then by kind (a record, its invocations, what it moved,
+    its dead letter and redrive), then by time; the row, as PostgreSQL holds it now, last."""
+    places = sorted({int(e.detail["sequence"]) for e in events if e.detail.get("sequence")})
+    rank = {str(sequence): n for n, sequence in enumerate(places)}
+    last = len(places)
+
+    def place(event: Event) -> tuple[int, int, float]:
+        of = last if event.kind == "row" else rank.get(event.detail.get("sequence") or "", last)
+        return of, KINDS.index(event.kind), event.at
+
+    return sorted(events, key=place)
+
+
+def _digest(image: Any) -> str | None:
+    """A short digest of an image, to tell two versions apart at a glance."""
+    if not image:
+        return None
+    return hashlib.sha256(json.dumps(image, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _record(change: Any, stamped: Mapping[str, float]) -> Event:
+    at = stamped.get(str(change.sequence), (change.created_micros or 0) / 1e6)
+    return Event(at, "stream_record", {"event": change.event, "sequence": str(change.sequence),
+                                       "new_image": _digest(change.new_image),
+                                       "old_image": _digest(change.old_image)})  # fmt: skip
+
+
+def _invocation(at: float, function: str, line: dict[str, Any], entry: dict[str, Any]) -> Event:
+    outcome = {
+        k: line[k] for k in ("applied", "changed", "skipped", "duplicates", "dead_letters") if k in line
+    }
+    created = entry.get("created_ms")
+    return Event(at, "invocation", {
+        "function": function, "request": line.get("function_request_id"), "message": line.get("message"),
+        "event": entry.get("event"), "sequence": entry.get("sequence"), "batch": outcome,
+        # from the record's stamp, DynamoDB's to the second: up to 1 s more than the trip
+        "freshness_s": round(max(at - created / 1000, 0.0), 3) if created is not None else None,
+    })  # fmt: skip
+
+
+def stream_records(sources: Sources, physical: str, key: Mapping[str, str], since: float) -> list[Any]:
+    """The item's records in the table's stream, every shard from its trim horizon."""
+    from hybridsync.streams import changes, trail
+
+    arn = sources.dynamodb.describe_table(TableName=physical)["Table"].get("LatestStreamArn")
+    if not arn or sources.records is None:
+        return []
+    item, found = trail.item(key), []
+    for record in sources.records(arn):
+        change = changes.read_one(record)
+        if trail.item(change.keys) == item and (change.created_micros or 0) / 1e6 >= since:
+            found.append(change)
+    return found
+
+
+def aggregates(model: Any, table: str, records: list[Any], folded: Mapping[str, float],
+               stamped: Mapping[str, float]) -> list[Event]:  # fmt: skip
+    """What each record moved, by the engine's own fold: per aggregate item, its measures' deltas,
+    when the aggregation folded it (`folded`: sequence -> the time its line says), else at the
+    record's stamp."""
+    if not any(a.table.name == table for a in model.aggregates):
+        return []
+    from hybridsync.model.errors import Rejected
+    from hybridsync.sync.aggregate import Aggregation
+
+    folding, events = Aggregation(model, table), []
+    for change in records:
+        at = folded.get(str(change.sequence)) or stamped.get(
+            str(change.sequence), (change.created_micros or 0) / 1e6
+        )
+        try:
+            parsed = folding.parse(change)
+        except Rejected as refused:
+            events.append(Event(at, "aggregate",
+                                {"sequence": str(change.sequence), "refused": refused.reason}))  # fmt: skip
+            continue
+        moved = sorted((parsed.deltas if parsed else {}).items(), key=lambda kv: [str(k) for k in kv[0]])
+        for (name, *parts), delta in moved:
+            measures = folding.by_name[name].measures
+            events.append(Event(at, "aggregate", {
+                "aggregate": name, "key": [str(p) for p in parts], "sequence": str(change.sequence),
+                "delta": {m.name: str(d) for m, d in zip(measures, delta, strict=True)},
+                "folded": str(change.sequence) in folded,
+            }))  # fmt: skip
+    return events
+
+
+def dead_letters(engine: Any, key: Mapping[str, str]) -> list[Event]:
+    """The item's dead letters (a record whose keys are the item's), and their redrives."""
+    import sqlalchemy as sa
+
+    from hybridsync.sql.schema import dead_letters as table
+    from hybridsync.streams import trail
+
+    first = next(iter(key.values()))
+    query = sa.select(table).where(sa.cast(table.c.record, sa.Text).like(f"%{first}%")).order_by(table.c.id)
+    with engine.connect() as conn:
+        letters = [r for r in conn.execute(query) if _keys(r.record) == trail.item(key)]
+    events = []
+    for letter in letters:
+        given = str(((letter.record or {}).get("dynamodb") or {}).get("SequenceNumber") or "")
+        sequence = str(int(given)) if given.isdigit() else None  # as the trail writes it
+        said = {"id": letter.id, "consumer": letter.source, "reason": letter.reason, "sequence": sequence}
+        events.append(Event(letter.created_at.timestamp(), "dead_letter", said))
+        if letter.redriven_at is not None:
+            events.append(
+                Event(letter.redriven_at.timestamp(), "redrive", {"id": letter.id, "sequence": sequence})
+            )
+    return events
+
+
+def _keys(record: Any) -> str:
+    from hybridsync.streams import trail
+
+    data = record.get("dynamodb") if isinstance(record, dict) else None
+    keys = data.get("Keys") if isinstance(data, dict) else None
+    return trail.item(keys) if isinstance(keys, dict) else ""
+
+
+def row(engine: Any, model: Any, table: str, key: Mapping[str, str], records: list[Any], dynamodb: Any,
+        physical: str) -> list[Event]:  # fmt: skip
+    """The row PostgreSQL holds for the item, found by the key its latest image (or the item as it
+    is now) gives it; [] for an item of no written-back entity."""
+    import sqlalchemy as sa
+
+    from hybridsync.model import placing
+    from hybridsync.model.convert import to_row, unmarshal
+    from hybridsync.model.errors import Rejected
+    from hybridsync.sql.schema import table_of
+
+    image = next((c.new_image or c.old_image for c in reversed(records) if c.new_image or c.old_image), None)
+    if image is None:
+        types = {a.name: a.type for t in model.tables if t.name == table for a in t.key_schema()}
+        typed = {k: {types.get(k, "S"): v} for k, v in key.items()}
+        image = dynamodb.get_item(TableName=physical, Key=typed, ConsistentRead=True).get("Item")
+    if image is None:
+        return []
+    values = unmarshal(image)
+    entity = placing.place(model, {k: values[k] for k in key if k in values}, None, table)
+    if entity is None or entity not in model.written_back():
+        return []
+    try:
+        sql, wanted = table_of(entity), to_row(entity, values)
+    except Rejected as refused:  # its latest image has no row: the write-back refused it too
+        return [Event(datetime.now(UTC).timestamp(), "row", {"entity": entity.name, "row": None,
+                                                            "refused": refused.reason})]  # fmt: skip
+    where = [sql.c[column.name] == wanted[column.name] for column in sql.primary_key.columns]
+    with engine.connect() as conn:
+        found = conn.execute(sa.select(sql).where(*where)).mappings().first()
+    if found is None:
+        return [Event(datetime.now(UTC).timestamp(), "row", {"entity": entity.name, "row": None})]
+    held = {k: (str(v) if not isinstance(v, bool | int | type(None)) else v) for k, v in found.items()}
+    at = found["updated_at"].timestamp() if found.get("updated_at") else datetime.now(UTC).timestamp()
+    return [Event(at, "row", {"entity": entity.name, "table": sql.name, "row": held,
+                              "stream_position": held.get("stream_position")})]  # fmt: skip
+
+
+def local_lines(logs: Any) -> Callable[[str, float], Iterable[Line]]:
+    """The local app's function logs (`.local/logs/<Function>.log`, Powertools' JSON lines)."""
+    from pathlib import Path
+
+    def lines(needle: str, since: float) -> Iterable[Line]:
+        for path in sorted(Path(logs).glob("*.log")):
+            with path.open(errors="replace") as file:
+                for text in file:
+                    if needle not in text:
+                        continue
+                    try:
+                        line = json.loads(text)
+                        at = _when(line["timestamp"])
+                    except (ValueError, KeyError, TypeError):
+                        continue
+                    if at >= since:
+                        yield at, path.stem, line
+
+    return lines
+
+
+def _when(stamp: str) -> float:
+    """Powertools' `timestamp` ("2026-11-30 02:10:00,123+0000") as epoch seconds."""
+    return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f%z").timestamp()

@@ -1,0 +1,136 @@
+"""`hybridsync trace` on real components: an order line written to DynamoDB Local, its stream
+records read by the write-back and the aggregation handlers (their log lines kept as the local app
+keeps them, a file per function), its row in the embedded PostgreSQL."""
+
+from __future__ import annotations
+
+import json
+import uuid
+
+import pytest
+
+from hybridsync.cli.trace import stream_reader
+from hybridsync.sync import trace
+from shop.model import MODEL
+from tests.handlers import LambdaContext, load
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def logs(tmp_path, monkeypatch):
+    """The test's log folder; a service name of its own: Powertools' logger of a name writes to the
+    stdout of the test that made it first."""
+    monkeypatch.setenv("POWERTOOLS_SERVICE_NAME", f"trace-{uuid.uuid4().hex[:8]}")
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    return folder
+
+
+def kept(capfd, logs, function: str) -> None:
+    """What a handler printed, appended to its log file (the local app sends a function's output there)."""
+    out, err = capfd.readouterr()
+    with (logs / f"{function}.log").open("a") as file:
+        file.write(out + err)
+
+
+def test_a_trace_lists_the_records_the_invocations_the_aggregates_and_the_row_in_time_order(
+    handler_env, stack, engine, workload, stream, logs, capfd, monkeypatch
+):
+    write_back = load("write_back")
+    oid = workload.id("o")
+    workload.line(oid, 1, Quantity=2)
+    workload.line(oid, 1, Quantity=3)
+    records = stream.read()
+    capfd.readouterr()
+    write_back.handler({"Records": records}, LambdaContext())
+    kept(capfd, logs, "WriteBack")
+    monkeypatch.setenv("TABLE_MAIN", stack.with_tables("trace", streams=False).table_names["main"])
+    aggregate = load("aggregate")  # folds into tables of its own: no other test's stream sees them
+    aggregate.handler({"Records": records, "shardId": stream.shard}, LambdaContext())
+    kept(capfd, logs, "Aggregate")
+
+    keys = records[0]["dynamodb"]["Keys"]
+    key = {name: value["S"] for name, value in keys.items()}
+    sources = trace.Sources(
+        stack.client(), stream_reader(stack.client("dynamodbstreams")), engine, trace.local_lines(logs)
+    )
+    events = trace.trace(MODEL, "main", key, stack.table_names, sources)
+    kinds = [e.kind for e in events]
+    assert kinds[0] == "stream_record" and kinds[-1] == "row", kinds
+    first, second = (e.detail for e in events if e.kind == "stream_record")
+    assert (first["event"], second["event"]) == ("INSERT", "MODIFY")
+    # each record, then what happened to it: read by both consumers, what it moved
+    for n, event in enumerate(events[:-1]):
+        if event.kind != "stream_record":
+            (at,) = [i for i, e in enumerate(events) if e.kind == "stream_record"
+                     and e.detail["sequence"] == event.detail["sequence"]]  # fmt: skip
+            assert at < n, kinds
+    read = [e.detail for e in events if e.kind == "invocation"]
+    assert {(r["function"], r["message"]) for r in read} == {("WriteBack", "changes written back"),
+                                                             ("Aggregate", "changes folded")}  # fmt: skip
+    assert {r["sequence"] for r in read} == {first["sequence"], second["sequence"]}
+    assert all(r["request"] and r["freshness_s"] is not None and r["freshness_s"] >= 0 for r in read)
+    units = [e.detail for e in events if e.kind == "aggregate" and e.detail["aggregate"] == "Sales"]
+    assert [u["delta"]["Units"] for u in units] == ["2", "2", "1", "1"]  # a day's and a month's, each
+    assert all(u["folded"] for u in units)
+    row = events[-1].detail
+    assert row["entity"] == "OrderLine" and row["row"]["quantity"] == 3
+    assert row["stream_position"] is not None
+    assert json.dumps([e.as_json() for e in events], default=str)  # --json's shape
+
+
+def test_a_trace_finds_the_dead_letter_of_a_refused_change(
+    handler_env, stack, engine, workload, stream, logs, capfd
+):
+    write_back = load("write_back")
+    oid = workload.id("o")
+    workload.line(oid, 1, Quantity="two")  # a string where the model declares an integer
+    records = stream.read()
+    capfd.readouterr()
+    write_back.handler({"Records": records}, LambdaContext())
+    kept(capfd, logs, "WriteBack")
+    key = {name: value["S"] for name, value in records[0]["dynamodb"]["Keys"].items()}
+    sources = trace.Sources(
+        stack.client(), stream_reader(stack.client("dynamodbstreams")), engine, trace.local_lines(logs)
+    )
+    events = trace.trace(MODEL, "main", key, stack.table_names, sources)
+    (letter,) = [e.detail for e in events if e.kind == "dead_letter"]
+    assert letter["consumer"] == "write_back" and "Quantity must be an integer" in letter["reason"]
+    (read,) = [e.detail for e in events if e.kind == "invocation"]
+    assert read["batch"]["dead_letters"] == 1
+    assert [e.detail["row"] for e in events if e.kind == "row"] == [None]  # it has no row
+    with pytest.raises(ValueError, match="no table 'nope'"):
+        trace.trace(MODEL, "nope", key, stack.table_names, sources)
+
+
+def test_the_command_prints_the_trace_as_json_or_text_and_says_what_is_wrong(
+    handler_env, stack, workload, stream, logs, capfd
+):
+    from hybridsync import cli
+
+    write_back = load("write_back")
+    workload.line(workload.id("o"), 1, Quantity=1)
+    records = stream.read()
+    capfd.readouterr()
+    write_back.handler({"Records": records}, LambdaContext())
+    kept(capfd, logs, "WriteBack")
+    pairs = [f"{name}={value['S']}" for name, value in records[0]["dynamodb"]["Keys"].items()]
+    state = str(logs.parent)
+    assert cli.main(["trace", "main", *pairs, "--json", "--state-dir", state]) == 0
+    said = json.loads(capfd.readouterr().out)
+    # what it moves, though not folded yet: a day's and a month's sales, a month's spend
+    assert [e["kind"] for e in said] == ["stream_record", "invocation", *["aggregate"] * 3, "row"]
+    assert not any(e["folded"] for e in said if e["kind"] == "aggregate")
+    assert cli.main(["trace", "main", *pairs, "--state-dir", state]) == 0
+    text = capfd.readouterr().out.splitlines()
+    assert len(text) == 6 and "invocation" in text[1] and "function=WriteBack" in text[1]
+    for argv, says in (
+        (["trace", "nope", *pairs], "no table 'nope' in the model"),
+        (["trace", "main", pairs[0]], "main's key is PK, SK"),
+        (["trace", "main", "PK"], "each key attribute as ATTR=VALUE"),
+        (["trace", "main", *pairs, "--since", "yesterday"], "--since 'yesterday'"),
+        (["trace", "main", *pairs, "--state-dir", str(logs / "none")], "is `hybridsync up` running"),
+    ):
+        with pytest.raises(SystemExit, match=says):
+            cli.main([*argv, *([] if "--state-dir" in argv else ["--state-dir", state])])

@@ -287,7 +287,7 @@ def test_a_newer_record_whose_sequence_number_is_lower_is_settled_from_the_table
     writeback.write_back(stream.read(), engine, MODEL, truth=truth)
     workload.order(oid, Status="SHIPPED")
     (child,) = stream.read()
-    child["dynamodb"]["SequenceNumber"] = "1"  # lower than anything applied
+    child["dynamodb"]["SequenceNumber"] = "0"  # lower than anything applied (DynamoDB Local counts from 1)
     outcome = writeback.write_back([child], engine, MODEL, truth=truth)
     assert (outcome.read, outcome.changed) == (1, 1)
     assert orders(engine, oid)[oid].status == "SHIPPED"

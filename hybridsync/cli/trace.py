@@ -1,5 +1,7 @@
-"""`hybridsync trace TABLE ATTR=VALUE...`: where one change went (hybridsync.sync.trace), from the
-running local app's stream, function logs and PostgreSQL."""
+"""`hybridsync trace TABLE ATTR=VALUE...`: where one change went (hybridsync.sync.trace): from the
+running local app's stream, function logs and PostgreSQL; `--deployed STACK`: from the deployed
+table's stream, the stack's functions' logs (CloudWatch Logs Insights) and its operations function
+(PostgreSQL is in its VPC)."""
 
 from __future__ import annotations
 
@@ -23,7 +25,8 @@ def add_trace(cli: Commands) -> None:
         "where one change went, in time order: each stream record of the item, each invocation that "
         "read it (function, request, the batch's outcome, its freshness), each aggregate item it "
         "moved and by how much, its dead letters and redrives, and the row PostgreSQL holds; from "
-        "the running local app (`source .local/env` first)",
+        "the running local app (`source .local/env` first), or with --deployed STACK from AWS (the "
+        "tables by $TABLE_<NAME>, as the other --deployed commands)",
         "hybridsync trace main PK=ACCOUNT#a-1 SK=PROFILE --json",
         _trace,
     )
@@ -38,6 +41,7 @@ def add_trace(cli: Commands) -> None:
     trace.add_argument(
         "--state-dir", default=".local", help="the local app's state (its logs/; default .local)"
     )
+    common.deployed_option(trace)
 
 
 def _trace(args: argparse.Namespace) -> int:
@@ -55,13 +59,24 @@ def _trace(args: argparse.Namespace) -> int:
     if set(key) != wanted:
         raise SystemExit(f"hybridsync trace: {args.table}'s key is {', '.join(sorted(wanted))}: give each "
                          "as ATTR=VALUE, and nothing else")  # fmt: skip
-    logs = Path(args.state_dir) / "logs"
-    if not logs.is_dir():
-        raise SystemExit(f"hybridsync trace: no {logs}: is `hybridsync up` running (--state-dir)?")
-    sources = trace.Sources(
-        dynamodb=aws.client("dynamodb"), records=stream_reader(aws.client("dynamodbstreams")),
-        engine=db.create_engine(common.database_url(args)), lines=trace.local_lines(logs),
-    )  # fmt: skip
+    records = stream_reader(aws.client("dynamodbstreams"))
+    sources = trace.Sources(aws.client("dynamodb"), records, postgres=None, lines=lambda needle, since: ())
+    if not args.deployed:  # the local app's logs (`--deployed` alone: its operations function)
+        logs = Path(args.state_dir) / "logs"
+        if not logs.is_dir():
+            raise SystemExit(f"hybridsync trace: no {logs}: is `hybridsync up` running (--state-dir)?")
+        sources.lines = trace.local_lines(logs)
+    else:  # the stack's functions' log groups
+        sources.lines = trace.insights_lines(aws.client("logs"), log_groups(args.deployed))
+    if args.deployed is None:
+        sources.postgres = trace.in_postgres(db.create_engine(common.database_url(args)), model)
+    else:  # in the operations function, next to the database
+
+        def postgres(table: str, key: Any, image: Any) -> list[Any]:
+            asked = {"operation": "trace", "table": table, "key": dict(key), "image": image}
+            return [trace.Event.from_json(e) for e in common.deployed(args, asked)["events"]]
+
+        sources.postgres = postgres
     events = trace.trace(model, args.table, key, common.tables(), sources, time.time() - _seconds(args.since))
     if args.json:
         print(json.dumps([e.as_json() for e in events], indent=1, default=str))
@@ -71,6 +86,20 @@ def _trace(args: argparse.Namespace) -> int:
     if not events:
         print(f"nothing of {args.table} {' '.join(args.key)} since {args.since} ago")
     return 0
+
+
+def log_groups(stack: str) -> list[str]:
+    """The log groups of a deployed stack's functions (each function's own, cdk/assets.py)."""
+    from hybridsync.runtime import aws
+
+    pages = aws.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=stack)
+    found = [r["PhysicalResourceId"] for page in pages for r in page["StackResourceSummaries"]
+             if r["ResourceType"] == "AWS::Logs::LogGroup"]  # fmt: skip
+    if not found:
+        raise SystemExit(
+            f"hybridsync trace --deployed {stack}: the stack has no log group (a pipeline stack's)"
+        )
+    return found[:50]  # a Logs Insights query reads at most 50
 
 
 def stream_reader(streams: Any) -> Any:

@@ -6,7 +6,8 @@ each unit invoked until done; reconcile, redrives and migrations are one invocat
 Events: `{"operation": "plan", "kind", "spec"}` -> `{"job"}`; `{"operation": "unit", "job", "unit",
 "rate"}` -> the unit as left (done, or its checkpoint at the deadline); `{"operation": "reconcile",
 "repair"}`, `{"operation": "redrive", "what": "dead-letters" | "failed-batches", "source"}`,
-`{"operation": "migrations", "action": "upgrade" | "current"}`.
+`{"operation": "migrations", "action": "upgrade" | "current"}`, `{"operation": "trace", "table",
+"key", "image"}` -> `{"events"}` (an item's dead letters and row, hybridsync.sync.trace).
 """
 
 from __future__ import annotations
@@ -63,6 +64,13 @@ def perform(services: Services, event: dict[str, Any], remaining_s: Callable[[],
         }
     if operation == "redrive":
         return _redrive(services, event)
+    if operation == "trace":
+        from hybridsync.sync import trace
+
+        found = trace.in_postgres(services.engine, services.model)(
+            event["table"], event["key"], event.get("image")
+        )
+        return {"events": [e.as_json() for e in found]}
     if operation == "migrations":
         from hybridsync.runtime import settings
         from hybridsync.sql import migrations

@@ -32,17 +32,26 @@ class Event:
         at = datetime.fromtimestamp(self.at, UTC).isoformat(timespec="milliseconds")
         return {"at": at, "kind": self.kind, **self.detail}
 
+    @classmethod
+    def from_json(cls, said: Mapping[str, Any]) -> Event:
+        rest = {k: v for k, v in said.items() if k not in ("at", "kind")}
+        return cls(datetime.fromisoformat(said["at"]).timestamp(), said["kind"], rest)
+
+
+Postgres = Callable[[str, Mapping[str, str], "dict[str, Any] | None"], list[Event]]
+
 
 @dataclass
 class Sources:
     """Where a trace reads: a `dynamodb` client; `records(stream_arn)`: a stream's records from its
-    trim horizon, as Lambda delivers them (None: no records read); PostgreSQL's `engine` (None: no
-    row, no dead letters); `lines(needle, since)`: the functions' log lines holding `needle`, as
-    (time, function, parsed line)."""
+    trim horizon, as Lambda delivers them (None: no records read); `lines(needle, since)`: the
+    functions' log lines holding `needle`, as (time, function, parsed line); `postgres(table, key,
+    image)`: the item's dead letters and row (`in_postgres`, here or in the operations function;
+    None: not read)."""
 
     dynamodb: Any
     records: Callable[[str], Iterable[dict[str, Any]]] | None
-    engine: Any | None
+    postgres: Postgres | None
     lines: Callable[[str, float], Iterable[Line]]
 
 
@@ -56,7 +65,8 @@ def trace(model: Any, table: str, key: Mapping[str, str], tables: Mapping[str, s
         raise ValueError(f"no table {table!r} in the model (its tables: {', '.join(sorted(tables))})")
     physical, item = tables[table], trail.item(key)
     records = stream_records(sources, physical, key, since) if sources.records is not None else []
-    read = [(at, function, line, entry) for at, function, line in sources.lines(item, since)
+    needle = json.dumps(item, ensure_ascii=False)[1:-1]  # as a JSON log line holds it
+    read = [(at, function, line, entry) for at, function, line in sources.lines(needle, since)
             for entry in line.get("changes") or []
             if entry.get("item") == item and entry.get("table") == physical]  # fmt: skip
     # a record's stamp as its consumers saw it: DynamoDB Local stamps a record when it is read
@@ -67,10 +77,21 @@ def trace(model: Any, table: str, key: Mapping[str, str], tables: Mapping[str, s
     events += [_invocation(at, function, line, entry) for at, function, line, entry in read]
     folded = {entry["sequence"]: at for at, _, line, entry in read if line.get("message") == "changes folded"}
     events += aggregates(model, table, records, folded, stamped)
-    if sources.engine is not None:
-        events += dead_letters(sources.engine, key)
-        events += row(sources.engine, model, table, key, records, sources.dynamodb, physical)
+    if sources.postgres is not None:
+        image = next(
+            (c.new_image or c.old_image for c in reversed(records) if c.new_image or c.old_image), None
+        )
+        if image is None:  # no record left in the stream: the item as it is now
+            types = {a.name: a.type for t in model.tables if t.name == table for a in t.key_schema()}
+            typed = {k: {types.get(k, "S"): v} for k, v in key.items()}
+            image = sources.dynamodb.get_item(TableName=physical, Key=typed, ConsistentRead=True).get("Item")
+        events += sources.postgres(table, key, image)
     return ordered(events)
+
+
+def in_postgres(engine: Any, model: Any) -> Postgres:
+    """The item's dead letters and row, read from PostgreSQL (`engine`)."""
+    return lambda table, key, image: dead_letters(engine, key) + row(engine, model, table, key, image)
 
 
 def ordered(events: list[Event]) -> list[Event]:
@@ -195,10 +216,11 @@ def _keys(record: Any) -> str:
     return trail.item(keys) if isinstance(keys, dict) else ""
 
 
-def row(engine: Any, model: Any, table: str, key: Mapping[str, str], records: list[Any], dynamodb: Any,
-        physical: str) -> list[Event]:  # fmt: skip
-    """The row PostgreSQL holds for the item, found by the key its latest image (or the item as it
-    is now) gives it; [] for an item of no written-back entity."""
+def row(
+    engine: Any, model: Any, table: str, key: Mapping[str, str], image: dict[str, Any] | None
+) -> list[Event]:
+    """The row PostgreSQL holds for the item, found by the key its latest `image` (DynamoDB JSON)
+    gives it; [] for no image, or an item of no written-back entity."""
     import sqlalchemy as sa
 
     from hybridsync.model import placing
@@ -206,11 +228,6 @@ def row(engine: Any, model: Any, table: str, key: Mapping[str, str], records: li
     from hybridsync.model.errors import Rejected
     from hybridsync.sql.schema import table_of
 
-    image = next((c.new_image or c.old_image for c in reversed(records) if c.new_image or c.old_image), None)
-    if image is None:
-        types = {a.name: a.type for t in model.tables if t.name == table for a in t.key_schema()}
-        typed = {k: {types.get(k, "S"): v} for k, v in key.items()}
-        image = dynamodb.get_item(TableName=physical, Key=typed, ConsistentRead=True).get("Item")
     if image is None:
         return []
     values = unmarshal(image)
@@ -257,3 +274,48 @@ def local_lines(logs: Any) -> Callable[[str, float], Iterable[Line]]:
 def _when(stamp: str) -> float:
     """Powertools' `timestamp` ("2026-11-30 02:10:00,123+0000") as epoch seconds."""
     return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f%z").timestamp()
+
+
+# Logs Insights: the functions' lines holding an item's identity (`like` a string: a substring of
+# the raw line; CloudWatch Logs Insights query syntax, "filter")
+QUERY = (
+    'fields @timestamp, @log, @message | filter @message like "{needle}" | sort @timestamp asc | limit 10000'
+)
+QUERY_TIMEOUT_S = 120.0
+
+
+def insights_lines(logs: Any, groups: list[str], wait: Callable[[float], None] | None = None,
+                   timeout_s: float = QUERY_TIMEOUT_S) -> Callable[[str, float], Iterable[Line]]:  # fmt: skip
+    """The deployed functions' lines (their log groups `groups`), by a Logs Insights query; each
+    line matched again here (the needle is the query's only filter)."""
+    import time
+
+    wait = wait or time.sleep
+
+    def lines(needle: str, since: float) -> Iterable[Line]:
+        escaped = needle.replace("\\", "\\\\").replace('"', '\\"')
+        started = logs.start_query(logGroupNames=groups, startTime=int(since), endTime=int(time.time()) + 60,
+                                   queryString=QUERY.format(needle=escaped))  # fmt: skip
+        deadline = time.monotonic() + timeout_s
+        while (answer := logs.get_query_results(queryId=started["queryId"]))["status"] in (
+            "Scheduled",
+            "Running",
+        ):
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"Logs Insights did not answer in {timeout_s:.0f} s")
+            wait(1.0)
+        if answer["status"] != "Complete":
+            raise RuntimeError(f"the Logs Insights query ended {answer['status']}")
+        for fields in answer["results"]:
+            text = next((f["value"] for f in fields if f["field"] == "@message"), "")
+            if needle not in text:
+                continue
+            try:
+                line = json.loads(text)
+                at = _when(line["timestamp"])
+            except (ValueError, KeyError, TypeError):
+                continue
+            if at >= since:
+                yield at, str(line.get("function_name") or ""), line
+
+    return lines

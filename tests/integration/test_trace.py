@@ -53,7 +53,10 @@ def test_a_trace_lists_the_records_the_invocations_the_aggregates_and_the_row_in
     keys = records[0]["dynamodb"]["Keys"]
     key = {name: value["S"] for name, value in keys.items()}
     sources = trace.Sources(
-        stack.client(), stream_reader(stack.client("dynamodbstreams")), engine, trace.local_lines(logs)
+        stack.client(),
+        stream_reader(stack.client("dynamodbstreams")),
+        trace.in_postgres(engine, MODEL),
+        trace.local_lines(logs),
     )
     events = trace.trace(MODEL, "main", key, stack.table_names, sources)
     kinds = [e.kind for e in events]
@@ -92,7 +95,10 @@ def test_a_trace_finds_the_dead_letter_of_a_refused_change(
     kept(capfd, logs, "WriteBack")
     key = {name: value["S"] for name, value in records[0]["dynamodb"]["Keys"].items()}
     sources = trace.Sources(
-        stack.client(), stream_reader(stack.client("dynamodbstreams")), engine, trace.local_lines(logs)
+        stack.client(),
+        stream_reader(stack.client("dynamodbstreams")),
+        trace.in_postgres(engine, MODEL),
+        trace.local_lines(logs),
     )
     events = trace.trace(MODEL, "main", key, stack.table_names, sources)
     (letter,) = [e.detail for e in events if e.kind == "dead_letter"]
@@ -134,3 +140,54 @@ def test_the_command_prints_the_trace_as_json_or_text_and_says_what_is_wrong(
     ):
         with pytest.raises(SystemExit, match=says):
             cli.main([*argv, *([] if "--state-dir" in argv else ["--state-dir", state])])
+
+
+def test_deployed_the_trace_reads_the_stacks_log_groups_and_asks_its_operations_function(
+    handler_env, stack, engine, workload, stream, logs, capfd, monkeypatch
+):
+    """`--deployed STACK`: the lines from the stack's functions' log groups (Logs Insights, moto
+    server's here), the dead letters and the row from its operations function (its code run here,
+    as in the function: `operations.perform`)."""
+    from hybridsync import cli
+    from hybridsync.cli import common
+    from hybridsync.runtime import aws
+    from hybridsync.sync import operations
+    from hybridsync.sync.jobs import Services
+
+    write_back = load("write_back")
+    workload.line(workload.id("o"), 1, Quantity=1)
+    records = stream.read()
+    capfd.readouterr()
+    write_back.handler({"Records": records}, LambdaContext())
+    printed = [t for t in capfd.readouterr().out.splitlines() if t.startswith("{")]
+    lines = [
+        t for t in printed if "timestamp" in json.loads(t)
+    ]  # its log lines, as written (not its metrics)
+    name, group = f"T{uuid.uuid4().hex[:8]}-pipeline", f"/aws/lambda/t{uuid.uuid4().hex[:8]}-WriteBack"
+    template = {
+        "Resources": {"WriteBackLogs": {"Type": "AWS::Logs::LogGroup", "Properties": {"LogGroupName": group}}}
+    }
+    aws.client("cloudformation").create_stack(StackName=name, TemplateBody=json.dumps(template))
+    cloudwatch = aws.client("logs")
+    cloudwatch.create_log_stream(logGroupName=group, logStreamName="2026/11/30/[$LATEST]1")
+    written = [
+        {"timestamp": int(trace._when(json.loads(t)["timestamp"]) * 1000), "message": t} for t in lines
+    ]
+    cloudwatch.put_log_events(logGroupName=group, logStreamName="2026/11/30/[$LATEST]1", logEvents=written)
+    services = Services(stack.client(), engine, MODEL, stack.table_names, aws.client)
+    asked: list[dict] = []
+
+    def deployed(args, event):
+        asked.append(event)
+        return json.loads(json.dumps(operations.perform(services, event, lambda: 900.0), default=str))
+
+    monkeypatch.setattr(common, "deployed", deployed)
+    pairs = [f"{key}={value['S']}" for key, value in records[0]["dynamodb"]["Keys"].items()]
+    assert cli.main(["trace", "main", *pairs, "--json", "--deployed", name]) == 0
+    said = json.loads(capfd.readouterr().out)
+    assert [e["kind"] for e in said] == ["stream_record", "invocation", *["aggregate"] * 3, "row"]
+    assert said[-1]["row"]["quantity"] == 1 and [a["operation"] for a in asked] == ["trace"]
+    with pytest.raises(SystemExit, match="has no log group"):
+        aws.client("cloudformation").create_stack(StackName=f"{name}-x", TemplateBody=json.dumps(
+            {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}))  # fmt: skip
+        cli.main(["trace", "main", *pairs, "--deployed", f"{name}-x"])

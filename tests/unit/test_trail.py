@@ -53,3 +53,48 @@ def test_events_are_ordered_record_by_record_then_by_kind_and_the_row_last():
         ("row", None),
     ]  # fmt: skip
     assert trace._when("2026-11-30 02:10:00,123+0000") == pytest.approx(1796005800.123)
+
+
+def test_deployed_the_functions_lines_are_found_by_a_logs_insights_query_in_their_own_format():
+    """The query's filter is a substring of the functions' own lines (Powertools' JSON, as the
+    handlers write them: an item with a quote and a non-ASCII letter in its key); moto answers
+    Logs Insights without applying a filter, so the lines are matched again after it."""
+    import io
+    import uuid
+
+    import boto3
+    from aws_lambda_powertools import Logger
+    from moto import mock_aws
+
+    keys = {"PK": {"S": 'CUSTOMER#"Zoë"'}, "SK": {"S": "INFO"}}
+    written = io.StringIO()
+    logger = Logger(service=f"trail-{uuid.uuid4().hex[:6]}", logger_handler=logging.StreamHandler(written))
+    trail.log(logger, "changes written back", changes.read([record(7, **keys)]), applied=1)
+    other = changes.read([record(8, PK={"S": "CUSTOMER#someone-else"}, SK={"S": "INFO"})])
+    trail.log(logger, "changes written back", other, applied=1)
+    line, unrelated = written.getvalue().splitlines()
+    item = trail.item(keys)
+    needle = json.dumps(item, ensure_ascii=False)[1:-1]
+    assert needle in line and needle not in unrelated
+    # the query's literal, as Logs Insights reads it back (backslash escapes), is that needle
+    query = trace.QUERY.format(needle=needle.replace("\\", "\\\\").replace('"', '\\"'))
+    literal = query.split('like "', 1)[1].rsplit('" | sort', 1)[0]
+    assert json.loads(f'"{literal}"') == needle
+    mocked = mock_aws()
+    mocked.start(reset=False)
+    try:
+        group = f"/aws/lambda/App{uuid.uuid4().hex[:8]}-WriteBack"
+        logs = boto3.client("logs", region_name="us-east-1")
+        logs.create_log_group(logGroupName=group)
+        logs.create_log_stream(logGroupName=group, logStreamName="s")
+        at = int(trace._when(json.loads(line)["timestamp"]) * 1000)
+        events = [{"timestamp": at, "message": text} for text in (line, unrelated)]
+        logs.put_log_events(logGroupName=group, logStreamName="s", logEvents=events)
+        found = list(trace.insights_lines(logs, [group], wait=lambda _: None)(needle, at / 1000 - 60))
+    finally:
+        mocked.stop(remove_data=False)
+    ((when, function, parsed),) = found
+    assert (
+        parsed["changes"][0]["item"] == item and parsed["applied"] == 1 and when == pytest.approx(at / 1000)
+    )
+    assert function == parsed.get("function_name", "")

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -45,39 +46,24 @@ def add_trace(cli: Commands) -> None:
 
 
 def _trace(args: argparse.Namespace) -> int:
+    from botocore.exceptions import BotoCoreError, ClientError
+
     from hybridsync.model import config
-    from hybridsync.runtime import aws, db
     from hybridsync.sync import trace
 
     model = config.model()
     key = dict(_pair(given) for given in args.key)
-    declared = next((t for t in model.tables if t.name == args.table), None)
-    if declared is None:
+    if not any(t.name == args.table for t in model.tables):
         raise SystemExit(f"hybridsync trace: no table {args.table!r} in the model (its tables: "
                          f"{', '.join(t.name for t in model.tables)})")  # fmt: skip
-    wanted = {a.name for a in declared.key_schema()}
-    if set(key) != wanted:
-        raise SystemExit(f"hybridsync trace: {args.table}'s key is {', '.join(sorted(wanted))}: give each "
-                         "as ATTR=VALUE, and nothing else")  # fmt: skip
-    records = stream_reader(aws.client("dynamodbstreams"))
-    sources = trace.Sources(aws.client("dynamodb"), records, postgres=None, lines=lambda needle, since: ())
-    if not args.deployed:  # the local app's logs (`--deployed` alone: its operations function)
-        logs = Path(args.state_dir) / "logs"
-        if not logs.is_dir():
-            raise SystemExit(f"hybridsync trace: no {logs}: is `hybridsync up` running (--state-dir)?")
-        sources.lines = trace.local_lines(logs)
-    else:  # the stack's functions' log groups
-        sources.lines = trace.insights_lines(aws.client("logs"), log_groups(args.deployed))
-    if args.deployed is None:
-        sources.postgres = trace.in_postgres(db.create_engine(common.database_url(args)), model)
-    else:  # in the operations function, next to the database
-
-        def postgres(table: str, key: Any, image: Any) -> list[Any]:
-            asked = {"operation": "trace", "table": table, "key": dict(key), "image": image}
-            return [trace.Event.from_json(e) for e in common.deployed(args, asked)["events"]]
-
-        sources.postgres = postgres
-    events = trace.trace(model, args.table, key, common.tables(), sources, time.time() - _seconds(args.since))
+    since = time.time() - _seconds(args.since)
+    try:
+        events = trace.trace(model, args.table, key, common.tables(), _sources(args, model), since)
+    except (ValueError, RuntimeError) as wrong:
+        raise SystemExit(f"hybridsync trace: {wrong}") from None
+    except (BotoCoreError, ClientError) as error:
+        raise SystemExit(f"hybridsync trace: {error} (the app running? TABLE_<NAME> and the credentials "
+                         "right?)") from None  # fmt: skip
     if args.json:
         print(json.dumps([e.as_json() for e in events], indent=1, default=str))
         return 0
@@ -88,25 +74,98 @@ def _trace(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sources(args: argparse.Namespace, model: Any) -> Any:
+    """Locally: the app's stream, log files and PostgreSQL; `--deployed`: its operations function
+    for PostgreSQL; `--deployed STACK`: the stack's log groups too, and the stream read only at the
+    records the logs name (a third reader of a shard risks throttling its consumers)."""
+    from hybridsync.runtime import aws, db
+    from hybridsync.sync import trace
+
+    streams = aws.client("dynamodbstreams")
+    sources = trace.Sources(aws.client("dynamodb"), scanned(streams), postgres=None, lines=lambda *_: ())
+    if not args.deployed:  # the local app's logs (`--deployed` alone: its operations function)
+        logs = Path(args.state_dir) / "logs"
+        if not logs.is_dir():
+            raise SystemExit(f"hybridsync trace: no {logs}: is `hybridsync up` running (--state-dir)?")
+        sources.lines = trace.local_lines(logs)
+    else:  # the stack's functions' log groups
+        warn = lambda line: print(f"hybridsync trace: {line}", file=sys.stderr)  # noqa: E731
+        sources.lines = trace.insights_lines(aws.client("logs"), log_groups(args.deployed), say=warn)
+        sources.records = at_sequences(streams)
+    if args.deployed is None:
+        sources.postgres = trace.in_postgres(db.create_engine(common.database_url(args)), model)
+        return sources
+
+    def postgres(table: str, key: Any, image: Any) -> list[Any]:  # in the operations function
+        asked = {"operation": "trace", "table": table, "key": dict(key), "image": image}
+        return [trace.Event.from_json(e) for e in common.deployed(args, asked)["events"]]
+
+    sources.postgres = postgres
+    return sources
+
+
 def log_groups(stack: str) -> list[str]:
     """The log groups of a deployed stack's functions (each function's own, cdk/assets.py)."""
+    from botocore.exceptions import ClientError
+
     from hybridsync.runtime import aws
 
     pages = aws.client("cloudformation").get_paginator("list_stack_resources").paginate(StackName=stack)
-    found = [r["PhysicalResourceId"] for page in pages for r in page["StackResourceSummaries"]
-             if r["ResourceType"] == "AWS::Logs::LogGroup"]  # fmt: skip
+    try:
+        found = [r["PhysicalResourceId"] for page in pages for r in page["StackResourceSummaries"]
+                 if r["ResourceType"] == "AWS::Logs::LogGroup"]  # fmt: skip
+    except ClientError as error:
+        raise SystemExit(f"hybridsync trace --deployed {stack}: {error}") from None
     if not found:
         raise SystemExit(
             f"hybridsync trace --deployed {stack}: the stack has no log group (a pipeline stack's)"
         )
-    return found[:50]  # a Logs Insights query reads at most 50
+    if len(found) > 50:  # a Logs Insights query reads at most 50
+        print(f"hybridsync trace: {stack} has {len(found)} log groups; the query reads 50", file=sys.stderr)
+    return found[:50]
 
 
-def stream_reader(streams: Any) -> Any:
-    """A stream's records from its trim horizon, shard by shard, as Lambda delivers them."""
+def scanned(streams: Any) -> Any:
+    """Every record of a stream, shard by shard from its trim horizon, as Lambda delivers them (the
+    local app's reader: a local stream is small, and its records' stamps put right)."""
     from hybridsync.local.dynamodb.streams import StreamReader
 
-    return lambda arn: StreamReader(streams, arn, start="TRIM_HORIZON").read()
+    return lambda arn, sequences: StreamReader(streams, arn, start="TRIM_HORIZON").read()
+
+
+def at_sequences(streams: Any) -> Any:
+    """The records of the given sequence numbers: each read in the shard whose range holds it
+    (DescribeStream, paged), from that number, one record."""
+    from hybridsync.streams.records import lambda_record
+
+    def read(arn: str, sequences: list[str]) -> list[dict[str, Any]]:
+        shards, start = [], None
+        while True:
+            page = streams.describe_stream(
+                StreamArn=arn, **({"ExclusiveStartShardId": start} if start else {})
+            )
+            shards += page["StreamDescription"]["Shards"]
+            if not (start := page["StreamDescription"].get("LastEvaluatedShardId")):
+                break
+        found = []
+        for sequence in map(int, sequences):
+            for shard in shards:
+                span = shard["SequenceNumberRange"]
+                starts = span["StartingSequenceNumber"]
+                if not int(starts) <= sequence <= int(span.get("EndingSequenceNumber") or sequence):
+                    continue
+                iterator = streams.get_shard_iterator(
+                    StreamArn=arn, ShardId=shard["ShardId"], ShardIteratorType="AT_SEQUENCE_NUMBER",
+                    SequenceNumber=str(sequence).zfill(len(starts)),  # as the stream writes them
+                )["ShardIterator"]  # fmt: skip
+                got = streams.get_records(ShardIterator=iterator, Limit=1)["Records"]
+                found += [
+                    lambda_record(r, arn) for r in got if int(r["dynamodb"]["SequenceNumber"]) == sequence
+                ]
+                break
+        return found
+
+    return read
 
 
 def _pair(given: str) -> tuple[str, str]:

@@ -1,24 +1,30 @@
 """A change's trail in the functions' logs. Every function that takes a batch of changes logs the
-identity of each (its table, its item's key, its event and its place in its shard), a line per
-`LINE` changes, so `hybridsync trace` finds the invocations that read one change by a substring of
-their lines: in the local app's log files, and with CloudWatch Logs Insights deployed
-(`filter @message like "..."`, hybridsync.sync.trace)."""
+identity of each (its item's key, its event, its place in its shard; the table and the stream on
+the line), lines of at most `LINE` changes and `LINE_BYTES`, so `hybridsync trace` finds the
+invocations that read one change by a substring of their lines: in the local app's log files, and
+with CloudWatch Logs Insights deployed (`filter @message like "..."`, hybridsync.sync.trace).
+Lines are logged at INFO only: `POWERTOOLS_LOG_LEVEL=WARNING` turns them off (and their cost)."""
 
 from __future__ import annotations
 
 import base64
+import json
+import logging
 from collections.abc import Iterable, Mapping
 from typing import Any
 
 from hybridsync.streams.changes import StreamChange
 
-LINE = 100  # changes per log line: a CloudWatch Logs event holds at most 256 KB
+LINE = 100  # changes per log line
+LINE_BYTES = 200_000  # a CloudWatch Logs event holds at most 256 KB: a line of large keys is cut
+ESCAPED = str.maketrans({"\\": "\\\\", ",": "\\,", "=": "\\="})
 
 
 def item(keys: Mapping[str, Any]) -> str:
     """An item's key as the trail names it, its attributes by name: `PK=CUSTOMER#c-1,SK=INFO`. Each
-    value as DynamoDB JSON gives it (a number's digits, a binary's base64) or as given plainly."""
-    return ",".join(f"{name}={_text(keys[name])}" for name in sorted(keys))
+    value as DynamoDB JSON gives it (a number's digits, a binary's base64) or as given plainly;
+    `\\`, `,` and `=` in a value escaped with `\\`, so no two items share a name."""
+    return ",".join(f"{name}={_text(keys[name]).translate(ESCAPED)}" for name in sorted(keys))
 
 
 def _text(value: Any) -> str:
@@ -33,17 +39,36 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def stream(arn: str | None) -> str | None:
+    """A stream's label (the last part of its ARN): two streams of one table number alike."""
+    return arn.rsplit("/", 1)[-1] if arn and "/stream/" in arn else None
+
+
 def entries(changes: Iterable[Any]) -> list[dict[str, Any]]:
     """Each change's identity (a batch's dead letters carry none: they are logged as such)."""
     return [
-        {"table": c.table, "item": item(c.keys), "event": c.event, "sequence": str(c.sequence),
+        {"item": item(c.keys), "event": c.event, "sequence": str(c.sequence),
          "created_ms": c.created_micros // 1000 if c.created_micros is not None else None}
         for c in changes if isinstance(c, StreamChange) and c.keys
     ]  # fmt: skip
 
 
-def log(logger: Any, message: str, changes: Iterable[Any], **outcome: Any) -> None:
-    """`message` with the batch's changes, `LINE` to a line, each line with the batch's outcome."""
-    listed = entries(changes)
-    for start in range(0, len(listed), LINE):
-        logger.info(message, extra={"changes": listed[start : start + LINE], **outcome})
+def log(logger: Any, message: str, changes: Any, **outcome: Any) -> None:
+    """`message` with the batch's changes (a batch is one shard's: one table, one stream), each line
+    with the batch's outcome; nothing is built when INFO is off."""
+    if not logger.isEnabledFor(logging.INFO):
+        return
+    read = [c for c in changes if isinstance(c, StreamChange) and c.keys]
+    if not read:
+        return
+    where = {"table": read[0].table, "stream": stream(read[0].record.get("eventSourceARN"))}
+    line: list[dict[str, Any]] = []
+    size = 0
+    for entry in entries(read):
+        length = len(json.dumps(entry, ensure_ascii=False))
+        if line and (len(line) == LINE or size + length > LINE_BYTES):
+            logger.info(message, extra={**where, "changes": line, **outcome})
+            line, size = [], 0
+        line.append(entry)
+        size += length
+    logger.info(message, extra={**where, "changes": line, **outcome})

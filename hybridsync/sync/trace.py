@@ -7,12 +7,16 @@ Where each comes from: the records from the table's stream (its shards from the 
 24 hours); the invocations from the functions' log lines (the local app's files, or CloudWatch
 Logs Insights deployed), read by a substring of the item's identity and then matched exactly; the
 aggregates from the engine's own fold of each record (hybridsync.sync.aggregate `parse`), marked
-folded when a `changes folded` line lists it; the dead letters and the row from PostgreSQL."""
+folded when a `changes folded` line lists it; the dead letters and the row from PostgreSQL.
+
+Events are ordered record by record by sequence number, which orders one shard's records: an item
+whose records span a shard and its child (DynamoDB splits shards) may show the child's first."""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -43,14 +47,15 @@ Postgres = Callable[[str, Mapping[str, str], "dict[str, Any] | None"], list[Even
 
 @dataclass
 class Sources:
-    """Where a trace reads: a `dynamodb` client; `records(stream_arn)`: a stream's records from its
-    trim horizon, as Lambda delivers them (None: no records read); `lines(needle, since)`: the
+    """Where a trace reads: a `dynamodb` client; `records(stream_arn, sequences)`: the stream's
+    records of those numbers (those the logs name), or all of them, as Lambda delivers them (None:
+    no records read); `lines(needle, since)`: the
     functions' log lines holding `needle`, as (time, function, parsed line); `postgres(table, key,
     image)`: the item's dead letters and row (`in_postgres`, here or in the operations function;
     None: not read)."""
 
     dynamodb: Any
-    records: Callable[[str], Iterable[dict[str, Any]]] | None
+    records: Callable[[str, list[str]], Iterable[dict[str, Any]]] | None
     postgres: Postgres | None
     lines: Callable[[str, float], Iterable[Line]]
 
@@ -58,35 +63,88 @@ class Sources:
 def trace(model: Any, table: str, key: Mapping[str, str], tables: Mapping[str, str], sources: Sources,
           since: float = 0.0) -> list[Event]:  # fmt: skip
     """Every event of the item `key` (attribute -> value as text) of the model's table `table`
-    since `since` (epoch seconds), in time order. `tables`: logical -> physical names."""
+    since `since` (epoch seconds), in the order of module's docstring. `tables`: logical ->
+    physical names. ValueError names what is wrong with the table or the key."""
     from hybridsync.streams import trail
 
     if table not in tables:
         raise ValueError(f"no table {table!r} in the model (its tables: {', '.join(sorted(tables))})")
+    types = typed(model, table, key)
+    key = {name: value for name, (_, value) in types.items()}
     physical, item = tables[table], trail.item(key)
-    records = stream_records(sources, physical, key, since) if sources.records is not None else []
+    arn = sources.dynamodb.describe_table(TableName=physical)["Table"].get("LatestStreamArn")
     needle = json.dumps(item, ensure_ascii=False)[1:-1]  # as a JSON log line holds it
     read = [(at, function, line, entry) for at, function, line in sources.lines(needle, since)
-            for entry in line.get("changes") or []
-            if entry.get("item") == item and entry.get("table") == physical]  # fmt: skip
+            if line.get("table") == physical and line.get("stream") in (None, trail.stream(arn))
+            for entry in line.get("changes") or [] if entry.get("item") == item]  # fmt: skip
+    sequences = sorted({entry["sequence"] for *_, entry in read}, key=int)
+    records = stream_records(sources, arn, item, sequences, since) if arn and sources.records else []
     # a record's stamp as its consumers saw it: DynamoDB Local stamps a record when it is read
-    stamped = {
-        e["sequence"]: e["created_ms"] / 1000 for _, _, _, e in read if e.get("created_ms") is not None
-    }
+    stamped = {e["sequence"]: e["created_ms"] / 1000 for *_, e in read if e.get("created_ms") is not None}
     events = [_record(change, stamped) for change in records]
     events += [_invocation(at, function, line, entry) for at, function, line, entry in read]
-    folded = {entry["sequence"]: at for at, _, line, entry in read if line.get("message") == "changes folded"}
-    events += aggregates(model, table, records, folded, stamped)
+    events += aggregates(model, table, records, _folds(read), stamped)
     if sources.postgres is not None:
         image = next(
             (c.new_image or c.old_image for c in reversed(records) if c.new_image or c.old_image), None
         )
         if image is None:  # no record left in the stream: the item as it is now
-            types = {a.name: a.type for t in model.tables if t.name == table for a in t.key_schema()}
-            typed = {k: {types.get(k, "S"): v} for k, v in key.items()}
-            image = sources.dynamodb.get_item(TableName=physical, Key=typed, ConsistentRead=True).get("Item")
-        events += sources.postgres(table, key, image)
+            stored = {name: {kind: value} for name, (kind, value) in types.items()}
+            image = sources.dynamodb.get_item(TableName=physical, Key=stored, ConsistentRead=True).get("Item")
+        events += sources.postgres(table, key, _json_image(image))
     return ordered(events)
+
+
+def typed(model: Any, table: str, key: Mapping[str, str]) -> dict[str, tuple[str, Any]]:
+    """Each key attribute as (its DynamoDB type, its value as the stream names it): a number as
+    DynamoDB writes it back (`7.0` is `7`), a binary as its base64 text."""
+    import base64
+    import binascii
+    from decimal import Decimal, InvalidOperation
+
+    declared = next((t for t in model.tables if t.name == table), None)
+    schema = {a.name: a.type for a in declared.key_schema()} if declared else {}
+    if set(key) != set(schema):
+        raise ValueError(
+            f"{table}'s key is {', '.join(sorted(schema))}: give each as ATTR=VALUE, and nothing else"
+        )
+    out: dict[str, tuple[str, Any]] = {}
+    for name, value in key.items():
+        try:
+            if schema[name] == "N":
+                out[name] = ("N", format(Decimal(value).normalize(), "f"))
+            elif schema[name] == "B":
+                out[name] = ("B", base64.b64encode(base64.b64decode(value, validate=True)).decode())
+            else:
+                out[name] = ("S", value)
+        except (InvalidOperation, ValueError, binascii.Error):
+            kind = "a number" if schema[name] == "N" else "base64"
+            raise ValueError(f"{name}={value}: {table}'s {name} is {kind}") from None
+    return out
+
+
+def _json_image(image: Any) -> Any:
+    """An image as JSON can carry it to the operations function (a binary as its base64 text)."""
+    import base64
+
+    if isinstance(image, dict):
+        return {k: _json_image(v) for k, v in image.items()}
+    if isinstance(image, list):
+        return [_json_image(v) for v in image]
+    if isinstance(image, bytes | bytearray):
+        return base64.b64encode(image).decode()
+    return image
+
+
+def _folds(
+    read: list[tuple[float, str, dict[str, Any], dict[str, Any]]],
+) -> dict[str, tuple[float, bool | None]]:
+    """Per sequence the aggregation read it in: when, and whether it was folded then (True; None
+    when its batch also held duplicates, already folded, which the line does not tell apart)."""
+    return {
+        entry["sequence"]: (at, True if not line.get("duplicates") else None)
+        for at, _, line, entry in read if line.get("message") == "changes folded"
+    }  # fmt: skip
 
 
 def in_postgres(engine: Any, model: Any) -> Postgres:
@@ -114,14 +172,15 @@ def _digest(image: Any) -> str | None:
     """A short digest of an image, to tell two versions apart at a glance."""
     if not image:
         return None
-    return hashlib.sha256(json.dumps(image, sort_keys=True).encode()).hexdigest()[:12]
+    return hashlib.sha256(json.dumps(image, sort_keys=True, default=str).encode()).hexdigest()[:12]
 
 
 def _record(change: Any, stamped: Mapping[str, float]) -> Event:
     at = stamped.get(str(change.sequence), (change.created_micros or 0) / 1e6)
     return Event(at, "stream_record", {"event": change.event, "sequence": str(change.sequence),
                                        "new_image": _digest(change.new_image),
-                                       "old_image": _digest(change.old_image)})  # fmt: skip
+                                       "old_image": _digest(change.old_image),
+                                       "ttl_expiry": change.ttl_expiry or None})  # fmt: skip
 
 
 def _invocation(at: float, function: str, line: dict[str, Any], entry: dict[str, Any]) -> Event:
@@ -137,26 +196,24 @@ def _invocation(at: float, function: str, line: dict[str, Any], entry: dict[str,
     })  # fmt: skip
 
 
-def stream_records(sources: Sources, physical: str, key: Mapping[str, str], since: float) -> list[Any]:
-    """The item's records in the table's stream, every shard from its trim horizon."""
+def stream_records(sources: Sources, arn: str, item: str, sequences: list[str], since: float) -> list[Any]:
+    """The item's records in the table's stream (`sources.records(arn, sequences)`: the records
+    of those numbers, or every record from the trim horizon)."""
     from hybridsync.streams import changes, trail
 
-    arn = sources.dynamodb.describe_table(TableName=physical)["Table"].get("LatestStreamArn")
-    if not arn or sources.records is None:
-        return []
-    item, found = trail.item(key), []
-    for record in sources.records(arn):
+    found = []
+    for record in sources.records(arn, sequences) if sources.records else []:
         change = changes.read_one(record)
         if trail.item(change.keys) == item and (change.created_micros or 0) / 1e6 >= since:
             found.append(change)
-    return found
+    return sorted(found, key=lambda c: c.sequence or 0)
 
 
-def aggregates(model: Any, table: str, records: list[Any], folded: Mapping[str, float],
+def aggregates(model: Any, table: str, records: list[Any], folds: Mapping[str, tuple[float, bool | None]],
                stamped: Mapping[str, float]) -> list[Event]:  # fmt: skip
-    """What each record moved, by the engine's own fold: per aggregate item, its measures' deltas,
-    when the aggregation folded it (`folded`: sequence -> the time its line says), else at the
-    record's stamp."""
+    """What each record moves, by the engine's own fold: per aggregate item, its measures' deltas,
+    at the time the aggregation read it (`folds`), else at the record's stamp; `folded`: True,
+    False (not read yet), or None (read in a batch that also held records folded before)."""
     if not any(a.table.name == table for a in model.aggregates):
         return []
     from hybridsync.model.errors import Rejected
@@ -164,8 +221,9 @@ def aggregates(model: Any, table: str, records: list[Any], folded: Mapping[str, 
 
     folding, events = Aggregation(model, table), []
     for change in records:
-        at = folded.get(str(change.sequence)) or stamped.get(
-            str(change.sequence), (change.created_micros or 0) / 1e6
+        at, folded = folds.get(
+            str(change.sequence),
+            (stamped.get(str(change.sequence), (change.created_micros or 0) / 1e6), False),
         )
         try:
             parsed = folding.parse(change)
@@ -179,7 +237,7 @@ def aggregates(model: Any, table: str, records: list[Any], folded: Mapping[str, 
             events.append(Event(at, "aggregate", {
                 "aggregate": name, "key": [str(p) for p in parts], "sequence": str(change.sequence),
                 "delta": {m.name: str(d) for m, d in zip(measures, delta, strict=True)},
-                "folded": str(change.sequence) in folded,
+                "folded": folded,
             }))  # fmt: skip
     return events
 
@@ -191,8 +249,10 @@ def dead_letters(engine: Any, key: Mapping[str, str]) -> list[Event]:
     from hybridsync.sql.schema import dead_letters as table
     from hybridsync.streams import trail
 
-    first = next(iter(key.values()))
-    query = sa.select(table).where(sa.cast(table.c.record, sa.Text).like(f"%{first}%")).order_by(table.c.id)
+    # a value as the column's text holds it (json.dumps escapes it), matched literally
+    first = json.dumps(next(iter(key.values())))[1:-1]
+    query = sa.select(table).where(sa.cast(table.c.record, sa.Text).contains(first, autoescape=True))
+    query = query.order_by(table.c.id)
     with engine.connect() as conn:
         letters = [r for r in conn.execute(query) if _keys(r.record) == trail.item(key)]
     events = []
@@ -276,37 +336,44 @@ def _when(stamp: str) -> float:
     return datetime.strptime(stamp, "%Y-%m-%d %H:%M:%S,%f%z").timestamp()
 
 
-# Logs Insights: the functions' lines holding an item's identity (`like` a string: a substring of
-# the raw line; CloudWatch Logs Insights query syntax, "filter")
-QUERY = (
-    'fields @timestamp, @log, @message | filter @message like "{needle}" | sort @timestamp asc | limit 10000'
-)
+# Logs Insights: the functions' lines holding a part of an item's identity (`like` a string: a
+# substring of the raw line; CloudWatch Logs Insights query syntax, "filter"), the newest first
+QUERY = 'fields @timestamp, @message | filter @message like "{needle}" | sort @timestamp desc | limit {limit}'
+QUERY_LIMIT = 10_000
 QUERY_TIMEOUT_S = 120.0
 
 
-def insights_lines(logs: Any, groups: list[str], wait: Callable[[float], None] | None = None,
+def searchable(needle: str) -> str:
+    """The longest run of `needle` with no `"` nor `\\`: a literal no escaping can garble (the lines
+    are matched against the whole needle after the query)."""
+    return max(re.split(r'["\\]', needle), key=len)
+
+
+def insights_lines(logs: Any, groups: list[str], say: Callable[[str], None] = lambda _: None,
+                   wait: Callable[[float], None] | None = None,
                    timeout_s: float = QUERY_TIMEOUT_S) -> Callable[[str, float], Iterable[Line]]:  # fmt: skip
-    """The deployed functions' lines (their log groups `groups`), by a Logs Insights query; each
-    line matched again here (the needle is the query's only filter)."""
+    """The deployed functions' lines (their log groups `groups`, at most 50 a query), by a Logs
+    Insights query; each line matched again here against the whole needle. RuntimeError when the
+    query does not complete."""
     import time
 
     wait = wait or time.sleep
 
     def lines(needle: str, since: float) -> Iterable[Line]:
-        escaped = needle.replace("\\", "\\\\").replace('"', '\\"')
+        query = QUERY.format(needle=searchable(needle), limit=QUERY_LIMIT)
         started = logs.start_query(logGroupNames=groups, startTime=int(since), endTime=int(time.time()) + 60,
-                                   queryString=QUERY.format(needle=escaped))  # fmt: skip
+                                   queryString=query)["queryId"]  # fmt: skip
         deadline = time.monotonic() + timeout_s
-        while (answer := logs.get_query_results(queryId=started["queryId"]))["status"] in (
-            "Scheduled",
-            "Running",
-        ):
+        while (answer := logs.get_query_results(queryId=started))["status"] in ("Scheduled", "Running"):
             if time.monotonic() > deadline:
-                raise TimeoutError(f"Logs Insights did not answer in {timeout_s:.0f} s")
+                logs.stop_query(queryId=started)
+                raise RuntimeError(f"the Logs Insights query did not end in {timeout_s:.0f} s (stopped)")
             wait(1.0)
-        if answer["status"] != "Complete":
+        if answer["status"] != "Complete":  # Failed, Cancelled, Timeout, Unknown
             raise RuntimeError(f"the Logs Insights query ended {answer['status']}")
-        for fields in answer["results"]:
+        if len(answer["results"]) >= QUERY_LIMIT:
+            say(f"the log lines were cut at the newest {QUERY_LIMIT}: use --since to look at less")
+        for fields in reversed(answer["results"]):
             text = next((f["value"] for f in fields if f["field"] == "@message"), "")
             if needle not in text:
                 continue

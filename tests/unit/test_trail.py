@@ -23,8 +23,21 @@ def record(sequence: int, **keys: dict) -> dict:
 
 def test_an_item_is_named_by_its_key_attributes_in_order_whatever_their_type():
     assert trail.item({"SK": {"S": "INFO"}, "PK": {"S": "CUSTOMER#c-1"}}) == "PK=CUSTOMER#c-1,SK=INFO"
-    assert trail.item({"PK": {"N": "7"}, "SK": {"B": "AAE="}}) == "PK=7,SK=AAE="
-    assert trail.item({"PK": "7", "SK": b"\x00\x01"}) == "PK=7,SK=AAE="  # as a user types it
+    assert trail.item({"PK": {"N": "7"}, "SK": {"B": "AAE="}}) == "PK=7,SK=AAE\\="  # `=` escaped
+    assert trail.item({"PK": "7", "SK": b"\x00\x01"}) == "PK=7,SK=AAE\\="  # as a user types it
+    # no two items share a name, whatever their values hold
+    assert trail.item({"PK": "a,SK=b", "SK": "c"}) != trail.item({"PK": "a", "SK": "b,SK=c"})
+
+
+def test_a_key_as_typed_is_named_as_the_stream_names_it():
+    from shop.model import MODEL
+
+    assert trace.typed(MODEL, "main", {"PK": "P#1", "SK": "INFO"}) == {
+        "PK": ("S", "P#1"),
+        "SK": ("S", "INFO"),
+    }
+    with pytest.raises(ValueError, match="main's key is PK, SK"):
+        trace.typed(MODEL, "main", {"PK": "P#1"})
 
 
 def test_a_batch_is_logged_a_line_per_hundred_changes_each_with_the_batchs_outcome(caplog):
@@ -35,8 +48,16 @@ def test_a_batch_is_logged_a_line_per_hundred_changes_each_with_the_batchs_outco
     lines = [r for r in caplog.records if r.getMessage() == "changes written back"]
     assert [len(r.changes) for r in lines] == [100, 100, 50] and {r.applied for r in lines} == {250}
     first = lines[0].changes[0]
-    assert first == {"table": "Main", "item": "PK=P#1,SK=INFO", "event": "MODIFY", "sequence": "1",
-                     "created_ms": 1796000000000}  # fmt: skip
+    assert (lines[0].table, lines[0].stream) == ("Main", "2026")  # a batch is one shard's
+    assert first == {
+        "item": "PK=P#1,SK=INFO",
+        "event": "MODIFY",
+        "sequence": "1",
+        "created_ms": 1796000000000,
+    }
+    with caplog.at_level(logging.WARNING, logger="trail-test"):  # INFO off: nothing built, nothing said
+        trail.log(logger, "changes written back", batch, applied=250)
+    assert len([r for r in caplog.records if r.getMessage() == "changes written back"]) == 3
     assert "PK=P#1,SK=INFO" in json.dumps(first)  # what the trace's search finds in a line
 
 
@@ -76,10 +97,10 @@ def test_deployed_the_functions_lines_are_found_by_a_logs_insights_query_in_thei
     item = trail.item(keys)
     needle = json.dumps(item, ensure_ascii=False)[1:-1]
     assert needle in line and needle not in unrelated
-    # the query's literal, as Logs Insights reads it back (backslash escapes), is that needle
-    query = trace.QUERY.format(needle=needle.replace("\\", "\\\\").replace('"', '\\"'))
-    literal = query.split('like "', 1)[1].rsplit('" | sort', 1)[0]
-    assert json.loads(f'"{literal}"') == needle
+    # the query's literal: a part of the needle no escaping can garble, found in the line as written
+    literal = trace.searchable(needle)
+    assert literal in line and not {'"', "\\"} & set(literal) and len(literal) >= 8
+    assert f'like "{literal}"' in trace.QUERY.format(needle=literal, limit=trace.QUERY_LIMIT)
     mocked = mock_aws()
     mocked.start(reset=False)
     try:

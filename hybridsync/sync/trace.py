@@ -318,17 +318,20 @@ def local_lines(logs: Any) -> Callable[[str, float], Iterable[Line]]:
         for path in sorted(Path(logs).glob("*.log")):
             with path.open(errors="replace") as file:
                 for text in file:
-                    if needle not in text:
-                        continue
-                    try:
-                        line = json.loads(text)
-                        at = _when(line["timestamp"])
-                    except (ValueError, KeyError, TypeError):
-                        continue
-                    if at >= since:
-                        yield at, path.stem, line
+                    if needle in text and (parsed := _parsed(text, since)):
+                        yield parsed[0], path.stem, parsed[1]
 
     return lines
+
+
+def _parsed(text: str, since: float) -> tuple[float, dict[str, Any]] | None:
+    """A Powertools log line, parsed, with its time; None for another line, or one before `since`."""
+    try:
+        line = json.loads(text)
+        at = _when(line["timestamp"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    return (at, line) if at >= since else None
 
 
 def _when(stamp: str) -> float:
@@ -375,14 +378,7 @@ def insights_lines(logs: Any, groups: list[str], say: Callable[[str], None] = la
             say(f"the log lines were cut at the newest {QUERY_LIMIT}: use --since to look at less")
         for fields in reversed(answer["results"]):
             text = next((f["value"] for f in fields if f["field"] == "@message"), "")
-            if needle not in text:
-                continue
-            try:
-                line = json.loads(text)
-                at = _when(line["timestamp"])
-            except (ValueError, KeyError, TypeError):
-                continue
-            if at >= since:
-                yield at, str(line.get("function_name") or ""), line
+            if needle in text and (parsed := _parsed(text, since)):
+                yield parsed[0], str(parsed[1].get("function_name") or ""), parsed[1]
 
     return lines

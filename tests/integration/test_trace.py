@@ -27,6 +27,12 @@ def logs(tmp_path, monkeypatch):
     return folder
 
 
+def local(stack, engine, logs) -> trace.Sources:
+    """What the command reads beside the running local app."""
+    streams = scanned(stack.client("dynamodbstreams"))
+    return trace.Sources(stack.client(), streams, trace.in_postgres(engine, MODEL), trace.local_lines(logs))
+
+
 def kept(capfd, logs, function: str) -> None:
     """What a handler printed, appended to its log file (the local app sends a function's output there)."""
     out, err = capfd.readouterr()
@@ -52,12 +58,7 @@ def test_a_trace_lists_the_records_the_invocations_the_aggregates_and_the_row_in
 
     keys = records[0]["dynamodb"]["Keys"]
     key = {name: value["S"] for name, value in keys.items()}
-    sources = trace.Sources(
-        stack.client(),
-        scanned(stack.client("dynamodbstreams")),
-        trace.in_postgres(engine, MODEL),
-        trace.local_lines(logs),
-    )
+    sources = local(stack, engine, logs)
     events = trace.trace(MODEL, "main", key, stack.table_names, sources)
     kinds = [e.kind for e in events]
     assert kinds[0] == "stream_record" and kinds[-1] == "row", kinds
@@ -95,12 +96,7 @@ def test_a_trace_finds_the_dead_letter_of_a_refused_change(
     write_back.handler({"Records": records}, LambdaContext())
     kept(capfd, logs, "WriteBack")
     key = {name: value["S"] for name, value in records[0]["dynamodb"]["Keys"].items()}
-    sources = trace.Sources(
-        stack.client(),
-        scanned(stack.client("dynamodbstreams")),
-        trace.in_postgres(engine, MODEL),
-        trace.local_lines(logs),
-    )
+    sources = local(stack, engine, logs)
     events = trace.trace(MODEL, "main", key, stack.table_names, sources)
     (letter,) = [e.detail for e in events if e.kind == "dead_letter"]
     assert letter["consumer"] == "write_back" and "Quantity must be an integer" in letter["reason"]

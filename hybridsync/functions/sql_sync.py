@@ -8,6 +8,7 @@ of its oldest change (`OutboxAge`, alarmed, missing data counting as breaching),
 superseded, dead-lettered and left for the next drain, and each drain step's `Freshness` (from
 the change's transaction to its view written)."""
 
+import logging
 import os
 from typing import Any
 
@@ -17,6 +18,7 @@ from aws_lambda_powertools.metrics import MetricUnit
 from hybridsync.runtime import clients, handling
 from hybridsync.runtime.clients import dynamodb, engine, model, tables
 from hybridsync.sql import deadletters
+from hybridsync.streams import trail
 from hybridsync.sync import outbox
 
 logger = Logger()
@@ -28,6 +30,11 @@ SAFETY_MS = 15_000  # stop claiming new batches this close to the timeout
 def landed(step: outbox.Drained) -> None:
     metrics.add_metric("Freshness", MetricUnit.Milliseconds, round(step.freshness_s * 1000))
     deadletters.report(metrics, logger, step.rejected)
+    # each row's item and fate, for `hybridsync trace`
+    if logger.isEnabledFor(logging.INFO):
+        trail.log_entries(
+            logger, "outbox drained", step.trail, applied=step.applied, superseded=step.superseded
+        )
 
 
 def waiting(backlog: outbox.Backlog, oldest_age_s: float = 0.0) -> None:

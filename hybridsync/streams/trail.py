@@ -59,16 +59,21 @@ def log(logger: Any, message: str, changes: Any, **outcome: Any) -> None:
     if not logger.isEnabledFor(logging.INFO):
         return
     read = [c for c in changes if isinstance(c, StreamChange) and c.keys]
-    if not read:
-        return
-    where = {"table": read[0].table, "stream": stream(read[0].record.get("eventSourceARN"))}
+    if read:
+        where = {"table": read[0].table, "stream": stream(read[0].record.get("eventSourceARN"))}
+        log_entries(logger, message, entries(read), **where, **outcome)
+
+
+def log_entries(logger: Any, message: str, listed: list[dict[str, Any]], **outcome: Any) -> None:
+    """`message` with `listed`, in lines of at most `LINE` entries and `LINE_BYTES`."""
     line: list[dict[str, Any]] = []
     size = 0
-    for entry in entries(read):
-        length = len(json.dumps(entry, ensure_ascii=False))
+    for entry in listed:
+        length = len(json.dumps(entry, ensure_ascii=False, default=str))
         if line and (len(line) == LINE or size + length > LINE_BYTES):
-            logger.info(message, extra={**where, "changes": line, **outcome})
+            logger.info(message, extra={"changes": line, **outcome})
             line, size = [], 0
         line.append(entry)
         size += length
-    logger.info(message, extra={**where, "changes": line, **outcome})
+    if line:
+        logger.info(message, extra={"changes": line, **outcome})

@@ -69,6 +69,8 @@ class Drained:
     oldest_age_s: float = 0.0  # how long the oldest claimed change waited
     freshness_s: float = 0.0  # how long the oldest claimed change took until its view was written
     rejected: list[DeadLetter] = field(default_factory=list)  # this drain's dead letters (for the logs)
+    # each claimed row's item and fate, for `hybridsync trace` (hybridsync.streams.trail)
+    trail: list[dict[str, Any]] = field(default_factory=list)
 
     def add(self, step: Drained) -> Drained:
         for name in ("claimed", "applied", "superseded", "dead_lettered", "deferred"):
@@ -76,6 +78,7 @@ class Drained:
         self.oldest_age_s = max(self.oldest_age_s, step.oldest_age_s)
         self.freshness_s = max(self.freshness_s, step.freshness_s)
         self.rejected += step.rejected
+        self.trail += step.trail
         return step
 
 
@@ -190,6 +193,9 @@ class _Settled:
     applied: int = 0
     superseded: int = 0
     deferred: int = 0
+    fates: dict[int, str] = field(
+        default_factory=dict
+    )  # row id -> applied, superseded, dead letter, deferred
 
 
 def _settle(client: Any, model: Model, tables: Mapping[str, str], rows: list[Change]) -> _Settled:
@@ -205,13 +211,17 @@ def _settle(client: Any, model: Model, tables: Mapping[str, str], rows: list[Cha
                 reason = _why(error)
             except Deferred:
                 settled.deferred = len(rows) - position
+                settled.fates |= {r.id: "deferred" for r in rows[position:]}
                 return settled
             settled.letters.append((row, reason))
             settled.done.append(row.id)
+            settled.fates[row.id] = "dead letter"
             continue
         settled.applied, settled.superseded = int(written), int(not written)
         settled.done += [r.id for r in rows[position:]]
         settled.superseded += len(rows) - position - 1
+        settled.fates |= {r.id: "superseded" for r in rows[position + 1 :]}
+        settled.fates[row.id] = "applied" if written else "superseded"
         return settled
     return settled
 
@@ -271,10 +281,32 @@ def drain(engine: sa.Engine | sa.Connection, client: Any, model: Model, tables: 
         result.deferred = sum(o.deferred for o in outcomes)
         result.dead_lettered = len(letters)
         result.rejected = [DeadLetter(change.record(), reason) for change, reason in letters]
+        fates = {row_id: fate for o in outcomes for row_id, fate in o.fates.items()}
+        waited = {row.id: float(row.age) for row in rows}
+        result.trail = [
+            _trailed(model, tables, r, fates.get(r.id), waited[r.id]) for chain in chains for r in chain
+        ]
         # the oldest change's trip: from its transaction's start (the row's created_at, now() in the
         # trigger) until its view was written
         result.freshness_s = result.oldest_age_s + (time.monotonic() - claimed_at)
     return result
+
+
+def _trailed(
+    model: Model, tables: Mapping[str, str], row: Change, fate: str | None, waited_s: float
+) -> dict[str, Any]:
+    """A claimed row as the trail names it: its view's item (when its key makes one), its fate."""
+    from hybridsync.streams import trail
+
+    entity = mastered_tables(model).get(row.table_name)
+    try:
+        key = entity.key(item_values(entity, row.key)) if entity else None
+    except Exception:  # a row no view can be made of: its dead letter says why
+        key = None
+    physical = tables.get(entity.table.name) if entity else None
+    return {"table": physical, "item": trail.item(key) if key else None, "outbox": row.id,
+            "operation": row.operation, "version": row.version, "fate": fate,
+            "waited_s": round(waited_s, 3)}  # fmt: skip
 
 
 def _store_dead_letters(conn: sa.Connection, letters: list[tuple[Change, str]]) -> None:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
-KINDS = ("stream_record", "invocation", "aggregate", "dead_letter", "redrive", "row")
+KINDS = ("outbox", "put", "stream_record", "invocation", "aggregate", "dead_letter", "redrive", "row")
 Line = tuple[float, str, dict[str, Any]]  # (epoch seconds, the function, the parsed log line)
 
 
@@ -74,15 +74,19 @@ def trace(model: Any, table: str, key: Mapping[str, str], tables: Mapping[str, s
     physical, item = tables[table], trail.item(key)
     arn = sources.dynamodb.describe_table(TableName=physical)["Table"].get("LatestStreamArn")
     needle = json.dumps(item, ensure_ascii=False)[1:-1]  # as a JSON log line holds it
-    read = [(at, function, line, entry) for at, function, line in sources.lines(needle, since)
-            if line.get("table") == physical and line.get("stream") in (None, trail.stream(arn))
-            for entry in line.get("changes") or [] if entry.get("item") == item]  # fmt: skip
+    found = [(at, function, line, entry) for at, function, line in sources.lines(needle, since)
+             if line.get("stream") in (None, trail.stream(arn))
+             for entry in line.get("changes") or []
+             if entry.get("item") == item and entry.get("table", line.get("table")) == physical]  # fmt: skip
+    drained = [f for f in found if f[2].get("message") == "outbox drained"]
+    read = [f for f in found if f[2].get("message") != "outbox drained"]
     sequences = sorted({entry["sequence"] for *_, entry in read}, key=int)
     records = stream_records(sources, arn, item, sequences, since) if arn and sources.records else []
     # a record's stamp as its consumers saw it: DynamoDB Local stamps a record when it is read
     stamped = {e["sequence"]: e["created_ms"] / 1000 for *_, e in read if e.get("created_ms") is not None}
     events = [_record(change, stamped) for change in records]
     events += [_invocation(at, function, line, entry) for at, function, line, entry in read]
+    events += _drained(drained)
     events += aggregates(model, table, records, _folds(read), stamped)
     if sources.postgres is not None:
         image = next(
@@ -93,6 +97,26 @@ def trace(model: Any, table: str, key: Mapping[str, str], tables: Mapping[str, s
             image = sources.dynamodb.get_item(TableName=physical, Key=stored, ConsistentRead=True).get("Item")
         events += sources.postgres(table, key, _json_image(image))
     return ordered(events)
+
+
+def _drained(drained: list[tuple[float, str, dict[str, Any], dict[str, Any]]]) -> list[Event]:
+    """A PostgreSQL-mastered item's outbox rows (each once, when its transaction wrote it) and each
+    drain's put of its view, with the row's fate (applied, superseded, dead letter, deferred)."""
+    events, written = [], set()
+    for at, function, line, entry in drained:
+        if entry["outbox"] not in written:
+            written.add(entry["outbox"])
+            row = {
+                "outbox": entry["outbox"],
+                "operation": entry.get("operation"),
+                "version": entry.get("version"),
+            }
+            events.append(Event(at - float(entry.get("waited_s") or 0), "outbox", row))
+        events.append(Event(at, "put", {
+            "function": function, "request": line.get("function_request_id"), "outbox": entry["outbox"],
+            "fate": entry.get("fate"), "version": entry.get("version"), "freshness_s": entry.get("waited_s"),
+        }))  # fmt: skip
+    return events
 
 
 def typed(model: Any, table: str, key: Mapping[str, str]) -> dict[str, tuple[str, Any]]:
@@ -156,14 +180,23 @@ def ordered(events: list[Event]) -> list[Event]:
     """In the order things happened to the item: by the record each event is of (its place in the
     shard: the records' own times are DynamoDB's, to the second, and a consumer may read a record
     within the second it is stamped with), then by kind (a record, its invocations, what it moved,
-    its dead letter and redrive), then by time; the row, as PostgreSQL holds it now, last."""
+    its dead letter and redrive), then by time; an event of no record (an outbox row, a put) before
+    the first record seen after it; the row, as PostgreSQL holds it now, last."""
     places = sorted({int(e.detail["sequence"]) for e in events if e.detail.get("sequence")})
     rank = {str(sequence): n for n, sequence in enumerate(places)}
+    seen: dict[int, float] = {}  # when a record was first read, else its stamp (to the second)
+    for event in sorted(events, key=lambda e: (e.kind == "stream_record", e.at)):
+        if (n := rank.get(event.detail.get("sequence") or "")) is not None:
+            seen.setdefault(n, event.at)
     last = len(places)
 
-    def place(event: Event) -> tuple[int, int, float]:
-        of = last if event.kind == "row" else rank.get(event.detail.get("sequence") or "", last)
-        return of, KINDS.index(event.kind), event.at
+    def place(event: Event) -> tuple[int, int, int, float]:
+        if event.kind == "row":
+            return last, 2, 0, event.at
+        if (n := rank.get(event.detail.get("sequence") or "")) is not None:
+            return n, 1, KINDS.index(event.kind), event.at
+        before = next((n for n in range(last) if seen.get(n, event.at) >= event.at), last)
+        return before, 0, KINDS.index(event.kind), event.at
 
     return sorted(events, key=place)
 

@@ -199,3 +199,35 @@ def test_deployed_the_trace_reads_the_stacks_log_groups_and_asks_its_operations_
         aws.client("cloudformation").create_stack(StackName=f"{name}-x", TemplateBody=json.dumps(
             {"Resources": {"Topic": {"Type": "AWS::SNS::Topic"}}}))  # fmt: skip
         cli.main(["trace", "main", *pairs, "--deployed", f"{name}-x"])
+
+
+def test_a_postgresql_mastered_item_shows_its_outbox_rows_and_each_drains_put_before_its_record(
+    handler_env, stack, engine, stream, logs, capfd
+):
+    """Written in PostgreSQL: its outbox rows, the drain's put of its view (the newest applied, the
+    older superseded by it), then the view's record in the table's stream, which the write-back
+    reads and skips (a change from PostgreSQL is not written back)."""
+    import sqlalchemy as sa
+
+    from hybridsync.sync.outbox import mastered_tables
+
+    pid = f"p-{uuid.uuid4().hex[:8]}"
+    insert = "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, 10, 5)"
+    with engine.begin() as conn:
+        conn.execute(sa.text(insert), {"p": pid})
+    with engine.begin() as conn:
+        conn.execute(sa.text("UPDATE product_availability SET stock = 4 WHERE product_id = :p"), {"p": pid})
+    sql_sync = load("sql_sync")
+    capfd.readouterr()
+    sql_sync.handler({}, LambdaContext())  # one drain: both rows of the key at once
+    kept(capfd, logs, "SqlSync")
+    load("write_back").handler({"Records": stream.read()}, LambdaContext())
+    kept(capfd, logs, "WriteBack")
+    entity = mastered_tables(MODEL)["product_availability"]
+    key = {name: str(value) for name, value in entity.key({"ProductId": pid}).items()}
+    events = trace.trace(MODEL, "main", key, stack.table_names, local(stack, engine, logs))
+    kinds = [e.kind for e in events]
+    assert kinds == ["outbox", "outbox", "put", "put", "stream_record", "invocation"], kinds
+    puts = {e.detail["version"]: e.detail["fate"] for e in events if e.kind == "put"}
+    assert sorted(puts.values()) == ["applied", "superseded"] and puts[max(puts)] == "applied"
+    assert events[-1].detail["batch"]["skipped"] >= 1  # from PostgreSQL: not written back

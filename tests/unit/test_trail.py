@@ -63,6 +63,8 @@ def test_a_batch_is_logged_a_line_per_hundred_changes_each_with_the_batchs_outco
 
 def test_events_are_ordered_record_by_record_then_by_kind_and_the_row_last():
     events = [
+        trace.Event(0.5, "outbox", {"outbox": 3}),  # of no record: before the first read after it
+        trace.Event(0.8, "put", {"outbox": 3}),
         trace.Event(5.0, "row", {}),
         trace.Event(2.0, "invocation", {"sequence": "10"}),  # read within the second it was stamped
         trace.Event(3.0, "stream_record", {"sequence": "10"}),
@@ -70,8 +72,8 @@ def test_events_are_ordered_record_by_record_then_by_kind_and_the_row_last():
         trace.Event(1.0, "stream_record", {"sequence": "9"}),
     ]
     assert [(e.kind, e.detail.get("sequence")) for e in trace.ordered(events)] == [
-        ("stream_record", "9"), ("dead_letter", "9"), ("stream_record", "10"), ("invocation", "10"),
-        ("row", None),
+        ("outbox", None), ("put", None), ("stream_record", "9"), ("dead_letter", "9"),
+        ("stream_record", "10"), ("invocation", "10"), ("row", None),
     ]  # fmt: skip
     assert trace._when("2026-11-30 02:10:00,123+0000") == pytest.approx(1796005800.123)
 

@@ -30,11 +30,10 @@ SAFETY_MS = 15_000  # stop claiming new batches this close to the timeout
 def landed(step: outbox.Drained) -> None:
     metrics.add_metric("Freshness", MetricUnit.Milliseconds, round(step.freshness_s * 1000))
     deadletters.report(metrics, logger, step.rejected)
-    # each row's item and fate, for `hybridsync trace`
+    # each row's item and fate, for `hybridsync trace` (built only when logged)
     if logger.isEnabledFor(logging.INFO):
-        trail.log_entries(
-            logger, "outbox drained", step.trail, applied=step.applied, superseded=step.superseded
-        )
+        entries = outbox.trailed(model(), tables(), step)
+        trail.log_entries(logger, "outbox drained", entries, applied=step.applied, superseded=step.superseded)
 
 
 def waiting(backlog: outbox.Backlog, oldest_age_s: float = 0.0) -> None:

@@ -69,8 +69,8 @@ class Drained:
     oldest_age_s: float = 0.0  # how long the oldest claimed change waited
     freshness_s: float = 0.0  # how long the oldest claimed change took until its view was written
     rejected: list[DeadLetter] = field(default_factory=list)  # this drain's dead letters (for the logs)
-    # each claimed row's item and fate, for `hybridsync trace` (hybridsync.streams.trail)
-    trail: list[dict[str, Any]] = field(default_factory=list)
+    # each claimed row, its fate and how long it waited: its trail entry is built only when logged
+    fates: list[tuple[Change, str | None, float]] = field(default_factory=list)
 
     def add(self, step: Drained) -> Drained:
         for name in ("claimed", "applied", "superseded", "dead_lettered", "deferred"):
@@ -78,7 +78,7 @@ class Drained:
         self.oldest_age_s = max(self.oldest_age_s, step.oldest_age_s)
         self.freshness_s = max(self.freshness_s, step.freshness_s)
         self.rejected += step.rejected
-        self.trail += step.trail
+        self.fates += step.fates
         return step
 
 
@@ -283,30 +283,30 @@ def drain(engine: sa.Engine | sa.Connection, client: Any, model: Model, tables: 
         result.rejected = [DeadLetter(change.record(), reason) for change, reason in letters]
         fates = {row_id: fate for o in outcomes for row_id, fate in o.fates.items()}
         waited = {row.id: float(row.age) for row in rows}
-        result.trail = [
-            _trailed(model, tables, r, fates.get(r.id), waited[r.id]) for chain in chains for r in chain
-        ]
+        result.fates = [(r, fates.get(r.id), waited[r.id]) for chain in chains for r in chain]
         # the oldest change's trip: from its transaction's start (the row's created_at, now() in the
         # trigger) until its view was written
         result.freshness_s = result.oldest_age_s + (time.monotonic() - claimed_at)
     return result
 
 
-def _trailed(
-    model: Model, tables: Mapping[str, str], row: Change, fate: str | None, waited_s: float
-) -> dict[str, Any]:
-    """A claimed row as the trail names it: its view's item (when its key makes one), its fate."""
+def trailed(model: Model, tables: Mapping[str, str], drained: Drained) -> list[dict[str, Any]]:
+    """Each claimed row as the trail names it (hybridsync.streams.trail, for `hybridsync trace`):
+    its view's item (when its key makes one), its fate, how long it waited."""
     from hybridsync.streams import trail
 
-    entity = mastered_tables(model).get(row.table_name)
-    try:
-        key = entity.key(item_values(entity, row.key)) if entity else None
-    except Exception:  # a row no view can be made of: its dead letter says why
-        key = None
-    physical = tables.get(entity.table.name) if entity else None
-    return {"table": physical, "item": trail.item(key) if key else None, "outbox": row.id,
-            "operation": row.operation, "version": row.version, "fate": fate,
-            "waited_s": round(waited_s, 3)}  # fmt: skip
+    entries = []
+    for row, fate, waited_s in drained.fates:
+        entity = mastered_tables(model).get(row.table_name)
+        try:
+            key = entity.key(item_values(entity, row.key)) if entity else None
+        except Exception:  # a row no view can be made of: its dead letter says why
+            key = None
+        physical = tables.get(entity.table.name) if entity else None
+        entries.append({"table": physical, "item": trail.item(key) if key else None, "outbox": row.id,
+                        "operation": row.operation, "version": row.version, "fate": fate,
+                        "waited_s": round(waited_s, 3)})  # fmt: skip
+    return entries
 
 
 def _store_dead_letters(conn: sa.Connection, letters: list[tuple[Change, str]]) -> None:

@@ -49,6 +49,9 @@ fi
 
 # AWS's DynamoDB Local (the local app's DynamoDB), fetched once into the user's cache folder.
 .venv/bin/python -m hybridsync.local.dynamodb.server >/dev/null
+# the live console's two scripts (htmx), pinned npm packages, fetched once into the same cache
+.venv/bin/python -m hybridsync.local.console.scripts >/dev/null \
+  || echo "the console's scripts could not be fetched: \`hybridsync up\` runs without its console" >&2
 
 export PATH="$PWD/.venv/bin:$PWD/node_modules/.bin:$PATH"
 export VIRTUAL_ENV="$PWD/.venv"

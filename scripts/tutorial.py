@@ -146,6 +146,7 @@ MASKS = [  # what differs from run to run, whatever the command
     (re.compile(r"\d{4}-\d\d-\d\d[T ]\d\d:\d\d(:\d\d([.,]\d+)?)?(Z|[+-]\d\d(:?\d\d)?)?"), "<time>"),
     (re.compile(r"\b\d{8}T\d{6,12}\b"), "<time>"),
     (re.compile(r"\b[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT\b"), "<time>"),
+    (re.compile(r"(?<=_image=)[0-9a-f]{12}\b"), "<digest>"),  # a stream image's digest (hybridsync trace)
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
     (re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b"), "<hex>"),  # assets, request ids
     (re.compile(r"\b[A-Za-z0-9_-]{20,}={0,2}(?=@)"), "<secret>"),

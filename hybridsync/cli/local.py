@@ -9,12 +9,15 @@ import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hybridsync.cli import common, failover
 from hybridsync.cli.common import Commands
 from hybridsync.model import config
 from hybridsync.sql import migrations
+
+if TYPE_CHECKING:
+    from hybridsync.local.console.server import Console
 
 
 def add_init(cli: Commands) -> None:
@@ -74,6 +77,9 @@ def add_up(cli: Commands) -> None:
         "(also .local/report.html)",
     )
     up.add_argument("--port", type=int, default=0, help="HTTP API port on 127.0.0.1 (default: a free one)")
+    up.add_argument("--console-port", type=int, default=0, metavar="PORT",
+                    help="the live console's port on 127.0.0.1 (default: a free one)")  # fmt: skip
+    up.add_argument("--no-console", action="store_true", help="no live console")
     up.add_argument(
         "--faults",
         type=_fault_plan,
@@ -162,8 +168,8 @@ def _up(args: argparse.Namespace) -> int:
         raise SystemExit(f"hybridsync up: {refused}") from None
 
 
-def _port_free(port: int) -> None:
-    """`--port`, checked before anything starts: one line naming it if it is taken."""
+def _port_free(port: int, option: str = "--port") -> None:
+    """A port option, checked before anything starts: one line naming it if it is taken."""
     import socket
 
     if not port:
@@ -174,8 +180,8 @@ def _port_free(port: int) -> None:
             probe.bind(("127.0.0.1", port))
         except OSError as error:
             raise SystemExit(
-                f"hybridsync up: --port {port}: 127.0.0.1:{port} is not free ({error.strerror}; another "
-                "`hybridsync up`?): give another port, or leave --port out and a free one is picked"
+                f"hybridsync up: {option} {port}: 127.0.0.1:{port} is not free ({error.strerror}; another "
+                f"`hybridsync up`?): give another port, or leave {option} out and a free one is picked"
             ) from None
 
 
@@ -192,6 +198,7 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
             f'--{hook}: name a function in pyproject.toml ([tool.hybridsync] {hook} = "myapp.{hook}:run")'
         )
     _port_free(args.port)
+    _port_free(args.console_port, "--console-port")
     if args.region_faults and not args.regions:
         raise SystemExit("hybridsync up: --region-faults cuts off or stops replica Regions: run them with "
                          "--regions HOME,REGION too")  # fmt: skip
@@ -220,6 +227,7 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
             raise SystemExit(f"hybridsync up: --regions: {refused}") from None
         status_file = state / "status.json"
         running = [app]  # one app; after `hybridsync failover`, the one running in the new home
+        console = None
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with Ctrl-C ignored
         try:
@@ -229,9 +237,10 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
             stack.bucket_names = {c.removesuffix("Bucket").lower(): name for c, name in app.buckets.items()}
             env_file = state / "env"
             _write_env(env_file, stack, app)
+            console = _console(args, running, stack.database_url)
             took = time.monotonic() - started
             print(f"hybridsync: the app of {args.assembly}/ running locally, up in {took:.1f}s")
-            _banner(stack, app, env_file)
+            _banner(stack, app, env_file, console)
             if runs:
                 from rich.console import Console
 
@@ -253,9 +262,28 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
         except KeyboardInterrupt:
             print("stopping: delivering what was read, then stopping the functions")
         finally:
+            if console is not None and not isinstance(console, str):
+                console.close()
             running[0].stop()  # its functions first (a drain polling), then PostgreSQL goes away
             status_file.unlink(missing_ok=True)
     return 0
+
+
+def _console(args: argparse.Namespace, running: list[Any], database_url: str) -> Console | str | None:
+    """The live console on the running app (after a failover, the new home's), or why it is not."""
+    from hybridsync.local.console.scripts import Unavailable
+    from hybridsync.local.console.server import Console
+    from hybridsync.runtime import db
+
+    if args.no_console:
+        return None
+    try:
+        console = Console(lambda: running[0], db.create_engine(database_url), config.model(),
+                          port=args.console_port)  # fmt: skip
+    except Unavailable as why:
+        return f"not started: {why}"
+    console.start()
+    return console
 
 
 def _serve(running: list[Any], state: Path, port: int, moved: Callable[[Any], None]) -> None:
@@ -350,7 +378,7 @@ def _kinesis_source(arn: str) -> str:
     return f"on Kinesis {stream_name(arn)}" + (f" through fan-out consumer {consumer}" if consumer else "")
 
 
-def _banner(stack: Any, app: Any, env_file: Path) -> None:
+def _banner(stack: Any, app: Any, env_file: Path, console: Console | str | None = None) -> None:
     """What `hybridsync up` prints once the app runs: each service, resource and endpoint."""
     _banner_services(stack, app)
     _banner_tables_and_functions(app)
@@ -360,6 +388,11 @@ def _banner(stack: Any, app: Any, env_file: Path) -> None:
             f"  HTTP API   http://127.0.0.1:{app.http.server_address[1]}/  (callers' IAM authorization is "
             "not checked locally)"
         )
+    if isinstance(console, str):
+        print(f"  console    {console}")
+    elif console is not None:
+        print(f"  console    {console.url}  (live, in a browser: the app as a diagram, throughput, dead "
+              "letters and their redrive, alarms, drift, the trace of any change)")  # fmt: skip
     if app.lambda_api is not None:
         print(f"  Lambda API {app.lambda_api.endpoint}  (invoke, pause a mapping: what `--deployed` calls)")
     for name in app.queues:

@@ -78,11 +78,12 @@ def _sources(args: argparse.Namespace, model: Any) -> Any:
     """Locally: the app's stream, log files and PostgreSQL; `--deployed`: its operations function
     for PostgreSQL; `--deployed STACK`: the stack's log groups too, and the stream read only at the
     records the logs name (a third reader of a shard risks throttling its consumers)."""
+    from hybridsync.local.dynamodb.streams import every_record
     from hybridsync.runtime import aws, db
     from hybridsync.sync import trace
 
     streams = aws.client("dynamodbstreams")
-    sources = trace.Sources(aws.client("dynamodb"), scanned(streams), postgres=None, lines=lambda *_: ())
+    sources = trace.Sources(aws.client("dynamodb"), every_record(streams), postgres=None, lines=lambda *_: ())
     if not args.deployed:  # the local app's logs (`--deployed` alone: its operations function)
         logs = Path(args.state_dir) / "logs"
         if not logs.is_dir():
@@ -123,14 +124,6 @@ def log_groups(stack: str) -> list[str]:
     if len(found) > 50:  # a Logs Insights query reads at most 50
         print(f"hybridsync trace: {stack} has {len(found)} log groups; the query reads 50", file=sys.stderr)
     return found[:50]
-
-
-def scanned(streams: Any) -> Any:
-    """Every record of a stream, shard by shard from its trim horizon, as Lambda delivers them (the
-    local app's reader: a local stream is small, and its records' stamps put right)."""
-    from hybridsync.local.dynamodb.streams import StreamReader
-
-    return lambda arn, sequences: StreamReader(streams, arn, start="TRIM_HORIZON").read()
 
 
 def at_sequences(streams: Any) -> Any:

@@ -119,6 +119,10 @@ class LocalApp:
         elif region_faults:
             raise ValueError("Region faults need the Regions: --regions HOME,REGION")
 
+    def aws(self, service: str) -> Any:
+        """A client of one of the app's services (DynamoDB Local's, or moto server's)."""
+        return self._account.client(service)
+
     def __getattr__(self, name: str) -> Any:
         holder = DELEGATED.get(name)
         if holder is None or name == holder:

@@ -305,6 +305,7 @@ def figures(
         "dynamodb_items": dict(sorted(dynamodb.items())),
         "postgresql_rows": rows,
         **verdict.summary(),
+        "drift_by_entity": {name: d.total for name, d in (verdict.to_sql | verdict.to_views).items()},
         "aggregate_differences": [
             f"{' '.join(map(str, k))}: stored {a}, recount {b}"
             for k, (a, b) in sorted(verdict.aggregate_differences().items(), key=str)

@@ -64,3 +64,17 @@ def test_poison_outbox_rows_are_dead_lettered_and_every_good_row_reaches_dynamod
     assert outbox["dead_lettered"] >= 2 and outbox["depth"] == 0 and outbox["errors"] == 0, outbox
     status = up.cli("status", "--state-dir", str(up.state))
     assert "dead-lettered" in status.stdout, status.stdout
+
+
+def test_the_banner_names_the_live_console_and_it_answers_there(up):
+    """A line naming `console` and its URL on 127.0.0.1, and the page there (the scripts it loads
+    from the npm packages package.json pins, served by the console itself)."""
+    import re
+    import urllib.request
+
+    (line,) = [line for line in up.log_tail(20_000).splitlines() if line.split()[:1] == ["console"]]
+    url = re.fullmatch(r"\s*console\s+(http://127\.0\.0\.1:\d+/)\s.*", line)[1]
+    with urllib.request.urlopen(url, timeout=30) as page:
+        assert "hybridsync console" in page.read().decode()
+    with urllib.request.urlopen(url + "static/sse.min.js", timeout=30) as script:
+        assert script.status == 200 and b"sse" in script.read()

@@ -8,7 +8,8 @@ A step is a fenced block after a marker (an HTML comment: the site does not show
                                     printed follows it. exit=N: the exit status it must end with
                                     (default 0). until="TEXT": run it again, every 2 s for up to
                                     timeout=S (default 120), until TEXT is in what it prints, as a
-                                    reader does while the pipeline catches up. any-numbers: its
+                                    reader does while the pipeline catches up. any-order: its lines
+                                    in any order (two consumers read a record at once). any-numbers: its
                                     counts depend on timing (compared with every number masked)
     <!-- tutorial: start -->        console: one long-running command (`hybridsync up`), left
                                     running in its terminal; what it printed once it serves
@@ -118,6 +119,8 @@ class Run:
         for step in self.steps:
             vary = "any-numbers" in step.block.options
             page, now = shape(step.shown, self.folder, vary), shape(step.printed, self.folder, vary)
+            if "any-order" in step.block.options:  # lines of concurrent work: the same lines, in any order
+                page, now = sorted(page), sorted(now)
             if page != now:
                 where = f"{step.block.page.relative_to(ROOT)}:{step.block.line}"
                 diff = difflib.unified_diff(
@@ -147,6 +150,7 @@ MASKS = [  # what differs from run to run, whatever the command
     (re.compile(r"\b\d{8}T\d{6,12}\b"), "<time>"),
     (re.compile(r"\b[A-Z][a-z]{2}, \d\d [A-Z][a-z]{2} \d{4} \d\d:\d\d:\d\d GMT\b"), "<time>"),
     (re.compile(r"(?<=_image=)[0-9a-f]{12}\b"), "<digest>"),  # a stream image's digest (hybridsync trace)
+    (re.compile(r"(?<=\basset\.)[0-9a-f]{12}(?=\.\.\.)"), "<hex>"),  # an asset's hash, even all digits
     (re.compile(r"\b[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}\b"), "<uuid>"),
     (re.compile(r"\b(?=[0-9a-f]*[a-f])(?=[0-9a-f]*\d)[0-9a-f]{8,}\b"), "<hex>"),  # assets, request ids
     (re.compile(r"\b[A-Za-z0-9_-]{20,}={0,2}(?=@)"), "<secret>"),

@@ -168,6 +168,11 @@ def _up(args: argparse.Namespace) -> int:
         raise SystemExit(f"hybridsync up: {refused}") from None
 
 
+def _ports_free(args: argparse.Namespace) -> None:
+    for port, option in ((args.port, "--port"), (args.console_port, "--console-port")):
+        _port_free(port, option)
+
+
 def _port_free(port: int, option: str = "--port") -> None:
     """A port option, checked before anything starts: one line naming it if it is taken."""
     import socket
@@ -197,8 +202,7 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
         raise SystemExit(
             f'--{hook}: name a function in pyproject.toml ([tool.hybridsync] {hook} = "myapp.{hook}:run")'
         )
-    _port_free(args.port)
-    _port_free(args.console_port, "--console-port")
+    _ports_free(args)
     if args.region_faults and not args.regions:
         raise SystemExit("hybridsync up: --region-faults cuts off or stops replica Regions: run them with "
                          "--regions HOME,REGION too")  # fmt: skip
@@ -226,8 +230,7 @@ def _run_up(args: argparse.Namespace, state: Path, started: float) -> int:
         except ValueError as refused:  # --regions the app cannot have, said before anything runs
             raise SystemExit(f"hybridsync up: --regions: {refused}") from None
         status_file = state / "status.json"
-        running = [app]  # one app; after `hybridsync failover`, the one running in the new home
-        console = None
+        running, console = [app], None  # one app; after `hybridsync failover`, the one in the new home
         signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
         signal.signal(signal.SIGINT, signal.default_int_handler)  # even if started with Ctrl-C ignored
         try:
@@ -280,7 +283,7 @@ def _console(args: argparse.Namespace, running: list[Any], database_url: str) ->
     try:
         console = Console(lambda: running[0], db.create_engine(database_url), config.model(),
                           port=args.console_port)  # fmt: skip
-    except Unavailable as why:
+    except (Unavailable, OSError) as why:  # no npm, offline, the port taken, the cache not writable
         return f"not started: {why}"
     console.start()
     return console

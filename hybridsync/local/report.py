@@ -296,7 +296,7 @@ def figures(
         letters_of_gaps = rowless_letters(conn, model, waiting, since, held)
     letters = [(r.source, r.reason) for r in waiting if r.created_at >= since]
     earlier = [(r.source, r.reason) for r in waiting if r.created_at < since]
-    delivered = [(at, lag) for stats in app.mapping_stats.values() for at, lag in stats.lags]
+    delivered = [(at, lag) for stats in app.mapping_stats.values() for at, lag in list(stats.lags)]
     lags = sorted(lag for _, lag in delivered)
     return {
         "caught_up": caught_up,

@@ -45,12 +45,19 @@ def _event_id(letter: DeadLetter) -> str | None:
     return str(event_id) if event_id else None
 
 
-def pending(conn: sa.Connection, source: str | None = None, ids: list[int] | None = None) -> list[Any]:
+def pending(conn: sa.Connection, source: str | None = None, ids: list[int] | None = None, *,
+            newest: int | None = None) -> list[Any]:  # fmt: skip
+    """The letters not redriven yet, oldest first; `newest=N`: the N newest, newest first."""
     import sqlalchemy as sa
 
     from hybridsync.sql.schema import dead_letters
 
-    query = sa.select(dead_letters).where(dead_letters.c.redriven_at.is_(None)).order_by(dead_letters.c.id)
+    query = sa.select(dead_letters).where(dead_letters.c.redriven_at.is_(None))
+    query = (
+        query.order_by(dead_letters.c.id.desc()).limit(newest)
+        if newest
+        else query.order_by(dead_letters.c.id)
+    )
     if source:
         query = query.where(dead_letters.c.source == source)
     if ids:

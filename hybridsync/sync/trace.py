@@ -173,7 +173,9 @@ def _folds(
 
 def in_postgres(engine: Any, model: Any) -> Postgres:
     """The item's dead letters and row, read from PostgreSQL (`engine`)."""
-    return lambda table, key, image: dead_letters(engine, key) + row(engine, model, table, key, image)
+    return lambda table, key, image: (
+        dead_letters(engine, key, model, table) + row(engine, model, table, key, image)
+    )
 
 
 def ordered(events: list[Event]) -> list[Event]:
@@ -275,30 +277,56 @@ def aggregates(model: Any, table: str, records: list[Any], folds: Mapping[str, t
     return events
 
 
-def dead_letters(engine: Any, key: Mapping[str, str]) -> list[Event]:
-    """The item's dead letters (a record whose keys are the item's), and their redrives."""
+def dead_letters(
+    engine: Any, key: Mapping[str, str], model: Any = None, table: str | None = None
+) -> list[Event]:
+    """The item's dead letters (a stream record whose keys are the item's; with the `model` and the
+    item's `table`, an outbox row whose view is the item), and their redrives."""
     import sqlalchemy as sa
 
-    from hybridsync.sql.schema import dead_letters as table
+    from hybridsync.sql.schema import dead_letters as letters_table
     from hybridsync.streams import trail
+    from hybridsync.sync.outbox import SOURCE as DRAIN
 
-    # a value as the column's text holds it (json.dumps escapes it), matched literally
+    # a value as the column's text holds it (json.dumps escapes it), matched literally; an outbox
+    # row's letter names the row's key, not the item's: the drain's letters are read and placed
     first = json.dumps(next(iter(key.values())))[1:-1]
-    query = sa.select(table).where(sa.cast(table.c.record, sa.Text).contains(first, autoescape=True))
-    query = query.order_by(table.c.id)
+    holds = sa.cast(letters_table.c.record, sa.Text).contains(first, autoescape=True)
+    query = sa.select(letters_table).where(sa.or_(holds, letters_table.c.source == DRAIN) if model else holds)
+    item = trail.item(key)
     with engine.connect() as conn:
-        letters = [r for r in conn.execute(query) if _keys(r.record) == trail.item(key)]
+        found = conn.execute(query.order_by(letters_table.c.id))
+        letters = [r for r in found if item in (_keys(r.record), model and _view_of(model, table, r.record))]
     events = []
     for letter in letters:
         given = str(((letter.record or {}).get("dynamodb") or {}).get("SequenceNumber") or "")
         sequence = str(int(given)) if given.isdigit() else None  # as the trail writes it
         said = {"id": letter.id, "consumer": letter.source, "reason": letter.reason, "sequence": sequence}
+        if "outbox_id" in (letter.record or {}):
+            said["outbox"] = letter.record["outbox_id"]
         events.append(Event(letter.created_at.timestamp(), "dead_letter", said))
         if letter.redriven_at is not None:
             events.append(
                 Event(letter.redriven_at.timestamp(), "redrive", {"id": letter.id, "sequence": sequence})
             )
     return events
+
+
+def _view_of(model: Any, table: str | None, record: Any) -> str | None:
+    """The item an outbox row's dead letter would have put (None: not of `table`, or no item)."""
+    from hybridsync.model.convert import item_values
+    from hybridsync.streams import trail
+    from hybridsync.sync.outbox import mastered_tables
+
+    if not isinstance(record, dict) or "outbox_id" not in record:
+        return None
+    entity = mastered_tables(model).get(record.get("table_name"))
+    if entity is None or entity.table.name != table:
+        return None
+    try:
+        return trail.item(entity.key(item_values(entity, record.get("row_key") or {})))
+    except Exception:  # a row no view can be made of
+        return None
 
 
 def _keys(record: Any) -> str:

@@ -42,6 +42,8 @@ KEYS = {  # the figures each benchmark must print (it may print more)
     "chaos": {"seed", "replay", "changes", "lost", "duplicated", "stale", "drift", "findings", "faults",
               "fault_kinds", "lag_p99_s", "aggregates_equal_recount", "failed_batches_left",
               "rate_first_minute", "rate_last_minute"},
+    "console": {"unwatched_orders_per_s", "watched_orders_per_s", "watched_vs_unwatched_ratio", "items",
+                "tick_ms", "recount_s", "trace_s", "log_mb"},
     "cold_start": {"aggregate_ratio", "api_ratio", "write_back_ratio", "max_ratio",
                    "container_fork_vs_fresh_cpu_ratio"},
     "freshness": FRESHNESS_KEYS,
@@ -77,6 +79,7 @@ KEYS = {  # the figures each benchmark must print (it may print more)
 }  # fmt: skip
 NEEDS_ASSEMBLY = {
     "chaos",
+    "console",
     "freshness",
     "fuzz",
     "local_pipeline",

@@ -37,8 +37,12 @@ FLAGS = ["--no-sandbox", "--disable-gpu", "--disable-background-networking", "--
 WAIT_MS = 30_000
 
 
+ORDERS: list[str] = []  # the orders the tests write: their rows go with the app (the session's
+# PostgreSQL is shared, and the run report's tests count its rows against their own tables' items)
+
+
 @pytest.fixture(scope="module")
-def app(cloud_assembly, stack, tmp_path_factory):
+def app(cloud_assembly, stack, engine, tmp_path_factory):
     assembly = Assembly.load(cloud_assembly)
     for function in ("WriteBack", "Aggregate"):
         esm(assembly, function).properties.update(MaximumBatchingWindowInSeconds=0)
@@ -47,6 +51,9 @@ def app(cloud_assembly, stack, tmp_path_factory):
     running.start(http_port=0, schedules=False)
     yield running
     running.stop()
+    with engine.begin() as conn:
+        for table in ("order_lines", "orders"):
+            conn.execute(sa.text(f"DELETE FROM {table} WHERE order_id = ANY(:o)"), {"o": ORDERS})
 
 
 @pytest.fixture(scope="module")
@@ -119,6 +126,7 @@ def test_a_write_through_the_http_api_moves_the_counters_and_its_trace_shows_row
     order = {"CustomerId": f"{tag}-c", "Lines": [{"ProductId": f"{tag}-p", "Quantity": 2, "UnitPrice": 4.5}]}
     code, placed = call(app, "POST", "/orders", order, {"Idempotency-Key": tag})
     assert code == 201, placed
+    ORDERS.append(placed["OrderId"])
     page.wait_for_function(  # the page's own figure moves, pushed by the server: no reload
         f"() => /([\\d,]+) delivered/.exec(document.getElementById('mapping:{write_back}').textContent)[1]"
         f".replace(/,/g, '') > {before}",
@@ -157,6 +165,7 @@ def test_a_poisoned_record_shows_as_a_dead_letter_and_lands_once_redriven_from_t
     app, page, engine, refusing
 ):
     order_id = f"{uuid.uuid4().hex[:6]}-poison"
+    ORDERS.append(order_id)
     values = {"OrderId": order_id, "CustomerId": "c-con", "CreatedAt": "2031-03-04T10:00:00.000Z",
               "Status": refusing, "Version": 1, "Total": Decimal("5")}  # fmt: skip
     store.put(app.client, app.tables["MainTable"], ORDER, values)
@@ -199,10 +208,19 @@ def test_the_console_refuses_other_hosts_foreign_redrives_and_names_a_bad_parame
     assert code == 400 and "key:" in said
     code, said = request(console, "/trace?" + urllib.parse.urlencode({"table": "nope", "key": "PK=x"}))
     assert code == 400 and "table:" in said and "nope" in said
+    code, said = request(console, "/trace?" + urllib.parse.urlencode({"table": "main", "key": "Qty=table"}))
+    assert code == 400 and said.startswith('<p class="error">key:'), said
     assert request(console, "/trace?key=PK%3Dx")[0] == 400
     bad = urllib.parse.urlencode({"token": console.token, "id": "1; drop"}).encode()
     code, said = request(console, "/redrive", method="POST", body=bad, headers={"HX-Request": "true"})
     assert code == 400 and "id:" in said
+    assert request(console, "/", headers={"Sec-Fetch-Site": "cross-site"})[0] == 403
+    for length in ("-1", "abc", "99999999"):  # never read unbounded, never a dropped connection
+        code, said = request(console, "/redrive", method="POST", body=b"",
+                             headers={"HX-Request": "true", "Content-Length": length})  # fmt: skip
+        assert code == 400 and "Content-Length" in said, length
+    form = urllib.parse.urlencode({"token": "é"}).encode()
+    assert request(console, "/redrive", method="POST", body=form, headers={"HX-Request": "true"})[0] == 403
     assert request(console, "/static/htmx.min.js")[0] == 200
     assert request(console, "/nothing")[0] == 404
     json.dumps(console.sections())  # every section drawn, as text

@@ -9,7 +9,7 @@ import uuid
 
 import pytest
 
-from hybridsync.cli.trace import scanned
+from hybridsync.local.dynamodb.streams import every_record as scanned
 from hybridsync.sync import trace
 from shop.model import MODEL
 from tests.handlers import LambdaContext, load
@@ -231,3 +231,32 @@ def test_a_postgresql_mastered_item_shows_its_outbox_rows_and_each_drains_put_be
     puts = {e.detail["version"]: e.detail["fate"] for e in events if e.kind == "put"}
     assert sorted(puts.values()) == ["applied", "superseded"] and puts[max(puts)] == "applied"
     assert events[-1].detail["batch"]["skipped"] >= 1  # from PostgreSQL: not written back
+
+
+def test_an_outbox_rows_dead_letter_is_traced_to_the_item_its_view_would_have_been(
+    handler_env, stack, engine, logs, capfd
+):
+    """A row no view can hold (a price past DynamoDB's 38 digits): the drain dead-letters its
+    outbox row, whose letter names the row's key, not the item's; the trace places it."""
+    import sqlalchemy as sa
+
+    from hybridsync.sync.outbox import mastered_tables
+
+    pid = f"p-{uuid.uuid4().hex[:8]}"
+    with engine.begin() as conn:
+        insert = "INSERT INTO product_availability (product_id, price, stock) VALUES (:p, :price, 1)"
+        conn.execute(sa.text(insert), {"p": pid, "price": "1e130"})
+    capfd.readouterr()
+    load("sql_sync").handler({}, LambdaContext())
+    kept(capfd, logs, "SqlSync")
+    entity = mastered_tables(MODEL)["product_availability"]
+    key = {name: str(value) for name, value in entity.key({"ProductId": pid}).items()}
+    events = trace.trace(MODEL, "main", key, stack.table_names, local(stack, engine, logs))
+    kinds = [e.kind for e in events]
+    assert kinds == ["outbox", "put", "dead_letter"], kinds
+    (letter,) = [e for e in events if e.kind == "dead_letter"]
+    assert letter.detail["consumer"] == "sql_sync" and letter.detail["outbox"] == events[0].detail["outbox"]
+    assert events[1].detail["fate"] == "dead letter"
+    other = {name: value.replace(pid, "p-other") for name, value in key.items()}  # not another item's
+    assert "dead_letter" not in [e.kind for e in trace.trace(MODEL, "main", other, stack.table_names,
+                                                             local(stack, engine, logs))]  # fmt: skip

@@ -126,6 +126,24 @@ def test_a_poison_write_is_dead_lettered_alarmed_and_repaired(tutorial):
     assert tutorial.output("hybridsync doctor").rstrip().endswith("all ok")
 
 
+def test_a_change_made_with_plain_boto3_is_traced_from_its_record_to_its_row_and_its_aggregate(tutorial):
+    """Page 4: invoice i-1 put through the API, then marked paid with plain boto3 (no hybridsync
+    code): `hybridsync trace` lists each record, the write-back and the aggregation that read it,
+    what it moved in CustomerTotals, and last the row, paid."""
+    traced = tutorial.output("hybridsync trace data pk=CUSTOMER#c-1 sk=INVOICE#i-1")
+    events = [line.split(maxsplit=2)[1:] for line in traced.splitlines() if line[:1].isdigit()]
+    kinds = [kind for kind, _ in events]
+    records = [said for kind, said in events if kind == "stream_record"]
+    assert [r.split()[0] for r in records] == ["event=INSERT", "event=MODIFY"], traced
+    first_modify = kinds.index("stream_record", 1)
+    insert = events[:first_modify]
+    assert {said.split()[0] for kind, said in insert if kind == "invocation"} == {
+        "function=WriteBack", "function=Aggregate"}, traced  # fmt: skip
+    assert any(kind == "aggregate" and "CustomerTotals" in said and '"Total": "120"' in said
+               for kind, said in insert), traced  # fmt: skip
+    assert kinds[-1] == "row" and '"status": "PAID"' in events[-1][1], traced
+
+
 TOUCH_OLD = '''
 
 def touch_old(app: Any, engine: sa.Engine) -> int:

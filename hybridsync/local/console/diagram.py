@@ -36,11 +36,11 @@ class Diagram:
             self.edges.append((source, target))
 
 
-def of_app(
-    app: Any, model: Any, status: dict[str, Any], items: dict[str, int], rows: dict[str, int]
-) -> Diagram:
+def of_app(app: Any, model: Any, status: dict[str, Any], items: dict[str, int], rows: dict[str, int],
+           waiting: dict[str, int]) -> Diagram:  # fmt: skip
     """The app's parts and their figures: `status` as `LocalApp.status()` gives it, `items` per
-    physical table (DynamoDB's ItemCount), `rows` per PostgreSQL table (live rows)."""
+    physical table (DynamoDB's ItemCount), `rows` per PostgreSQL table (live rows), `waiting`: the
+    pending dead letters per consumer (the write-back's redden its function, the drain's the outbox)."""
     from hybridsync.model.declare import Side
 
     d = Diagram()
@@ -62,8 +62,15 @@ def of_app(
     outbox = status.get("outbox")
     for name, f in status["functions"].items():
         if name in app.mapping_functions.values() or (name == "SqlSync" and outbox is not None):
-            said = f"{f['invocations']:,} invocations, {f['errors']} errors"
-            d.add(Box(f"function:{name}", 3, name, [said], warn=bool(f["errors"])))
+            said = [f"{f['invocations']:,} invocations, {f['errors']} errors"]
+            letters = (
+                waiting.get("write_back", 0)
+                if app.functions[name].handler.endswith("write_back.handler")
+                else 0
+            )
+            if letters:
+                said.append(_count(letters, "dead letter") + " pending")
+            d.add(Box(f"function:{name}", 3, name, said, warn=bool(f["errors"] or letters)))
     for name, m in status["mappings"].items():
         d.link(f"mapping:{name}", f"function:{m['function']}")
     for synced in model.synced():
@@ -71,9 +78,10 @@ def of_app(
         d.add(Box(f"sql:{synced.sql_table}", 4, synced.sql_table,
                   [_count(rows.get(synced.sql_table, 0), "row"), f"{synced.name}, {way}"]))  # fmt: skip
     if outbox is not None:
-        waiting = f"{outbox['depth']:,} waiting, oldest {outbox['oldest_age_s']:.1f} s"
-        applied = f"{outbox['applied']:,} applied, {outbox['dead_lettered']} dead letters"
-        d.add(Box("outbox", 4, "outbox", [waiting, applied], warn=bool(outbox["dead_lettered"])))
+        depth = f"{outbox['depth']:,} waiting, oldest {outbox['oldest_age_s']:.1f} s"
+        letters = waiting.get("sql_sync", 0)
+        applied = f"{outbox['applied']:,} applied, {letters} dead letters"
+        d.add(Box("outbox", 4, "outbox", [depth, applied], warn=bool(letters)))
     _carried(d, app, model, Side)
     return d
 

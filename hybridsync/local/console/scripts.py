@@ -30,6 +30,9 @@ PINNED = {
 }
 
 
+FETCH_S = 60.0  # an offline machine's npm retries for minutes: the app starts without its console
+
+
 class Unavailable(RuntimeError):
     """The scripts cannot be fetched here: why, and what to do, in one sentence."""
 
@@ -58,8 +61,11 @@ def install(target: Path | None = None) -> Path:
     for name in missing:
         package, integrity, member = PINNED[name]
         with tempfile.TemporaryDirectory(dir=target) as scratch:
-            packed = subprocess.run([npm, "pack", package, "--pack-destination", scratch, "--silent"],
-                                    capture_output=True, text=True, cwd=scratch)  # fmt: skip
+            try:
+                command = [npm, "pack", package, "--pack-destination", scratch, "--silent"]
+                packed = subprocess.run(command, capture_output=True, text=True, cwd=scratch, timeout=FETCH_S)
+            except subprocess.TimeoutExpired:
+                raise Unavailable(f"npm pack {package} took over {FETCH_S:g} s (offline?)") from None
             tarballs = list(Path(scratch).glob("*.tgz"))
             if packed.returncode or not tarballs:
                 raise Unavailable(

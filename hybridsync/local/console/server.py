@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hmac
 import html
+import re
 import secrets
 import threading
 import time
@@ -26,6 +27,7 @@ STYLE = Path(__file__).with_name("console.css")
 TICK_S = 1.0  # how often the live sections are redrawn and sent
 ENTITIES_EVERY_S = 10.0  # a recount reads every item and row: not every second
 TRACE_SINCE_S = 24 * 3600.0  # a stream's retention
+MAX_FORM = 65536
 
 
 class Console:
@@ -38,7 +40,8 @@ class Console:
         self.closing = threading.Event()
         self._lock = threading.Lock()
         self._drawn: tuple[float, dict[str, str]] = (0.0, {})
-        self._counted: tuple[float, dict[str, Any] | None] = (0.0, None)
+        self._counted: tuple[float, str] = (0.0, "")  # (when, the section drawn then)
+        self._recount_lock, self._recounting = threading.Lock(), False
         handler = type("Handler", (_Handler,), {"console": self})
         self.server = ThreadingHTTPServer(("127.0.0.1", port), handler)
         self.server.daemon_threads, self.server.block_on_close = True, False
@@ -59,7 +62,8 @@ class Console:
     # --- what the page shows -------------------------------------------------------------------
 
     def sections(self) -> dict[str, str]:
-        """Every live section, drawn at most once a second whoever asks (each open page asks)."""
+        """Every live section, drawn at most once a second whoever asks (each open page asks). A
+        part that cannot be read now (PostgreSQL down, say) says why in its section."""
         with self._lock:
             at, drawn = self._drawn
             now = time.time()
@@ -71,21 +75,50 @@ class Console:
     def _draw(self, app: Any, now: float) -> dict[str, str]:
         from hybridsync.sql.deadletters import pending
 
+        drawn: dict[str, str] = {}
+
+        def section(name: str, draw: Callable[[], str]) -> None:
+            try:
+                drawn[name] = draw()
+            except Exception as error:  # shown on the page, the next tick tries again
+                drawn[name] = views.error(f"not readable now: {type(error).__name__}: {error}")
+
         status = app.status()
-        items = {name: app.client.describe_table(TableName=name)["Table"].get("ItemCount", 0)
-                 for name in app.tables.values()}  # fmt: skip
-        with self.engine.connect() as conn:
-            rows = {s.sql_table: _live_rows(conn, s) for s in self.model.synced()}
-            letters = list(reversed(pending(conn)))[:100]
-        if now - self._counted[0] >= ENTITIES_EVERY_S:
-            self._counted = (now, _entities(app, self.engine, self.model))
-        return {
-            "diagram": diagram.svg(diagram.of_app(app, self.model, status, items, rows)),
-            "charts": views.charts(app, now),
-            "letters": views.letters(letters, self.model, self.token, REDRIVEN),
-            "alarms": views.alarms(status["alarms"]),
-            "entities": views.entities(self._counted[1], self._counted[0]),
-        }
+        with self._recount_lock:  # the entities' counts, made apart: they read every item and row
+            if now - self._counted[0] >= ENTITIES_EVERY_S and not self._recounting:
+                self._recounting = True
+                threading.Thread(
+                    target=self._recount, args=(app, now), name="console-recount", daemon=True
+                ).start()
+
+        def figures() -> str:
+            items = {name: app.client.describe_table(TableName=name)["Table"].get("ItemCount", 0)
+                     for name in app.tables.values()}  # fmt: skip
+            with self.engine.connect() as conn:
+                rows = {s.sql_table: _live_rows(conn, s) for s in self.model.synced()}
+                waiting = _waiting(conn)
+            return diagram.svg(diagram.of_app(app, self.model, status, items, rows, waiting))
+
+        def letters() -> str:
+            with self.engine.connect() as conn:
+                newest, count = pending(conn, newest=LETTERS_SHOWN), _waiting(conn)
+            physical = {name: logical for logical, name in app.table_names.items()}
+            return views.letters(newest, sum(count.values()), self.model, physical, REDRIVEN)
+
+        section("diagram", figures)
+        section("charts", lambda: views.charts(app, now))
+        section("letters", letters)
+        section("alarms", lambda: views.alarms(status["alarms"]))
+        section("entities", lambda: self._counted[1] or "<p>counting...</p>")
+        return drawn
+
+    def _recount(self, app: Any, started: float) -> None:
+        try:
+            self._counted = (started, views.entities(_entities(app, self.engine, self.model), started))
+        except Exception as error:  # said in its section until the next recount
+            self._counted = (started, views.error(f"not counted: {type(error).__name__}: {error}"))
+        finally:
+            self._recounting = False
 
     def page(self) -> str:
         return views.page(self.token, [t.name for t in self.model.tables], self.sections(),
@@ -98,13 +131,17 @@ class Console:
         from hybridsync.sync import trace
 
         table = (query.get("table") or [""])[0].strip()
-        lines = [line.strip() for line in (query.get("key") or [""])[0].splitlines() if line.strip()]
+        lines = [line.strip("\r") for line in (query.get("key") or [""])[0].split("\n") if line.strip()]
         if not table:
             return 400, views.error("table: name one of the model's tables")
         if not lines or any("=" not in line or line.startswith("=") for line in lines):
             return 400, views.error("key: give each key attribute as ATTR=VALUE, one per line")
         key = dict(line.split("=", 1) for line in lines)
         app = self.current()
+        if table not in app.table_names:
+            return 400, views.error(
+                f"table: no table {table!r} in the model ({', '.join(sorted(app.table_names))})"
+            )
         streams = aws.client("dynamodbstreams", app.streams_server.endpoint if app.streams_server
                              else app.dynamodb_endpoint, app.region)  # fmt: skip
         sources = trace.Sources(app.client, every_record(streams), trace.in_postgres(self.engine, self.model),
@@ -113,8 +150,8 @@ class Console:
             events = trace.trace(
                 self.model, table, key, app.table_names, sources, time.time() - TRACE_SINCE_S
             )
-        except ValueError as wrong:  # names the table or the key attribute
-            return 400, views.error(f"{'table' if 'table' in str(wrong) else 'key'}: {wrong}")
+        except ValueError as wrong:  # names the key attribute
+            return 400, views.error(f"key: {wrong}")
         return 200, views.timeline(events, table, key)
 
     def redrive(self, form: dict[str, list[str]]) -> tuple[int, str]:
@@ -124,15 +161,14 @@ class Console:
         from hybridsync.sync.jobs import Services
 
         given = (form.get("id") or [""])[0].strip()
-        if given and not given.isdigit():
+        if given and not re.fullmatch(r"[0-9]{1,18}", given):
             return 400, views.error(f"id: {given!r} is not a dead letter's id (a number)")
         app = self.current()
         services = Services(app.client, self.engine, self.model, dict(app.table_names), app.aws)
         event = {"operation": "redrive", "what": "dead-letters", "source": None,
                  "ids": [int(given)] if given else None}  # fmt: skip
         answer = operations.perform(services, event, lambda: 900.0)
-        with self._lock:
-            self._drawn = (0.0, {})  # the letters redrawn at once
+        self._drawn = (0.0, self._drawn[1])  # the letters redrawn at the next tick
         still = "".join(f"<li>{html.escape(s['id'])}: {html.escape(s['reason'])}</li>"
                         for s in answer["still"])  # fmt: skip
         return 200, (f"redriven: {answer['landed']} landed, {len(answer['still'])} still rejected"
@@ -140,6 +176,17 @@ class Console:
 
 
 REDRIVEN = ("write_back", "sql_sync")  # the sources a redrive applies (the others: a load, a rebuild)
+LETTERS_SHOWN = 100
+
+
+def _waiting(conn: Any) -> dict[str, int]:
+    """Pending dead letters per consumer."""
+    import sqlalchemy as sa
+
+    from hybridsync.sql.schema import dead_letters as letters
+
+    query = sa.select(letters.c.source, sa.func.count()).where(letters.c.redriven_at.is_(None))
+    return {source: count for source, count in conn.execute(query.group_by(letters.c.source))}
 
 
 def _live_rows(conn: Any, synced: Any) -> int:
@@ -181,8 +228,14 @@ class _Handler(BaseHTTPRequestHandler):
     console: Console
 
     def do_GET(self) -> None:  # http.server's name
-        if not self._ours():
-            return
+        if self._ours():
+            self._answer(self._get)
+
+    def do_POST(self) -> None:
+        if self._ours():
+            self._answer(self._post)
+
+    def _get(self) -> None:
         url = urlsplit(self.path)
         if url.path == "/":
             return self._send(200, self.console.page())
@@ -196,26 +249,41 @@ class _Handler(BaseHTTPRequestHandler):
             return self._send(200, (self.console.scripts / name).read_bytes(), "text/javascript")
         self._send(404, views.error(f"no page {url.path} (the console is at /)"))
 
-    def do_POST(self) -> None:
-        if not self._ours():
-            return
+    def _post(self) -> None:
         if urlsplit(self.path).path != "/redrive":
             return self._send(404, views.error("only /redrive takes a POST"))
-        length = int(self.headers.get("Content-Length") or 0)
-        form = parse_qs(self.rfile.read(min(length, 65536)).decode(errors="replace"))
-        token = (form.get("token") or [""])[0]
-        if self.headers.get("HX-Request") != "true" or not hmac.compare_digest(token, self.console.token):
+        length = self.headers.get("Content-Length") or "0"
+        if not length.isascii() or not length.isdigit() or int(length) > MAX_FORM:
+            return self._send(400, views.error(f"Content-Length: a form of at most {MAX_FORM} bytes"))
+        form = parse_qs(self.rfile.read(int(length)).decode(errors="replace"))
+        token = (form.get("token") or [""])[0].encode()
+        if self.headers.get("HX-Request") != "true" or not hmac.compare_digest(
+            token, self.console.token.encode()
+        ):
             return self._send(403, views.error("token: a redrive is asked from the console's own page"))
         self._send(*self.console.redrive(form))
 
+    def _answer(self, handle: Callable[[], None]) -> None:
+        """A request's answer; what fails unexpectedly (a service down) is said, as a 503."""
+        try:
+            handle()
+        except OSError:  # the browser went away
+            return
+        except Exception as error:
+            self._send(503, views.error(f"the console could not answer: {type(error).__name__}: {error}"))
+
     def _ours(self) -> bool:
-        """Only requests to this console by its loopback name: another name is a page of another
-        site that resolved its host to 127.0.0.1 (DNS rebinding)."""
+        """Only requests to this console by its loopback name, from its own pages: another name is a
+        page of another site that resolved its host to 127.0.0.1 (DNS rebinding), and a request a
+        page of another site sends is refused before it reads anything."""
         port = self.console.port
-        if self.headers.get("Host") in (f"127.0.0.1:{port}", f"localhost:{port}"):
-            return True
-        self._send(403, views.error(f"Host: open the console as http://127.0.0.1:{port}/"))
-        return False
+        if self.headers.get("Host") not in (f"127.0.0.1:{port}", f"localhost:{port}"):
+            self._send(403, views.error(f"Host: open the console as http://127.0.0.1:{port}/"))
+            return False
+        if self.headers.get("Sec-Fetch-Site") == "cross-site":
+            self._send(403, views.error("Sec-Fetch-Site: the console answers its own pages only"))
+            return False
+        return True
 
     def _events(self) -> None:
         """The live sections as server-sent events (`event: diagram`, ...), each sent when it changed."""
@@ -224,18 +292,16 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Cache-Control", "no-store")
         self.end_headers()
         sent: dict[str, str] = {}
-        try:
-            while not self.console.closing.is_set():
-                for name, fragment in self.console.sections().items():
-                    if sent.get(name) != fragment:
-                        data = "".join(f"data: {line}\n" for line in fragment.splitlines() or [""])
-                        self.wfile.write(f"event: {name}\n{data}\n".encode())
-                        sent[name] = fragment
-                self.wfile.write(b": tick\n\n")  # a closed page is noticed here
-                self.wfile.flush()
-                self.console.closing.wait(TICK_S)
-        except (BrokenPipeError, ConnectionResetError):
-            return
+        while not self.console.closing.is_set():
+            for name, fragment in self.console.sections().items():
+                if sent.get(name) != fragment:
+                    lines = re.split(r"\r\n|\r|\n", fragment)  # SSE's own line ends, no other
+                    data = "".join(f"data: {line}\n" for line in lines)
+                    self.wfile.write(f"event: {name}\n{data}\n".encode())
+                    sent[name] = fragment
+            self.wfile.write(b": tick\n\n")  # a closed page is noticed here
+            self.wfile.flush()
+            self.console.closing.wait(TICK_S)
 
     def _send(self, code: int, body: str | bytes, kind: str = "text/html; charset=utf-8") -> None:
         data = body.encode() if isinstance(body, str) else body
@@ -244,6 +310,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Content-Length", str(len(data)))
         self.send_header("Cache-Control", "no-store")
         self.send_header("X-Frame-Options", "DENY")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Security-Policy", "default-src 'self'; img-src 'self' data:")
         self.end_headers()
         self.wfile.write(data)
 

@@ -20,8 +20,10 @@ def page(token: str, tables: list[str], sections: dict[str, str], title: str) ->
     """The console: every section rendered once, then kept live by the `/events` stream (htmx's SSE
     extension swaps each section's event into it); the trace box asks `/trace`."""
     # 4xx answers are swapped in too (they say which parameter is wrong), not dropped
-    config = json.dumps({"responseHandling": [{"code": "204", "swap": False},
-                                              {"code": "[2345]..", "swap": True}]})  # fmt: skip
+    handling = [{"code": "204", "swap": False}, {"code": "[2345]..", "swap": True}]
+    config = json.dumps(
+        {"includeIndicatorStyles": False, "responseHandling": handling}
+    )  # no inline style: CSP
     options = "".join(f"<option>{html.escape(t)}</option>" for t in tables)
     live = {name: f'<div id="{name}" sse-swap="{name}">{sections[name]}</div>' for name in LIVE}
     return f"""<!doctype html><html lang="en"><head><meta charset="utf-8">
@@ -39,11 +41,11 @@ second old at most. Nothing here writes to a table but the redrive, which runs w
 <form hx-get="/trace" hx-target="#timeline" id="trace-form">
 <label>table <select name="table">{options}</select></label>
 <label>key <textarea name="key" rows="2" cols="70"
- placeholder="PK=CUSTOMER#c-1&#10;SK=ORDER#o-7"></textarea></label>
+ placeholder="PK=...&#10;SK=..."></textarea></label>
 <button type="submit">trace</button>
 <small>one ATTR=VALUE per line, as <code>hybridsync trace</code> takes them</small>
 </form><div id="timeline"></div></section>
-<section><h2>Dead letters</h2>{live["letters"]}</section>
+<section><h2>Dead letters</h2><p id="redriven"></p>{live["letters"]}</section>
 <section><h2>Entities: items against rows, and drift</h2>{live["entities"]}</section>
 <section><h2>Alarms</h2>{live["alarms"]}</section>
 <input type="hidden" id="token" name="token" value="{html.escape(token)}">
@@ -67,49 +69,56 @@ def charts(app: Any, now: float) -> str:
     return f'<div class="charts">{"".join(parts)}</div>'
 
 
-def letters(rows: list[Any], model: Any, token: str, redrivable: tuple[str, ...]) -> str:
-    """The pending dead letters, newest first, each with its reason, the item it names (a link that
-    traces it) and a redrive button for the sources a redrive applies."""
-    if not rows:
+def letters(
+    rows: list[Any], count: int, model: Any, physical: dict[str, str], redrivable: tuple[str, ...]
+) -> str:
+    """The pending dead letters (`rows`: the newest; `count`: all of them), each with its reason,
+    the item it names (a link that traces it) and a redrive button for the sources a redrive
+    applies. `physical`: physical table name -> the model's."""
+    if not count:
         return "<p>no dead letters pending</p>"
     body = []
     for row in rows:
         record = row.record if isinstance(row.record, dict) else {}
         event = record.get("eventName") or record.get("operation") or "?"
-        button = (f'<button hx-post="/redrive" hx-vals=\'{{"id": "{row.id}"}}\' hx-include="#token" '
-                  f'hx-target="#redriven">redrive</button>' if row.source in redrivable else "")  # fmt: skip
+        asked = html.escape(json.dumps({"id": str(row.id)}))
+        button = (f'<button hx-post="/redrive" hx-vals="{asked}" hx-include="#token" hx-target="#redriven">'
+                  "redrive</button>" if row.source in redrivable else "")  # fmt: skip
         cells = [str(row.id), f"{row.created_at:%H:%M:%S}", html.escape(row.source), html.escape(str(event)),
-                 _traced(model, record), html.escape(row.reason), button]  # fmt: skip
+                 _traced(model, physical, record), html.escape(row.reason), button]  # fmt: skip
         body.append(f'<tr id="letter-{row.id}">' + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     everything = (
         '<button hx-post="/redrive" hx-include="#token" hx-target="#redriven" hx-confirm="Redrive every '
         'pending dead letter of the write-back and the drain?">redrive all</button>'
     )
-    return (f"<p>{len(rows)} pending {everything} <span id=\"redriven\"></span></p><table><tr><th>id</th>"
+    shown = f", the newest {len(rows)} shown" if len(rows) < count else ""
+    return (f"<p>{count} pending{shown} {everything}</p><table><tr><th>id</th>"
             f"<th>at</th><th>consumer</th><th>event</th><th>item</th><th>reason</th><th></th></tr>"
             f"{''.join(body)}</table>")  # fmt: skip
 
 
-def _traced(model: Any, record: dict[str, Any]) -> str:
-    """The item a stream record's letter names, as a link that traces it (an outbox row's: its id)."""
+def _traced(model: Any, physical: dict[str, str], record: dict[str, Any]) -> str:
+    """The item a stream record's letter names, as a link that traces it: its table is the one
+    whose stream the record came from (an outbox row's letter: the row's id)."""
     from urllib.parse import urlencode
+
+    from hybridsync.model.convert import unmarshal
 
     change = record.get("dynamodb")
     if not isinstance(change, dict) or not isinstance(change.get("Keys"), dict):
-        return html.escape(str(record.get("outbox_id", "")))
-    from hybridsync.model.convert import unmarshal
-
+        return html.escape(f"outbox row {record['outbox_id']}" if "outbox_id" in record else "")
     try:
         keys = unmarshal(change["Keys"])
     except Exception:  # a record too broken to decode names no item
         return ""
-    table = next((t.name for t in model.tables if {a.name for a in t.key_schema()} == set(keys)), None)
-    shown = " ".join(f"{k}={v}" for k, v in sorted(keys.items()))
-    if table is None:
-        return html.escape(shown)
-    query = urlencode({"table": table, "key": "\n".join(f"{k}={v}" for k, v in sorted(keys.items()))})
+    arn = str(record.get("eventSourceARN", ""))
+    table = physical.get(arn.split(":table/")[1].split("/")[0]) if ":table/" in arn else None
+    pairs = [f"{k}={v}" for k, v in sorted(keys.items()) if isinstance(v, str | int | float)]
+    if table is None or len(pairs) != len(keys):  # another table's, or a binary key: shown only
+        return html.escape(" ".join(f"{k}={v!r}" for k, v in sorted(keys.items())))
+    query = urlencode({"table": table, "key": "\n".join(pairs)})
     link = f'<a href="#timeline" hx-get="/trace?{html.escape(query)}" hx-target="#timeline">'
-    return f"{link}{html.escape(shown)}</a>"
+    return f"{link}{html.escape(' '.join(pairs))}</a>"
 
 
 def alarms(status: dict[str, dict[str, Any]]) -> str:

@@ -7,7 +7,8 @@ A step is a fenced block after a marker (an HTML comment: the site does not show
                                     folder, and what `source` set, carry on to the next); what it
                                     printed follows it. exit=N: the exit status it must end with
                                     (default 0). until="TEXT": run it again, every 2 s for up to
-                                    timeout=S (default 120), until TEXT is in what it prints, as a
+                                    timeout=S (default 120), until TEXT is in what it prints (each
+                                    of "A && B": both), as a
                                     reader does while the pipeline catches up. any-order: its lines
                                     in any order (two consumers read a record at once). any-numbers: its
                                     counts depend on timing (compared with every number masked)
@@ -249,16 +250,17 @@ class Reader:
             return
         expected = int(block.options.get("exit", "0"))
         until = block.options.get("until")
+        wanted = until.split(" && ") if until is not None else []  # every one of them
         deadline = time.monotonic() + float(block.options.get("timeout", "120"))
         while True:
             done = subprocess.run(["bash", "-c", command], cwd=self.cwd, env=self.env, stdout=subprocess.PIPE,
                                   stderr=subprocess.STDOUT, text=True, timeout=600)  # fmt: skip
             step.printed, step.status = clean(done.stdout), done.returncode
-            if until is None or until in step.printed or time.monotonic() > deadline:
+            if all(text in step.printed for text in wanted) or time.monotonic() > deadline:
                 break
             time.sleep(2)
         where = f"{block.page.relative_to(ROOT)}:{block.line}"
-        if until is not None and until not in step.printed:
+        if not all(text in step.printed for text in wanted):
             raise Failed(f"{where}: `{command}` never printed {until!r}:\n{step.printed[-3000:]}")
         if step.status != expected:
             raise Failed(

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -32,9 +33,13 @@ def add_trace(cli: Commands) -> None:
         _trace,
     )
     trace.add_argument(
-        "table", metavar="TABLE", help="the model's table name (`hybridsync model` lists them)"
+        "table",
+        metavar="TABLE|ENTITY",
+        help="the model's table name (`hybridsync model` lists them), or "
+        "an entity with a SQL table: then ATTR=VALUE is its sql_key (`trace Invoice InvoiceId=i-1`)",
     )
-    trace.add_argument("key", metavar="ATTR=VALUE", nargs="+", help="the item's key attributes")
+    trace.add_argument("key", metavar="ATTR=VALUE", nargs="+", help="the item's key attributes (or the "
+                       "entity's sql_key)")  # fmt: skip
     trace.add_argument("--since", default="24h", help="how far back: 90s, 30m, 6h, 1d (default 24h, the "
                        "stream's retention)")  # fmt: skip
     trace.add_argument("--json", action="store_true", help="a JSON list of events, each with its `kind`")
@@ -53,9 +58,8 @@ def _trace(args: argparse.Namespace) -> int:
 
     model = config.model()
     key = dict(_pair(given) for given in args.key)
-    if not any(t.name == args.table for t in model.tables):
-        raise SystemExit(f"hybridsync trace: no table {args.table!r} in the model (its tables: "
-                         f"{', '.join(t.name for t in model.tables)})")  # fmt: skip
+    if not any(t.name == args.table for t in model.tables):  # an entity and its sql_key
+        args.table, key = _located(args, model, key)
     since = time.time() - _seconds(args.since)
     try:
         events = trace.trace(model, args.table, key, common.tables(), _sources(args, model), since)
@@ -93,6 +97,12 @@ def _sources(args: argparse.Namespace, model: Any) -> Any:
         warn = lambda line: print(f"hybridsync trace: {line}", file=sys.stderr)  # noqa: E731
         sources.lines = trace.insights_lines(aws.client("logs"), log_groups(args.deployed), say=warn)
         sources.records = at_sequences(streams)
+    bucket = (common.stack_output(args.deployed, "FailedBatchesBucketName")[0] if args.deployed
+              else os.environ.get("FAILED_BATCHES_BUCKET"))  # fmt: skip
+    if bucket:  # the batches a mapping gave up on, their records kept
+        from hybridsync.sync import failed
+
+        sources.failed = failed.BucketStore(aws.client("s3"), bucket).pending
     if args.deployed is None:
         sources.postgres = trace.in_postgres(db.create_engine(common.database_url(args)), model)
         return sources
@@ -103,6 +113,21 @@ def _sources(args: argparse.Namespace, model: Any) -> Any:
 
     sources.postgres = postgres
     return sources
+
+
+def _located(args: argparse.Namespace, model: Any, given: dict[str, str]) -> tuple[str, dict[str, str]]:
+    """An entity and its sql_key values: its table and its item's key, from the row PostgreSQL
+    holds (here, or in the stack's operations function)."""
+    from hybridsync.runtime import db
+    from hybridsync.sync import trace
+
+    try:
+        if args.deployed is not None:
+            said = common.deployed(args, {"operation": "trace", "entity": args.table, "key": given})
+            return said["table"], said["key"]
+        return trace.located(db.create_engine(common.database_url(args)), model, args.table, given)
+    except ValueError as wrong:
+        raise SystemExit(f"hybridsync trace: {wrong}") from None
 
 
 def log_groups(stack: str) -> list[str]:

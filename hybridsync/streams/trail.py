@@ -58,10 +58,14 @@ def log(logger: Any, message: str, changes: Any, **outcome: Any) -> None:
     with the batch's outcome; nothing is built when INFO is off."""
     if not logger.isEnabledFor(logging.INFO):
         return
-    read = [c for c in changes if isinstance(c, StreamChange) and c.keys]
+    taken = list(changes)
+    read = [c for c in taken if isinstance(c, StreamChange) and c.keys]
     if read:
         where = {"table": read[0].table, "stream": stream(read[0].record.get("eventSourceARN"))}
-        log_entries(logger, message, entries(read), **where, **outcome)
+        # the batch as delivered: a retry shows the same records again, a bisected one fewer of them
+        span = sorted(c.sequence for c in read)
+        taken_in = {"records": len(taken), "first": str(span[0]), "last": str(span[-1])}
+        log_entries(logger, message, entries(read), **where, **taken_in, **outcome)
 
 
 def log_entries(logger: Any, message: str, listed: list[dict[str, Any]], **outcome: Any) -> None:

@@ -7,7 +7,8 @@ Events: `{"operation": "plan", "kind", "spec"}` -> `{"job"}`; `{"operation": "un
 "rate"}` -> the unit as left (done, or its checkpoint at the deadline); `{"operation": "reconcile",
 "repair"}`, `{"operation": "redrive", "what": "dead-letters" | "failed-batches", "source"}`,
 `{"operation": "migrations", "action": "upgrade" | "current"}`, `{"operation": "trace", "table",
-"key", "image"}` -> `{"events"}` (an item's dead letters and row, hybridsync.sync.trace).
+"key", "image"}` -> `{"events"}` (an item's dead letters and row, hybridsync.sync.trace);
+`{"operation": "trace", "entity", "key"}` -> `{"table", "key"}` (an entity's item, by its sql_key).
 """
 
 from __future__ import annotations
@@ -67,6 +68,9 @@ def perform(services: Services, event: dict[str, Any], remaining_s: Callable[[],
     if operation == "trace":
         from hybridsync.sync import trace
 
+        if "entity" in event:  # an entity and its sql_key: where its item is
+            table, key = trace.located(services.engine, services.model, event["entity"], event["key"])
+            return {"table": table, "key": key}
         found = trace.in_postgres(services.engine, services.model)(
             event["table"], event["key"], event.get("image")
         )

@@ -14,6 +14,7 @@ whose records span a shard and its child (DynamoDB splits shards) may show the c
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import re
@@ -58,6 +59,7 @@ class Sources:
     records: Callable[[str, list[str]], Iterable[dict[str, Any]]] | None
     postgres: Postgres | None
     lines: Callable[[str, float], Iterable[Line]]
+    failed: Callable[[], Iterable[Any]] | None = None  # the failure bucket's batches (sync/failed.py)
 
 
 def trace(model: Any, table: str, key: Mapping[str, str], tables: Mapping[str, str], sources: Sources,
@@ -85,9 +87,11 @@ def trace(model: Any, table: str, key: Mapping[str, str], tables: Mapping[str, s
     # a record's stamp as its consumers saw it: DynamoDB Local stamps a record when it is read
     stamped = {e["sequence"]: e["created_ms"] / 1000 for *_, e in read if e.get("created_ms") is not None}
     events = [_record(change, stamped) for change in records]
-    events += [_invocation(at, function, line, entry) for at, function, line, entry in read]
+    events += _attempts([_invocation(at, function, line, entry) for at, function, line, entry in read])
     events += _drained(drained)
     events += aggregates(model, table, records, _folds(read), stamped)
+    if sources.failed is not None:
+        events += failed_batches(sources.failed(), item, arn)
     if sources.postgres is not None:
         image = next(
             (c.new_image or c.old_image for c in reversed(records) if c.new_image or c.old_image), None
@@ -96,7 +100,7 @@ def trace(model: Any, table: str, key: Mapping[str, str], tables: Mapping[str, s
             stored = {name: {kind: value} for name, (kind, value) in types.items()}
             image = sources.dynamodb.get_item(TableName=physical, Key=stored, ConsistentRead=True).get("Item")
         events += sources.postgres(table, key, _json_image(image))
-    return ordered(events)
+    return ordered(_hops(events))
 
 
 def _drained(drained: list[tuple[float, str, dict[str, Any], dict[str, Any]]]) -> list[Event]:
@@ -171,6 +175,45 @@ def _folds(
     }  # fmt: skip
 
 
+def located(engine: Any, model: Any, name: str, given: Mapping[str, str]) -> tuple[str, dict[str, str]]:
+    """An entity and its `sql_key` values (attribute -> text) as a trace's input: (its table, the
+    item's key), the key made from the row PostgreSQL holds (a key template may name attributes
+    the SQL key lacks: an invoice's partition is its customer's). ValueError says what is wrong."""
+    import sqlalchemy as sa
+
+    from hybridsync.model.convert import item_values
+
+    try:
+        entity = model.entity(name)
+    except KeyError:
+        entity = None
+    if entity is None or not entity.sql_table:
+        raise ValueError(f"no table or synced entity {name!r} in the model (its entities with a SQL table: "
+                         f"{', '.join(e.name for e in model.synced())})")  # fmt: skip
+    if set(given) != set(entity.sql_key):
+        raise ValueError(
+            f"{name} is found by its sql_key: give {' '.join(f'{a}=...' for a in entity.sql_key)}"
+        )
+    where = " AND ".join(f"{entity.field(a).column}::text = :{n}" for n, a in enumerate(entity.sql_key))
+    with engine.connect() as conn:
+        found = conn.execute(sa.text(f"SELECT to_jsonb(t) FROM {entity.sql_table} t WHERE {where}"),
+                             {str(n): given[a] for n, a in enumerate(entity.sql_key)}).scalar()  # fmt: skip
+    values = (
+        item_values(entity, json.loads(found) if isinstance(found, str) else found) if found else dict(given)
+    )
+    try:
+        key = entity.key(values)
+    except ValueError:
+        raise ValueError(
+            f"no row of {name} with {' '.join(f'{a}={v}' for a, v in given.items())} in "
+            f"{entity.sql_table}: give the table and the item's key instead"
+        ) from None
+    as_text = {
+        attr: base64.b64encode(v).decode() if isinstance(v, bytes) else str(v) for attr, v in key.items()
+    }
+    return entity.table.name, as_text
+
+
 def in_postgres(engine: Any, model: Any) -> Postgres:
     """The item's dead letters and row, read from PostgreSQL (`engine`)."""
     return lambda table, key, image: (
@@ -218,10 +261,67 @@ def _record(change: Any, stamped: Mapping[str, float]) -> Event:
                                        "ttl_expiry": change.ttl_expiry or None})  # fmt: skip
 
 
+def _hops(events: list[Event]) -> list[Event]:
+    """Each hop's freshness (s, from the record's stamp): a folded aggregate's, and the row's from
+    the newest record written before it was."""
+    records = sorted((e.at, e.detail["sequence"]) for e in events if e.kind == "stream_record")
+    stamp = {sequence: at for at, sequence in records}
+    for event in events:
+        sequence = event.detail.get("sequence")
+        if event.kind == "aggregate" and event.detail.get("folded") and sequence in stamp:
+            event.detail["freshness_s"] = round(max(event.at - stamp[sequence], 0.0), 3)
+        elif (
+            event.kind == "row"
+            and event.detail.get("row")
+            and (before := [a for a, _ in records if a <= event.at])
+        ):
+            event.detail["freshness_s"] = round(event.at - before[-1], 3)
+    return events
+
+
+def failed_batches(batches: Iterable[Any], item: str, arn: str | None) -> list[Event]:
+    """The batches an event source mapping gave up on (past its retries, or too old) that held a
+    record of the item: each a `dead_letter` of its consumer, its records kept in the failure
+    bucket until `hybridsync failed-batches redrive` applies them."""
+    from hybridsync.streams import trail
+
+    events = []
+    for batch in batches:
+        if trail.stream(batch.stream_arn) != trail.stream(arn):
+            continue
+        for record in batch.records or []:
+            keys = (record.get("dynamodb") or {}).get("Keys")
+            if not isinstance(keys, dict) or trail.item(keys) != item:
+                continue
+            given = str(record["dynamodb"].get("SequenceNumber") or "")
+            at = datetime.fromisoformat(batch.at.replace("Z", "+00:00")).timestamp() if batch.at else 0.0
+            events.append(Event(at, "dead_letter", {
+                "consumer": batch.consumer, "failed_batch": f"{batch.place}/{batch.message_id}",
+                "reason": f"the mapping gave up on its batch ({batch.condition}, {batch.attempts} attempts): "
+                          "`hybridsync failed-batches redrive` applies it",
+                "sequence": str(int(given)) if given.isdigit() else None}))  # fmt: skip
+    return events
+
+
+def _attempts(invocations: list[Event]) -> list[Event]:
+    """Each invocation's `attempt` at its record (a function that read the same record before: a
+    retry of its batch), and `bisected` when the retry's batch held fewer records than the one
+    before (the mapping split the failing batch in halves)."""
+    before: dict[tuple[Any, Any], Event] = {}
+    for event in sorted(invocations, key=lambda e: e.at):
+        seen = (event.detail["function"], event.detail["sequence"])
+        earlier = before.get(seen)
+        event.detail["attempt"] = earlier.detail["attempt"] + 1 if earlier else 1
+        held, had = (e.detail["batch"].get("records") if e else None for e in (event, earlier))
+        if held is not None and had is not None and held < had:
+            event.detail["bisected"] = f"{held} of {had} records"
+        before[seen] = event
+    return invocations
+
+
 def _invocation(at: float, function: str, line: dict[str, Any], entry: dict[str, Any]) -> Event:
-    outcome = {
-        k: line[k] for k in ("applied", "changed", "skipped", "duplicates", "dead_letters") if k in line
-    }
+    outcome = {k: line[k] for k in ("records", "first", "last", "applied", "changed", "skipped", "duplicates",
+                                    "dead_letters") if k in line}  # fmt: skip
     created = entry.get("created_ms")
     return Event(at, "invocation", {
         "function": function, "request": line.get("function_request_id"), "message": line.get("message"),

@@ -123,7 +123,8 @@ def test_the_command_prints_the_trace_as_json_or_text_and_says_what_is_wrong(
     from hybridsync import cli
 
     write_back = load("write_back")
-    workload.line(workload.id("o"), 1, Quantity=1)
+    oid = workload.id("o")
+    workload.line(oid, 1, Quantity=1)
     records = stream.read()
     capfd.readouterr()
     write_back.handler({"Records": records}, LambdaContext())
@@ -135,11 +136,22 @@ def test_the_command_prints_the_trace_as_json_or_text_and_says_what_is_wrong(
     # what it moves, though not folded yet: a day's and a month's sales, a month's spend
     assert [e["kind"] for e in said] == ["stream_record", "invocation", *["aggregate"] * 3, "row"]
     assert not any(e["folded"] for e in said if e["kind"] == "aggregate")
+    # an entity and its sql_key: the same item, its key made from its row
+    assert cli.main(["trace", "OrderLine", f"OrderId={oid}", "LineNo=1", "--json", "--state-dir", state]) == 0
+    assert json.loads(capfd.readouterr().out) == said
     assert cli.main(["trace", "main", *pairs, "--state-dir", state]) == 0
     text = capfd.readouterr().out.splitlines()
     assert len(text) == 6 and "invocation" in text[1] and "function=WriteBack" in text[1]
     for argv, says in (
-        (["trace", "nope", *pairs], "no table 'nope' in the model"),
+        (["trace", "nope", *pairs], "no table or synced entity 'nope' in the model"),
+        (
+            ["trace", "OrderLine", f"OrderId={oid}"],
+            "OrderLine is found by its sql_key: give OrderId=... LineNo",
+        ),
+        (
+            ["trace", "OrderLine", "OrderId=none", "LineNo=1"],
+            "no row of OrderLine with OrderId=none LineNo=1",
+        ),
         (["trace", "main", pairs[0]], "main's key is PK, SK"),
         (["trace", "main", "PK"], "each key attribute as ATTR=VALUE"),
         (["trace", "main", *pairs, "--since", "yesterday"], "--since 'yesterday'"),
@@ -163,7 +175,8 @@ def test_deployed_the_trace_reads_the_stacks_log_groups_and_asks_its_operations_
     from hybridsync.sync.jobs import Services
 
     write_back = load("write_back")
-    workload.line(workload.id("o"), 1, Quantity=1)
+    oid = workload.id("o")
+    workload.line(oid, 1, Quantity=1)
     records = stream.read()
     capfd.readouterr()
     write_back.handler({"Records": records}, LambdaContext())
@@ -260,3 +273,54 @@ def test_an_outbox_rows_dead_letter_is_traced_to_the_item_its_view_would_have_be
     other = {name: value.replace(pid, "p-other") for name, value in key.items()}  # not another item's
     assert "dead_letter" not in [e.kind for e in trace.trace(MODEL, "main", other, stack.table_names,
                                                              local(stack, engine, logs))]  # fmt: skip
+
+
+def test_a_retried_batch_shows_each_attempt_and_a_bisected_one_its_half(
+    handler_env, stack, engine, workload, stream, logs, capfd
+):
+    """The write-back takes two orders' records, then again (a retry), then only the first (the
+    mapping bisected the batch): the first order's record shows attempts 1, 2 and 3, the last one
+    on a half of the batch."""
+    write_back = load("write_back")
+    first, second = workload.id("o"), workload.id("o")
+    workload.order(first)
+    workload.order(second)
+    records = stream.read()
+    capfd.readouterr()
+    for batch in (records, records, records[:1]):
+        write_back.handler({"Records": batch}, LambdaContext())
+    kept(capfd, logs, "WriteBack")
+    key = {name: value["S"] for name, value in records[0]["dynamodb"]["Keys"].items()}
+    events = trace.trace(MODEL, "main", key, stack.table_names, local(stack, engine, logs))
+    read = [e.detail for e in events if e.kind == "invocation"]
+    assert [r["attempt"] for r in read] == [1, 2, 3], read
+    assert [r["batch"]["records"] for r in read] == [2, 2, 1]
+    assert [r.get("bisected") for r in read] == [None, None, "1 of 2 records"]
+    assert read[0]["batch"]["first"] == str(int(records[0]["dynamodb"]["SequenceNumber"]))
+
+
+def test_a_batch_the_mapping_gave_up_on_is_found_in_the_failure_bucket(handler_env, stack, engine, workload,
+                                                                      stream, logs):  # fmt: skip
+    """Past its retries, a batch's invocation record goes to the failure bucket with its records:
+    the trace finds the item's record there, a dead letter of the batch's consumer."""
+    from hybridsync.local.awslambda.mappings import failure_record
+    from hybridsync.sync import failed
+
+    oid = workload.id("o")
+    workload.order(oid)
+    records = stream.read()
+    s3, bucket = stack.client("s3"), f"trace-failed-{uuid.uuid4().hex[:8]}"
+    s3.create_bucket(Bucket=bucket)
+    function = "arn:aws:lambda:us-east-1:1:function:x-WriteBack"
+    info = failure_record(records, stream_arn=records[0]["eventSourceARN"], shard=stream.shard,
+                          function_arn=function, condition="RetryAttemptsExhausted", invokes=11)  # fmt: skip
+    s3.put_object(Bucket=bucket, Key=f"aws/lambda/x/{stream.shard}/batch-1",
+                  Body=json.dumps(info | {"payload": {"Records": records}}))  # fmt: skip
+    sources = local(stack, engine, logs)
+    sources.failed = failed.BucketStore(s3, bucket).pending
+    key = {name: value["S"] for name, value in records[0]["dynamodb"]["Keys"].items()}
+    (letter,) = [e.detail for e in trace.trace(MODEL, "main", key, stack.table_names, sources)
+                 if e.kind == "dead_letter"]  # fmt: skip
+    assert letter["failed_batch"] == f"s3://{bucket}/aws/lambda/x/{stream.shard}/batch-1"
+    assert letter["consumer"] == "write_back" and "RetryAttemptsExhausted, 11 attempts" in letter["reason"]
+    assert letter["sequence"] == str(int(records[0]["dynamodb"]["SequenceNumber"]))

@@ -67,8 +67,8 @@ def test_poison_outbox_rows_are_dead_lettered_and_every_good_row_reaches_dynamod
 
 
 def test_the_banner_names_the_live_console_and_it_answers_there(up):
-    """A line naming `console` and its URL on 127.0.0.1, and the page there (the scripts it loads
-    from the npm packages package.json pins, served by the console itself)."""
+    """A line naming `console` and its URL on 127.0.0.1, and the page there (the scripts it loads,
+    pinned npm packages fetched once into the cache, served by the console itself)."""
     import re
     import urllib.request
 

@@ -9,6 +9,8 @@ import html
 from dataclasses import dataclass, field
 from typing import Any
 
+from hybridsync.local.cloudwatch.service import FRESHNESS  # direction -> the function measuring it
+
 # columns, left to right: where a change starts, how it is carried, who applies it, where it lands
 COLUMNS = ("DynamoDB tables", "streams", "event source mappings", "functions", "PostgreSQL")
 COLUMN_W, BOX_W, BOX_H, GAP, TOP, LEFT = 200, 176, 58, 14, 28, 30  # LEFT: the back edges' lane
@@ -68,8 +70,11 @@ def of_app(app: Any, model: Any, status: dict[str, Any], items: dict[str, int], 
                 if app.functions[name].handler.endswith("write_back.handler")
                 else 0
             )
+            fresh = next((status["freshness"].get(d) for d, c in FRESHNESS.items() if c == name), None) or {}
             if letters:
                 said.append(_count(letters, "dead letter") + " pending")
+            elif fresh.get("p50_s") is not None:  # the last 5 minutes' batches, as `hybridsync status`
+                said.append(f"freshness p50 {fresh['p50_s']:.2f} s, p99 {fresh['p99_s']:.2f} s")
             d.add(Box(f"function:{name}", 3, name, said, warn=bool(f["errors"] or letters)))
     for name, m in status["mappings"].items():
         d.link(f"mapping:{name}", f"function:{m['function']}")

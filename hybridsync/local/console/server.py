@@ -121,7 +121,8 @@ class Console:
             self._recounting = False
 
     def page(self) -> str:
-        return views.page(self.token, [t.name for t in self.model.tables], self.sections(),
+        tables = [t.name for t in self.model.tables] + [e.name for e in self.model.synced()]
+        return views.page(self.token, tables, self.sections(),
                           f"the app of {self.current().prefix}")  # fmt: skip
 
     def trace(self, query: dict[str, list[str]]) -> tuple[int, str]:
@@ -138,14 +139,19 @@ class Console:
             return 400, views.error("key: give each key attribute as ATTR=VALUE, one per line")
         key = dict(line.split("=", 1) for line in lines)
         app = self.current()
-        if table not in app.table_names:
-            return 400, views.error(
-                f"table: no table {table!r} in the model ({', '.join(sorted(app.table_names))})"
-            )
+        if table not in app.table_names:  # an entity and its sql_key: its item, by the row it has
+            try:
+                table, key = trace.located(self.engine, self.model, table, key)
+            except ValueError as wrong:
+                return 400, views.error(f"table: {wrong}")
         streams = aws.client("dynamodbstreams", app.streams_server.endpoint if app.streams_server
                              else app.dynamodb_endpoint, app.region)  # fmt: skip
         sources = trace.Sources(app.client, every_record(streams), trace.in_postgres(self.engine, self.model),
                                 trace.local_lines(app.state_dir / "logs"))  # fmt: skip
+        if app.failed_batches_bucket:  # the batches a mapping gave up on, their records kept
+            from hybridsync.sync import failed
+
+            sources.failed = failed.BucketStore(app.aws("s3"), app.failed_batches_bucket).pending
         try:
             events = trace.trace(
                 self.model, table, key, app.table_names, sources, time.time() - TRACE_SINCE_S

@@ -39,11 +39,12 @@ second old at most. Nothing here writes to a table but the redrive, which runs w
 <section><h2>Throughput and freshness (last 5 minutes)</h2>{live["charts"]}</section>
 <section><h2>Where did my change go?</h2>
 <form hx-get="/trace" hx-target="#timeline" id="trace-form">
-<label>table <select name="table">{options}</select></label>
+<label>table or entity <select name="table">{options}</select></label>
 <label>key <textarea name="key" rows="2" cols="70"
  placeholder="PK=...&#10;SK=..."></textarea></label>
 <button type="submit">trace</button>
-<small>one ATTR=VALUE per line, as <code>hybridsync trace</code> takes them</small>
+<small>one ATTR=VALUE per line, as <code>hybridsync trace</code> takes them: the item's key, or an
+entity's <code>sql_key</code></small>
 </form><div id="timeline"></div></section>
 <section><h2>Dead letters</h2><p id="redriven"></p>{live["letters"]}</section>
 <section><h2>Entities: items against rows, and drift</h2>{live["entities"]}</section>

@@ -47,7 +47,7 @@ def _scale(values: list[float], low: float, high: float, size: float) -> list[fl
     return [(v - low) / span * size for v in values]
 
 
-def lag_chart(timeline: list[tuple[float, float]]) -> str:
+def lag_chart(timeline: list[tuple[float, float]], over: str = "seconds into the run") -> str:
     """Each delivered record's lag (seconds from its write to its delivery) over the run."""
     if not timeline:
         return "<p>no records delivered</p>"
@@ -55,7 +55,7 @@ def lag_chart(timeline: list[tuple[float, float]]) -> str:
     xs = [at - start for at, _ in timeline]
     ys = [lag for _, lag in timeline]
     top = max(ys) or 1.0
-    parts = _axes("lag over time", f"seconds into the run (0-{xs[-1]:.0f})", "lag s", round(top, 2))
+    parts = _axes("lag over time", f"{over} (0-{xs[-1]:.0f})", "lag s", round(top, 2))
     px = _scale(xs, 0, max(xs) or 1, WIDTH - PAD - 20)
     py = _scale(ys, 0, top, HEIGHT - PAD - 20)
     dot = '<circle cx="{:.1f}" cy="{:.1f}" r="1.6" fill="#3366cc" fill-opacity="0.5"/>'
@@ -63,7 +63,7 @@ def lag_chart(timeline: list[tuple[float, float]]) -> str:
     return "\n".join([*parts, "</svg>"])
 
 
-def throughput_chart(timeline: list[tuple[float, float]]) -> str:
+def throughput_chart(timeline: list[tuple[float, float]], over: str = "seconds into the run") -> str:
     """Records delivered per second of the run."""
     if not timeline:
         return "<p>no records delivered</p>"
@@ -71,7 +71,7 @@ def throughput_chart(timeline: list[tuple[float, float]]) -> str:
     per_second = Counter(int(at - start) for at, _ in timeline)
     seconds = max(per_second) + 1
     top = max(per_second.values())
-    parts = _axes("throughput", f"seconds into the run (0-{seconds})", "records/s", top)
+    parts = _axes("throughput", f"{over} (0-{seconds})", "records/s", top)
     return "\n".join([*parts, *_bars(per_second, seconds, top, "#dc3912"), "</svg>"])
 
 

@@ -14,6 +14,7 @@ from hybridsync.local import report
 LIVE = ("diagram", "charts", "letters", "alarms", "entities")  # the page's sections, each an SSE event
 CHART_WINDOW_S = 300.0  # the charts show the last five minutes
 MAX_DOTS = 2000
+OVER = "seconds since the first record of the last 5 minutes"
 
 
 def page(token: str, tables: list[str], sections: dict[str, str], title: str) -> str:
@@ -61,8 +62,8 @@ def charts(app: Any, now: float) -> str:
                        if at >= since)  # fmt: skip
     sampled = delivered[:: max(1, len(delivered) // MAX_DOTS)]  # a page a browser redraws every second
     parts = [
-        f"<div><h3>records delivered per second</h3>{report.throughput_chart(delivered)}</div>",
-        f"<div><h3>each record's lag (s from its write)</h3>{report.lag_chart(sampled)}</div>",
+        f"<div><h3>records delivered per second</h3>{report.throughput_chart(delivered, OVER)}</div>",
+        f"<div><h3>each record's lag (s from its write)</h3>{report.lag_chart(sampled, OVER)}</div>",
     ]
     for direction, values in app.freshness_values(since).items():
         title = html.escape(report.DIRECTIONS.get(direction, direction))

@@ -58,13 +58,20 @@ def log(logger: Any, message: str, changes: Any, **outcome: Any) -> None:
     with the batch's outcome; nothing is built when INFO is off."""
     if not logger.isEnabledFor(logging.INFO):
         return
-    taken = list(changes)
+    try:
+        _log(logger, message, list(changes), outcome)
+    except Exception:  # the trail is a diagnosis: the batch it tells of was applied, whatever this did
+        logger.warning("the batch's trail could not be logged", exc_info=True)
+
+
+def _log(logger: Any, message: str, taken: list[Any], outcome: dict[str, Any]) -> None:
     read = [c for c in taken if isinstance(c, StreamChange) and c.keys]
     if read:
         where = {"table": read[0].table, "stream": stream(read[0].record.get("eventSourceARN"))}
         # the batch as delivered: a retry shows the same records again, a bisected one fewer of them
-        span = sorted(c.sequence for c in read)
-        taken_in = {"records": len(taken), "first": str(span[0]), "last": str(span[-1])}
+        span = sorted(c.sequence for c in read if c.sequence is not None)
+        taken_in = {"records": len(taken), "first": str(span[0]) if span else None,
+                    "last": str(span[-1]) if span else None}  # fmt: skip
         log_entries(logger, message, entries(read), **where, **taken_in, **outcome)
 
 

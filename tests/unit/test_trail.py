@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 
@@ -121,3 +122,22 @@ def test_deployed_the_functions_lines_are_found_by_a_logs_insights_query_in_thei
         parsed["changes"][0]["item"] == item and parsed["applied"] == 1 and when == pytest.approx(at / 1000)
     )
     assert function == parsed.get("function_name", "")
+
+
+def test_a_trail_that_cannot_be_logged_never_fails_the_batch_it_tells_of(caplog):
+    """The batch was applied before its trail is logged: a record without a sequence number beside
+    one with is logged with the numbered one's span; and whatever fails in the trail is a warning,
+    never the handler's error."""
+    logger = logging.getLogger(f"trail-{id(caplog)}")
+    numbered, unnumbered = (changes.read_one(record(n, PK={"S": "a"})) for n in (3, 4))
+    unnumbered = dataclasses.replace(unnumbered, sequence=None)
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        trail.log(logger, "changes folded", [numbered, unnumbered], applied=2)
+    (line,) = caplog.records
+    assert (line.records, line.first, line.last) == (2, "3", "3")
+    caplog.clear()
+    broken = dataclasses.replace(numbered, record=None)  # a change the trail cannot read
+    with caplog.at_level(logging.INFO, logger=logger.name):
+        trail.log(logger, "changes folded", [broken], applied=1)
+    (warned,) = caplog.records
+    assert warned.levelno == logging.WARNING and "trail could not be logged" in warned.getMessage()

@@ -100,15 +100,15 @@ def letters(
 
 
 def _traced(model: Any, physical: dict[str, str], record: dict[str, Any]) -> str:
-    """The item a stream record's letter names, as a link that traces it: its table is the one
-    whose stream the record came from (an outbox row's letter: the row's id)."""
-    from urllib.parse import urlencode
-
+    """The item a letter names, as a link that traces it: a stream record's, by its keys in the
+    table whose stream it came from; an outbox row's, by its entity and sql_key (the row's key)."""
     from hybridsync.model.convert import unmarshal
 
     change = record.get("dynamodb")
+    if "outbox_id" in record:
+        return _outbox_row(model, record)
     if not isinstance(change, dict) or not isinstance(change.get("Keys"), dict):
-        return html.escape(f"outbox row {record['outbox_id']}" if "outbox_id" in record else "")
+        return ""
     try:
         keys = unmarshal(change["Keys"])
     except Exception:  # a record too broken to decode names no item
@@ -118,6 +118,24 @@ def _traced(model: Any, physical: dict[str, str], record: dict[str, Any]) -> str
     pairs = [f"{k}={v}" for k, v in sorted(keys.items()) if isinstance(v, str | int | float)]
     if table is None or len(pairs) != len(keys):  # another table's, or a binary key: shown only
         return html.escape(" ".join(f"{k}={v!r}" for k, v in sorted(keys.items())))
+    return _link(table, pairs)
+
+
+def _outbox_row(model: Any, record: dict[str, Any]) -> str:
+    from hybridsync.sync.outbox import mastered_tables
+
+    shown = f"outbox row {record['outbox_id']}"
+    entity = mastered_tables(model).get(record.get("table_name"))
+    row_key = record.get("row_key") if isinstance(record.get("row_key"), dict) else {}
+    if entity is None or any(entity.field(a).column not in row_key for a in entity.sql_key):
+        return html.escape(shown)
+    pairs = [f"{a}={row_key[entity.field(a).column]}" for a in entity.sql_key]
+    return f"{html.escape(shown)}: {_link(entity.name, pairs)}"
+
+
+def _link(table: str, pairs: list[str]) -> str:
+    from urllib.parse import urlencode
+
     query = urlencode({"table": table, "key": "\n".join(pairs)})
     link = f'<a href="#timeline" hx-get="/trace?{html.escape(query)}" hx-target="#timeline">'
     return f"{link}{html.escape(' '.join(pairs))}</a>"

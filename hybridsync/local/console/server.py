@@ -83,7 +83,12 @@ class Console:
             except Exception as error:  # shown on the page, the next tick tries again
                 drawn[name] = views.error(f"not readable now: {type(error).__name__}: {error}")
 
-        status = app.status()
+        try:
+            status = app.status()
+        except Exception as error:  # the app between two states (a failover): the next tick tries again
+            return {
+                name: views.error(f"not readable now: {type(error).__name__}: {error}") for name in views.LIVE
+            }
         with self._recount_lock:  # the entities' counts, made apart: they read every item and row
             if now - self._counted[0] >= ENTITIES_EVERY_S and not self._recounting:
                 self._recounting = True

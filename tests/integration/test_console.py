@@ -224,3 +224,17 @@ def test_the_console_refuses_other_hosts_foreign_redrives_and_names_a_bad_parame
     assert request(console, "/static/htmx.min.js")[0] == 200
     assert request(console, "/nothing")[0] == 404
     json.dumps(console.sections())  # every section drawn, as text
+
+
+def test_the_scripts_are_fetched_once_and_refused_when_they_are_not_the_pinned_ones(tmp_path, monkeypatch):
+    """htmx from the npm registry, checked against its pinned integrity: the same bytes every time,
+    or no console (never a script nobody pinned)."""
+    from hybridsync.local.console import scripts
+
+    folder = scripts.install(tmp_path / "ok")
+    assert b"htmx" in (folder / "htmx.min.js").read_bytes() and (folder / "sse.min.js").is_file()
+    package, _, member = scripts.PINNED["sse.min.js"]
+    monkeypatch.setitem(scripts.PINNED, "sse.min.js", (package, "sha512-" + "A" * 86 + "==", member))
+    with pytest.raises(scripts.Unavailable, match="does not match its pinned integrity"):
+        scripts.install(tmp_path / "tampered")
+    assert not (tmp_path / "tampered" / "sse.min.js").exists()

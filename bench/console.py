@@ -35,7 +35,6 @@ import threading
 import time
 import urllib.request
 from collections.abc import Callable
-from decimal import Decimal
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -50,19 +49,9 @@ from hybridsync.local.template import Assembly, synth_if_stale  # noqa: E402
 from hybridsync.runtime import db  # noqa: E402
 from hybridsync.workloads import Writer, scratch, wait_caught_up  # noqa: E402
 from shop.model import MODEL, ORDER_LINE  # noqa: E402
-from shop_workloads.demo import place_order  # noqa: E402
+from shop_workloads.demo import orders_for  # noqa: E402
 
 CREATED = "2031-05-06T07:00:00.000Z"
-
-
-def write_for(writer: Writer, seconds: float, tag: str) -> tuple[int, float]:
-    """Orders with two lines, back to back, for `seconds`; (orders, orders per second)."""
-    started, n = time.monotonic(), 0
-    while time.monotonic() - started < seconds:
-        order = {"OrderId": f"{tag}-o{n}", "CustomerId": f"{tag}-c{n % 50}", "CreatedAt": CREATED}
-        place_order(writer, order, [f"{tag}-p{(n + line) % 30}" for line in (1, 2)], Decimal("9.99"))
-        n += 1
-    return n, n / (time.monotonic() - started)
 
 
 class Watcher(threading.Thread):
@@ -110,14 +99,14 @@ def main() -> None:
         console = Console(lambda: app, engine, MODEL)
         console.start()
         writer = Writer(app.client, app.table_names["main"])
-        write_for(writer, 1, "warm")  # the functions' cold starts, before anything is measured
+        orders_for(writer, 1, "warm")  # the functions' cold starts, before anything is measured
         wait_caught_up(lambda: app.status()["mappings"], engine, timeout_s=180)
         rates: dict[str, list[float]] = {"unwatched": [], "watched": []}
         for n, phase in enumerate(("unwatched", "watched", "watched", "unwatched")):
             watcher = Watcher(console.url) if phase == "watched" else None
             if watcher:
                 watcher.start()
-            orders, rate = write_for(writer, seconds, f"{phase[0]}{n}")
+            orders, rate = orders_for(writer, seconds, f"{phase[0]}{n}")
             wait_caught_up(lambda: app.status()["mappings"], engine, timeout_s=180)
             if watcher:
                 watcher.done.set()

@@ -43,7 +43,6 @@ import subprocess
 import sys
 import threading
 import time
-from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -58,7 +57,7 @@ from hybridsync.runtime import db  # noqa: E402
 from hybridsync.sync.reconcile import reconcile  # noqa: E402
 from hybridsync.workloads import Writer, scratch, wait_caught_up  # noqa: E402
 from shop.model import MODEL  # noqa: E402
-from shop_workloads.demo import place_order  # noqa: E402
+from shop_workloads.demo import orders_for  # noqa: E402
 
 
 def app_pids(app: LocalApp) -> list[int]:
@@ -86,17 +85,6 @@ class Sampler(threading.Thread):
         return min(self.samples, key=lambda s: abs(s[0] - seconds))
 
 
-def write_for(writer: Writer, seconds: float, tag: str) -> tuple[int, float]:
-    """Orders with two lines, back to back, for `seconds`; returns (orders, orders per second)."""
-    started, n = time.monotonic(), 0
-    while time.monotonic() - started < seconds:
-        order = {"OrderId": f"{tag}-o{n}", "CustomerId": f"{tag}-c{n % 50}",
-                 "CreatedAt": "2031-05-06T07:00:00.000Z"}  # fmt: skip
-        place_order(writer, order, [f"{tag}-p{(n + line) % 30}" for line in (1, 2)], Decimal("9.99"))
-        n += 1
-    return n, n / (time.monotonic() - started)
-
-
 def synth_kinesis(out: Path) -> Path:
     """The app synthesized with every streamed table on Kinesis Data Streams for DynamoDB."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "CDK_"))}
@@ -110,7 +98,7 @@ def measure(app: LocalApp, tag: str, seconds: float, emulator: int, engine: Any)
     """One source's phase: writes while the app consumes them, the drain, its lag and drift."""
     sampler = Sampler(app, emulator)
     sampler.start()
-    orders, rate = write_for(Writer(app.client, app.table_names["main"]), seconds, tag[0])
+    orders, rate = orders_for(Writer(app.client, app.table_names["main"]), seconds, tag[0])
     print(f"{tag:<9} {orders:>6} orders in {seconds:g} s: {rate:7.1f} orders/s (while consuming)", flush=True)
     wait_caught_up(lambda: app.status()["mappings"], engine, timeout_s=180)
     sampler.done.set()
@@ -142,9 +130,9 @@ def run_source(source: str, assembly_dir: Path, raw_assembly: Path, state: Path,
             return app
 
         raw, pipeline = started("raw", raw_assembly), started(source, assembly_dir)
-        write_for(Writer(pipeline.client, pipeline.table_names["main"]), 1, "warm")  # cold starts here
+        orders_for(Writer(pipeline.client, pipeline.table_names["main"]), 1, "warm")  # cold starts here
         time.sleep(1 if smoke else 6)
-        raw_orders, raw_rate = write_for(Writer(raw.client, raw.table_names["main"]), seconds, "r")
+        raw_orders, raw_rate = orders_for(Writer(raw.client, raw.table_names["main"]), seconds, "r")
         raw.stop()
         print(f"raw       {raw_orders:>6} orders in {seconds:g} s: {raw_rate:7.1f} orders/s", flush=True)
         run = measure(pipeline, source, seconds, stack.dynamodb_process.pid, engine)

@@ -194,10 +194,16 @@ def located(engine: Any, model: Any, name: str, given: Mapping[str, str]) -> tup
         raise ValueError(
             f"{name} is found by its sql_key: give {' '.join(f'{a}=...' for a in entity.sql_key)}"
         )
-    where = " AND ".join(f"{entity.field(a).column}::text = :{n}" for n, a in enumerate(entity.sql_key))
-    with engine.connect() as conn:
-        found = conn.execute(sa.text(f"SELECT to_jsonb(t) FROM {entity.sql_table} t WHERE {where}"),
-                             {str(n): given[a] for n, a in enumerate(entity.sql_key)}).scalar()  # fmt: skip
+    # each value typed by its column (PostgreSQL infers it), so the primary key's index is used
+    where = " AND ".join(f"{entity.field(a).column} = :{n}" for n, a in enumerate(entity.sql_key))
+    try:
+        with engine.connect() as conn:
+            values_of = {str(n): given[a] for n, a in enumerate(entity.sql_key)}
+            query = sa.text(f"SELECT to_jsonb(t) FROM {entity.sql_table} t WHERE {where}")
+            found = conn.execute(query, values_of).scalar()
+    except sa.exc.DataError as wrong:  # a value its column cannot hold: no such row
+        raise ValueError(f"{name}'s sql_key {' '.join(f'{a}={v}' for a, v in given.items())}: "
+                         f"{str(wrong.orig).splitlines()[0]}") from None  # fmt: skip
     values = (
         item_values(entity, json.loads(found) if isinstance(found, str) else found) if found else dict(given)
     )

@@ -146,3 +146,14 @@ def empty_database(engine):
     yield url
     with engine.connect().execution_options(isolation_level="AUTOCOMMIT") as conn:
         conn.execute(sa.text(f'DROP DATABASE "{name}" WITH (FORCE)'))
+
+
+@pytest.fixture
+def refusing(engine):
+    """The orders table refuses one status, as a constraint of the team's own would (a test may
+    drop it itself: the fix)."""
+    with engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE orders ADD CONSTRAINT no_refused CHECK (status <> 'REFUSED')"))
+    yield "REFUSED"
+    with engine.begin() as conn:
+        conn.execute(sa.text("ALTER TABLE orders DROP CONSTRAINT IF EXISTS no_refused"))

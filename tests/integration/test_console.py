@@ -151,16 +151,6 @@ def _row(engine, order_id: str):
         return conn.execute(sa.text("SELECT status FROM orders WHERE order_id = :o"), {"o": order_id}).first()
 
 
-@pytest.fixture
-def refusing(engine):
-    """PostgreSQL refuses one status, as a constraint of a team's own would: the poison."""
-    with engine.begin() as conn:
-        conn.execute(sa.text("ALTER TABLE orders ADD CONSTRAINT console_refused CHECK (status <> 'REFUSED')"))
-    yield "REFUSED"
-    with engine.begin() as conn:
-        conn.execute(sa.text("ALTER TABLE orders DROP CONSTRAINT IF EXISTS console_refused"))
-
-
 def test_a_poisoned_record_shows_as_a_dead_letter_and_lands_once_redriven_from_the_page(
     app, page, engine, refusing
 ):
@@ -173,7 +163,7 @@ def test_a_poisoned_record_shows_as_a_dead_letter_and_lands_once_redriven_from_t
     expect(letter).to_contain_text("rejected by PostgreSQL", timeout=WAIT_MS)
     shot(page.locator("section", has=page.locator("#letters")), "dead-letter")
     with engine.begin() as conn:  # the fix: the team drops its constraint
-        conn.execute(sa.text("ALTER TABLE orders DROP CONSTRAINT console_refused"))
+        conn.execute(sa.text("ALTER TABLE orders DROP CONSTRAINT no_refused"))
     letter.get_by_role("button", name="redrive").click()
     expect(page.locator("#redriven")).to_contain_text("redriven: 1 landed, 0 still rejected", timeout=WAIT_MS)
     assert _row(engine, order_id).status == refusing

@@ -40,6 +40,17 @@ def kept(capfd, logs, function: str) -> None:
         file.write(out + err)
 
 
+def written_back_line(workload, stream, capfd) -> tuple[str, list]:
+    """An order line put, its record read and given to the write-back, what it prints still to read:
+    (its order's id, its records)."""
+    oid = workload.id("o")
+    workload.line(oid, 1, Quantity=1)
+    records = stream.read()
+    capfd.readouterr()
+    load("write_back").handler({"Records": records}, LambdaContext())
+    return oid, records
+
+
 def test_a_trace_lists_the_records_the_invocations_the_aggregates_and_the_row_in_time_order(
     handler_env, stack, engine, workload, stream, logs, capfd, monkeypatch
 ):
@@ -122,12 +133,7 @@ def test_the_command_prints_the_trace_as_json_or_text_and_says_what_is_wrong(
 ):
     from hybridsync import cli
 
-    write_back = load("write_back")
-    oid = workload.id("o")
-    workload.line(oid, 1, Quantity=1)
-    records = stream.read()
-    capfd.readouterr()
-    write_back.handler({"Records": records}, LambdaContext())
+    oid, records = written_back_line(workload, stream, capfd)
     kept(capfd, logs, "WriteBack")
     pairs = [f"{name}={value['S']}" for name, value in records[0]["dynamodb"]["Keys"].items()]
     state = str(logs.parent)
@@ -174,12 +180,7 @@ def test_deployed_the_trace_reads_the_stacks_log_groups_and_asks_its_operations_
     from hybridsync.sync import operations
     from hybridsync.sync.jobs import Services
 
-    write_back = load("write_back")
-    oid = workload.id("o")
-    workload.line(oid, 1, Quantity=1)
-    records = stream.read()
-    capfd.readouterr()
-    write_back.handler({"Records": records}, LambdaContext())
+    _, records = written_back_line(workload, stream, capfd)
     printed = [t for t in capfd.readouterr().out.splitlines() if t.startswith("{")]
     lines = [
         t for t in printed if "timestamp" in json.loads(t)

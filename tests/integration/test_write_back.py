@@ -440,16 +440,6 @@ def test_poison_records_become_dead_letters_and_the_rest_lands(
     assert all(letter.source == "write_back" and letter.created_at for letter in letters)
 
 
-@pytest.fixture
-def refusing(engine):
-    """The orders table refuses one status, as a constraint of the team's own would."""
-    with engine.begin() as conn:
-        conn.execute(sa.text("ALTER TABLE orders ADD CONSTRAINT no_refused CHECK (status <> 'REFUSED')"))
-    yield "REFUSED"
-    with engine.begin() as conn:
-        conn.execute(sa.text("ALTER TABLE orders DROP CONSTRAINT no_refused"))
-
-
 def test_bisect_isolates_a_row_postgresql_rejects(engine, workload, stream, refusing, truth):
     prefix = workload.id("bis")
     for n in range(16):

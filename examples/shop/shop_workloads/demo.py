@@ -64,6 +64,18 @@ def place_order(
     return writer.put(ORDER, order | {"Total": total})
 
 
+def orders_for(writer: Writer, seconds: float, tag: str,
+               created: str = "2031-05-06T07:00:00.000Z") -> tuple[int, float]:  # fmt: skip
+    """Orders with two lines (of 30 products), back to back, for `seconds` (the benchmarks' steady
+    writer); returns (orders, orders per second)."""
+    started, n = time.monotonic(), 0
+    while time.monotonic() - started < seconds:
+        order = {"OrderId": f"{tag}-o{n}", "CustomerId": f"{tag}-c{n % 50}", "CreatedAt": created}
+        place_order(writer, order, [f"{tag}-p{(n + line) % 30}" for line in (1, 2)], Decimal("9.99"))
+        n += 1
+    return n, n / (time.monotonic() - started)
+
+
 def _sql_side(engine: sa.Engine, work: Workload, rng: random.Random, progress: Progress) -> list[str]:
     """The catalogue, written where it is mastered, through the write path's SQL functions."""
     task = progress.add_task(
